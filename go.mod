@@ -1,0 +1,3 @@
+module github.com/profinfer/profinfer
+
+go 1.26.8

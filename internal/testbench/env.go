@@ -1,0 +1,84 @@
+// Package testbench locates the test bench that `make testenv` builds under .testenv/ and
+// drives the real engines in it: llama-bench, llama-server, ggml-rpc-server and the
+// node-llama-cpp prebuilt. Every driver waits until its work is done and leaves no process
+// behind.
+package testbench
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Env is a built test bench.
+type Env struct {
+	Root string // the .testenv directory
+}
+
+// Find locates the test bench: $PROFINFER_TESTENV, or .testenv in the root of this module
+// above the working directory.
+func Find() (*Env, error) {
+	if dir := os.Getenv("PROFINFER_TESTENV"); dir != "" {
+		return check(dir)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			strings.HasPrefix(string(mod), "module github.com/profinfer/profinfer\n") {
+			return check(filepath.Join(dir, ".testenv"))
+		}
+		if filepath.Dir(dir) == dir {
+			return nil, errors.New("testbench: no profinfer module root above " + wd)
+		}
+	}
+}
+
+func check(dir string) (*Env, error) {
+	e := &Env{Root: dir}
+	for _, p := range []string{e.Bin("llama-bench"), e.Model("tiny-dense")} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("testbench: %s is missing; run `make testenv`", p)
+		}
+	}
+	return e, nil
+}
+
+// Bin is the path of a llama.cpp tool built by the test bench.
+func (e *Env) Bin(name string) string { return filepath.Join(e.Root, "llama.cpp", "bin", name) }
+
+// Model is the path of a test bench model, by name without extension.
+func (e *Env) Model(name string) string { return filepath.Join(e.Root, "models", name+".gguf") }
+
+// NodeDriver is the node-llama-cpp workload script.
+func (e *Env) NodeDriver() string { return filepath.Join(e.Root, "npm", "driver.mjs") }
+
+// PrebuiltDir holds the node-llama-cpp x64 prebuilt libraries.
+func (e *Env) PrebuiltDir() string {
+	return filepath.Join(e.Root, "npm", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
+}
+
+// Require returns the test bench, or ends the test: skipped on a developer machine,
+// failed in CI (CI=true), where a missing test bench is a broken build, not a reason to skip.
+func Require(t testing.TB) *Env {
+	t.Helper()
+	e, err := Find()
+	if err != nil {
+		Missing(t, err.Error())
+	}
+	return e
+}
+
+// Missing ends a test whose prerequisite is absent: fatal in CI, a skip elsewhere.
+func Missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("prerequisite missing in CI: %s", why)
+	}
+	t.Skipf("prerequisite missing: %s", why)
+}

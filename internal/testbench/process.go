@@ -1,0 +1,91 @@
+package testbench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Process is an engine process in its own process group, so that stopping it also stops
+// anything it started.
+type Process struct {
+	Cmd    *exec.Cmd
+	Stdout bytes.Buffer
+	Stderr bytes.Buffer
+	done   chan struct{}
+	err    error
+}
+
+// Start starts name with args and returns once it runs.
+func Start(name string, args ...string) (*Process, error) {
+	p := &Process{Cmd: exec.Command(name, args...), done: make(chan struct{})}
+	p.Cmd.Stdout, p.Cmd.Stderr = &p.Stdout, &p.Stderr
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.Cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { p.err = p.Cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// PID is the process id.
+func (p *Process) PID() int { return p.Cmd.Process.Pid }
+
+// Wait waits for the process to exit, killing its group when ctx ends first.
+func (p *Process) Wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.Stop()
+		return fmt.Errorf("%s: %w; stderr: %s", p.Cmd.Path, ctx.Err(), tail(p.Stderr.Bytes()))
+	}
+	if p.err != nil {
+		return fmt.Errorf("%s: %w; stderr: %s", p.Cmd.Path, p.err, tail(p.Stderr.Bytes()))
+	}
+	return nil
+}
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop ends the process group (SIGTERM, then SIGKILL after 5 s) and waits for the process.
+func (p *Process) Stop() {
+	if p.Exited() {
+		return
+	}
+	_ = syscall.Kill(-p.PID(), syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// Run runs name with args to completion and returns its stdout.
+func Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	p, err := Start(name, args...)
+	if err != nil {
+		return nil, err
+	}
+	err = p.Wait(ctx)
+	return p.Stdout.Bytes(), err
+}
+
+func tail(b []byte) string {
+	const n = 2000
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the test bench under .testenv/: llama.cpp from node-llama-cpp's bundled release
+# source, the node-llama-cpp x64 prebuilt, and the models. Idempotent: every step is keyed on
+# a stamp file, so a second run with nothing to do takes seconds.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+TE=$ROOT/.testenv
+NLC_VERSION=${NLC_VERSION:-3.22.1}
+JOBS=${JOBS:-$(nproc)}
+
+log() { printf '[testenv] %s\n' "$*" >&2; }
+
+need_apt=()
+for tool in cmake:cmake ninja:ninja-build git:git node:nodejs npm:npm; do
+  command -v "${tool%%:*}" >/dev/null || need_apt+=("${tool#*:}")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "installing ${need_apt[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# node-llama-cpp: its bundled llama.cpp source and the x64 prebuilt only. Optional
+# dependencies (CUDA, Vulkan, other platforms) are hundreds of MB and left out; install
+# scripts are skipped because the postinstall would try to fetch or build binaries.
+NPM=$TE/npm
+if [ "$(cat "$NPM/.stamp" 2>/dev/null)" != "$NLC_VERSION" ]; then
+  log "installing node-llama-cpp@$NLC_VERSION"
+  rm -rf "$NPM" && mkdir -p "$NPM"
+  echo '{"name":"profinfer-testbench","private":true}' >"$NPM/package.json"
+  (cd "$NPM" && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error \
+      "node-llama-cpp@$NLC_VERSION" "@node-llama-cpp/linux-x64@$NLC_VERSION")
+  echo "$NLC_VERSION" >"$NPM/.stamp"
+fi
+cp "$ROOT/scripts/node-driver.mjs" "$NPM/driver.mjs"
+
+# llama.cpp from the release bundle, built once per version.
+LC=$TE/llama.cpp
+BUNDLE=$NPM/node_modules/node-llama-cpp/llama/gitRelease.bundle
+KEY="$NLC_VERSION $(sha256sum "$BUNDLE" | cut -c1-16) v2"
+if [ "$(cat "$LC/.stamp" 2>/dev/null)" != "$KEY" ]; then
+  log "building llama.cpp ($KEY); about 8 minutes on 2 cores"
+  rm -rf "$LC" && mkdir -p "$LC"
+  git clone -q "$BUNDLE" "$LC/src" 2>/dev/null
+  common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON -DLLAMA_OPENSSL=OFF
+          -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=ON
+          -DLLAMA_BUILD_EXAMPLES=OFF)
+  cmake -S "$LC/src" -B "$LC/build" "${common[@]}" >/dev/null
+  cmake --build "$LC/build" -j "$JOBS" --target llama-bench llama-cli llama-server llama-quantize \
+      test-backend-ops test-llama-archs ggml-rpc-server
+  ln -sfn build/bin "$LC/bin"
+  echo "$KEY" >"$LC/.stamp"
+fi
+
+# Models.
+MODELS=$TE/models
+mkdir -p "$MODELS"
+if [ ! -f "$MODELS/tiny-dense.gguf" ] || [ ! -f "$MODELS/tiny-moe.gguf" ]; then
+  log "generating tiny models with test-llama-archs"
+  "$ROOT/scripts/tiny-models.sh" "$LC/bin/test-llama-archs" "$MODELS"
+fi
+for m in llama-1b moe; do
+  [ -f "$MODELS/$m-f16.gguf" ] || [ -f "$MODELS/$m-q4_0.gguf" ] || {
+    log "writing $m-f16.gguf"
+    (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -arch "$m" -o "$MODELS/$m-f16.gguf")
+  }
+done
+for q in q4_0 q8_0; do
+  [ -f "$MODELS/llama-1b-$q.gguf" ] || "$LC/bin/llama-quantize" "$MODELS/llama-1b-f16.gguf" "$MODELS/llama-1b-$q.gguf" "${q^^}" >/dev/null 2>&1
+done
+[ -f "$MODELS/moe-q4_0.gguf" ] || "$LC/bin/llama-quantize" "$MODELS/moe-f16.gguf" "$MODELS/moe-q4_0.gguf" Q4_0 >/dev/null 2>&1
+rm -f "$MODELS"/*-f16.gguf
+log "ready: $LC/bin, $MODELS"
