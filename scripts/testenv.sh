@@ -58,7 +58,11 @@ MODELS=$TE/models
 mkdir -p "$MODELS"
 if [ ! -f "$MODELS/tiny-dense.gguf" ] || [ ! -f "$MODELS/tiny-moe.gguf" ]; then
   log "generating tiny models with test-llama-archs"
-  "$ROOT/scripts/tiny-models.sh" "$LC/bin/test-llama-archs" "$MODELS"
+  tmp=$(mktemp -d)
+  "$LC/bin/test-llama-archs" -a '^llama$' -o "$tmp" >/dev/null 2>&1
+  mv "$tmp/llama-dense.gguf" "$MODELS/tiny-dense.gguf"
+  mv "$tmp/llama-moe.gguf" "$MODELS/tiny-moe.gguf"
+  rm -rf "$tmp"
 fi
 for m in llama-1b moe; do
   [ -f "$MODELS/$m-f16.gguf" ] || [ -f "$MODELS/$m-q4_0.gguf" ] || {

@@ -1,0 +1,199 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* Uprobe programs for GGML runtimes. Each program does the least it can on the hot path:
+ * read a few registers, reserve one ring-buffer record, fill it, submit. All pairing of
+ * events into nodes, graphs and decodes happens in user space. Struct offsets of the
+ * target's ggml version come in as read-only constants set at load time. */
+#include "regs.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define TENSOR_MAX 384 /* bytes of struct ggml_tensor copied; larger layouts are refused */
+#define SRC_HEAD 48    /* type and ne[] of a source tensor */
+#define N_SRC 3
+
+enum kind {
+	EV_DECODE_ENTER = 1,
+	EV_DECODE_EXIT = 2,
+	EV_GRAPH_ENTER = 3,
+	EV_GRAPH_EXIT = 4,
+	EV_NODE = 5,
+	EV_NODE_DETAIL = 6,
+	EV_BARRIER = 7,
+};
+
+/* Flags on node events. */
+#define NODE_FUSED 1 /* started by a fused kernel; tensor2 is the second node */
+
+struct event {
+	u64 ts;
+	u32 pid;
+	u32 tid;
+	u16 kind;
+	u16 ith;
+	u16 nth;
+	u16 flags;
+	u64 a; /* tensor, cgraph, token count or return value, by kind */
+	u64 b; /* second tensor, node count */
+};
+
+struct detail {
+	struct event ev;
+	u8 tensor[TENSOR_MAX];
+	u8 src[N_SRC][SRC_HEAD];
+};
+
+/* Referenced so that bpf2go generates Go types for them. */
+const struct event *unused_event __attribute__((unused));
+const struct detail *unused_detail __attribute__((unused));
+
+/* Set by the loader from the target's ggml layout. */
+volatile const u32 tensor_size = 336;
+volatile const u32 tensor_src_off = 152;
+volatile const u32 graph_nnodes_off = 4;
+volatile const u32 cplan_nthreads_off = 16;
+volatile const u32 batch_stack_off = 8; /* llama_batch.n_tokens relative to sp at the probe */
+volatile const bool node_detail = 1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+/* Records the ring buffer had no room for; user space exports the sum. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} drops SEC(".maps");
+
+static __always_inline void dropped(void)
+{
+	u32 zero = 0;
+	u64 *n = bpf_map_lookup_elem(&drops, &zero);
+	if (n)
+		(*n)++;
+}
+
+static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 flags)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		dropped();
+		return 0;
+	}
+	u64 id = bpf_get_current_pid_tgid();
+	e->ts = bpf_ktime_get_ns();
+	e->pid = id >> 32;
+	e->tid = (u32)id;
+	e->kind = kind;
+	e->ith = ith;
+	e->nth = nth;
+	e->flags = flags;
+	e->a = a;
+	e->b = b;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* llama_decode(ctx, batch): the batch is passed in memory, n_tokens first. */
+SEC("uprobe/llama_decode")
+int decode_enter(struct pt_regs *ctx)
+{
+	s32 n = 0;
+	bpf_probe_read_user(&n, sizeof(n), (void *)(PT_REGS_SP(ctx) + batch_stack_off));
+	return emit(EV_DECODE_ENTER, (u64)n, 0, 0, 0, 0);
+}
+
+SEC("uretprobe/llama_decode")
+int decode_exit(struct pt_regs *ctx)
+{
+	return emit(EV_DECODE_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
+}
+
+/* ggml_graph_compute(cgraph, cplan): the CPU backend's graph, on the calling thread. */
+SEC("uprobe/ggml_graph_compute")
+int graph_enter(struct pt_regs *ctx)
+{
+	void *graph = (void *)PT_REGS_PARM1(ctx);
+	void *plan = (void *)PT_REGS_PARM2(ctx);
+	s32 nodes = 0, threads = 0;
+	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
+	bpf_probe_read_user(&threads, sizeof(threads), plan + cplan_nthreads_off);
+	return emit(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, 0, (u16)threads, 0);
+}
+
+SEC("uretprobe/ggml_graph_compute")
+int graph_exit(struct pt_regs *ctx)
+{
+	return emit(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
+}
+
+/* A node starts on one thread. Thread 0 also copies the tensor and the heads of its first
+ * sources, which is all user space needs to name, type and shape the node. */
+static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *tensor2, u16 flags)
+{
+	struct {
+		s32 ith, nth;
+	} params = {};
+	bpf_probe_read_user(&params, sizeof(params), (void *)PT_REGS_PARM1(ctx));
+	if (params.ith != 0 || !node_detail)
+		return emit(EV_NODE, (u64)tensor, (u64)tensor2, params.ith, params.nth, flags);
+
+	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);
+	if (!d) {
+		dropped();
+		return 0;
+	}
+	u64 id = bpf_get_current_pid_tgid();
+	d->ev.ts = bpf_ktime_get_ns();
+	d->ev.pid = id >> 32;
+	d->ev.tid = (u32)id;
+	d->ev.kind = EV_NODE_DETAIL;
+	d->ev.ith = 0;
+	d->ev.nth = params.nth;
+	d->ev.flags = flags;
+	d->ev.a = (u64)tensor;
+	d->ev.b = (u64)tensor2;
+	u32 size = tensor_size;
+	if (size > TENSOR_MAX)
+		size = TENSOR_MAX;
+	if (bpf_probe_read_user(d->tensor, size, tensor))
+		__builtin_memset(d->tensor, 0, sizeof(d->tensor));
+	for (int i = 0; i < N_SRC; i++) {
+		void *src = 0;
+		bpf_probe_read_user(&src, sizeof(src), tensor + tensor_src_off + 8 * i);
+		if (!src || bpf_probe_read_user(d->src[i], SRC_HEAD, src))
+			__builtin_memset(d->src[i], 0, SRC_HEAD);
+	}
+	bpf_ringbuf_submit(d, 0);
+	return 0;
+}
+
+/* ggml_cpu_extra_compute_forward(params, tensor): called first for every non-fused node
+ * on every thread, whichever kernel then computes it. */
+SEC("uprobe/ggml_cpu_extra_compute_forward")
+int node_enter(struct pt_regs *ctx)
+{
+	return node_start(ctx, (void *)PT_REGS_PARM2(ctx), 0, 0);
+}
+
+/* ggml_compute_forward_rms_norm_mul_fused(params, rms_norm, mul): two nodes in one kernel,
+ * bypassing the dispatcher. */
+SEC("uprobe/ggml_compute_forward_rms_norm_mul_fused")
+int fused_enter(struct pt_regs *ctx)
+{
+	return node_start(ctx, (void *)PT_REGS_PARM2(ctx), (void *)PT_REGS_PARM3(ctx), NODE_FUSED);
+}
+
+/* ggml_barrier(threadpool): every thread calls it after every node (and inside some
+ * kernels); the last call before the next node start ends the thread's share of a node. */
+SEC("uprobe/ggml_barrier")
+int barrier_enter(struct pt_regs *ctx)
+{
+	return emit(EV_BARRIER, 0, 0, 0, 0, 0);
+}

@@ -1,0 +1,21 @@
+/* Kernel types for x86-64 uprobes beyond the UAPI headers: only struct pt_regs, with CO-RE
+ * relocations, so no generated vmlinux.h is needed to build. */
+#pragma once
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
+typedef __s32 s32;
+typedef _Bool bool;
+
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+} __attribute__((preserve_access_index));
+
+/* bpf_tracing.h reads pt_regs by kernel field names when this is defined. */
+#define __VMLINUX_H__

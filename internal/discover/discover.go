@@ -1,0 +1,152 @@
+// Package discover finds the processes that run GGML and the objects in each that hold
+// its code: libggml-base, the CPU backend (a shared library, one of the dlopen'ed
+// microarchitecture variants, or a static executable) and libllama.
+package discover
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// Role is what a mapped object provides.
+type Role int
+
+// Roles, each identified by a symbol the object defines.
+const (
+	Base  Role = iota // ggml_version: names, layout
+	CPU               // ggml_cpu_extra_compute_forward: node and graph probes
+	Llama             // llama_decode: token probes
+	numRoles
+)
+
+// RoleSymbol is the symbol that identifies each role.
+var RoleSymbol = [numRoles]string{"ggml_version", "ggml_cpu_extra_compute_forward", "llama_decode"}
+
+func (r Role) String() string { return [...]string{"ggml-base", "ggml-cpu", "llama"}[r] }
+
+// Module is one mapped object file of a process.
+type Module struct {
+	Path     string // as the process sees it, in its own mount namespace
+	HostPath string // the same file, reachable from profinfer: /proc/PID/root/…
+	Bias     uint64 // run-time minus link-time address
+	Dev      uint64
+	Inode    uint64
+}
+
+// Process is a process that maps GGML code.
+type Process struct {
+	PID     int
+	VPID    int // the PID inside the process's own PID namespace
+	Exe     string
+	Modules [numRoles]*Module
+}
+
+// Module returns the object that plays role r, if any.
+func (p *Process) Module(r Role) *Module { return p.Modules[r] }
+
+// Classifier tells which roles an object file plays. It is given the host path and the
+// file identity, so it can cache by identity.
+type Classifier func(hostPath string, dev, inode uint64) ([]Role, error)
+
+// Inspect reads /proc/PID/maps and classifies each executable mapping. It returns nil
+// and no error for a process that maps no GGML CPU backend.
+func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process, error) {
+	proc, err := fs.Proc(pid)
+	if err != nil {
+		return nil, err
+	}
+	maps, err := proc.ProcMaps()
+	if err != nil {
+		return nil, fmt.Errorf("discover: reading maps of pid %d: %w", pid, err)
+	}
+	exe, _ := proc.Executable()
+	p := &Process{PID: pid, VPID: nsPID(root, pid), Exe: exe}
+	// The lowest mapping of each file gives its load address.
+	lowest := map[string]*procfs.ProcMap{}
+	for _, m := range maps {
+		if m.Pathname == "" || strings.HasPrefix(m.Pathname, "[") || m.Inode == 0 {
+			continue
+		}
+		if l, ok := lowest[m.Pathname]; !ok || m.StartAddr < l.StartAddr {
+			lowest[m.Pathname] = m
+		}
+	}
+	for _, m := range maps {
+		if !m.Perms.Execute || m.Pathname == "" || m.Inode == 0 || strings.HasSuffix(m.Pathname, " (deleted)") {
+			continue
+		}
+		if !candidate(m.Pathname, exe) {
+			continue
+		}
+		host := filepath.Join(root, strconv.Itoa(pid), "root", m.Pathname)
+		dev := uint64(m.Dev)
+		roles, err := classify(host, dev, m.Inode)
+		if err != nil {
+			continue // not ELF, or unreadable: not ours
+		}
+		low := lowest[m.Pathname]
+		mod := &Module{Path: m.Pathname, HostPath: host, Dev: dev, Inode: m.Inode,
+			Bias: uint64(low.StartAddr) - uint64(low.Offset)}
+		for _, r := range roles {
+			if p.Modules[r] == nil {
+				p.Modules[r] = mod
+			}
+		}
+	}
+	if p.Modules[CPU] == nil {
+		return nil, nil
+	}
+	return p, nil
+}
+
+// candidate filters mappings before any ELF is opened: GGML and llama libraries by name,
+// and the main executable, which may have GGML linked in statically.
+func candidate(path, exe string) bool {
+	base := filepath.Base(path)
+	return path == exe || strings.Contains(base, "ggml") || strings.Contains(base, "llama")
+}
+
+// nsPID returns the PID of pid in its innermost PID namespace (NSpid in status).
+func nsPID(root string, pid int) int {
+	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "status"))
+	if err != nil {
+		return pid
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+				return n
+			}
+		}
+	}
+	return pid
+}
+
+// PIDs lists the processes, or those running exe when exe is set (matched by path as the
+// host sees it through /proc/PID/exe).
+func PIDs(fs procfs.FS, exe string) ([]int, error) {
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	self := os.Getpid()
+	for _, p := range procs {
+		if p.PID == self {
+			continue
+		}
+		if exe != "" {
+			if e, err := p.Executable(); err != nil || e != exe {
+				continue
+			}
+		}
+		pids = append(pids, p.PID)
+	}
+	return pids, nil
+}

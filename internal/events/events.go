@@ -1,0 +1,95 @@
+// Package events decodes the records that profinfer's eBPF programs write to the ring
+// buffer into plain Go values. Decoding reuses the caller's Event: no allocation per record.
+package events
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Kind says what happened. The numbers match enum kind in bpf/profinfer.bpf.c.
+type Kind uint16
+
+// Event kinds.
+const (
+	DecodeEnter Kind = iota + 1
+	DecodeExit
+	GraphEnter
+	GraphExit
+	Node
+	NodeDetail
+	Barrier
+)
+
+var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && k > 0 {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint16(k))
+}
+
+// FlagFused marks a node started by a fused kernel; B is then the second node's tensor.
+const FlagFused = 1
+
+// Sizes of the records, fixed by the C structs.
+const (
+	HeaderSize = 40
+	TensorMax  = 384
+	SrcHead    = 48
+	NumSrc     = 3
+	DetailSize = HeaderSize + TensorMax + NumSrc*SrcHead
+)
+
+// Event is one record. Tensor and Src alias the record buffer and are only valid for
+// NodeDetail, until the next Decode into the same buffer.
+type Event struct {
+	TS    uint64 // CLOCK_MONOTONIC nanoseconds
+	PID   uint32 // thread group id, as the host sees it
+	TID   uint32
+	Kind  Kind
+	Ith   uint16 // thread index within the graph (node events)
+	Nth   uint16 // threads computing the graph
+	Flags uint16
+	// A is the tensor (node events), the cgraph (graph enter), the token count (decode
+	// enter) or the return value (exits).
+	A uint64
+	// B is the fused second tensor (node events) or the node count (graph enter).
+	B      uint64
+	Tensor []byte
+	Src    [NumSrc][]byte
+}
+
+// Decode parses one ring-buffer record into e.
+func Decode(b []byte, e *Event) error {
+	if len(b) < HeaderSize {
+		return fmt.Errorf("events: record of %d bytes is shorter than the %d-byte header", len(b), HeaderSize)
+	}
+	le := binary.LittleEndian
+	e.TS = le.Uint64(b[0:])
+	e.PID = le.Uint32(b[8:])
+	e.TID = le.Uint32(b[12:])
+	e.Kind = Kind(le.Uint16(b[16:]))
+	e.Ith = le.Uint16(b[18:])
+	e.Nth = le.Uint16(b[20:])
+	e.Flags = le.Uint16(b[22:])
+	e.A = le.Uint64(b[24:])
+	e.B = le.Uint64(b[32:])
+	e.Tensor = nil
+	e.Src = [NumSrc][]byte{}
+	switch {
+	case e.Kind < DecodeEnter || e.Kind > Barrier:
+		return fmt.Errorf("events: unknown kind %d", uint16(e.Kind))
+	case e.Kind == NodeDetail:
+		if len(b) < DetailSize {
+			return fmt.Errorf("events: node detail of %d bytes, want %d", len(b), DetailSize)
+		}
+		e.Tensor = b[HeaderSize : HeaderSize+TensorMax]
+		for i := range e.Src {
+			off := HeaderSize + TensorMax + i*SrcHead
+			e.Src[i] = b[off : off+SrcHead]
+		}
+	}
+	return nil
+}

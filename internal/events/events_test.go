@@ -1,0 +1,63 @@
+package events
+
+import (
+	"encoding/binary"
+	"testing"
+	"unsafe"
+
+	"github.com/profinfer/profinfer/bpf"
+)
+
+// The Go constants match the C structs that bpf2go saw.
+func TestSizesMatchBPF(t *testing.T) {
+	if s := unsafe.Sizeof(bpf.ProfinferEvent{}); s != HeaderSize {
+		t.Fatalf("struct event is %d bytes, HeaderSize is %d", s, HeaderSize)
+	}
+	if s := unsafe.Sizeof(bpf.ProfinferDetail{}); s != DetailSize {
+		t.Fatalf("struct detail is %d bytes, DetailSize is %d", s, DetailSize)
+	}
+}
+
+func TestDecode(t *testing.T) {
+	b := make([]byte, DetailSize)
+	le := binary.LittleEndian
+	le.PutUint64(b[0:], 123)
+	le.PutUint32(b[8:], 10)
+	le.PutUint32(b[12:], 11)
+	le.PutUint16(b[16:], uint16(NodeDetail))
+	le.PutUint16(b[20:], 2)
+	le.PutUint16(b[22:], FlagFused)
+	le.PutUint64(b[24:], 0xdead)
+	le.PutUint64(b[32:], 0xbeef)
+	b[HeaderSize] = 7
+	b[HeaderSize+TensorMax+SrcHead] = 9
+	var e Event
+	if err := Decode(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.TS != 123 || e.PID != 10 || e.TID != 11 || e.Kind != NodeDetail || e.Nth != 2 ||
+		e.Flags != FlagFused || e.A != 0xdead || e.B != 0xbeef || e.Tensor[0] != 7 || e.Src[1][0] != 9 {
+		t.Fatalf("decoded %+v", e)
+	}
+	for _, tc := range []struct {
+		in   []byte
+		want string
+	}{
+		{b[:10], "events: record of 10 bytes is shorter than the 40-byte header"},
+		{b[:HeaderSize], "events: node detail of 40 bytes, want 568"},
+		{append(make([]byte, 16), make([]byte, 24)...), "events: unknown kind 0"},
+	} {
+		if err := Decode(tc.in, &e); err == nil || err.Error() != tc.want {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(make([]byte, DetailSize))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var e Event
+		_ = Decode(b, &e)
+	})
+}

@@ -1,0 +1,96 @@
+// Package ggml knows the inside of a GGML runtime: the layout of struct ggml_tensor and its
+// neighbours per ggml version, and the names of ops and types, read from the target itself
+// so that profinfer never carries a numbering that a new ggml release could change.
+package ggml
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+)
+
+// Layout gives the byte offsets profinfer reads, for one family of ggml versions.
+type Layout struct {
+	Versions   string // the ggml versions this layout was verified on, for messages
+	TensorSize int    // sizeof(struct ggml_tensor)
+	Type       int
+	Ne         int
+	Op         int
+	OpParams   int
+	Flags      int
+	Src        int
+	MaxSrc     int
+	ViewSrc    int
+	Name       int
+	MaxName    int
+
+	GraphNNodes    int // struct ggml_cgraph.n_nodes
+	CplanNThreads  int // struct ggml_cplan.n_threads
+	TypeTraitsSize int // sizeof(struct ggml_type_traits), the stride of type_traits[]
+}
+
+// objectSize is sizeof(struct ggml_object), which ggml_tensor_overhead() adds to the tensor.
+const objectSize = 32
+
+// layouts are the known struct layouts, keyed by the tensor size that
+// ggml_tensor_overhead() reveals in the target.
+var layouts = []Layout{{
+	Versions:   "0.9 to 0.25",
+	TensorSize: 336, Type: 0, Ne: 16, Op: 80, OpParams: 84, Flags: 148,
+	Src: 152, MaxSrc: 10, ViewSrc: 232, Name: 256, MaxName: 64,
+	GraphNNodes: 4, CplanNThreads: 16, TypeTraitsSize: 56,
+}}
+
+// LayoutFor returns the layout for a target whose ggml_tensor_overhead() is overhead.
+func LayoutFor(overhead uint64, version string) (Layout, error) {
+	for _, l := range layouts {
+		if uint64(l.TensorSize+objectSize) == overhead {
+			return l, nil
+		}
+	}
+	return Layout{}, fmt.Errorf("ggml: unknown struct layout in ggml %s: ggml_tensor_overhead() is %d bytes; profinfer knows %d (ggml %s)",
+		version, overhead, layouts[0].TensorSize+objectSize, layouts[0].Versions)
+}
+
+// Tensor is what profinfer reads of one struct ggml_tensor.
+type Tensor struct {
+	Type    uint32
+	Ne      [4]int64
+	Op      uint32
+	OpParam int32 // op_params[0]: the unary or GLU op for UNARY and GLU nodes
+	Flags   int32
+	Src     [10]uint64
+	ViewSrc uint64
+	Name    []byte // aliases the raw record
+}
+
+// Tensor decodes a raw copy of a struct ggml_tensor.
+func (l *Layout) Tensor(raw []byte, t *Tensor) {
+	le := binary.LittleEndian
+	t.Type = le.Uint32(raw[l.Type:])
+	for i := range t.Ne {
+		t.Ne[i] = int64(le.Uint64(raw[l.Ne+8*i:]))
+	}
+	t.Op = le.Uint32(raw[l.Op:])
+	t.OpParam = int32(le.Uint32(raw[l.OpParams:]))
+	t.Flags = int32(le.Uint32(raw[l.Flags:]))
+	for i := 0; i < l.MaxSrc && i < len(t.Src); i++ {
+		t.Src[i] = le.Uint64(raw[l.Src+8*i:])
+	}
+	t.ViewSrc = le.Uint64(raw[l.ViewSrc:])
+	name := raw[l.Name : l.Name+l.MaxName]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	t.Name = name
+}
+
+// SrcHead decodes the type and shape from the head of a source tensor.
+func (l *Layout) SrcHead(raw []byte) (typ uint32, ne [4]int64) {
+	le := binary.LittleEndian
+	typ = le.Uint32(raw[l.Type:])
+	for i := range ne {
+		ne[i] = int64(le.Uint64(raw[l.Ne+8*i:]))
+	}
+	return typ, ne
+}

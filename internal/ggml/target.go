@@ -1,0 +1,178 @@
+package ggml
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/profinfer/profinfer/internal/symbols"
+)
+
+// Names are the op, type, unary-op and GLU-op names of one target, indexed by enum value.
+type Names struct {
+	Ops, Types, Unary, GLU []string
+}
+
+// Op returns the name of op n as ggml_op_name() prints it, with UNARY and GLU nodes
+// refined by their sub-op (e.g. "UNARY(SILU)" is reported as "SILU"), as ggml_op_desc() does.
+func (n *Names) Op(op uint32, param int32) string {
+	name := lookup(n.Ops, uint32(op), "OP")
+	switch name {
+	case "UNARY":
+		if param >= 0 && int(param) < len(n.Unary) {
+			return n.Unary[param]
+		}
+	case "GLU":
+		if param >= 0 && int(param) < len(n.GLU) {
+			return n.GLU[param]
+		}
+	}
+	return name
+}
+
+// Type returns the name of ggml_type t as ggml_type_name() prints it.
+func (n *Names) Type(t uint32) string { return lookup(n.Types, t, "TYPE") }
+
+func lookup(names []string, i uint32, what string) string {
+	if int(i) < len(names) && names[i] != "" {
+		return names[i]
+	}
+	return fmt.Sprintf("%s_%d", what, i)
+}
+
+// Target is what profinfer needs to know about one loaded libggml-base (or a static
+// executable that contains it).
+type Target struct {
+	Version string
+	Layout  Layout
+	Names   Names
+}
+
+// Symbols profinfer needs in libggml-base.
+var baseSymbols = []string{"ggml_version", "ggml_tensor_overhead", "ggml_op_name", "ggml_type_name"}
+
+// Inspect reads the version, struct layout and names of the ggml in f, loaded in a
+// process at bias (the difference between run-time and link-time addresses), whose
+// memory mem is. Tables of pointers are read from the live process, already relocated.
+func Inspect(f *symbols.File, mem io.ReaderAt, bias uint64) (*Target, error) {
+	if missing := f.Missing(baseSymbols...); len(missing) > 0 {
+		return nil, fmt.Errorf("ggml: %s lacks %s: not a GGML runtime, or stripped", f.Path(), strings.Join(missing, ", "))
+	}
+	version, err := readVersion(f)
+	if err != nil {
+		return nil, err
+	}
+	sym, _ := f.Symbol("ggml_tensor_overhead")
+	overhead, err := f.ImmediateReturn(sym)
+	if err != nil {
+		return nil, fmt.Errorf("ggml: reading ggml_tensor_overhead in %s: %w", f.Path(), err)
+	}
+	layout, err := LayoutFor(overhead, version)
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{Version: version, Layout: layout}
+	r := memReader{mem: mem, bias: bias}
+	if t.Names.Ops, err = r.table(f, "GGML_OP_NAME", "ggml_op_name", 8); err != nil {
+		return nil, err
+	}
+	if t.Names.Types, err = r.table(f, "type_traits", "ggml_type_name", uint64(layout.TypeTraitsSize)); err != nil {
+		return nil, err
+	}
+	// Sub-op names refine UNARY and GLU nodes; older ggml versions lack GLU.
+	t.Names.Unary, _ = r.table(f, "GGML_UNARY_OP_NAME", "ggml_unary_op_name", 8)
+	t.Names.GLU, _ = r.table(f, "GGML_GLU_OP_NAME", "ggml_glu_op_name", 8)
+	return t, nil
+}
+
+func readVersion(f *symbols.File) (string, error) {
+	sym, _ := f.Symbol("ggml_version")
+	addr, err := f.RIPTarget(sym)
+	if err != nil {
+		return "", fmt.Errorf("ggml: finding the version string in %s: %w", f.Path(), err)
+	}
+	v, err := f.CString(addr)
+	if err != nil || v == "" {
+		return "", fmt.Errorf("ggml: reading the version string in %s: %v", f.Path(), err)
+	}
+	return v, nil
+}
+
+// memReader reads a target's memory at link-time addresses.
+type memReader struct {
+	mem  io.ReaderAt
+	bias uint64
+}
+
+// table reads a table of string pointers with the given stride (the string pointer leads
+// each entry). Its address comes from the table's own symbol where the file has one (which
+// also gives its length), else from the accessor function's RIP-relative load; then
+// entries are read until one is not a valid name.
+func (r memReader) table(f *symbols.File, symbol, accessor string, stride uint64) ([]string, error) {
+	const maxEntries = 1024
+	var addr, n uint64 = 0, maxEntries
+	if s, ok := f.Symbol(symbol); ok && s.Size > 0 {
+		addr, n = s.Value, min(s.Size/stride, maxEntries)
+	} else if s, ok := f.Symbol(accessor); ok {
+		a, err := f.RIPTarget(s)
+		if err != nil {
+			return nil, fmt.Errorf("ggml: locating %s in %s: %w", symbol, f.Path(), err)
+		}
+		addr = a
+	} else {
+		return nil, fmt.Errorf("ggml: %s has neither %s nor %s", f.Path(), symbol, accessor)
+	}
+	var names []string
+	ptr := make([]byte, 8)
+	for i := uint64(0); i < n; i++ {
+		if _, err := r.mem.ReadAt(ptr, int64(r.bias+addr+i*stride)); err != nil {
+			if i == 0 {
+				return nil, fmt.Errorf("ggml: reading %s from process memory: %w", symbol, err)
+			}
+			break
+		}
+		p := binary.LittleEndian.Uint64(ptr)
+		s, err := r.cstring(p)
+		if p == 0 || err != nil || !printable(s) {
+			if n == maxEntries { // no symbol size: the table ended
+				break
+			}
+			s = "" // a hole in a sized table (e.g. a removed type); keep numbering
+		}
+		names = append(names, s)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("ggml: %s in %s is empty", symbol, f.Path())
+	}
+	return names, nil
+}
+
+func (r memReader) cstring(addr uint64) (string, error) {
+	buf := make([]byte, 64)
+	n, err := r.mem.ReadAt(buf, int64(addr))
+	if n == 0 {
+		if err == nil {
+			err = errors.New("empty read")
+		}
+		return "", err
+	}
+	if i := bytes.IndexByte(buf[:n], 0); i >= 0 {
+		return string(buf[:i]), nil
+	}
+	return "", errors.New("unterminated string")
+}
+
+func printable(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}

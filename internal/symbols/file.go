@@ -1,0 +1,118 @@
+// Package symbols reads ELF symbols and code of x86-64 executables and
+// shared libraries, and picks uprobe sites that the kernel emulates instead
+// of single-stepping.
+package symbols
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+)
+
+// File is an opened ELF object.
+type File struct {
+	name    string
+	elf     *elf.File
+	closer  io.Closer
+	syms    map[string]Symbol
+	buildID string
+}
+
+// Symbol is a defined function or object.
+type Symbol struct {
+	Name  string
+	Value uint64 // virtual address
+	Size  uint64
+}
+
+// Open opens the ELF file at path.
+func Open(path string) (*File, error) {
+	osf, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("symbols: %w", err)
+	}
+	f, err := NewFile(osf, path)
+	if err != nil {
+		osf.Close()
+		return nil, err
+	}
+	f.closer = osf
+	return f, nil
+}
+
+// NewFile reads an ELF object from r; name is used in errors only.
+func NewFile(r io.ReaderAt, name string) (*File, error) {
+	// debug/elf reports "bad magic number"; say plainly what is wrong.
+	magic := make([]byte, len(elf.ELFMAG))
+	if _, err := r.ReadAt(magic, 0); err != nil || !bytes.Equal(magic, []byte(elf.ELFMAG)) {
+		return nil, fmt.Errorf("symbols: %s: not an ELF file", name)
+	}
+	ef, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("symbols: %s: %w", name, err)
+	}
+	f := &File{name: name, elf: ef, syms: map[string]Symbol{}}
+	// .symtab first: it also has the local symbols (static tables such as
+	// GGML_OP_NAME) that .dynsym lacks.
+	for _, load := range []func() ([]elf.Symbol, error){ef.Symbols, ef.DynamicSymbols} {
+		syms, err := load()
+		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+			return nil, fmt.Errorf("symbols: %s: %w", name, err)
+		}
+		f.add(syms)
+	}
+	f.buildID = buildID(ef)
+	return f, nil
+}
+
+// add records the defined symbols not seen yet. Among duplicates in one
+// table (static functions of the same name in several objects) a global
+// definition wins over local ones.
+func (f *File) add(syms []elf.Symbol) {
+	replaceable := map[string]bool{} // entry is a local symbol of this table
+	for _, s := range syms {
+		typ := elf.ST_TYPE(s.Info)
+		if s.Name == "" || s.Section == elf.SHN_UNDEF || typ == elf.STT_SECTION || typ == elf.STT_FILE {
+			continue
+		}
+		local := elf.ST_BIND(s.Info) == elf.STB_LOCAL
+		if _, had := f.syms[s.Name]; had && (local || !replaceable[s.Name]) {
+			continue
+		}
+		replaceable[s.Name] = local
+		f.syms[s.Name] = Symbol{Name: s.Name, Value: s.Value, Size: s.Size}
+	}
+}
+
+// Close closes the underlying file if Open opened it.
+func (f *File) Close() error {
+	if f.closer == nil {
+		return nil
+	}
+	return f.closer.Close()
+}
+
+// BuildID returns the GNU build id in hex, or "" if the file has none.
+func (f *File) BuildID() string { return f.buildID }
+
+// Symbol looks a defined symbol up by exact name in .symtab, then .dynsym.
+func (f *File) Symbol(name string) (Symbol, bool) {
+	s, ok := f.syms[name]
+	return s, ok
+}
+
+// Missing returns the sorted names from want that are not defined.
+func (f *File) Missing(want ...string) []string {
+	var missing []string
+	for _, name := range want {
+		if _, ok := f.syms[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	return slices.Compact(missing)
+}

@@ -1,0 +1,128 @@
+package receiver // import "github.com/profinfer/profinfer/receiver"
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap/xconfmap"
+
+	"github.com/profinfer/profinfer/internal/metadata"
+)
+
+// ErrorMode says what the receiver does when it cannot attach its probes to
+// a target process.
+type ErrorMode string
+
+const (
+	// ErrorModeIgnore logs attach errors and keeps serving the other targets.
+	ErrorModeIgnore ErrorMode = "ignore"
+	// ErrorModePropagate makes Start fail on the first attach error.
+	ErrorModePropagate ErrorMode = "propagate"
+)
+
+const (
+	defaultDiscoveryInterval  = 250 * time.Millisecond
+	defaultCollectionInterval = 10 * time.Second
+	defaultRingBufferSize     = 8 << 20 // 8 MiB
+	minRingBufferSize         = 4096
+)
+
+// Config defines the configuration of the profinfer receiver.
+type Config struct {
+	// Targets lists the processes to probe. Empty: discover every process
+	// that maps a GGML CPU backend.
+	Targets []TargetConfig `mapstructure:"targets"`
+	// DiscoveryInterval is how often /proc is scanned for new targets.
+	DiscoveryInterval time.Duration `mapstructure:"discovery_interval"`
+	// CollectionInterval is the metrics export period.
+	CollectionInterval time.Duration `mapstructure:"collection_interval"`
+	// Spans controls which spans are emitted.
+	Spans SpansConfig `mapstructure:"spans"`
+	// Layers turns parts of the eBPF instrumentation off selectively.
+	Layers LayersConfig `mapstructure:"layers"`
+	// RingBufferSize is the size of the eBPF ring buffer in bytes; it must be
+	// a power of two of at least 4096.
+	RingBufferSize int `mapstructure:"ring_buffer_size"`
+	// ErrorMode is "ignore" (log attach errors and keep serving the other
+	// targets) or "propagate" (Start fails).
+	ErrorMode ErrorMode `mapstructure:"error_mode"`
+
+	metadata.MetricsBuilderConfig `mapstructure:",squash"`
+}
+
+// TargetConfig selects processes to probe: exactly one of PID or Executable.
+type TargetConfig struct {
+	// PID is a single running process.
+	PID int `mapstructure:"pid"`
+	// Executable is the absolute path of a binary; every process running it,
+	// now and later, is probed.
+	Executable string `mapstructure:"executable"`
+}
+
+// SpansConfig controls span emission.
+type SpansConfig struct {
+	// Nodes emits one span per computed graph node.
+	Nodes bool `mapstructure:"nodes"`
+	// SampleEvery emits spans for every Nth graph only; metrics still count
+	// every node.
+	SampleEvery int `mapstructure:"sample_every"`
+}
+
+// LayersConfig turns parts of the eBPF instrumentation off selectively.
+type LayersConfig struct {
+	// Application enables the llama_decode probes.
+	Application bool `mapstructure:"application"`
+	// Runtime enables the graph and node probes.
+	Runtime bool `mapstructure:"runtime"`
+}
+
+var _ xconfmap.Validator = (*Config)(nil)
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		DiscoveryInterval:    defaultDiscoveryInterval,
+		CollectionInterval:   defaultCollectionInterval,
+		Spans:                SpansConfig{Nodes: true, SampleEvery: 1},
+		Layers:               LayersConfig{Application: true, Runtime: true},
+		RingBufferSize:       defaultRingBufferSize,
+		ErrorMode:            ErrorModeIgnore,
+		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
+	}
+}
+
+// Validate checks the receiver configuration and reports every problem.
+func (c *Config) Validate() error {
+	var errs error
+	for i, t := range c.Targets {
+		switch {
+		case (t.PID != 0) == (t.Executable != ""):
+			errs = errors.Join(errs, fmt.Errorf("targets[%d]: exactly one of pid or executable must be set", i))
+		case t.PID < 0:
+			errs = errors.Join(errs, fmt.Errorf("targets[%d]: pid must be positive, got %d", i, t.PID))
+		case t.Executable != "" && !filepath.IsAbs(t.Executable):
+			errs = errors.Join(errs, fmt.Errorf("targets[%d]: executable must be an absolute path, got %q", i, t.Executable))
+		}
+	}
+	if c.DiscoveryInterval <= 0 {
+		errs = errors.Join(errs, fmt.Errorf("discovery_interval must be positive, got %s", c.DiscoveryInterval))
+	}
+	if c.CollectionInterval <= 0 {
+		errs = errors.Join(errs, fmt.Errorf("collection_interval must be positive, got %s", c.CollectionInterval))
+	}
+	if c.Spans.SampleEvery < 1 {
+		errs = errors.Join(errs, fmt.Errorf("spans.sample_every must be at least 1, got %d", c.Spans.SampleEvery))
+	}
+	if n := c.RingBufferSize; n < minRingBufferSize || n&(n-1) != 0 {
+		errs = errors.Join(errs, fmt.Errorf("ring_buffer_size must be a power of two of at least 4096 bytes, got %d", n))
+	}
+	if c.ErrorMode != ErrorModeIgnore && c.ErrorMode != ErrorModePropagate {
+		errs = errors.Join(errs, fmt.Errorf("error_mode must be %q or %q, got %q", ErrorModeIgnore, ErrorModePropagate, c.ErrorMode))
+	}
+	if !c.Layers.Application && !c.Layers.Runtime {
+		errs = errors.Join(errs, errors.New("layers: at least one of application or runtime must be enabled"))
+	}
+	return errs
+}
