@@ -56,7 +56,6 @@ volatile const u32 tensor_src_off = 152;
 volatile const u32 graph_nnodes_off = 4;
 volatile const u32 cplan_nthreads_off = 16;
 volatile const u32 batch_stack_off = 8; /* llama_batch.n_tokens relative to sp at the probe */
-volatile const bool node_detail = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -141,7 +140,7 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 		s32 ith, nth;
 	} params = {};
 	bpf_probe_read_user(&params, sizeof(params), (void *)PT_REGS_PARM1(ctx));
-	if (params.ith != 0 || !node_detail)
+	if (params.ith != 0)
 		return emit(EV_NODE, (u64)tensor, (u64)tensor2, params.ith, params.nth, flags);
 
 	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);

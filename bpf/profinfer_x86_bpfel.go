@@ -49,7 +49,6 @@ const (
 	ProfinferVarBatchStackOff    = "batch_stack_off"
 	ProfinferVarCplanNthreadsOff = "cplan_nthreads_off"
 	ProfinferVarGraphNnodesOff   = "graph_nnodes_off"
-	ProfinferVarNodeDetail       = "node_detail"
 	ProfinferVarTensorSize       = "tensor_size"
 	ProfinferVarTensorSrcOff     = "tensor_src_off"
 	ProfinferVarUnusedDetail     = "unused_detail"
@@ -122,7 +121,6 @@ type ProfinferVariableSpecs struct {
 	BatchStackOff    *ebpf.VariableSpec `ebpf:"batch_stack_off"`
 	CplanNthreadsOff *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
 	GraphNnodesOff   *ebpf.VariableSpec `ebpf:"graph_nnodes_off"`
-	NodeDetail       *ebpf.VariableSpec `ebpf:"node_detail"`
 	TensorSize       *ebpf.VariableSpec `ebpf:"tensor_size"`
 	TensorSrcOff     *ebpf.VariableSpec `ebpf:"tensor_src_off"`
 	UnusedDetail     *ebpf.VariableSpec `ebpf:"unused_detail"`
@@ -167,7 +165,6 @@ type ProfinferVariables struct {
 	BatchStackOff    *ebpf.Variable `ebpf:"batch_stack_off"`
 	CplanNthreadsOff *ebpf.Variable `ebpf:"cplan_nthreads_off"`
 	GraphNnodesOff   *ebpf.Variable `ebpf:"graph_nnodes_off"`
-	NodeDetail       *ebpf.Variable `ebpf:"node_detail"`
 	TensorSize       *ebpf.Variable `ebpf:"tensor_size"`
 	TensorSrcOff     *ebpf.Variable `ebpf:"tensor_src_off"`
 	UnusedDetail     *ebpf.Variable `ebpf:"unused_detail"`

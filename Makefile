@@ -1,0 +1,59 @@
+# profinfer: build, run and test the OpenTelemetry Collector distribution.
+#
+#   make generate         regenerate internal/metadata, documentation.md and the bpf2go output
+#   make build            build bin/otelcol-profinfer with ocb (downloads modules on first run)
+#   make run              build, then run the collector with config/otelcol.yaml (needs root)
+#   make testenv test     set up the test environment, then run every test (e2e tests need root)
+#   make bench            run the benchmarks once each
+#   make check-generated  fail if generated files differ from what is committed
+
+GO    ?= go
+TOOL  := $(GO) tool -modfile=tools/go.mod
+DIST  := build/otelcol-profinfer
+BIN   := bin/otelcol-profinfer
+
+# `go ... -e` keeps going past package-loading errors. GOFLAGS flags only reach
+# the go commands that know them, so this touches just `go list` (which
+# mdatagen runs in the repository root, where there is no Go package) and
+# `go mod tidy` (which ocb runs; fileexporter v0.150.0's tests import
+# otlpencodingextension, which the module proxy does not serve).
+GOFLAGS_E := GOFLAGS="$$($(GO) env GOFLAGS) -e"
+
+.PHONY: all generate build run testenv test bench check-generated clean
+
+all: build
+
+generate:
+	$(GOFLAGS_E) $(TOOL) mdatagen metadata.yaml
+	@# mdatagen also writes component tests for a Go package next to
+	@# metadata.yaml; the repository root has none, so they cannot compile.
+	rm -f generated_component_test.go generated_package_test.go
+	$(GO) generate ./bpf/...
+	gofmt -w internal/metadata bpf
+
+build:
+	mkdir -p build bin
+	$(GOFLAGS_E) $(TOOL) builder --config builder-config.yaml
+	cp $(DIST)/otelcol-profinfer $(BIN)
+
+run: build
+	$(BIN) --config config/otelcol.yaml
+
+testenv:
+	scripts/testenv.sh
+
+test:
+	$(GO) test -count=1 -timeout 60m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
+
+check-generated: generate
+	@if [ -n "$$(git status --porcelain -- internal/metadata bpf documentation.md)" ]; then \
+		echo "generated files differ from the committed ones; run 'make generate' and commit:"; \
+		git status --porcelain -- internal/metadata bpf documentation.md; \
+		exit 1; \
+	fi
+
+clean:
+	rm -rf build bin

@@ -1,0 +1,234 @@
+// Package assemble turns the per-thread event stream of a GGML runtime into nodes,
+// graphs and decode steps. It is pure logic: events in, finished structures out, so it is
+// tested with recorded streams and no kernel.
+//
+// Per thread, a node runs from its start event to the last ggml_barrier entry before the
+// thread's next node start (kernels such as MUL_MAT call the barrier internally, so the
+// first barrier is not the end). The gap from there to the next start is barrier wait.
+package assemble
+
+// Src is the type and shape of one source tensor.
+type Src struct {
+	Type  string
+	Shape [4]int64
+}
+
+// NodeInfo describes the tensor a node computes.
+type NodeInfo struct {
+	Op      string
+	Name    string
+	Type    string
+	Shape   [4]int64
+	Srcs    []Src
+	FusedOp string // the op of the second node a fused kernel computed with this one
+}
+
+// ThreadTime is one thread's share of a node.
+type ThreadTime struct {
+	TID        uint32
+	Ith        int
+	Start, End uint64
+}
+
+// Node is one computed graph node.
+type Node struct {
+	Tensor     uint64
+	Info       *NodeInfo // nil when thread 0's detail was not seen
+	Start, End uint64    // first thread's start, last thread's end
+	Threads    []ThreadTime
+}
+
+// Graph is one CPU-backend graph computation.
+type Graph struct {
+	PID, TID   uint32
+	Ptr        uint64
+	NNodes     int // nodes in the graph, computed or not
+	NThreads   int
+	Start, End uint64
+	Nodes      []*Node // computed nodes, in order of first start
+	byTensor   map[uint64]*Node
+}
+
+// Decode is one llama_decode call.
+type Decode struct {
+	PID, TID   uint32
+	Tokens     int
+	Start, End uint64
+	Result     int
+	Graphs     []*Graph
+}
+
+// Sink receives what the assembler finishes.
+type Sink interface {
+	// Decode is called when llama_decode returns, with the graphs it computed.
+	Decode(*Decode)
+	// Graph is called for a graph computed outside any llama_decode (e.g. by an RPC
+	// server or a binding that drives ggml directly).
+	Graph(*Graph)
+}
+
+// Stats counts what could not be assembled.
+type Stats struct {
+	OrphanEvents  uint64 // node or barrier events with no graph open
+	DroppedGraphs uint64 // graphs left unfinished because their process exited
+	DroppedDecode uint64 // decodes left unfinished because their process exited
+}
+
+type thread struct {
+	tid         uint32
+	cur         *Node
+	curStart    uint64
+	ith         int
+	lastBarrier uint64
+}
+
+type process struct {
+	decode  *Decode
+	graph   *Graph
+	threads map[uint32]*thread
+}
+
+// Assembler keeps the in-flight state of every traced process. It is not safe for
+// concurrent use: one goroutine feeds it the ring buffer in order.
+type Assembler struct {
+	sink  Sink
+	procs map[uint32]*process
+	Stats Stats
+}
+
+// New returns an assembler that delivers to sink.
+func New(sink Sink) *Assembler {
+	return &Assembler{sink: sink, procs: map[uint32]*process{}}
+}
+
+func (a *Assembler) proc(pid uint32) *process {
+	p := a.procs[pid]
+	if p == nil {
+		p = &process{threads: map[uint32]*thread{}}
+		a.procs[pid] = p
+	}
+	return p
+}
+
+// DecodeEnter starts a llama_decode of tokens tokens.
+func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int) {
+	a.proc(pid).decode = &Decode{PID: pid, TID: tid, Tokens: tokens, Start: ts}
+}
+
+// DecodeExit finishes the open llama_decode.
+func (a *Assembler) DecodeExit(pid, tid uint32, ts uint64, result int) {
+	p := a.proc(pid)
+	d := p.decode
+	if d == nil || d.TID != tid {
+		return // entered before profinfer attached
+	}
+	d.End, d.Result = ts, result
+	p.decode = nil
+	a.sink.Decode(d)
+}
+
+// GraphEnter starts a graph computation on the calling thread.
+func (a *Assembler) GraphEnter(pid, tid uint32, ts, ptr uint64, nodes, threads int) {
+	p := a.proc(pid)
+	p.graph = &Graph{PID: pid, TID: tid, Ptr: ptr, NNodes: nodes, NThreads: threads, Start: ts,
+		byTensor: make(map[uint64]*Node, nodes)}
+	for tid, t := range p.threads {
+		*t = thread{tid: tid}
+	}
+}
+
+// GraphExit finishes the open graph: each thread's last node ends at its last barrier.
+func (a *Assembler) GraphExit(pid, tid uint32, ts uint64) {
+	p := a.proc(pid)
+	g := p.graph
+	if g == nil || g.TID != tid {
+		return
+	}
+	for _, t := range p.threads {
+		a.closeNode(t, ts)
+	}
+	g.End = ts
+	g.byTensor = nil
+	p.graph = nil
+	if p.decode != nil {
+		p.decode.Graphs = append(p.decode.Graphs, g)
+	} else {
+		a.sink.Graph(g)
+	}
+}
+
+// NodeStart records that thread ith started computing tensor. info is set on the event
+// that carries the tensor's detail.
+func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor uint64, ith int, info *NodeInfo) {
+	p := a.proc(pid)
+	g := p.graph
+	if g == nil {
+		a.Stats.OrphanEvents++
+		return
+	}
+	t := p.threads[tid]
+	if t == nil {
+		t = &thread{tid: tid}
+		p.threads[tid] = t
+	}
+	a.closeNode(t, ts)
+	n := g.byTensor[tensor]
+	if n == nil {
+		n = &Node{Tensor: tensor, Start: ts}
+		g.byTensor[tensor] = n
+		g.Nodes = append(g.Nodes, n)
+	}
+	if info != nil {
+		n.Info = info
+	}
+	t.cur, t.curStart, t.ith, t.lastBarrier = n, ts, ith, 0
+}
+
+// Barrier records that a thread entered ggml_barrier.
+func (a *Assembler) Barrier(pid, tid uint32, ts uint64) {
+	p := a.procs[pid]
+	if p == nil || p.graph == nil {
+		a.Stats.OrphanEvents++
+		return
+	}
+	if t := p.threads[tid]; t != nil {
+		t.lastBarrier = ts
+	}
+}
+
+// closeNode ends the thread's current node at its last barrier, or at ts if it has not
+// reached one.
+func (a *Assembler) closeNode(t *thread, ts uint64) {
+	n := t.cur
+	if n == nil {
+		return
+	}
+	end := ts
+	if t.lastBarrier > t.curStart {
+		end = t.lastBarrier
+	}
+	n.Threads = append(n.Threads, ThreadTime{TID: t.tid, Ith: t.ith, Start: t.curStart, End: end})
+	if t.curStart < n.Start {
+		n.Start = t.curStart
+	}
+	if end > n.End {
+		n.End = end
+	}
+	t.cur = nil
+}
+
+// Exit forgets a process that has exited; what it had in flight is counted as dropped.
+func (a *Assembler) Exit(pid uint32) {
+	p := a.procs[pid]
+	if p == nil {
+		return
+	}
+	if p.graph != nil {
+		a.Stats.DroppedGraphs++
+	}
+	if p.decode != nil {
+		a.Stats.DroppedDecode++
+		a.Stats.DroppedGraphs += uint64(len(p.decode.Graphs))
+	}
+	delete(a.procs, pid)
+}

@@ -1,0 +1,107 @@
+package assemble
+
+import (
+	"reflect"
+	"testing"
+)
+
+type sink struct {
+	decodes []*Decode
+	graphs  []*Graph
+}
+
+func (s *sink) Decode(d *Decode) { s.decodes = append(s.decodes, d) }
+func (s *sink) Graph(g *Graph)   { s.graphs = append(s.graphs, g) }
+
+// Two threads compute three nodes; the matmul calls the barrier internally, and thread 1
+// waits at the barriers for thread 0.
+func TestDecodeWithTwoThreads(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	mm := &NodeInfo{Op: "MUL_MAT", Name: "Qcur-0", Type: "f32"}
+	add := &NodeInfo{Op: "ADD", Name: "ffn_inp-0", Type: "f32"}
+	norm := &NodeInfo{Op: "RMS_NORM", Name: "norm-0", Type: "f32", FusedOp: "MUL"}
+	a.DecodeEnter(1, 1, 100, 1)
+	a.GraphEnter(1, 1, 110, 0xa, 5, 2)
+	// node 0x1 (MUL_MAT): internal barrier at 130/131, done at 150 and 140.
+	a.NodeStart(1, 1, 120, 0x1, 0, mm)
+	a.NodeStart(1, 2, 121, 0x1, 1, nil)
+	a.Barrier(1, 1, 130)
+	a.Barrier(1, 2, 131)
+	a.Barrier(1, 2, 140)
+	a.Barrier(1, 1, 150)
+	// node 0x2 (ADD).
+	a.NodeStart(1, 2, 152, 0x2, 1, nil)
+	a.NodeStart(1, 1, 153, 0x2, 0, add)
+	a.Barrier(1, 1, 160)
+	a.Barrier(1, 2, 158)
+	// node 0x3 (fused RMS_NORM+MUL), then the final barrier.
+	a.NodeStart(1, 1, 161, 0x3, 0, norm)
+	a.NodeStart(1, 2, 162, 0x3, 1, nil)
+	a.Barrier(1, 2, 170)
+	a.Barrier(1, 1, 175)
+	a.GraphExit(1, 1, 180)
+	a.DecodeExit(1, 1, 190, 0)
+
+	if len(s.decodes) != 1 || len(s.graphs) != 0 {
+		t.Fatalf("got %d decodes, %d loose graphs", len(s.decodes), len(s.graphs))
+	}
+	d := s.decodes[0]
+	if d.Tokens != 1 || d.Start != 100 || d.End != 190 || len(d.Graphs) != 1 {
+		t.Fatalf("decode %+v", d)
+	}
+	g := d.Graphs[0]
+	if g.Start != 110 || g.End != 180 || g.NNodes != 5 || g.NThreads != 2 || len(g.Nodes) != 3 {
+		t.Fatalf("graph %+v", g)
+	}
+	want := []struct {
+		info       *NodeInfo
+		start, end uint64
+		threads    []ThreadTime
+	}{
+		{mm, 120, 150, []ThreadTime{{TID: 2, Ith: 1, Start: 121, End: 140}, {TID: 1, Ith: 0, Start: 120, End: 150}}},
+		{add, 152, 160, []ThreadTime{{TID: 1, Ith: 0, Start: 153, End: 160}, {TID: 2, Ith: 1, Start: 152, End: 158}}},
+		{norm, 161, 175, nil},
+	}
+	for i, w := range want {
+		n := g.Nodes[i]
+		if n.Info != w.info || n.Start != w.start || n.End != w.end {
+			t.Errorf("node %d: %s %d..%d, want %s %d..%d", i, n.Info.Op, n.Start, n.End, w.info.Op, w.start, w.end)
+		}
+		if w.threads != nil && !reflect.DeepEqual(n.Threads, w.threads) {
+			t.Errorf("node %d threads %+v, want %+v", i, n.Threads, w.threads)
+		}
+		if len(n.Threads) != 2 {
+			t.Errorf("node %d has %d thread shares", i, len(n.Threads))
+		}
+	}
+}
+
+// A graph outside llama_decode goes to the sink alone; events with no graph are orphans;
+// a process that exits mid-graph has its graph counted as dropped.
+func TestLooseGraphOrphansAndExit(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	a.Barrier(7, 7, 1)
+	a.NodeStart(7, 7, 2, 0x1, 0, nil)
+	a.GraphEnter(7, 7, 10, 0xa, 1, 1)
+	a.NodeStart(7, 7, 11, 0x1, 0, nil)
+	a.GraphExit(7, 7, 20) // no barrier: the node ends at graph exit
+	if len(s.graphs) != 1 || s.graphs[0].Nodes[0].End != 20 {
+		t.Fatalf("graphs %+v", s.graphs)
+	}
+	if a.Stats.OrphanEvents != 2 {
+		t.Fatalf("orphans %d", a.Stats.OrphanEvents)
+	}
+	a.DecodeEnter(7, 7, 30, 4)
+	a.GraphEnter(7, 7, 31, 0xa, 1, 1)
+	a.Exit(7)
+	if a.Stats.DroppedGraphs != 1 || a.Stats.DroppedDecode != 1 || len(s.decodes) != 0 {
+		t.Fatalf("stats %+v", a.Stats)
+	}
+	// A decode exit with no matching enter (attached mid-call) is ignored.
+	a.DecodeExit(7, 7, 40, 0)
+	if len(s.decodes) != 0 {
+		t.Fatal("decode emitted without an enter")
+	}
+}

@@ -1,0 +1,205 @@
+// Package export turns assembled decodes and graphs into OpenTelemetry pdata: spans for
+// llama_decode, graph computations and graph nodes, and cumulative per-op metrics.
+package export
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/assemble"
+)
+
+// ScopeName is the instrumentation scope of everything profinfer emits.
+const ScopeName = "github.com/profinfer/profinfer"
+
+// Process is the resource a span or metric belongs to.
+type Process struct {
+	PID, VPID int
+	Exe       string // as the process sees it
+	BuildID   string
+}
+
+// SetResource fills the semantic-convention attributes of p.
+func (p *Process) SetResource(r pcommon.Resource) {
+	a := r.Attributes()
+	name := p.Exe[strings.LastIndexByte(p.Exe, '/')+1:]
+	a.PutStr("service.name", name)
+	a.PutInt("process.pid", int64(p.PID))
+	a.PutInt("process.vpid", int64(p.VPID))
+	a.PutStr("process.executable.path", p.Exe)
+	a.PutStr("process.executable.name", name)
+	if p.BuildID != "" {
+		a.PutStr("process.executable.build_id.gnu", p.BuildID)
+	}
+}
+
+// Clock converts kernel CLOCK_MONOTONIC nanoseconds to wall-clock time, with an offset
+// taken once at start, as eBPF timestamps are monotonic.
+type Clock struct{ Offset int64 }
+
+// Time converts a monotonic timestamp.
+func (c Clock) Time(mono uint64) pcommon.Timestamp {
+	return pcommon.Timestamp(uint64(int64(mono) + c.Offset))
+}
+
+// Phase names a decode by its batch: more than one token is prefill.
+func Phase(tokens int) string {
+	if tokens > 1 {
+		return "prefill"
+	}
+	return "decode"
+}
+
+// Spans builds traces. It is not safe for concurrent use.
+type Spans struct {
+	Clock Clock
+	Nodes bool // emit a span per node, not only decode and graph spans
+	rng   *rand.PCG
+}
+
+// NewSpans returns a span builder.
+func NewSpans(clock Clock, nodes bool) *Spans {
+	return &Spans{Clock: clock, Nodes: nodes, rng: rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)}
+}
+
+func (s *Spans) traceID() pcommon.TraceID {
+	var id [16]byte
+	binary.LittleEndian.PutUint64(id[:8], s.rng.Uint64())
+	binary.LittleEndian.PutUint64(id[8:], s.rng.Uint64())
+	return id
+}
+
+func (s *Spans) spanID() pcommon.SpanID {
+	var id [8]byte
+	binary.LittleEndian.PutUint64(id[:], s.rng.Uint64()|1)
+	return id
+}
+
+// scope returns the span slice for process p in td, adding the resource on first use.
+func scope(td ptrace.Traces, p *Process) ptrace.SpanSlice {
+	rs := td.ResourceSpans().AppendEmpty()
+	p.SetResource(rs.Resource())
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName(ScopeName)
+	return ss.Spans()
+}
+
+// Decode appends a llama_decode span, its graph spans and their node spans to td.
+func (s *Spans) Decode(td ptrace.Traces, p *Process, d *assemble.Decode) {
+	spans := scope(td, p)
+	sp := spans.AppendEmpty()
+	trace := s.traceID()
+	sp.SetTraceID(trace)
+	sp.SetSpanID(s.spanID())
+	sp.SetName("llama_decode")
+	sp.SetStartTimestamp(s.Clock.Time(d.Start))
+	sp.SetEndTimestamp(s.Clock.Time(d.End))
+	a := sp.Attributes()
+	a.PutInt("llama.batch.tokens", int64(d.Tokens))
+	a.PutStr("llama.phase", Phase(d.Tokens))
+	a.PutInt("llama.decode.result", int64(d.Result))
+	a.PutInt("thread.id", int64(d.TID))
+	if d.Result != 0 {
+		sp.Status().SetCode(ptrace.StatusCodeError)
+		sp.Status().SetMessage("llama_decode returned " + strconv.Itoa(d.Result))
+	}
+	for _, g := range d.Graphs {
+		s.graph(spans, trace, sp.SpanID(), g)
+	}
+}
+
+// Graph appends a graph computed outside llama_decode, as the root of its own trace.
+func (s *Spans) Graph(td ptrace.Traces, p *Process, g *assemble.Graph) {
+	s.graph(scope(td, p), s.traceID(), pcommon.NewSpanIDEmpty(), g)
+}
+
+func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcommon.SpanID, g *assemble.Graph) {
+	sp := spans.AppendEmpty()
+	sp.SetTraceID(trace)
+	sp.SetSpanID(s.spanID())
+	sp.SetParentSpanID(parent)
+	sp.SetName("ggml.graph_compute")
+	sp.SetStartTimestamp(s.Clock.Time(g.Start))
+	sp.SetEndTimestamp(s.Clock.Time(g.End))
+	a := sp.Attributes()
+	a.PutInt("ggml.graph.nodes", int64(g.NNodes))
+	a.PutInt("ggml.graph.nodes.computed", int64(len(g.Nodes)))
+	a.PutStr("ggml.backend", "CPU")
+	a.PutInt("ggml.threads", int64(g.NThreads))
+	a.PutInt("thread.id", int64(g.TID))
+	if !s.Nodes {
+		return
+	}
+	for _, n := range g.Nodes {
+		s.node(spans.AppendEmpty(), trace, sp.SpanID(), n)
+	}
+}
+
+func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, n *assemble.Node) {
+	sp.SetTraceID(trace)
+	sp.SetSpanID(s.spanID())
+	sp.SetParentSpanID(parent)
+	sp.SetStartTimestamp(s.Clock.Time(n.Start))
+	sp.SetEndTimestamp(s.Clock.Time(n.End))
+	a := sp.Attributes()
+	a.PutInt("ggml.threads", int64(len(n.Threads)))
+	busy := a.PutEmptySlice("ggml.thread.busy_ns")
+	busy.EnsureCapacity(len(n.Threads))
+	for ith := 0; ith < len(n.Threads); ith++ {
+		var d uint64
+		for _, t := range n.Threads {
+			if t.Ith == ith {
+				d = t.End - t.Start
+			}
+		}
+		busy.AppendEmpty().SetInt(int64(d))
+	}
+	info := n.Info
+	if info == nil {
+		sp.SetName("ggml.node")
+		return
+	}
+	sp.SetName(info.Op)
+	a.PutStr("ggml.op", info.Op)
+	a.PutStr("ggml.tensor.name", info.Name)
+	a.PutStr("ggml.tensor.type", info.Type)
+	shape := a.PutEmptySlice("ggml.tensor.shape")
+	for _, d := range info.Shape {
+		shape.AppendEmpty().SetInt(d)
+	}
+	if l := Layer(info.Name); l >= 0 {
+		a.PutInt("ggml.layer", int64(l))
+	}
+	if len(info.Srcs) > 0 {
+		srcs := a.PutEmptySlice("ggml.src")
+		for _, src := range info.Srcs {
+			srcs.AppendEmpty().SetStr(fmt.Sprintf("%s%v", src.Type, src.Shape))
+		}
+	}
+	if info.FusedOp != "" {
+		a.PutStr("ggml.fused.op", info.FusedOp)
+	}
+}
+
+// Layer returns the layer number in a tensor name such as "Qcur-12", "ffn_out-3" or
+// "cache_k_l4 (view)", or -1.
+func Layer(name string) int {
+	name, _, _ = strings.Cut(name, " ")
+	for _, sep := range []string{"-", "_l"} {
+		i := strings.LastIndex(name, sep)
+		if i < 0 {
+			continue
+		}
+		if n, err := strconv.Atoi(name[i+len(sep):]); err == nil && n >= 0 {
+			return n
+		}
+	}
+	return -1
+}

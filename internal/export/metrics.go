@@ -1,0 +1,195 @@
+package export
+
+import (
+	"time"
+
+	"sort"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver"
+
+	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/metadata"
+)
+
+// Bucket bounds in seconds: operators take microseconds to milliseconds, decodes
+// milliseconds to seconds.
+var (
+	opBounds     = []float64{1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1}
+	decodeBounds = []float64{1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.2, 0.5, 1, 2, 5, 10}
+)
+
+type histogram struct {
+	count  uint64
+	sum    float64
+	counts []uint64
+	bounds []float64
+}
+
+func newHistogram(bounds []float64) *histogram {
+	return &histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
+}
+
+func (h *histogram) add(v float64) {
+	h.count++
+	h.sum += v
+	h.counts[sort.SearchFloat64s(h.bounds, v)]++
+}
+
+func (h *histogram) put(dp pmetric.HistogramDataPoint) {
+	dp.SetCount(h.count)
+	dp.SetSum(h.sum)
+	dp.ExplicitBounds().FromRaw(h.bounds)
+	dp.BucketCounts().FromRaw(h.counts)
+}
+
+type opKey struct{ op, typ string }
+
+// processMetrics is the cumulative state of one process.
+type processMetrics struct {
+	proc      Process
+	opCount   map[opKey]int64
+	opDur     map[opKey]*histogram
+	tokens    [2]int64 // by phase: prefill, decode
+	decodeDur [2]*histogram
+}
+
+// Telemetry is the receiver's own health, exported beside the process metrics.
+type Telemetry struct {
+	EventsReceived, EventsDropped, GraphsDropped, AttachFailures uint64
+	ProbesAttached                                               int
+}
+
+// Metrics accumulates cumulative metrics per process. It is not safe for concurrent use.
+type Metrics struct {
+	mb    *metadata.MetricsBuilder
+	start pcommon.Timestamp
+	procs map[int]*processMetrics
+}
+
+// NewMetrics returns an accumulator whose cumulative sums start now.
+func NewMetrics(cfg metadata.MetricsBuilderConfig, set receiver.Settings) *Metrics {
+	start := pcommon.NewTimestampFromTime(time.Now())
+	return &Metrics{
+		mb:    metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
+		start: start,
+		procs: map[int]*processMetrics{},
+	}
+}
+
+func (m *Metrics) process(p *Process) *processMetrics {
+	pm := m.procs[p.PID]
+	if pm == nil {
+		pm = &processMetrics{proc: *p, opCount: map[opKey]int64{}, opDur: map[opKey]*histogram{},
+			decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)}}
+		m.procs[p.PID] = pm
+	}
+	return pm
+}
+
+// Decode counts a decode's tokens and time, and every node of its graphs.
+func (m *Metrics) Decode(p *Process, d *assemble.Decode) {
+	pm := m.process(p)
+	ph := 1
+	if Phase(d.Tokens) == "prefill" {
+		ph = 0
+	}
+	pm.tokens[ph] += int64(d.Tokens)
+	pm.decodeDur[ph].add(float64(d.End-d.Start) / 1e9)
+	for _, g := range d.Graphs {
+		pm.graph(g)
+	}
+}
+
+// Graph counts every node of a graph computed outside llama_decode.
+func (m *Metrics) Graph(p *Process, g *assemble.Graph) { m.process(p).graph(g) }
+
+func (pm *processMetrics) graph(g *assemble.Graph) {
+	for _, n := range g.Nodes {
+		k := opKey{"unknown", "unknown"}
+		if n.Info != nil {
+			k = opKey{n.Info.Op, n.Info.Type}
+		}
+		pm.opCount[k]++
+		h := pm.opDur[k]
+		if h == nil {
+			h = newHistogram(opBounds)
+			pm.opDur[k] = h
+		}
+		h.add(float64(n.End-n.Start) / 1e9)
+	}
+}
+
+// Forget drops a process that has exited, after its last export.
+func (m *Metrics) Forget(pid int) { delete(m.procs, pid) }
+
+// Emit returns every cumulative metric as of now.
+func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
+	now := pcommon.NewTimestampFromTime(time.Now())
+	for _, pm := range m.procs {
+		for k, n := range pm.opCount {
+			m.mb.RecordGgmlOpCountDataPoint(now, n, k.op, k.typ)
+		}
+		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[0], metadata.AttributeLlamaPhasePrefill)
+		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[1], metadata.AttributeLlamaPhaseDecode)
+		rb := m.mb.NewResourceBuilder()
+		res := rb.Emit()
+		pm.proc.SetResource(res)
+		m.mb.EmitForResource(metadata.WithResource(res))
+	}
+	m.mb.RecordProfinferEventsReceivedDataPoint(now, int64(t.EventsReceived))
+	m.mb.RecordProfinferEventsDroppedDataPoint(now, int64(t.EventsDropped))
+	m.mb.RecordProfinferGraphsDroppedDataPoint(now, int64(t.GraphsDropped))
+	m.mb.RecordProfinferAttachFailuresDataPoint(now, int64(t.AttachFailures))
+	m.mb.RecordProfinferProbesAttachedDataPoint(now, int64(t.ProbesAttached))
+	md := m.mb.Emit()
+	// Histograms are beyond mdatagen: add them to each process's scope by hand.
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		rm := rms.At(i)
+		pid, ok := rm.Resource().Attributes().Get("process.pid")
+		if !ok {
+			continue
+		}
+		pm := m.procs[int(pid.Int())]
+		if pm == nil || rm.ScopeMetrics().Len() == 0 {
+			continue
+		}
+		m.histograms(rm.ScopeMetrics().At(0).Metrics(), pm, now)
+	}
+	return md
+}
+
+func (m *Metrics) histograms(ms pmetric.MetricSlice, pm *processMetrics, now pcommon.Timestamp) {
+	op := newHistogramMetric(ms, "ggml.op.duration", "Duration of computed graph nodes, from the first thread's start to the last thread's end.")
+	for k, h := range pm.opDur {
+		dp := op.DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(m.start)
+		dp.SetTimestamp(now)
+		dp.Attributes().PutStr("ggml.op", k.op)
+		dp.Attributes().PutStr("ggml.tensor.type", k.typ)
+		h.put(dp)
+	}
+	dec := newHistogramMetric(ms, "llama.decode.duration", "Duration of llama_decode calls.")
+	for ph, name := range []string{"prefill", "decode"} {
+		if pm.decodeDur[ph].count == 0 {
+			continue
+		}
+		dp := dec.DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(m.start)
+		dp.SetTimestamp(now)
+		dp.Attributes().PutStr("llama.phase", name)
+		pm.decodeDur[ph].put(dp)
+	}
+}
+
+func newHistogramMetric(ms pmetric.MetricSlice, name, desc string) pmetric.Histogram {
+	mt := ms.AppendEmpty()
+	mt.SetName(name)
+	mt.SetDescription(desc)
+	mt.SetUnit("s")
+	h := mt.SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	return h
+}

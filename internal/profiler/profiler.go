@@ -1,0 +1,267 @@
+// Package profiler runs profinfer: it loads the eBPF programs, keeps the set of traced
+// processes current, reads the ring buffer, and hands assembled spans and metrics to the
+// collector's consumers. The receiver package is a thin shell around it.
+package profiler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/prometheus/procfs"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/profinfer/profinfer/bpf"
+	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/export"
+	"github.com/profinfer/profinfer/internal/ggml"
+	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/probe"
+)
+
+// Target selects processes: by PID, or every process running Executable.
+type Target struct {
+	PID        int
+	Executable string
+}
+
+// Config is what the receiver's configuration decides.
+type Config struct {
+	Targets            []Target // empty: every process that maps a GGML CPU backend
+	DiscoveryInterval  time.Duration
+	CollectionInterval time.Duration
+	NodeSpans          bool
+	SampleEvery        int // spans for every Nth graph-bearing decode
+	RingBufferSize     int
+	Layers             probe.Layers
+	Propagate          bool // fail Start on the first target error
+	Metrics            metadata.MetricsBuilderConfig
+}
+
+// Profiler is one running profinfer.
+type Profiler struct {
+	cfg     Config
+	set     receiver.Settings
+	log     *zap.Logger
+	traces  consumer.Traces
+	metrics consumer.Metrics
+
+	objs   bpf.ProfinferObjects
+	reader *ringbuf.Reader
+	procfs procfs.FS
+
+	mu       sync.Mutex // guards everything below, shared by the reader and discovery
+	tracked  map[int]*tracked
+	failed   map[int]time.Time // PIDs that are not GGML, and when they were last looked at
+	asm      *assemble.Assembler
+	spans    *export.Spans
+	acc      *export.Metrics
+	pending  ptrace.Traces
+	decodes  uint64
+	tele     export.Telemetry
+	elfCache *elfCache
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns a profiler that delivers to the given consumers, either of which may be nil.
+func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
+	return &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
+		tracked: map[int]*tracked{}, failed: map[int]time.Time{}, elfCache: newELFCache(),
+		stop: make(chan struct{})}
+}
+
+// Start loads the eBPF programs, attaches to the targets present now and starts the
+// background loops. Errors about single targets fail Start only when cfg.Propagate is set.
+func (p *Profiler) Start(ctx context.Context) error {
+	fs, err := procfs.NewFS("/proc")
+	if err != nil {
+		return fmt.Errorf("profinfer: opening /proc: %w", err)
+	}
+	p.procfs = fs
+	// /proc/PID/exe names the binary with links resolved; so must the targets.
+	for i, t := range p.cfg.Targets {
+		if t.Executable == "" {
+			continue
+		}
+		path, err := filepath.EvalSymlinks(t.Executable)
+		if err != nil {
+			if err := p.targetError(fmt.Errorf("profinfer: target executable %s: %w", t.Executable, err)); err != nil {
+				return err
+			}
+			continue
+		}
+		p.cfg.Targets[i].Executable = path
+	}
+	if err := p.load(); err != nil {
+		return err
+	}
+	var mono, real unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
+	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &real)
+	p.spans = export.NewSpans(export.Clock{Offset: real.Nano() - mono.Nano()}, p.cfg.NodeSpans)
+	p.acc = export.NewMetrics(p.cfg.Metrics, p.set)
+	p.asm = assemble.New(sink{p})
+	p.pending = ptrace.NewTraces()
+	if err := p.discover(true); err != nil {
+		p.close()
+		return err
+	}
+	p.wg.Add(3)
+	go p.readLoop()
+	go p.discoverLoop()
+	go p.metricsLoop()
+	return nil
+}
+
+func (p *Profiler) load() error {
+	// Kernels since 5.11 charge BPF memory to the cgroup; raising the limit is only needed
+	// (and only possible) on older ones.
+	_ = rlimit.RemoveMemlock()
+	spec, err := bpf.LoadProfinfer()
+	if err != nil {
+		return fmt.Errorf("profinfer: reading the eBPF object: %w", err)
+	}
+	spec.Maps[bpf.ProfinferMapEvents].MaxEntries = uint32(p.cfg.RingBufferSize)
+	// Every layout profinfer knows has the same offsets for what the programs read; the
+	// per-target check happens in ggml.Inspect.
+	l, _ := ggml.LayoutFor(uint64(336+32), "")
+	consts := map[string]any{
+		"tensor_size":        uint32(l.TensorSize),
+		"tensor_src_off":     uint32(l.Src),
+		"graph_nnodes_off":   uint32(l.GraphNNodes),
+		"cplan_nthreads_off": uint32(l.CplanNThreads),
+	}
+	for name, v := range consts {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("profinfer: setting %s: %w", name, err)
+		}
+	}
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return fmt.Errorf("profinfer: loading eBPF programs: %w: profinfer needs root, or CAP_BPF and CAP_PERFMON", err)
+		}
+		return fmt.Errorf("profinfer: loading eBPF programs: %w", err)
+	}
+	if p.reader, err = ringbuf.NewReader(p.objs.Events); err != nil {
+		p.objs.Close()
+		return fmt.Errorf("profinfer: opening the ring buffer: %w", err)
+	}
+	return nil
+}
+
+// targetError logs err, or returns it when errors propagate.
+func (p *Profiler) targetError(err error) error {
+	p.mu.Lock()
+	p.tele.AttachFailures++
+	p.mu.Unlock()
+	if p.cfg.Propagate {
+		return err
+	}
+	p.log.Error("target skipped", zap.Error(err))
+	return nil
+}
+
+// Shutdown stops the loops, detaches every probe, unloads the programs and flushes what
+// was assembled.
+func (p *Profiler) Shutdown(ctx context.Context) error {
+	select {
+	case <-p.stop:
+		return nil
+	default:
+	}
+	close(p.stop)
+	if p.asm == nil { // Start failed or never ran
+		p.close()
+		return nil
+	}
+	if p.reader != nil {
+		p.reader.Close()
+	}
+	p.wg.Wait()
+	p.flush(ctx)
+	p.emitMetrics(ctx)
+	p.close()
+	return nil
+}
+
+func (p *Profiler) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for pid, t := range p.tracked {
+		t.attachment.Close()
+		delete(p.tracked, pid)
+	}
+	if p.reader != nil {
+		p.reader.Close()
+	}
+	p.objs.Close()
+	p.elfCache.close()
+}
+
+// ProbesAttached is the number of probes attached now.
+func (p *Profiler) ProbesAttached() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, t := range p.tracked {
+		n += t.attachment.Probes()
+	}
+	return n
+}
+
+func (p *Profiler) drops() uint64 {
+	var per []uint64
+	if err := p.objs.Drops.Lookup(uint32(0), &per); err != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n
+}
+
+func (p *Profiler) metricsLoop() {
+	defer p.wg.Done()
+	t := time.NewTicker(p.cfg.CollectionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			p.emitMetrics(context.Background())
+		}
+	}
+}
+
+func (p *Profiler) emitMetrics(ctx context.Context) {
+	if p.metrics == nil || p.acc == nil {
+		return
+	}
+	drops := p.drops()
+	p.mu.Lock()
+	p.tele.EventsDropped = drops
+	p.tele.GraphsDropped = p.asm.Stats.DroppedGraphs
+	n := 0
+	for _, t := range p.tracked {
+		n += t.attachment.Probes()
+	}
+	p.tele.ProbesAttached = n
+	md := p.acc.Emit(p.tele)
+	p.mu.Unlock()
+	if err := p.metrics.ConsumeMetrics(ctx, md); err != nil {
+		p.log.Warn("metrics not accepted by the pipeline", zap.Error(err))
+	}
+}

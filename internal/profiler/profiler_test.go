@@ -1,0 +1,89 @@
+package profiler
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/probe"
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+func testConfig() Config {
+	return Config{
+		DiscoveryInterval:  100 * time.Millisecond,
+		CollectionInterval: time.Hour,
+		NodeSpans:          true,
+		SampleEvery:        1,
+		RingBufferSize:     16 << 20,
+		Layers:             probe.Layers{Application: true, Runtime: true},
+		Metrics:            metadata.DefaultMetricsBuilderConfig(),
+	}
+}
+
+func requireRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testbench.Missing(t, "root (eBPF)")
+	}
+}
+
+// The real eBPF against a real llama-bench, targeted by PID: decode and graph spans with
+// named nodes arrive, and no event is dropped.
+func TestProfileLlamaBench(t *testing.T) {
+	requireRoot(t)
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	traces, metrics := new(consumertest.TracesSink), new(consumertest.MetricsSink)
+	cfg := testConfig()
+	cfg.Targets = []Target{{Executable: e.Bin("llama-bench")}}
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zaptest.NewLogger(t)
+	p := New(cfg, set, traces, metrics)
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Discovery attaches while the model loads, before the first decode.
+	bench, err := testbench.Start(e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 8, 2, 1)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bench.Stop()
+	if err := bench.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]int{}
+	for _, td := range traces.AllTraces() {
+		forEachSpan(td, func(s ptrace.Span) { ops[s.Name()]++ })
+	}
+	t.Logf("spans by name: %v", ops)
+	if ops["llama_decode"] == 0 || ops["ggml.graph_compute"] == 0 || ops["MUL_MAT"] == 0 {
+		t.Fatalf("missing spans: %v", ops)
+	}
+	if d := p.drops(); d != 0 {
+		t.Fatalf("%d events dropped", d)
+	}
+}
+
+func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		ss := td.ResourceSpans().At(i).ScopeSpans()
+		for j := 0; j < ss.Len(); j++ {
+			spans := ss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				f(spans.At(k))
+			}
+		}
+	}
+}

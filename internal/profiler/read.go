@@ -1,0 +1,155 @@
+package profiler
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/ggml"
+)
+
+// flushEvery bounds how long assembled spans wait before they go to the pipeline.
+const flushEvery = 200 * time.Millisecond
+
+// readLoop drains the ring buffer into the assembler. It never blocks the BPF side: when
+// it falls behind, the kernel drops records and counts them.
+func (p *Profiler) readLoop() {
+	defer p.wg.Done()
+	var (
+		rec  ringbuf.Record
+		ev   events.Event
+		t    ggml.Tensor
+		last = time.Now()
+	)
+	for {
+		p.reader.SetDeadline(time.Now().Add(flushEvery))
+		err := p.reader.ReadInto(&rec)
+		switch {
+		case errors.Is(err, ringbuf.ErrClosed):
+			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+		case err != nil:
+			p.log.Warn("reading the ring buffer", zap.Error(err))
+		default:
+			if derr := events.Decode(rec.RawSample, &ev); derr != nil {
+				p.log.Debug("bad record", zap.Error(derr))
+				break
+			}
+			p.mu.Lock()
+			p.tele.EventsReceived++
+			p.dispatch(&ev, &t)
+			p.mu.Unlock()
+		}
+		if time.Since(last) >= flushEvery {
+			p.flush(context.Background())
+			last = time.Now()
+		}
+	}
+}
+
+// dispatch feeds one event to the assembler. Called with p.mu held.
+func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
+	a := p.asm
+	switch ev.Kind {
+	case events.DecodeEnter:
+		a.DecodeEnter(ev.PID, ev.TID, ev.TS, int(int32(ev.A)))
+	case events.DecodeExit:
+		a.DecodeExit(ev.PID, ev.TID, ev.TS, int(int32(ev.A)))
+	case events.GraphEnter:
+		a.GraphEnter(ev.PID, ev.TID, ev.TS, ev.A, int(ev.B), int(ev.Nth))
+	case events.GraphExit:
+		a.GraphExit(ev.PID, ev.TID, ev.TS)
+	case events.Node:
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), nil)
+	case events.NodeDetail:
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), p.nodeInfo(ev, t))
+	case events.Barrier:
+		a.Barrier(ev.PID, ev.TID, ev.TS)
+	}
+}
+
+// nodeInfo names, types and shapes a node from the raw tensor copy in ev.
+func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo {
+	tr := p.tracked[int(ev.PID)]
+	if tr == nil || tr.target == nil {
+		return nil
+	}
+	l, names := &tr.target.Layout, &tr.target.Names
+	l.Tensor(ev.Tensor, t)
+	info := &assemble.NodeInfo{
+		Op:    names.Op(t.Op, t.OpParam),
+		Name:  tr.intern(t.Name),
+		Type:  names.Type(t.Type),
+		Shape: t.Ne,
+	}
+	for i, raw := range ev.Src {
+		if t.Src[i] == 0 {
+			break
+		}
+		typ, ne := l.SrcHead(raw)
+		info.Srcs = append(info.Srcs, assemble.Src{Type: names.Type(typ), Shape: ne})
+	}
+	if ev.Flags&events.FlagFused != 0 {
+		info.FusedOp = "MUL" // the only fused CPU kernel: ggml_compute_forward_rms_norm_mul_fused
+	}
+	return info
+}
+
+// sink receives assembled decodes and graphs, under p.mu.
+type sink struct{ p *Profiler }
+
+func (s sink) Decode(d *assemble.Decode) {
+	p := s.p
+	tr := p.tracked[int(d.PID)]
+	if tr == nil {
+		return
+	}
+	p.acc.Decode(&tr.proc, d)
+	if p.traces == nil {
+		return
+	}
+	p.decodes++
+	if len(d.Graphs) > 0 && (p.decodes-1)%uint64(p.cfg.SampleEvery) != 0 {
+		return
+	}
+	p.spans.Decode(p.pending, &tr.proc, d)
+}
+
+func (s sink) Graph(g *assemble.Graph) {
+	p := s.p
+	tr := p.tracked[int(g.PID)]
+	if tr == nil {
+		return
+	}
+	p.acc.Graph(&tr.proc, g)
+	if p.traces == nil {
+		return
+	}
+	p.decodes++
+	if (p.decodes-1)%uint64(p.cfg.SampleEvery) != 0 {
+		return
+	}
+	p.spans.Graph(p.pending, &tr.proc, g)
+}
+
+// flush hands the pending spans to the pipeline.
+func (p *Profiler) flush(ctx context.Context) {
+	p.mu.Lock()
+	td := p.pending
+	if td.SpanCount() == 0 {
+		p.mu.Unlock()
+		return
+	}
+	p.pending = ptrace.NewTraces()
+	p.mu.Unlock()
+	if err := p.traces.ConsumeTraces(ctx, td); err != nil {
+		p.log.Warn("spans not accepted by the pipeline", zap.Error(err))
+	}
+}

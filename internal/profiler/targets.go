@@ -1,0 +1,259 @@
+package profiler
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/profinfer/profinfer/internal/discover"
+	"github.com/profinfer/profinfer/internal/export"
+	"github.com/profinfer/profinfer/internal/ggml"
+	"github.com/profinfer/profinfer/internal/probe"
+	"github.com/profinfer/profinfer/internal/symbols"
+)
+
+// recheck is how often a process that mapped no GGML is looked at again: bindings such
+// as node-llama-cpp load the backend with dlopen some time after they start.
+const recheck = time.Second
+
+// tracked is one process with probes attached.
+type tracked struct {
+	proc       export.Process
+	target     *ggml.Target
+	attachment *probe.Attachment
+	names      map[string]string
+}
+
+// intern returns a shared copy of a tensor name: graphs repeat the same names every token.
+func (t *tracked) intern(b []byte) string {
+	if s, ok := t.names[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	t.names[s] = s
+	return s
+}
+
+func (p *Profiler) discoverLoop() {
+	defer p.wg.Done()
+	t := time.NewTicker(p.cfg.DiscoveryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			_ = p.discover(false)
+		}
+	}
+}
+
+// candidates returns the PIDs the configuration selects, and for each whether it was named
+// explicitly (so that "not GGML" is an error rather than a skip).
+func (p *Profiler) candidates() (map[int]bool, error) {
+	pids := map[int]bool{}
+	if len(p.cfg.Targets) == 0 {
+		all, err := discover.PIDs(p.procfs, "")
+		for _, pid := range all {
+			pids[pid] = false
+		}
+		return pids, err
+	}
+	var errs []error
+	for _, t := range p.cfg.Targets {
+		if t.PID != 0 {
+			pids[t.PID] = true
+			continue
+		}
+		ps, err := discover.PIDs(p.procfs, t.Executable)
+		errs = append(errs, err)
+		for _, pid := range ps {
+			pids[pid] = false
+		}
+	}
+	return pids, errors.Join(errs...)
+}
+
+// discover attaches to new GGML processes and detaches from those that exited. On the
+// first pass (at Start) errors about targets are returned when they propagate.
+func (p *Profiler) discover(first bool) error {
+	pids, err := p.candidates()
+	if err != nil {
+		p.log.Debug("listing processes", zap.Error(err))
+	}
+	p.mu.Lock()
+	for pid, t := range p.tracked {
+		if _, ok := pids[pid]; ok && alive(pid) {
+			continue
+		}
+		t.attachment.Close()
+		p.asm.Exit(uint32(pid))
+		p.acc.Forget(pid)
+		delete(p.tracked, pid)
+		p.log.Info("target exited; probes detached", zap.Int("pid", pid))
+	}
+	now := time.Now()
+	var todo []int
+	for pid := range pids {
+		if p.tracked[pid] != nil {
+			continue
+		}
+		if last, ok := p.failed[pid]; ok && now.Sub(last) < recheck {
+			continue
+		}
+		todo = append(todo, pid)
+	}
+	for pid := range p.failed {
+		if _, ok := pids[pid]; !ok {
+			delete(p.failed, pid)
+		}
+	}
+	p.mu.Unlock()
+
+	for _, pid := range todo {
+		err := p.attach(pid, pids[pid])
+		if err == nil {
+			continue
+		}
+		p.mu.Lock()
+		p.failed[pid] = now
+		p.mu.Unlock()
+		if errors.Is(err, errNotGGML) && !pids[pid] {
+			continue // discovery: most processes are not GGML
+		}
+		if first || pids[pid] {
+			if err := p.targetError(err); err != nil && first {
+				return err
+			}
+		} else {
+			p.log.Debug("process not attached", zap.Int("pid", pid), zap.Error(err))
+		}
+	}
+	return nil
+}
+
+var errNotGGML = errors.New("maps no GGML CPU backend")
+
+func (p *Profiler) attach(pid int, explicit bool) error {
+	proc, err := discover.Inspect(p.procfs, "/proc", pid, p.elfCache.classify)
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if proc == nil {
+		return fmt.Errorf("pid %d is not a GGML process: it %w", pid, errNotGGML)
+	}
+	base := proc.Module(discover.Base)
+	if base == nil {
+		return fmt.Errorf("pid %d: no object defines ggml_version: unknown ggml version", pid)
+	}
+	f, err := p.elfCache.open(base)
+	if err != nil {
+		return err
+	}
+	mem, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "mem"))
+	if err != nil {
+		return fmt.Errorf("pid %d: reading its memory: %w", pid, err)
+	}
+	target, err := ggml.Inspect(f, mem, base.Bias)
+	mem.Close()
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", pid, err)
+	}
+	a, err := probe.Attach(&p.objs.ProfinferPrograms, proc, p.elfCache.open, p.cfg.Layers)
+	if a == nil {
+		return fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if err != nil {
+		p.log.Warn("some probes not attached", zap.Int("pid", pid), zap.Error(err))
+	}
+	buildID := symbols.BuildIDOf(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
+	t := &tracked{
+		proc:       export.Process{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: buildID},
+		target:     target,
+		attachment: a,
+		names:      map[string]string{},
+	}
+	p.mu.Lock()
+	p.tracked[pid] = t
+	p.mu.Unlock()
+	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("ggml", target.Version),
+		zap.Int("probes", a.Probes()), zap.Int("emulated", a.Emulated))
+	return nil
+}
+
+func alive(pid int) bool {
+	_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
+	return err == nil
+}
+
+// elfCache keeps parsed ELF files by identity, so that many processes of one binary and
+// repeated discovery passes parse each file once.
+type elfCache struct {
+	mu    sync.Mutex
+	files map[[2]uint64]*symbols.File
+	roles map[[2]uint64][]discover.Role
+}
+
+func newELFCache() *elfCache {
+	return &elfCache{files: map[[2]uint64]*symbols.File{}, roles: map[[2]uint64][]discover.Role{}}
+}
+
+func (c *elfCache) get(path string, dev, inode uint64) (*symbols.File, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := [2]uint64{dev, inode}
+	if f := c.files[k]; f != nil {
+		return f, nil
+	}
+	f, err := symbols.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	c.files[k] = f
+	return f, nil
+}
+
+func (c *elfCache) open(m *discover.Module) (*symbols.File, error) {
+	return c.get(m.HostPath, m.Dev, m.Inode)
+}
+
+func (c *elfCache) classify(path string, dev, inode uint64) ([]discover.Role, error) {
+	c.mu.Lock()
+	roles, ok := c.roles[[2]uint64{dev, inode}]
+	c.mu.Unlock()
+	if ok {
+		return roles, nil
+	}
+	f, err := c.get(path, dev, inode)
+	if err != nil {
+		return nil, err
+	}
+	for r, sym := range discover.RoleSymbol {
+		if _, ok := f.Symbol(sym); ok {
+			roles = append(roles, discover.Role(r))
+		}
+	}
+	c.mu.Lock()
+	c.roles[[2]uint64{dev, inode}] = roles
+	if len(roles) == 0 { // not GGML: keep only the verdict
+		delete(c.files, [2]uint64{dev, inode})
+		f.Close()
+	}
+	c.mu.Unlock()
+	return roles, nil
+}
+
+func (c *elfCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, f := range c.files {
+		f.Close()
+		delete(c.files, k)
+	}
+}

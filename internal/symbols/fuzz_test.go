@@ -1,0 +1,57 @@
+package symbols
+
+import (
+	"bytes"
+	"maps"
+	"slices"
+	"testing"
+)
+
+// maxFuzzSyms bounds the work per input; corrupt tables can be huge.
+const maxFuzzSyms = 64
+
+func FuzzNewFile(f *testing.F) {
+	f.Add(buildELF(testFuncs(), false))
+	f.Add(buildELF(testFuncs(), true))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := NewFile(bytes.NewReader(data), "fuzz")
+		if err != nil {
+			return
+		}
+		file.BuildID()
+		names := slices.Sorted(maps.Keys(file.syms))
+		for _, name := range names[:min(len(names), maxFuzzSyms)] {
+			sym, ok := file.Symbol(name)
+			if !ok || sym.Name != name {
+				t.Fatalf("Symbol(%q) = %+v, %v", name, sym, ok)
+			}
+			off, emul, err := file.ProbeOffset(sym, RDI|RSI|RSP)
+			if (!emul || err != nil) && off != 0 {
+				t.Fatalf("ProbeOffset(%+v) = %d, %v, %v", sym, off, emul, err)
+			}
+			file.RIPTarget(sym)
+			file.ImmediateReturn(sym)
+			file.CString(sym.Value)
+		}
+		file.Missing(names...)
+	})
+}
+
+func FuzzProbeOffset(f *testing.F) {
+	for _, tc := range probeCases {
+		f.Add(tc.code, uint32(tc.keep))
+	}
+	f.Fuzz(func(t *testing.T, code []byte, keep uint32) {
+		off, emul := probeOffset(code, Regs(keep))
+		switch {
+		case !emul && off != 0:
+			t.Fatalf("probeOffset(% x) = %d, false", code, off)
+		case emul && off >= uint64(len(code)):
+			t.Fatalf("probeOffset(% x) = %d past the code", code, off)
+		case emul:
+			if inst, err := decode(code[off:]); err != nil || !isEmulated(code[off:off+uint64(inst.Len)]) {
+				t.Fatalf("probeOffset(% x) = %d, not an emulated instruction", code, off)
+			}
+		}
+	})
+}

@@ -1,0 +1,84 @@
+package symbols
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// Libraries from the test bench (scripts/testenv.sh): a non-CET llama.cpp
+// build and node-llama-cpp's CET-enabled prebuilt ones.
+const (
+	llamaBin = "../../.testenv/llama.cpp/build/bin/"
+	nlcBin   = "../../.testenv/npm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/"
+)
+
+// openBench opens a test bench file, skipping when it is absent except in
+// CI, where the bench must have been built.
+func openBench(t *testing.T, path string) *File {
+	t.Helper()
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing; run scripts/testenv.sh", path)
+		}
+		t.Skipf("%s is missing; run scripts/testenv.sh", path)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(f.BuildID()) {
+		t.Errorf("%s: BuildID() = %q", path, f.BuildID())
+	}
+	return f
+}
+
+func TestBenchProbeOffsets(t *testing.T) {
+	for _, tc := range []struct {
+		lib  string
+		sym  string
+		keep Regs
+		off  uint64
+		emul bool
+	}{
+		{llamaBin + "libggml-cpu.so", "ggml_barrier", RDI, 7, true},
+		{llamaBin + "libggml-cpu.so", "ggml_cpu_extra_compute_forward", RDI | RSI, 0, true},
+		{llamaBin + "libggml-cpu.so", "ggml_compute_forward_rms_norm_mul_fused", RDI | RSI | RDX, 13, true},
+		{llamaBin + "libggml-cpu.so", "ggml_compute_forward_rms_norm_mul_fused", RDI | RSP, 0, false},
+		{nlcBin + "libggml-cpu-haswell.so", "ggml_barrier", RDI, 14, true},
+		{nlcBin + "libggml-cpu-haswell.so", "ggml_barrier", RDI | RSI, 0, false},
+		{nlcBin + "libggml-cpu-haswell.so", "ggml_cpu_extra_compute_forward", RDI | RSI, 4, true},
+		{nlcBin + "libggml-cpu-haswell.so", "ggml_compute_forward_rms_norm_mul_fused", RDI | RSI | RDX, 20, true},
+	} {
+		t.Run(filepath.Base(tc.lib)+":"+tc.sym, func(t *testing.T) {
+			f := openBench(t, tc.lib)
+			sym := mustSymbol(t, f, tc.sym)
+			off, emul, err := f.ProbeOffset(sym, tc.keep)
+			if off != tc.off || emul != tc.emul || err != nil {
+				t.Errorf("ProbeOffset(%s, %#x) = %d, %v, %v; want %d, %v", tc.sym, tc.keep, off, emul, err, tc.off, tc.emul)
+			}
+		})
+	}
+}
+
+func TestBenchAccessors(t *testing.T) {
+	for _, lib := range []string{llamaBin + "libggml-base.so", nlcBin + "libggml-base.so"} {
+		t.Run(filepath.Base(filepath.Dir(filepath.Dir(lib)))+"/"+filepath.Base(lib), func(t *testing.T) {
+			f := openBench(t, lib)
+			table := mustSymbol(t, f, "GGML_OP_NAME")
+			if addr, err := f.RIPTarget(mustSymbol(t, f, "ggml_op_name")); addr != table.Value || err != nil {
+				t.Errorf("RIPTarget(ggml_op_name) = %#x, %v; want GGML_OP_NAME at %#x", addr, err, table.Value)
+			}
+			if imm, err := f.ImmediateReturn(mustSymbol(t, f, "ggml_tensor_overhead")); imm != 0x170 || err != nil {
+				t.Errorf("ImmediateReturn(ggml_tensor_overhead) = %#x, %v; want 0x170", imm, err)
+			}
+			if missing := f.Missing("ggml_op_name", "ggml_tensor_overhead", "no_such_symbol"); len(missing) != 1 {
+				t.Errorf("Missing() = %q, want [no_such_symbol]", missing)
+			}
+		})
+	}
+}
