@@ -42,7 +42,7 @@ run: build
 testenv:
 	scripts/testenv.sh
 
-test:
+test: testenv build
 	$(GO) test -count=1 -timeout 60m ./...
 
 bench:

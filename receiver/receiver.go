@@ -6,15 +6,19 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
+
+	"github.com/profinfer/profinfer/internal/probe"
+	"github.com/profinfer/profinfer/internal/profiler"
 )
 
-// profinferReceiver is a placeholder with the final API; the real
-// implementation replaces this file.
+// profinferReceiver serves one configuration's traces and metrics pipelines from a single
+// profiler, so that the probes are attached once whichever pipelines use it.
 type profinferReceiver struct {
-	set     receiver.Settings
-	cfg     *Config
-	traces  consumer.Traces
-	metrics consumer.Metrics
+	set      receiver.Settings
+	cfg      *Config
+	traces   consumer.Traces
+	metrics  consumer.Metrics
+	profiler *profiler.Profiler
 }
 
 func newProfinferReceiver(set receiver.Settings, cfg *Config) *profinferReceiver {
@@ -25,6 +29,34 @@ func (r *profinferReceiver) setTraces(next consumer.Traces) { r.traces = next }
 
 func (r *profinferReceiver) setMetrics(next consumer.Metrics) { r.metrics = next }
 
-func (r *profinferReceiver) Start(context.Context, component.Host) error { return nil }
+// Start attaches to the configured targets and starts profiling.
+func (r *profinferReceiver) Start(ctx context.Context, _ component.Host) error {
+	r.profiler = profiler.New(r.profilerConfig(), r.set, r.traces, r.metrics)
+	return r.profiler.Start(ctx)
+}
 
-func (r *profinferReceiver) Shutdown(context.Context) error { return nil }
+// Shutdown detaches every probe and flushes what was assembled.
+func (r *profinferReceiver) Shutdown(ctx context.Context) error {
+	if r.profiler == nil {
+		return nil
+	}
+	return r.profiler.Shutdown(ctx)
+}
+
+func (r *profinferReceiver) profilerConfig() profiler.Config {
+	c := r.cfg
+	pc := profiler.Config{
+		DiscoveryInterval:  c.DiscoveryInterval,
+		CollectionInterval: c.CollectionInterval,
+		NodeSpans:          c.Spans.Nodes,
+		SampleEvery:        c.Spans.SampleEvery,
+		RingBufferSize:     c.RingBufferSize,
+		Layers:             probe.Layers{Application: c.Layers.Application, Runtime: c.Layers.Runtime},
+		Propagate:          c.ErrorMode == ErrorModePropagate,
+		Metrics:            c.MetricsBuilderConfig,
+	}
+	for _, t := range c.Targets {
+		pc.Targets = append(pc.Targets, profiler.Target{PID: t.PID, Executable: t.Executable})
+	}
+	return pc
+}

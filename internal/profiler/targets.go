@@ -117,22 +117,22 @@ func (p *Profiler) discover(first bool) error {
 	p.mu.Unlock()
 
 	for _, pid := range todo {
-		err := p.attach(pid, pids[pid])
+		err := p.attach(pid)
 		if err == nil {
 			continue
 		}
 		p.mu.Lock()
+		_, again := p.failed[pid]
 		p.failed[pid] = now
 		p.mu.Unlock()
-		if errors.Is(err, errNotGGML) && !pids[pid] {
-			continue // discovery: most processes are not GGML
-		}
-		if first || pids[pid] {
-			if err := p.targetError(err); err != nil && first {
-				return err
-			}
-		} else {
+		if !pids[pid] || again {
+			// Found by discovery, not named: most processes are not GGML, and some
+			// (init, other namespaces' helpers) cannot even be read.
 			p.log.Debug("process not attached", zap.Int("pid", pid), zap.Error(err))
+			continue
+		}
+		if err := p.targetError(err); err != nil && first {
+			return err
 		}
 	}
 	return nil
@@ -140,7 +140,7 @@ func (p *Profiler) discover(first bool) error {
 
 var errNotGGML = errors.New("maps no GGML CPU backend")
 
-func (p *Profiler) attach(pid int, explicit bool) error {
+func (p *Profiler) attach(pid int) error {
 	proc, err := discover.Inspect(p.procfs, "/proc", pid, p.elfCache.classify)
 	if err != nil {
 		return fmt.Errorf("pid %d: %w", pid, err)

@@ -54,6 +54,7 @@ func (f *File) ImmediateReturn(sym Symbol) (uint64, error) {
 	return 0, fmt.Errorf("symbols: %s: %s is not `mov $imm,%%eax; ret`", f.name, sym.Name)
 }
 
+// movRet matches `mov $imm,%eax; ret` or `mov $imm,%rax; ret`.
 func movRet(code []byte) (uint64, bool) {
 	mov, err := decode(code)
 	if err != nil || mov.Op != x86asm.MOV {

@@ -55,11 +55,11 @@ func writes(inst x86asm.Inst) Regs {
 	switch inst.Op {
 	case x86asm.CMP, x86asm.TEST, x86asm.BT, x86asm.NOP:
 		return 0
-	case x86asm.PUSH:
+	case x86asm.PUSH, x86asm.ENTER:
 		return RSP
 	case x86asm.POP:
 		return RSP | family(a0)
-	case x86asm.XCHG, x86asm.XADD:
+	case x86asm.XCHG, x86asm.XADD, x86asm.MULX:
 		return family(a0) | family(a1)
 	case x86asm.CMPXCHG:
 		return family(a0) | family(a1) | RAX

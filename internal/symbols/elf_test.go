@@ -17,9 +17,9 @@ import (
 // offset 0 at testBase.
 const (
 	testBase   = 0x400000
-	testNote   = 0xc0
-	testRodata = 0x100 // "hello\x00", symbol "hello"
-	testText   = 0x200
+	testNote   = 0xb0
+	testRodata = 0xd8 // "hello\x00", symbol "hello"
+	testText   = 0xe0
 )
 
 var testBuildID = []byte{0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a,

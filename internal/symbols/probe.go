@@ -10,6 +10,8 @@ import (
 // includes the register's 32-, 16- and 8-bit parts.
 type Regs uint32
 
+// Register families callers may need intact at the probe, such as the
+// System V argument registers.
 const (
 	RDI Regs = 1 << iota
 	RSI
@@ -32,9 +34,11 @@ const (
 // ProbeOffset returns the offset, relative to sym's start, of the first
 // instruction on the function's straight-line entry path that the x86-64
 // kernel emulates for uprobes, such that no instruction skipped before it
-// writes a register in keep. Without such an instruction in the first 16,
-// it returns 0 and emulated=false: probing the entry then means a
-// single-step, which costs ~10x an emulated hit.
+// writes a register in keep. It returns 0 and emulated=false, meaning the
+// probe must sit on the entry and be single-stepped (~10x the cost of an
+// emulated hit), when no such instruction is among the first 16, when a
+// skipped instruction writes a kept register, or when control may leave
+// the straight line first (ret, indirect branch, undecodable bytes).
 func (f *File) ProbeOffset(sym Symbol, keep Regs) (off uint64, emulated bool, err error) {
 	code, err := f.code(sym, maxProbeInsns*maxInsnLen)
 	if err != nil {

@@ -116,6 +116,9 @@ var probeCases = []struct {
 	{"mul", asm(iMulRCX, iPushRBP), RDI, 0, false},
 	{"imul three operands", asm(iImul3, iPushRBP), RDI | RCX, 4, true},
 	{"cqo", asm(iCqo, iPushRBP), R9, 0, false},
+	{"mulx writes both", asm([]byte{0xc4, 0xe2, 0xcb, 0xf6, 0xc1}, iPushRBP), RSI, 0, false}, // mulx %rcx,%rsi,%rax
+	{"enter", asm([]byte{0xc8, 0x10, 0x00, 0x00}, iPushRBP), RSP, 0, false},
+	{"int3", asm([]byte{0xcc}, iPushRBP), 0, 0, false},
 	{"cpuid", asm(iCpuid, iPushRBP), RDI, 0, false},
 	{"rep stos", asm(iRepStosq, iPushRBP), R9, 0, false},
 

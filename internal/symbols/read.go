@@ -15,7 +15,7 @@ const maxCString = 256
 // fewer where the containing segment or section ends.
 func (f *File) ReadAt(addr uint64, n int) ([]byte, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("symbols: %s: read %d bytes at %#x", f.name, n, addr)
+		return nil, fmt.Errorf("symbols: %s: negative length %d at %#x", f.name, n, addr)
 	}
 	r, avail, ok := f.locate(addr)
 	if !ok {

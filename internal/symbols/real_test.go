@@ -76,6 +76,13 @@ func TestBenchAccessors(t *testing.T) {
 			if imm, err := f.ImmediateReturn(mustSymbol(t, f, "ggml_tensor_overhead")); imm != 0x170 || err != nil {
 				t.Errorf("ImmediateReturn(ggml_tensor_overhead) = %#x, %v; want 0x170", imm, err)
 			}
+			v, err := f.RIPTarget(mustSymbol(t, f, "ggml_version"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s, err := f.CString(v); !regexp.MustCompile(`^\d+\.\d+`).MatchString(s) || err != nil {
+				t.Errorf("ggml_version string = %q, %v", s, err)
+			}
 			if missing := f.Missing("ggml_op_name", "ggml_tensor_overhead", "no_such_symbol"); len(missing) != 1 {
 				t.Errorf("Missing() = %q, want [no_such_symbol]", missing)
 			}

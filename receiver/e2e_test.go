@@ -1,0 +1,244 @@
+package receiver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// collector is a running bin/otelcol-profinfer writing OTLP JSON lines to a file.
+type collector struct {
+	proc *testbench.Process
+	out  string
+}
+
+// startCollector runs the ocb-built collector with the profinfer receiver targeting exe
+// and the file exporter, and waits until its pipelines are ready.
+func startCollector(t *testing.T, ctx context.Context, exe string) *collector {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testbench.Missing(t, "root (eBPF)")
+	}
+	bin, _ := filepath.Abs("../bin/otelcol-profinfer")
+	if _, err := os.Stat(bin); err != nil {
+		testbench.Missing(t, "bin/otelcol-profinfer; run `make build`")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	cfg := fmt.Sprintf(`
+receivers:
+  profinfer:
+    targets: [{executable: %q}]
+    discovery_interval: 100ms
+    collection_interval: 1s
+    ring_buffer_size: 33554432
+exporters:
+  file:
+    path: %q
+service:
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    traces: {receivers: [profinfer], exporters: [file]}
+    metrics: {receivers: [profinfer], exporters: [file]}
+`, exe, out)
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := testbench.Start(bin, "--config", cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	for !strings.Contains(p.Stderr.String(), "Everything is ready") {
+		if p.Exited() || ctx.Err() != nil {
+			t.Fatalf("collector did not start: %s", p.Stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return &collector{proc: p, out: out}
+}
+
+// stop ends the collector, which flushes, and reads everything it exported.
+func (c *collector) stop(t *testing.T) ([]ptrace.Traces, []pmetric.Metrics) {
+	t.Helper()
+	c.proc.Stop()
+	if !strings.Contains(c.proc.Stderr.String(), "attached") {
+		t.Fatalf("the receiver never attached:\n%s", c.proc.Stderr.String())
+	}
+	f, err := os.Open(c.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var (
+		traces  []ptrace.Traces
+		metrics []pmetric.Metrics
+	)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 256<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case bytes.Contains(line[:min(len(line), 32)], []byte("resourceSpans")):
+			td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			traces = append(traces, td)
+		case bytes.Contains(line[:min(len(line), 32)], []byte("resourceMetrics")):
+			md, err := (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			metrics = append(metrics, md)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return traces, metrics
+}
+
+// span is the part of a span the assertions read.
+type span struct {
+	name, parent, id string
+	start, end       uint64
+	attrs            map[string]any
+}
+
+func spans(traces []ptrace.Traces) []span {
+	var out []span
+	for _, td := range traces {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			ss := td.ResourceSpans().At(i).ScopeSpans()
+			for j := 0; j < ss.Len(); j++ {
+				ps := ss.At(j).Spans()
+				for k := 0; k < ps.Len(); k++ {
+					s := ps.At(k)
+					out = append(out, span{name: s.Name(), parent: s.ParentSpanID().String(), id: s.SpanID().String(),
+						start: uint64(s.StartTimestamp()), end: uint64(s.EndTimestamp()), attrs: s.Attributes().AsRaw()})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// lastSum returns the last exported value of a sum metric.
+func lastSum(metrics []pmetric.Metrics, name string) (int64, bool) {
+	var v int64
+	found := false
+	for _, md := range metrics {
+		for i := 0; i < md.ResourceMetrics().Len(); i++ {
+			sms := md.ResourceMetrics().At(i).ScopeMetrics()
+			for j := 0; j < sms.Len(); j++ {
+				ms := sms.At(j).Metrics()
+				for k := 0; k < ms.Len(); k++ {
+					if m := ms.At(k); m.Name() == name && m.Sum().DataPoints().Len() > 0 {
+						v, found = m.Sum().DataPoints().At(0).IntValue(), true
+					}
+				}
+			}
+		}
+	}
+	return v, found
+}
+
+// checkProfile asserts what every profile of a llama model must show.
+func checkProfile(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metrics, layers int) {
+	t.Helper()
+	all := spans(traces)
+	phases := map[any]int{}
+	mulmatLayers := map[int64]bool{}
+	children := map[string][]span{}
+	var graphs []span
+	for _, s := range all {
+		switch s.name {
+		case "llama_decode":
+			phases[s.attrs["llama.phase"]]++
+		case "ggml.graph_compute":
+			graphs = append(graphs, s)
+		case "MUL_MAT":
+			if s.attrs["ggml.tensor.name"] == "" {
+				t.Errorf("MUL_MAT span without a tensor name: %v", s.attrs)
+			}
+			if l, ok := s.attrs["ggml.layer"].(int64); ok {
+				mulmatLayers[l] = true
+			}
+		}
+		children[s.parent] = append(children[s.parent], s)
+	}
+	if phases["prefill"] == 0 || phases["decode"] == 0 {
+		t.Errorf("llama_decode spans by phase: %v, want both prefill and decode", phases)
+	}
+	for l := 0; l < layers; l++ {
+		if !mulmatLayers[int64(l)] {
+			t.Errorf("no MUL_MAT span for layer %d (layers seen: %v)", l, mulmatLayers)
+		}
+	}
+	if len(graphs) == 0 {
+		t.Fatal("no graph spans")
+	}
+	// Node spans are sequential, separated by barriers: their sum covers the graph.
+	for _, g := range graphs {
+		var covered uint64
+		for _, n := range children[g.id] {
+			covered += n.end - n.start
+		}
+		if frac := float64(covered) / float64(g.end-g.start); frac < 0.95 {
+			t.Errorf("graph of %d nodes: node spans cover %.1f%% of it, want >= 95%%", len(children[g.id]), 100*frac)
+		}
+	}
+	if d, ok := lastSum(metrics, "profinfer.events.dropped"); !ok || d != 0 {
+		t.Errorf("profinfer.events.dropped = %d (exported: %v), want 0", d, ok)
+	}
+	t.Logf("%d spans, %d graphs, phases %v", len(all), len(graphs), phases)
+}
+
+// llama-bench on the 1B Q4_0 model under the ocb-built collector.
+func TestE2ELlamaBench(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, e.Bin("llama-bench"))
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 32, 16, 2, 1)...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
+	traces, metrics := c.stop(t)
+	checkProfile(t, traces, metrics, 16)
+}
+
+// The node-llama-cpp prebuilt: CET code, a CPU variant loaded with dlopen, ggml's own
+// threadpool barrier.
+func TestE2ENodeLlamaCpp(t *testing.T) {
+	e := testbench.Require(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testbench.Missing(t, "node")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, node)
+	if _, err := testbench.Run(ctx, node, e.NodeArgs("llama-1b-q4_0", 24, 2, 3)...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	traces, metrics := c.stop(t)
+	checkProfile(t, traces, metrics, 16)
+}
