@@ -2,9 +2,12 @@
 // graphs and decode steps. It is pure logic: events in, finished structures out, so it is
 // tested with recorded streams and no kernel.
 //
-// Per thread, a node runs from its start event to the last ggml_barrier entry before the
-// thread's next node start (kernels such as MUL_MAT call the barrier internally, so the
-// first barrier is not the end). The gap from there to the next start is barrier wait.
+// Per thread, a node is busy from its start event to the last ggml_barrier entry before
+// the thread's next node start (kernels such as MUL_MAT call the barrier internally, so
+// the first barrier is not the end). From there to the next start the thread waits in the
+// node's closing barrier for the slowest thread and wakes up: still the node's wall time,
+// since the next node cannot start before it. A node's span therefore runs from its first
+// thread's start to its last thread's next start.
 package assemble
 
 // Src is the type and shape of one source tensor.
@@ -23,11 +26,12 @@ type NodeInfo struct {
 	FusedOp string // the op of the second node a fused kernel computed with this one
 }
 
-// ThreadTime is one thread's share of a node.
+// ThreadTime is one thread's share of a node: busy from Start to Busy, then in the
+// closing barrier until End.
 type ThreadTime struct {
-	TID        uint32
-	Ith        int
-	Start, End uint64
+	TID              uint32
+	Ith              int
+	Start, Busy, End uint64
 }
 
 // Node is one computed graph node.
@@ -196,23 +200,23 @@ func (a *Assembler) Barrier(pid, tid uint32, ts uint64) {
 	}
 }
 
-// closeNode ends the thread's current node at its last barrier, or at ts if it has not
-// reached one.
+// closeNode ends the thread's current node at ts, its busy part at its last barrier (or
+// at ts if it has not reached one).
 func (a *Assembler) closeNode(t *thread, ts uint64) {
 	n := t.cur
 	if n == nil {
 		return
 	}
-	end := ts
+	busy := ts
 	if t.lastBarrier > t.curStart {
-		end = t.lastBarrier
+		busy = t.lastBarrier
 	}
-	n.Threads = append(n.Threads, ThreadTime{TID: t.tid, Ith: t.ith, Start: t.curStart, End: end})
+	n.Threads = append(n.Threads, ThreadTime{TID: t.tid, Ith: t.ith, Start: t.curStart, Busy: busy, End: ts})
 	if t.curStart < n.Start {
 		n.Start = t.curStart
 	}
-	if end > n.End {
-		n.End = end
+	if ts > n.End {
+		n.End = ts
 	}
 	t.cur = nil
 }

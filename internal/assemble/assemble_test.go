@@ -59,9 +59,9 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 		start, end uint64
 		threads    []ThreadTime
 	}{
-		{mm, 120, 150, []ThreadTime{{TID: 2, Ith: 1, Start: 121, End: 140}, {TID: 1, Ith: 0, Start: 120, End: 150}}},
-		{add, 152, 160, []ThreadTime{{TID: 1, Ith: 0, Start: 153, End: 160}, {TID: 2, Ith: 1, Start: 152, End: 158}}},
-		{norm, 161, 175, nil},
+		{mm, 120, 153, []ThreadTime{{TID: 2, Ith: 1, Start: 121, Busy: 140, End: 152}, {TID: 1, Ith: 0, Start: 120, Busy: 150, End: 153}}},
+		{add, 152, 162, []ThreadTime{{TID: 1, Ith: 0, Start: 153, Busy: 160, End: 161}, {TID: 2, Ith: 1, Start: 152, Busy: 158, End: 162}}},
+		{norm, 161, 180, nil},
 	}
 	for i, w := range want {
 		n := g.Nodes[i]
@@ -87,7 +87,7 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	a.GraphEnter(7, 7, 10, 0xa, 1, 1)
 	a.NodeStart(7, 7, 11, 0x1, 0, nil)
 	a.GraphExit(7, 7, 20) // no barrier: the node ends at graph exit
-	if len(s.graphs) != 1 || s.graphs[0].Nodes[0].End != 20 {
+	if n := s.graphs[0].Nodes[0]; len(s.graphs) != 1 || n.End != 20 || n.Threads[0].Busy != 20 {
 		t.Fatalf("graphs %+v", s.graphs)
 	}
 	if a.Stats.OrphanEvents != 2 {

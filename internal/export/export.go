@@ -156,7 +156,7 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 		var d uint64
 		for _, t := range n.Threads {
 			if t.Ith == ith {
-				d = t.End - t.Start
+				d = t.Busy - t.Start
 			}
 		}
 		busy.AppendEmpty().SetInt(int64(d))
