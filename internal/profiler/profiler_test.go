@@ -2,6 +2,7 @@ package profiler
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -85,5 +86,63 @@ func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
 				f(spans.At(k))
 			}
 		}
+	}
+}
+
+// Bad targets: with error_mode propagate, Start names the cause; with ignore, the
+// profiler starts and still serves a good target.
+func TestBadTargets(t *testing.T) {
+	requireRoot(t)
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sleeper, err := testbench.Start("sleep", "60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Stop()
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zaptest.NewLogger(t)
+
+	for _, tc := range []struct {
+		target Target
+		want   string
+	}{
+		{Target{PID: sleeper.PID()}, fmt.Sprintf("pid %d is not a GGML process: it maps no GGML CPU backend", sleeper.PID())},
+		{Target{Executable: "/nonexistent/llama-server"}, "profinfer: target executable /nonexistent/llama-server: lstat /nonexistent: no such file or directory"},
+	} {
+		cfg := testConfig()
+		cfg.Propagate = true
+		cfg.Targets = []Target{tc.target}
+		p := New(cfg, set, nil, nil)
+		err := p.Start(ctx)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+		_ = p.Shutdown(ctx)
+	}
+
+	// ignore: the bad PID is skipped and counted, llama-bench is still profiled.
+	cfg := testConfig()
+	cfg.Targets = []Target{{PID: sleeper.PID()}, {Executable: e.Bin("llama-bench")}}
+	traces := new(consumertest.TracesSink)
+	p := New(cfg, set, traces, nil)
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 8, 4, 2, 1)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.tele.AttachFailures != 1 {
+		t.Errorf("attach failures %d, want 1", p.tele.AttachFailures)
+	}
+	if traces.SpanCount() == 0 {
+		t.Error("no spans from the good target")
+	}
+	if n := p.ProbesAttached(); n != 0 {
+		t.Errorf("%d probes still attached after shutdown", n)
 	}
 }

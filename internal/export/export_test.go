@@ -1,0 +1,57 @@
+package export
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/assemble"
+)
+
+func TestLayer(t *testing.T) {
+	for name, want := range map[string]int{"Qcur-12": 12, "ffn_out-3": 3, "cache_k_l4 (view)": 4, "result_output": -1, "inp_embd": -1, "kq-0": 0} {
+		if got := Layer(name); got != want {
+			t.Errorf("Layer(%q) = %d, want %d", name, got, want)
+		}
+	}
+}
+
+func TestDecodeSpans(t *testing.T) {
+	s := NewSpans(Clock{Offset: 1000}, true)
+	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 32, Start: 10, End: 100, Graphs: []*assemble.Graph{{
+		NNodes: 5, NThreads: 2, Start: 20, End: 90,
+		Nodes: []*assemble.Node{{
+			Info:  &assemble.NodeInfo{Op: "MUL_MAT", Name: "Qcur-1", Type: "f32", Shape: [4]int64{2048, 32, 1, 1}, Srcs: []assemble.Src{{Type: "q4_0", Shape: [4]int64{2048, 2048, 1, 1}}}},
+			Start: 30, End: 80,
+			Threads: []assemble.ThreadTime{{Ith: 1, Start: 31, Busy: 70, End: 80}, {Ith: 0, Start: 30, Busy: 75, End: 79}},
+		}},
+	}}}
+	td := ptrace.NewTraces()
+	s.Decode(td, &Process{PID: 1, VPID: 1, Exe: "/usr/bin/llama-server"}, d)
+	rs := td.ResourceSpans().At(0)
+	if v, _ := rs.Resource().Attributes().Get("service.name"); v.Str() != "llama-server" {
+		t.Errorf("service.name %q", v.Str())
+	}
+	spans := rs.ScopeSpans().At(0).Spans()
+	if spans.Len() != 3 {
+		t.Fatalf("%d spans", spans.Len())
+	}
+	dec, graph, node := spans.At(0), spans.At(1), spans.At(2)
+	if dec.Name() != "llama_decode" || graph.ParentSpanID() != dec.SpanID() || node.ParentSpanID() != graph.SpanID() ||
+		node.TraceID() != dec.TraceID() {
+		t.Fatal("spans not nested in one trace")
+	}
+	if dec.StartTimestamp() != 1010 || node.EndTimestamp() != 1080 {
+		t.Errorf("timestamps %d %d", dec.StartTimestamp(), node.EndTimestamp())
+	}
+	a := node.Attributes().AsRaw()
+	if node.Name() != "MUL_MAT" || a["ggml.layer"] != int64(1) || a["ggml.tensor.type"] != "f32" {
+		t.Errorf("node %s %v", node.Name(), a)
+	}
+	if busy := a["ggml.thread.busy_ns"].([]any); busy[0] != int64(45) || busy[1] != int64(39) {
+		t.Errorf("busy %v", busy)
+	}
+	if dec.Attributes().AsRaw()["llama.phase"] != "prefill" {
+		t.Error("32 tokens is prefill")
+	}
+}

@@ -1,0 +1,58 @@
+package ggml
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+func TestLayoutFor(t *testing.T) {
+	l, err := LayoutFor(368, "0.25.1")
+	if err != nil || l.TensorSize != 336 {
+		t.Fatalf("got %+v, %v", l, err)
+	}
+	_, err = LayoutFor(400, "0.99.0")
+	want := "ggml: unknown struct layout in ggml 0.99.0: ggml_tensor_overhead() is 400 bytes; profinfer knows 368 (ggml 0.9 to 0.25)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+}
+
+func TestTensorDecode(t *testing.T) {
+	l := layouts[0]
+	raw := make([]byte, l.TensorSize)
+	le := binary.LittleEndian
+	le.PutUint32(raw[l.Type:], 2)
+	le.PutUint64(raw[l.Ne:], 2048)
+	le.PutUint64(raw[l.Ne+8:], 7)
+	le.PutUint32(raw[l.Op:], 29)
+	le.PutUint32(raw[l.OpParams:], 3)
+	le.PutUint64(raw[l.Src+8:], 0xabc)
+	copy(raw[l.Name:], "Qcur-3\x00junk")
+	var tn Tensor
+	l.Tensor(raw, &tn)
+	if tn.Type != 2 || tn.Ne[0] != 2048 || tn.Ne[1] != 7 || tn.Op != 29 || tn.OpParam != 3 ||
+		tn.Src[1] != 0xabc || string(tn.Name) != "Qcur-3" {
+		t.Fatalf("decoded %+v", tn)
+	}
+	typ, ne := l.SrcHead(raw)
+	if typ != 2 || ne[0] != 2048 {
+		t.Fatalf("src head %d %v", typ, ne)
+	}
+}
+
+func TestNames(t *testing.T) {
+	n := Names{Ops: []string{"NONE", "UNARY", "GLU", "MUL_MAT"}, Types: []string{"f32", "f16"},
+		Unary: []string{"ABS", "SILU"}, GLU: []string{"REGLU", "GEGLU", "SWIGLU"}}
+	for _, tc := range []struct {
+		op    uint32
+		param int32
+		want  string
+	}{{3, 0, "MUL_MAT"}, {1, 1, "SILU"}, {2, 2, "SWIGLU"}, {2, 9, "GLU"}, {7, 0, "OP_7"}} {
+		if got := n.Op(tc.op, tc.param); got != tc.want {
+			t.Errorf("Op(%d, %d) = %q, want %q", tc.op, tc.param, got, tc.want)
+		}
+	}
+	if n.Type(1) != "f16" || n.Type(5) != "TYPE_5" {
+		t.Errorf("types: %q %q", n.Type(1), n.Type(5))
+	}
+}
