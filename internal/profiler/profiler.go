@@ -66,7 +66,7 @@ type Profiler struct {
 	spans    *export.Spans
 	acc      *export.Metrics
 	pending  ptrace.Traces
-	decodes  uint64
+	sampled  uint64 // decodes and loose graphs seen, for span sampling
 	tele     export.Telemetry
 	elfCache *elfCache
 
@@ -119,8 +119,8 @@ func (p *Profiler) Start(ctx context.Context) error {
 	}
 	p.wg.Add(3)
 	go p.readLoop()
-	go p.discoverLoop()
-	go p.metricsLoop()
+	go p.every(p.cfg.DiscoveryInterval, func() { _ = p.discover(false) })
+	go p.every(p.cfg.CollectionInterval, func() { p.emitMetrics(context.Background()) })
 	return nil
 }
 
@@ -213,6 +213,10 @@ func (p *Profiler) close() {
 func (p *Profiler) ProbesAttached() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.probesLocked()
+}
+
+func (p *Profiler) probesLocked() int {
 	n := 0
 	for _, t := range p.tracked {
 		n += t.attachment.Probes()
@@ -232,16 +236,17 @@ func (p *Profiler) drops() uint64 {
 	return n
 }
 
-func (p *Profiler) metricsLoop() {
+// every runs f every interval until Shutdown.
+func (p *Profiler) every(interval time.Duration, f func()) {
 	defer p.wg.Done()
-	t := time.NewTicker(p.cfg.CollectionInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-p.stop:
 			return
 		case <-t.C:
-			p.emitMetrics(context.Background())
+			f()
 		}
 	}
 }
@@ -254,11 +259,7 @@ func (p *Profiler) emitMetrics(ctx context.Context) {
 	p.mu.Lock()
 	p.tele.EventsDropped = drops
 	p.tele.GraphsDropped = p.asm.Stats.DroppedGraphs
-	n := 0
-	for _, t := range p.tracked {
-		n += t.attachment.Probes()
-	}
-	p.tele.ProbesAttached = n
+	p.tele.ProbesAttached = p.probesLocked()
 	md := p.acc.Emit(p.tele)
 	p.mu.Unlock()
 	if err := p.metrics.ConsumeMetrics(ctx, md); err != nil {

@@ -102,41 +102,31 @@ func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo
 	return info
 }
 
-// sink receives assembled decodes and graphs, under p.mu.
+// sink receives assembled decodes and graphs, under p.mu. Metrics count everything;
+// spans are kept for every SampleEvery-th one.
 type sink struct{ p *Profiler }
 
 func (s sink) Decode(d *assemble.Decode) {
-	p := s.p
-	tr := p.tracked[int(d.PID)]
-	if tr == nil {
-		return
+	if tr := s.p.tracked[int(d.PID)]; tr != nil {
+		s.p.acc.Decode(&tr.proc, d)
+		if s.p.traces != nil && (len(d.Graphs) == 0 || s.sampled()) { // graph-less decodes are cheap: keep them all
+			s.p.spans.Decode(s.p.pending, &tr.proc, d)
+		}
 	}
-	p.acc.Decode(&tr.proc, d)
-	if p.traces == nil {
-		return
-	}
-	p.decodes++
-	if len(d.Graphs) > 0 && (p.decodes-1)%uint64(p.cfg.SampleEvery) != 0 {
-		return
-	}
-	p.spans.Decode(p.pending, &tr.proc, d)
 }
 
 func (s sink) Graph(g *assemble.Graph) {
-	p := s.p
-	tr := p.tracked[int(g.PID)]
-	if tr == nil {
-		return
+	if tr := s.p.tracked[int(g.PID)]; tr != nil {
+		s.p.acc.Graph(&tr.proc, g)
+		if s.p.traces != nil && s.sampled() {
+			s.p.spans.Graph(s.p.pending, &tr.proc, g)
+		}
 	}
-	p.acc.Graph(&tr.proc, g)
-	if p.traces == nil {
-		return
-	}
-	p.decodes++
-	if (p.decodes-1)%uint64(p.cfg.SampleEvery) != 0 {
-		return
-	}
-	p.spans.Graph(p.pending, &tr.proc, g)
+}
+
+func (s sink) sampled() bool {
+	s.p.sampled++
+	return (s.p.sampled-1)%uint64(s.p.cfg.SampleEvery) == 0
 }
 
 // flush hands the pending spans to the pipeline.

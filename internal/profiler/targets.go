@@ -40,20 +40,6 @@ func (t *tracked) intern(b []byte) string {
 	return s
 }
 
-func (p *Profiler) discoverLoop() {
-	defer p.wg.Done()
-	t := time.NewTicker(p.cfg.DiscoveryInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-			_ = p.discover(false)
-		}
-	}
-}
-
 // candidates returns the PIDs the configuration selects, and for each whether it was named
 // explicitly (so that "not GGML" is an error rather than a skip).
 func (p *Profiler) candidates() (map[int]bool, error) {
