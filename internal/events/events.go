@@ -42,8 +42,8 @@ const (
 	DetailSize = HeaderSize + TensorMax + NumSrc*SrcHead
 )
 
-// Event is one record. Tensor and Src alias the record buffer and are only valid for
-// NodeDetail, until the next Decode into the same buffer.
+// Event is one record. Detail, Tensor and Src alias the record buffer and are only valid
+// for NodeDetail, until the next Decode into the same buffer.
 type Event struct {
 	TS    uint64 // CLOCK_MONOTONIC nanoseconds
 	PID   uint32 // thread group id, as the host sees it
@@ -57,6 +57,7 @@ type Event struct {
 	A uint64
 	// B is the fused second tensor (node events) or the node count (graph enter).
 	B      uint64
+	Detail []byte // Tensor and Src together
 	Tensor []byte
 	Src    [NumSrc][]byte
 }
@@ -76,7 +77,7 @@ func Decode(b []byte, e *Event) error {
 	e.Flags = le.Uint16(b[22:])
 	e.A = le.Uint64(b[24:])
 	e.B = le.Uint64(b[32:])
-	e.Tensor = nil
+	e.Detail, e.Tensor = nil, nil
 	e.Src = [NumSrc][]byte{}
 	switch {
 	case e.Kind < DecodeEnter || e.Kind > Barrier:
@@ -85,6 +86,7 @@ func Decode(b []byte, e *Event) error {
 		if len(b) < DetailSize {
 			return fmt.Errorf("events: node detail of %d bytes, want %d", len(b), DetailSize)
 		}
+		e.Detail = b[HeaderSize:DetailSize]
 		e.Tensor = b[HeaderSize : HeaderSize+TensorMax]
 		for i := range e.Src {
 			off := HeaderSize + TensorMax + i*SrcHead

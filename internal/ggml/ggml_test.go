@@ -18,7 +18,7 @@ func TestLayoutFor(t *testing.T) {
 }
 
 func TestTensorDecode(t *testing.T) {
-	l := layouts[0]
+	l := Layouts[0]
 	raw := make([]byte, l.TensorSize)
 	le := binary.LittleEndian
 	le.PutUint32(raw[l.Type:], 2)

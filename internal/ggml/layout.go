@@ -32,9 +32,9 @@ type Layout struct {
 // objectSize is sizeof(struct ggml_object), which ggml_tensor_overhead() adds to the tensor.
 const objectSize = 32
 
-// layouts are the known struct layouts, keyed by the tensor size that
+// Layouts are the known struct layouts, keyed by the tensor size that
 // ggml_tensor_overhead() reveals in the target.
-var layouts = []Layout{{
+var Layouts = []Layout{{
 	Versions:   "0.9 to 0.25",
 	TensorSize: 336, Type: 0, Ne: 16, Op: 80, OpParams: 84, Flags: 148,
 	Src: 152, MaxSrc: 10, ViewSrc: 232, Name: 256, MaxName: 64,
@@ -43,13 +43,13 @@ var layouts = []Layout{{
 
 // LayoutFor returns the layout for a target whose ggml_tensor_overhead() is overhead.
 func LayoutFor(overhead uint64, version string) (Layout, error) {
-	for _, l := range layouts {
+	for _, l := range Layouts {
 		if uint64(l.TensorSize+objectSize) == overhead {
 			return l, nil
 		}
 	}
 	return Layout{}, fmt.Errorf("ggml: unknown struct layout in ggml %s: ggml_tensor_overhead() is %d bytes; profinfer knows %d (ggml %s)",
-		version, overhead, layouts[0].TensorSize+objectSize, layouts[0].Versions)
+		version, overhead, Layouts[0].TensorSize+objectSize, Layouts[0].Versions)
 }
 
 // Tensor is what profinfer reads of one struct ggml_tensor.

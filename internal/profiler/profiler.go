@@ -135,7 +135,7 @@ func (p *Profiler) load() error {
 	spec.Maps[bpf.ProfinferMapEvents].MaxEntries = uint32(p.cfg.RingBufferSize)
 	// Every layout profinfer knows has the same offsets for what the programs read; the
 	// per-target check happens in ggml.Inspect.
-	l, _ := ggml.LayoutFor(uint64(336+32), "")
+	l := ggml.Layouts[0]
 	consts := map[string]any{
 		"tensor_size":        uint32(l.TensorSize),
 		"tensor_src_off":     uint32(l.Src),

@@ -81,11 +81,16 @@ func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo
 	if tr == nil || tr.target == nil {
 		return nil
 	}
+	fused := ev.Flags & events.FlagFused
+	cache := tr.infos[fused]
+	if info, ok := cache[string(ev.Detail)]; ok {
+		return info
+	}
 	l, names := &tr.target.Layout, &tr.target.Names
 	l.Tensor(ev.Tensor, t)
 	info := &assemble.NodeInfo{
 		Op:    names.Op(t.Op, t.OpParam),
-		Name:  tr.intern(t.Name),
+		Name:  string(t.Name),
 		Type:  names.Type(t.Type),
 		Shape: t.Ne,
 	}
@@ -96,9 +101,13 @@ func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo
 		typ, ne := l.SrcHead(raw)
 		info.Srcs = append(info.Srcs, assemble.Src{Type: names.Type(typ), Shape: ne})
 	}
-	if ev.Flags&events.FlagFused != 0 {
+	if fused != 0 {
 		info.FusedOp = "MUL" // the only fused CPU kernel: ggml_compute_forward_rms_norm_mul_fused
 	}
+	if len(cache) >= maxInfos {
+		clear(cache)
+	}
+	cache[string(ev.Detail)] = info
 	return info
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/ggml"
@@ -27,18 +28,14 @@ type tracked struct {
 	proc       export.Process
 	target     *ggml.Target
 	attachment *probe.Attachment
-	names      map[string]string
+	// infos caches node descriptions by the raw detail bytes, for plain and fused
+	// starts: graphs repeat the same tensors every token, so most nodes cost a lookup
+	// instead of a decode and allocations.
+	infos [2]map[string]*assemble.NodeInfo
 }
 
-// intern returns a shared copy of a tensor name: graphs repeat the same names every token.
-func (t *tracked) intern(b []byte) string {
-	if s, ok := t.names[string(b)]; ok {
-		return s
-	}
-	s := string(b)
-	t.names[s] = s
-	return s
-}
+// maxInfos bounds each cache; shapes that grow with the context (KV views) add entries.
+const maxInfos = 4096
 
 // candidates returns the PIDs the configuration selects, and for each whether it was named
 // explicitly (so that "not GGML" is an error rather than a skip).
@@ -163,7 +160,7 @@ func (p *Profiler) attach(pid int) error {
 		proc:       export.Process{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: buildID},
 		target:     target,
 		attachment: a,
-		names:      map[string]string{},
+		infos:      [2]map[string]*assemble.NodeInfo{{}, {}},
 	}
 	p.mu.Lock()
 	p.tracked[pid] = t
