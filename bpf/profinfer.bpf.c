@@ -23,6 +23,8 @@ enum kind {
 	EV_NODE = 5,
 	EV_NODE_DETAIL = 6,
 	EV_BARRIER = 7,
+	EV_SCHED_ENTER = 8,
+	EV_SCHED_EXIT = 9,
 };
 
 /* Flags on node events. */
@@ -112,6 +114,23 @@ SEC("uretprobe/llama_decode")
 int decode_exit(struct pt_regs *ctx)
 {
 	return emit(EV_DECODE_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
+}
+
+/* ggml_backend_sched_graph_compute_async(sched, cgraph): the whole graph, before the
+ * scheduler splits it across backends. */
+SEC("uprobe/ggml_backend_sched_graph_compute_async")
+int sched_enter(struct pt_regs *ctx)
+{
+	void *graph = (void *)PT_REGS_PARM2(ctx);
+	s32 nodes = 0;
+	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
+	return emit(EV_SCHED_ENTER, (u64)graph, (u64)nodes, 0, 0, 0);
+}
+
+SEC("uretprobe/ggml_backend_sched_graph_compute_async")
+int sched_exit(struct pt_regs *ctx)
+{
+	return emit(EV_SCHED_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
 }
 
 /* ggml_graph_compute(cgraph, cplan): the CPU backend's graph, on the calling thread. */

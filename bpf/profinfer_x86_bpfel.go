@@ -46,6 +46,8 @@ const (
 	ProfinferProgGraphEnter      = "graph_enter"
 	ProfinferProgGraphExit       = "graph_exit"
 	ProfinferProgNodeEnter       = "node_enter"
+	ProfinferProgSchedEnter      = "sched_enter"
+	ProfinferProgSchedExit       = "sched_exit"
 	ProfinferVarBatchStackOff    = "batch_stack_off"
 	ProfinferVarCplanNthreadsOff = "cplan_nthreads_off"
 	ProfinferVarGraphNnodesOff   = "graph_nnodes_off"
@@ -104,6 +106,8 @@ type ProfinferProgramSpecs struct {
 	GraphEnter   *ebpf.ProgramSpec `ebpf:"graph_enter"`
 	GraphExit    *ebpf.ProgramSpec `ebpf:"graph_exit"`
 	NodeEnter    *ebpf.ProgramSpec `ebpf:"node_enter"`
+	SchedEnter   *ebpf.ProgramSpec `ebpf:"sched_enter"`
+	SchedExit    *ebpf.ProgramSpec `ebpf:"sched_exit"`
 }
 
 // ProfinferMapSpecs contains maps before they are loaded into the kernel.
@@ -182,6 +186,8 @@ type ProfinferPrograms struct {
 	GraphEnter   *ebpf.Program `ebpf:"graph_enter"`
 	GraphExit    *ebpf.Program `ebpf:"graph_exit"`
 	NodeEnter    *ebpf.Program `ebpf:"node_enter"`
+	SchedEnter   *ebpf.Program `ebpf:"sched_enter"`
+	SchedExit    *ebpf.Program `ebpf:"sched_exit"`
 }
 
 func (p *ProfinferPrograms) Close() error {
@@ -193,6 +199,8 @@ func (p *ProfinferPrograms) Close() error {
 		p.GraphEnter,
 		p.GraphExit,
 		p.NodeEnter,
+		p.SchedEnter,
+		p.SchedExit,
 	)
 }
 

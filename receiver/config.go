@@ -39,6 +39,8 @@ type Config struct {
 	DiscoveryInterval time.Duration `mapstructure:"discovery_interval"`
 	// CollectionInterval is the metrics export period.
 	CollectionInterval time.Duration `mapstructure:"collection_interval"`
+	// Nodes decides which graphs are traced node by node.
+	Nodes NodesConfig `mapstructure:"nodes"`
 	// Spans controls which spans are emitted.
 	Spans SpansConfig `mapstructure:"spans"`
 	// Layers turns parts of the eBPF instrumentation off selectively.
@@ -60,6 +62,28 @@ type TargetConfig struct {
 	// Executable is the absolute path of a binary; every process running it,
 	// now and later, is probed.
 	Executable string `mapstructure:"executable"`
+}
+
+// Node tracing modes.
+const (
+	NodesOff     = "off"     // decode and graph probes only
+	NodesSampled = "sampled" // node probes attached in windows
+	NodesAll     = "all"     // node probes always attached: every node of every graph
+)
+
+// NodesConfig decides which graphs are traced node by node. Node probes are hit once
+// per node on every thread, which is where almost all of profinfer's overhead is.
+type NodesConfig struct {
+	// Mode is "off", "sampled" or "all".
+	Mode string `mapstructure:"mode"`
+	// SampleInterval is, in sampled mode, the time from the end of one window to the
+	// start of the next.
+	SampleInterval time.Duration `mapstructure:"sample_interval"`
+	// SampleGraphs is, in sampled mode, how many whole graphs each window traces.
+	SampleGraphs int `mapstructure:"sample_graphs"`
+	// Barriers adds a probe on ggml_barrier to split each thread's share of a node
+	// into busy and waiting time.
+	Barriers bool `mapstructure:"barriers"`
 }
 
 // SpansConfig controls span emission.
@@ -85,6 +109,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		DiscoveryInterval:    defaultDiscoveryInterval,
 		CollectionInterval:   defaultCollectionInterval,
+		Nodes:                NodesConfig{Mode: NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 4, Barriers: true},
 		Spans:                SpansConfig{Nodes: true, SampleEvery: 1},
 		Layers:               LayersConfig{Application: true, Runtime: true},
 		RingBufferSize:       defaultRingBufferSize,
@@ -111,6 +136,18 @@ func (c *Config) Validate() error {
 	}
 	if c.CollectionInterval <= 0 {
 		errs = errors.Join(errs, fmt.Errorf("collection_interval must be positive, got %s", c.CollectionInterval))
+	}
+	switch c.Nodes.Mode {
+	case NodesOff, NodesAll:
+	case NodesSampled:
+		if c.Nodes.SampleInterval <= 0 {
+			errs = errors.Join(errs, fmt.Errorf("nodes.sample_interval must be positive, got %s", c.Nodes.SampleInterval))
+		}
+		if c.Nodes.SampleGraphs < 1 {
+			errs = errors.Join(errs, fmt.Errorf("nodes.sample_graphs must be at least 1, got %d", c.Nodes.SampleGraphs))
+		}
+	default:
+		errs = errors.Join(errs, fmt.Errorf("nodes.mode must be %q, %q or %q, got %q", NodesOff, NodesSampled, NodesAll, c.Nodes.Mode))
 	}
 	if c.Spans.SampleEvery < 1 {
 		errs = errors.Join(errs, fmt.Errorf("spans.sample_every must be at least 1, got %d", c.Spans.SampleEvery))

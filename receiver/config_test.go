@@ -47,6 +47,7 @@ func TestLoadConfig(t *testing.T) {
 				},
 				DiscoveryInterval:    time.Second,
 				CollectionInterval:   30 * time.Second,
+				Nodes:                NodesConfig{Mode: NodesAll, SampleInterval: 10 * time.Second, SampleGraphs: 4},
 				Spans:                SpansConfig{Nodes: false, SampleEvery: 8},
 				Layers:               LayersConfig{Application: false, Runtime: true},
 				RingBufferSize:       32 << 20,
@@ -99,6 +100,15 @@ func TestLoadConfig(t *testing.T) {
 			expectedErr: `error_mode must be "ignore" or "propagate", got "panic"`,
 		},
 		{
+			id:          component.NewIDWithName(metadata.Type, "bad_node_mode"),
+			expectedErr: `nodes.mode must be "off", "sampled" or "all", got "every"`,
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "bad_node_sampling"),
+			expectedErr: "nodes.sample_interval must be positive, got 0s\n" +
+				"nodes.sample_graphs must be at least 1, got 0",
+		},
+		{
 			id:          component.NewIDWithName(metadata.Type, "no_layers"),
 			expectedErr: "layers: at least one of application or runtime must be enabled",
 		},
@@ -138,6 +148,7 @@ func TestValidateZeroConfig(t *testing.T) {
 	assert.EqualError(t, (&Config{}).Validate(),
 		"discovery_interval must be positive, got 0s\n"+
 			"collection_interval must be positive, got 0s\n"+
+			`nodes.mode must be "off", "sampled" or "all", got ""`+"\n"+
 			"spans.sample_every must be at least 1, got 0\n"+
 			"ring_buffer_size must be a power of two of at least 4096 bytes, got 0\n"+
 			`error_mode must be "ignore" or "propagate", got ""`+"\n"+

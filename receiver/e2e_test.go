@@ -24,9 +24,13 @@ type collector struct {
 	out  string
 }
 
+// Receiver settings for tracing every node of every graph.
+const fullTracing = "nodes: {mode: all}"
+
 // startCollector runs the ocb-built collector with the profinfer receiver targeting exe
-// and the file exporter, and waits until its pipelines are ready.
-func startCollector(t *testing.T, ctx context.Context, exe string) *collector {
+// and the file exporter, and waits until its pipelines are ready. settings are more
+// receiver settings, as one YAML flow mapping's contents.
+func startCollector(t *testing.T, ctx context.Context, exe, settings string) *collector {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testbench.Missing(t, "root (eBPF)")
@@ -39,11 +43,7 @@ func startCollector(t *testing.T, ctx context.Context, exe string) *collector {
 	out := filepath.Join(dir, "out.jsonl")
 	cfg := fmt.Sprintf(`
 receivers:
-  profinfer:
-    targets: [{executable: %q}]
-    discovery_interval: 100ms
-    collection_interval: 1s
-    ring_buffer_size: 33554432
+  profinfer: {targets: [{executable: %q}], discovery_interval: 100ms, collection_interval: 1s, %s}
 exporters:
   file:
     path: %q
@@ -54,7 +54,7 @@ service:
   pipelines:
     traces: {receivers: [profinfer], exporters: [file]}
     metrics: {receivers: [profinfer], exporters: [file]}
-`, exe, out)
+`, exe, settings, out)
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,8 @@ func lastSum(metrics []pmetric.Metrics, name string) (int64, bool) {
 }
 
 // checkProfile asserts what every profile of a llama model must show.
-func checkProfile(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metrics, layers int) {
+// It returns the graph spans.
+func checkProfile(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metrics, layers int) []span {
 	t.Helper()
 	all := spans(traces)
 	phases := map[any]int{}
@@ -191,12 +192,24 @@ func checkProfile(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metric
 			t.Errorf("no MUL_MAT span for layer %d (layers seen: %v)", l, mulmatLayers)
 		}
 	}
-	if len(graphs) == 0 {
-		t.Fatal("no graph spans")
+	byID := map[string]span{}
+	for _, s := range all {
+		byID[s.id] = s
 	}
 	// Node spans are sequential, separated by barriers: their sum covers the graph.
-	worst := 1.0
+	worst, traced := 1.0, 0
 	for _, g := range graphs {
+		if sched := byID[g.parent]; sched.name != "ggml.backend_sched.graph_compute" || byID[sched.parent].name != "llama_decode" {
+			t.Errorf("graph span under %q under %q, want ggml.backend_sched.graph_compute under llama_decode",
+				sched.name, byID[sched.parent].name)
+		}
+		if g.attrs["ggml.graph.traced"] != true {
+			if len(children[g.id]) > 0 {
+				t.Errorf("graph not traced whole has %d node spans", len(children[g.id]))
+			}
+			continue
+		}
+		traced++
 		var covered uint64
 		for _, n := range children[g.id] {
 			covered += n.end - n.start
@@ -207,10 +220,18 @@ func checkProfile(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metric
 			t.Errorf("graph of %d nodes: node spans cover %.1f%% of it, want >= 95%%", len(children[g.id]), 100*frac)
 		}
 	}
+	if traced == 0 {
+		t.Fatalf("no traced graph among %d graph spans", len(graphs))
+	}
+	if n, _ := lastSum(metrics, "profinfer.graphs.traced"); n != int64(traced) {
+		t.Errorf("profinfer.graphs.traced = %d, but %d traced graph spans were exported", n, traced)
+	}
 	if d, ok := lastSum(metrics, "profinfer.events.dropped"); !ok || d != 0 {
 		t.Errorf("profinfer.events.dropped = %d (exported: %v), want 0", d, ok)
 	}
-	t.Logf("%d spans, %d graphs, phases %v, lowest node coverage of a graph %.1f%%", len(all), len(graphs), phases, 100*worst)
+	t.Logf("%d spans, %d graphs (%d traced), phases %v, lowest node coverage of a traced graph %.1f%%",
+		len(all), len(graphs), traced, phases, 100*worst)
+	return graphs
 }
 
 // llama-bench on the 1B Q4_0 model under the ocb-built collector.
@@ -218,13 +239,39 @@ func TestE2ELlamaBench(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := startCollector(t, ctx, e.Bin("llama-bench"))
+	c := startCollector(t, ctx, e.Bin("llama-bench"), fullTracing)
 	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 32, 16, 2, 1)...); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
 	traces, metrics := c.stop(t)
 	checkProfile(t, traces, metrics, 16)
+}
+
+// The default configuration samples: node probes come and go in windows, every traced
+// graph is whole, the others carry no nodes, and probes are back to the per-process set
+// between windows.
+func TestE2ESampledNodes(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, e.Bin("llama-bench"), "nodes: {sample_interval: 300ms, sample_graphs: 3}")
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 32, 64, 2, 1)...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	traces, metrics := c.stop(t)
+	graphs := checkProfile(t, traces, metrics, 16)
+	traced := 0
+	for _, g := range graphs {
+		if g.attrs["ggml.graph.traced"] == true {
+			traced++
+		}
+	}
+	// 64 decode graphs at ~20 ms take over a second: several windows, never all graphs.
+	if traced < 6 || traced >= len(graphs)/2 {
+		t.Errorf("%d of %d graphs traced, want at least two windows of 3 and well under half", traced, len(graphs))
+	}
 }
 
 // The node-llama-cpp prebuilt: CET code, a CPU variant loaded with dlopen, ggml's own
@@ -237,8 +284,28 @@ func TestE2ENodeLlamaCpp(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := startCollector(t, ctx, node)
+	c := startCollector(t, ctx, node, fullTracing)
 	if _, err := testbench.Run(ctx, node, e.NodeArgs("llama-1b-q4_0", 24, 2, 3)...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	traces, metrics := c.stop(t)
+	checkProfile(t, traces, metrics, 16)
+}
+
+// A static llama-server: GGML and llama linked into the executable, found by its own
+// symbols; prefill and decode both come through the server's request path.
+func TestE2EStaticServer(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, e.StaticServer(), fullTracing)
+	s, err := e.StartServer(ctx, e.StaticServer(), "llama-1b-q4_0", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if _, err := s.Complete(ctx, "The quick brown fox jumps over the lazy dog", 16); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond)

@@ -43,15 +43,18 @@ func (r *profinferReceiver) Shutdown(ctx context.Context) error {
 	return r.profiler.Shutdown(ctx)
 }
 
+var nodeModes = map[string]profiler.NodeMode{NodesOff: profiler.NodesOff, NodesSampled: profiler.NodesSampled, NodesAll: profiler.NodesAll}
+
 func (r *profinferReceiver) profilerConfig() profiler.Config {
 	c := r.cfg
 	pc := profiler.Config{
 		DiscoveryInterval:  c.DiscoveryInterval,
 		CollectionInterval: c.CollectionInterval,
+		Nodes:              profiler.Nodes{Mode: nodeModes[c.Nodes.Mode], Interval: c.Nodes.SampleInterval, Graphs: c.Nodes.SampleGraphs},
 		NodeSpans:          c.Spans.Nodes,
 		SampleEvery:        c.Spans.SampleEvery,
 		RingBufferSize:     c.RingBufferSize,
-		Layers:             probe.Layers{Application: c.Layers.Application, Runtime: c.Layers.Runtime},
+		Layers:             probe.Layers{Application: c.Layers.Application, Runtime: c.Layers.Runtime, Barriers: c.Nodes.Barriers},
 		Propagate:          c.ErrorMode == ErrorModePropagate,
 		Metrics:            c.MetricsBuilderConfig,
 	}

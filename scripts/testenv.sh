@@ -39,18 +39,30 @@ cp "$ROOT/scripts/node-driver.mjs" "$NPM/driver.mjs"
 LC=$TE/llama.cpp
 BUNDLE=$NPM/node_modules/node-llama-cpp/llama/gitRelease.bundle
 KEY="$NLC_VERSION $(sha256sum "$BUNDLE" | cut -c1-16) v2"
+common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON -DLLAMA_OPENSSL=OFF
+        -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=ON
+        -DLLAMA_BUILD_EXAMPLES=OFF)
 if [ "$(cat "$LC/.stamp" 2>/dev/null)" != "$KEY" ]; then
   log "building llama.cpp ($KEY); about 8 minutes on 2 cores"
   rm -rf "$LC" && mkdir -p "$LC"
   git clone -q "$BUNDLE" "$LC/src" 2>/dev/null
-  common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON -DLLAMA_OPENSSL=OFF
-          -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=ON
-          -DLLAMA_BUILD_EXAMPLES=OFF)
   cmake -S "$LC/src" -B "$LC/build" "${common[@]}" >/dev/null
   cmake --build "$LC/build" -j "$JOBS" --target llama-bench llama-cli llama-server llama-quantize \
       test-backend-ops test-llama-archs ggml-rpc-server
   ln -sfn build/bin "$LC/bin"
   echo "$KEY" >"$LC/.stamp"
+fi
+
+# A static llama-server (BUILD_SHARED_LIBS=OFF): GGML and llama linked into the executable,
+# the way many production images ship it. Same source, its own build tree and stamp.
+if [ "$(cat "$LC/.stamp-static" 2>/dev/null)" != "$KEY" ]; then
+  log "building static llama-server; about 5 minutes on 2 cores"
+  cmake -S "$LC/src" -B "$LC/build-static" "${common[@]}" -DBUILD_SHARED_LIBS=OFF -DGGML_RPC=OFF \
+      -DLLAMA_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$LC/build-static" -j "$JOBS" --target llama-server
+  mkdir -p "$LC/static"
+  cp "$LC/build-static/bin/llama-server" "$LC/static/llama-server"
+  echo "$KEY" >"$LC/.stamp-static"
 fi
 
 # Models.

@@ -8,6 +8,10 @@
 // node's closing barrier for the slowest thread and wakes up: still the node's wall time,
 // since the next node cannot start before it. A node's span therefore runs from its first
 // thread's start to its last thread's next start.
+//
+// Node probes are attached only while nodes are traced (see NodesOn). A graph keeps its
+// nodes only when one such window covers it whole; any other graph is delivered without
+// nodes, so a partly traced graph never reaches a span.
 package assemble
 
 // Src is the type and shape of one source tensor.
@@ -49,8 +53,17 @@ type Graph struct {
 	NNodes     int // nodes in the graph, computed or not
 	NThreads   int
 	Start, End uint64
-	Nodes      []*Node // computed nodes, in order of first start
+	Traced     bool    // node probes were attached for the whole graph
+	Nodes      []*Node // computed nodes, in order of first start; nil unless Traced
 	byTensor   map[uint64]*Node
+}
+
+// Sched is one ggml_backend_sched_graph_compute_async call: the whole graph, which the
+// scheduler splits into per-backend graphs.
+type Sched struct {
+	TID        uint32
+	NNodes     int
+	Start, End uint64
 }
 
 // Decode is one llama_decode call.
@@ -59,6 +72,7 @@ type Decode struct {
 	Tokens     int
 	Start, End uint64
 	Result     int
+	Scheds     []Sched
 	Graphs     []*Graph
 }
 
@@ -76,6 +90,7 @@ type Stats struct {
 	OrphanEvents  uint64 // node or barrier events with no graph open
 	DroppedGraphs uint64 // graphs left unfinished because their process exited
 	DroppedDecode uint64 // decodes left unfinished because their process exited
+	PartialGraphs uint64 // graphs whose nodes were dropped: the node probes came or went mid-graph
 }
 
 type thread struct {
@@ -88,8 +103,19 @@ type thread struct {
 
 type process struct {
 	decode  *Decode
+	sched   *Sched
 	graph   *Graph
 	threads map[uint32]*thread
+	windows [4]window // the latest node-tracing windows, newest at windows[next-1]
+	next    int
+}
+
+// window is a span of time during which the node probes were attached; Off is 0 while
+// they still are.
+type window struct{ On, Off uint64 }
+
+func (w window) covers(start, end uint64) bool {
+	return w.On != 0 && w.On <= start && (w.Off == 0 || end <= w.Off)
 }
 
 // Assembler keeps the in-flight state of every traced process. It is not safe for
@@ -131,6 +157,50 @@ func (a *Assembler) DecodeExit(pid, tid uint32, ts uint64, result int) {
 	a.sink.Decode(d)
 }
 
+// NodesOn records that the node probes of process pid were attached by ts: graphs that
+// start after it are traced until NodesOff.
+func (a *Assembler) NodesOn(pid uint32, ts uint64) {
+	p := a.proc(pid)
+	p.windows[p.next%len(p.windows)] = window{On: ts}
+	p.next++
+}
+
+// NodesOff records that the node probes of process pid are detached from ts on.
+func (a *Assembler) NodesOff(pid uint32, ts uint64) {
+	p := a.proc(pid)
+	if w := &p.windows[(p.next+len(p.windows)-1)%len(p.windows)]; w.On != 0 && w.Off == 0 {
+		w.Off = ts
+	}
+}
+
+func (p *process) traced(start, end uint64) bool {
+	for _, w := range p.windows {
+		if w.covers(start, end) {
+			return true
+		}
+	}
+	return false
+}
+
+// SchedEnter starts a scheduler graph computation.
+func (a *Assembler) SchedEnter(pid, tid uint32, ts uint64, nodes int) {
+	a.proc(pid).sched = &Sched{TID: tid, NNodes: nodes, Start: ts}
+}
+
+// SchedExit finishes the open scheduler computation, as part of the open decode.
+func (a *Assembler) SchedExit(pid, tid uint32, ts uint64) {
+	p := a.proc(pid)
+	s := p.sched
+	if s == nil || s.TID != tid {
+		return
+	}
+	s.End = ts
+	p.sched = nil
+	if p.decode != nil {
+		p.decode.Scheds = append(p.decode.Scheds, *s)
+	}
+}
+
 // GraphEnter starts a graph computation on the calling thread.
 func (a *Assembler) GraphEnter(pid, tid uint32, ts, ptr uint64, nodes, threads int) {
 	p := a.proc(pid)
@@ -153,6 +223,13 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64) {
 	}
 	g.End = ts
 	g.byTensor = nil
+	g.Traced = p.traced(g.Start, g.End)
+	if !g.Traced {
+		if len(g.Nodes) > 0 {
+			a.Stats.PartialGraphs++
+		}
+		g.Nodes = nil
+	}
 	p.graph = nil
 	if p.decode != nil {
 		p.decode.Graphs = append(p.decode.Graphs, g)

@@ -21,7 +21,9 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	mm := &NodeInfo{Op: "MUL_MAT", Name: "Qcur-0", Type: "f32"}
 	add := &NodeInfo{Op: "ADD", Name: "ffn_inp-0", Type: "f32"}
 	norm := &NodeInfo{Op: "RMS_NORM", Name: "norm-0", Type: "f32", FusedOp: "MUL"}
+	a.NodesOn(1, 50)
 	a.DecodeEnter(1, 1, 100, 1)
+	a.SchedEnter(1, 1, 105, 9)
 	a.GraphEnter(1, 1, 110, 0xa, 5, 2)
 	// node 0x1 (MUL_MAT): internal barrier at 130/131, done at 150 and 140.
 	a.NodeStart(1, 1, 120, 0x1, 0, mm)
@@ -41,6 +43,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	a.Barrier(1, 2, 170)
 	a.Barrier(1, 1, 175)
 	a.GraphExit(1, 1, 180)
+	a.SchedExit(1, 1, 185)
 	a.DecodeExit(1, 1, 190, 0)
 
 	if len(s.decodes) != 1 || len(s.graphs) != 0 {
@@ -49,6 +52,9 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	d := s.decodes[0]
 	if d.Tokens != 1 || d.Start != 100 || d.End != 190 || len(d.Graphs) != 1 {
 		t.Fatalf("decode %+v", d)
+	}
+	if want := []Sched{{TID: 1, NNodes: 9, Start: 105, End: 185}}; !reflect.DeepEqual(d.Scheds, want) {
+		t.Fatalf("scheds %+v, want %+v", d.Scheds, want)
 	}
 	g := d.Graphs[0]
 	if g.Start != 110 || g.End != 180 || g.NNodes != 5 || g.NThreads != 2 || len(g.Nodes) != 3 {
@@ -82,6 +88,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 func TestLooseGraphOrphansAndExit(t *testing.T) {
 	s := &sink{}
 	a := New(s)
+	a.NodesOn(7, 1)
 	a.Barrier(7, 7, 1)
 	a.NodeStart(7, 7, 2, 0x1, 0, nil)
 	a.GraphEnter(7, 7, 10, 0xa, 1, 1)
@@ -103,5 +110,42 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	a.DecodeExit(7, 7, 40, 0)
 	if len(s.decodes) != 0 {
 		t.Fatal("decode emitted without an enter")
+	}
+}
+
+// Only graphs that a node-tracing window covers whole keep their nodes; the others are
+// delivered bare and counted when they had node events.
+func TestNodeWindows(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	graph := func(start, end uint64) *Graph {
+		a.GraphEnter(3, 3, start, 0xa, 1, 1)
+		a.NodeStart(3, 3, start+1, 0x1, 0, nil)
+		a.GraphExit(3, 3, end)
+		return s.graphs[len(s.graphs)-1]
+	}
+	if g := graph(10, 20); g.Traced || g.Nodes != nil {
+		t.Fatalf("graph before any window: %+v", g)
+	}
+	a.NodesOn(3, 25)
+	if g := graph(30, 40); !g.Traced || len(g.Nodes) != 1 {
+		t.Fatalf("graph inside an open window: %+v", g)
+	}
+	a.NodesOff(3, 45)
+	if g := graph(42, 50); g.Traced || g.Nodes != nil {
+		t.Fatalf("graph cut by the window's end: %+v", g)
+	}
+	a.NodesOn(3, 62)
+	if g := graph(60, 70); g.Traced || g.Nodes != nil {
+		t.Fatalf("graph begun before the window: %+v", g)
+	}
+	a.NodesOff(3, 90)
+	// Events reach user space late: a graph that ended before the window closed is
+	// still traced when it is assembled after NodesOff.
+	if g := graph(75, 85); !g.Traced || len(g.Nodes) != 1 {
+		t.Fatalf("graph inside a closed window: %+v", g)
+	}
+	if a.Stats.PartialGraphs != 3 {
+		t.Fatalf("partial graphs %d, want 3", a.Stats.PartialGraphs)
 	}
 }

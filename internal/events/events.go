@@ -19,9 +19,12 @@ const (
 	Node
 	NodeDetail
 	Barrier
+	SchedEnter
+	SchedExit
+	lastKind = SchedExit
 )
 
-var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier"}
+var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -52,10 +55,10 @@ type Event struct {
 	Ith   uint16 // thread index within the graph (node events)
 	Nth   uint16 // threads computing the graph
 	Flags uint16
-	// A is the tensor (node events), the cgraph (graph enter), the token count (decode
-	// enter) or the return value (exits).
+	// A is the tensor (node events), the cgraph (graph and sched enter), the token count
+	// (decode enter) or the return value (exits).
 	A uint64
-	// B is the fused second tensor (node events) or the node count (graph enter).
+	// B is the fused second tensor (node events) or the node count (graph and sched enter).
 	B      uint64
 	Detail []byte // Tensor and Src together
 	Tensor []byte
@@ -80,7 +83,7 @@ func Decode(b []byte, e *Event) error {
 	e.Detail, e.Tensor = nil, nil
 	e.Src = [NumSrc][]byte{}
 	switch {
-	case e.Kind < DecodeEnter || e.Kind > Barrier:
+	case e.Kind < DecodeEnter || e.Kind > lastKind:
 		return fmt.Errorf("events: unknown kind %d", uint16(e.Kind))
 	case e.Kind == NodeDetail:
 		if len(b) < DetailSize {

@@ -110,9 +110,33 @@ func (s *Spans) Decode(td ptrace.Traces, p *Process, d *assemble.Decode) {
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage("llama_decode returned " + strconv.Itoa(d.Result))
 	}
-	for _, g := range d.Graphs {
-		s.graph(spans, trace, sp.SpanID(), g)
+	// Each backend graph runs inside one scheduler call, on the same thread.
+	scheds := make([]pcommon.SpanID, len(d.Scheds))
+	for i, sc := range d.Scheds {
+		scheds[i] = s.sched(spans.AppendEmpty(), trace, sp.SpanID(), &sc)
 	}
+	for _, g := range d.Graphs {
+		parent := sp.SpanID()
+		for i, sc := range d.Scheds {
+			if sc.TID == g.TID && sc.Start <= g.Start && g.End <= sc.End {
+				parent = scheds[i]
+			}
+		}
+		s.graph(spans, trace, parent, g)
+	}
+}
+
+func (s *Spans) sched(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, sc *assemble.Sched) pcommon.SpanID {
+	sp.SetTraceID(trace)
+	sp.SetSpanID(s.spanID())
+	sp.SetParentSpanID(parent)
+	sp.SetName("ggml.backend_sched.graph_compute")
+	sp.SetStartTimestamp(s.Clock.Time(sc.Start))
+	sp.SetEndTimestamp(s.Clock.Time(sc.End))
+	a := sp.Attributes()
+	a.PutInt("ggml.graph.nodes", int64(sc.NNodes))
+	a.PutInt("thread.id", int64(sc.TID))
+	return sp.SpanID()
 }
 
 // Graph appends a graph computed outside llama_decode, as the root of its own trace.
@@ -130,7 +154,10 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 	sp.SetEndTimestamp(s.Clock.Time(g.End))
 	a := sp.Attributes()
 	a.PutInt("ggml.graph.nodes", int64(g.NNodes))
-	a.PutInt("ggml.graph.nodes.computed", int64(len(g.Nodes)))
+	a.PutBool("ggml.graph.traced", g.Traced)
+	if g.Traced {
+		a.PutInt("ggml.graph.nodes.computed", int64(len(g.Nodes)))
+	}
 	a.PutStr("ggml.backend", "CPU")
 	a.PutInt("ggml.threads", int64(g.NThreads))
 	a.PutInt("thread.id", int64(g.TID))

@@ -18,8 +18,8 @@ func TestLayer(t *testing.T) {
 
 func TestDecodeSpans(t *testing.T) {
 	s := NewSpans(Clock{Offset: 1000}, true)
-	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 32, Start: 10, End: 100, Graphs: []*assemble.Graph{{
-		NNodes: 5, NThreads: 2, Start: 20, End: 90,
+	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 32, Start: 10, End: 100, Scheds: []assemble.Sched{{TID: 1, NNodes: 9, Start: 15, End: 95}}, Graphs: []*assemble.Graph{{
+		TID: 1, NNodes: 5, NThreads: 2, Start: 20, End: 90, Traced: true,
 		Nodes: []*assemble.Node{{
 			Info:  &assemble.NodeInfo{Op: "MUL_MAT", Name: "Qcur-1", Type: "f32", Shape: [4]int64{2048, 32, 1, 1}, Srcs: []assemble.Src{{Type: "q4_0", Shape: [4]int64{2048, 2048, 1, 1}}}},
 			Start: 30, End: 80,
@@ -33,12 +33,12 @@ func TestDecodeSpans(t *testing.T) {
 		t.Errorf("service.name %q", v.Str())
 	}
 	spans := rs.ScopeSpans().At(0).Spans()
-	if spans.Len() != 3 {
+	if spans.Len() != 4 {
 		t.Fatalf("%d spans", spans.Len())
 	}
-	dec, graph, node := spans.At(0), spans.At(1), spans.At(2)
-	if dec.Name() != "llama_decode" || graph.ParentSpanID() != dec.SpanID() || node.ParentSpanID() != graph.SpanID() ||
-		node.TraceID() != dec.TraceID() {
+	dec, sched, graph, node := spans.At(0), spans.At(1), spans.At(2), spans.At(3)
+	if dec.Name() != "llama_decode" || sched.ParentSpanID() != dec.SpanID() || graph.ParentSpanID() != sched.SpanID() ||
+		node.ParentSpanID() != graph.SpanID() || node.TraceID() != dec.TraceID() {
 		t.Fatal("spans not nested in one trace")
 	}
 	if dec.StartTimestamp() != 1010 || node.EndTimestamp() != 1080 {

@@ -35,6 +35,7 @@ type MetricsConfig struct {
 	ProfinferEventsDropped  MetricConfig `mapstructure:"profinfer.events.dropped"`
 	ProfinferEventsReceived MetricConfig `mapstructure:"profinfer.events.received"`
 	ProfinferGraphsDropped  MetricConfig `mapstructure:"profinfer.graphs.dropped"`
+	ProfinferGraphsTraced   MetricConfig `mapstructure:"profinfer.graphs.traced"`
 	ProfinferProbesAttached MetricConfig `mapstructure:"profinfer.probes.attached"`
 }
 
@@ -56,6 +57,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		ProfinferGraphsDropped: MetricConfig{
+			Enabled: true,
+		},
+		ProfinferGraphsTraced: MetricConfig{
 			Enabled: true,
 		},
 		ProfinferProbesAttached: MetricConfig{

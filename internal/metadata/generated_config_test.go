@@ -45,6 +45,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProfinferGraphsDropped: MetricConfig{
 						Enabled: true,
 					},
+					ProfinferGraphsTraced: MetricConfig{
+						Enabled: true,
+					},
 					ProfinferProbesAttached: MetricConfig{
 						Enabled: true,
 					},
@@ -79,6 +82,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					ProfinferGraphsDropped: MetricConfig{
+						Enabled: false,
+					},
+					ProfinferGraphsTraced: MetricConfig{
 						Enabled: false,
 					},
 					ProfinferProbesAttached: MetricConfig{

@@ -57,6 +57,9 @@ var MetricsInfo = metricsInfo{
 	ProfinferGraphsDropped: metricInfo{
 		Name: "profinfer.graphs.dropped",
 	},
+	ProfinferGraphsTraced: metricInfo{
+		Name: "profinfer.graphs.traced",
+	},
 	ProfinferProbesAttached: metricInfo{
 		Name: "profinfer.probes.attached",
 	},
@@ -69,6 +72,7 @@ type metricsInfo struct {
 	ProfinferEventsDropped  metricInfo
 	ProfinferEventsReceived metricInfo
 	ProfinferGraphsDropped  metricInfo
+	ProfinferGraphsTraced   metricInfo
 	ProfinferProbesAttached metricInfo
 }
 
@@ -393,6 +397,58 @@ func newMetricProfinferGraphsDropped(cfg MetricConfig) metricProfinferGraphsDrop
 	return m
 }
 
+type metricProfinferGraphsTraced struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills profinfer.graphs.traced metric with initial data.
+func (m *metricProfinferGraphsTraced) init() {
+	m.data.SetName("profinfer.graphs.traced")
+	m.data.SetDescription("Number of graphs traced node by node (all of them with nodes.mode all, the sampled ones otherwise).")
+	m.data.SetUnit("{graph}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+}
+
+func (m *metricProfinferGraphsTraced) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricProfinferGraphsTraced) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricProfinferGraphsTraced) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricProfinferGraphsTraced(cfg MetricConfig) metricProfinferGraphsTraced {
+	m := metricProfinferGraphsTraced{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricProfinferProbesAttached struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -459,6 +515,7 @@ type MetricsBuilder struct {
 	metricProfinferEventsDropped   metricProfinferEventsDropped
 	metricProfinferEventsReceived  metricProfinferEventsReceived
 	metricProfinferGraphsDropped   metricProfinferGraphsDropped
+	metricProfinferGraphsTraced    metricProfinferGraphsTraced
 	metricProfinferProbesAttached  metricProfinferProbesAttached
 }
 
@@ -491,6 +548,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricProfinferEventsDropped:   newMetricProfinferEventsDropped(mbc.Metrics.ProfinferEventsDropped),
 		metricProfinferEventsReceived:  newMetricProfinferEventsReceived(mbc.Metrics.ProfinferEventsReceived),
 		metricProfinferGraphsDropped:   newMetricProfinferGraphsDropped(mbc.Metrics.ProfinferGraphsDropped),
+		metricProfinferGraphsTraced:    newMetricProfinferGraphsTraced(mbc.Metrics.ProfinferGraphsTraced),
 		metricProfinferProbesAttached:  newMetricProfinferProbesAttached(mbc.Metrics.ProfinferProbesAttached),
 		resourceAttributeIncludeFilter: make(map[string]filter.Filter),
 		resourceAttributeExcludeFilter: make(map[string]filter.Filter),
@@ -606,6 +664,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricProfinferEventsDropped.emit(ils.Metrics())
 	mb.metricProfinferEventsReceived.emit(ils.Metrics())
 	mb.metricProfinferGraphsDropped.emit(ils.Metrics())
+	mb.metricProfinferGraphsTraced.emit(ils.Metrics())
 	mb.metricProfinferProbesAttached.emit(ils.Metrics())
 
 	for _, op := range options {
@@ -666,6 +725,11 @@ func (mb *MetricsBuilder) RecordProfinferEventsReceivedDataPoint(ts pcommon.Time
 // RecordProfinferGraphsDroppedDataPoint adds a data point to profinfer.graphs.dropped metric.
 func (mb *MetricsBuilder) RecordProfinferGraphsDroppedDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricProfinferGraphsDropped.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordProfinferGraphsTracedDataPoint adds a data point to profinfer.graphs.traced metric.
+func (mb *MetricsBuilder) RecordProfinferGraphsTracedDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricProfinferGraphsTraced.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordProfinferProbesAttachedDataPoint adds a data point to profinfer.probes.attached metric.

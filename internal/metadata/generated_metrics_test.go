@@ -93,6 +93,10 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordProfinferGraphsTracedDataPoint(ts, 1)
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordProfinferProbesAttachedDataPoint(ts, 1)
 
 			rb := mb.NewResourceBuilder()
@@ -215,6 +219,20 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
 					assert.Equal(t, "Number of graphs whose events were incomplete and so emitted no spans.", mi.Description())
+					assert.Equal(t, "{graph}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "profinfer.graphs.traced":
+					assert.False(t, validatedMetrics["profinfer.graphs.traced"], "Found a duplicate in the metrics slice: profinfer.graphs.traced")
+					validatedMetrics["profinfer.graphs.traced"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Number of graphs traced node by node (all of them with nodes.mode all, the sampled ones otherwise).", mi.Description())
 					assert.Equal(t, "{graph}", mi.Unit())
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())

@@ -18,120 +18,186 @@ import (
 // Layers selects which probes to attach.
 type Layers struct {
 	Application bool // llama_decode
-	Runtime     bool // graphs and nodes
+	Runtime     bool // graphs: the backend scheduler's and the CPU backend's
+	Barriers    bool // with the node probes, ggml_barrier: per-thread busy time
 }
+
+// group says when a probe is attached: with the process, or only while nodes are traced.
+type group int
+
+const (
+	app     group = iota // Layers.Application
+	graph                // Layers.Runtime
+	node                 // AttachNodes
+	barrier              // AttachNodes, with Layers.Barriers
+)
 
 // spec is one probe: a program on a symbol of the object that plays role.
 type spec struct {
+	group    group
 	role     discover.Role
 	symbol   string
 	prog     func(*bpf.ProfinferPrograms) *ebpf.Program
 	ret      bool
 	keep     symbols.Regs // registers the program reads, which skipped instructions must not change
 	optional bool         // absent in some ggml versions
-	layer    func(Layers) bool
 }
 
-func app(l Layers) bool     { return l.Application }
-func runtime(l Layers) bool { return l.Runtime }
+type progs = bpf.ProfinferPrograms
 
 var specs = []spec{
-	{discover.Llama, "llama_decode", func(p *bpf.ProfinferPrograms) *ebpf.Program { return p.DecodeEnter }, false, symbols.RSP, false, app},
-	{discover.Llama, "llama_decode", func(p *bpf.ProfinferPrograms) *ebpf.Program { return p.DecodeExit }, true, 0, false, app},
-	{discover.CPU, "ggml_graph_compute", func(p *bpf.ProfinferPrograms) *ebpf.Program { return p.GraphEnter }, false, symbols.RDI | symbols.RSI, false, runtime},
-	{discover.CPU, "ggml_graph_compute", func(p *bpf.ProfinferPrograms) *ebpf.Program { return p.GraphExit }, true, 0, false, runtime},
-	{discover.CPU, "ggml_cpu_extra_compute_forward", func(p *bpf.ProfinferPrograms) *ebpf.Program { return p.NodeEnter }, false, symbols.RDI | symbols.RSI, false, runtime},
-	{discover.CPU, "ggml_compute_forward_rms_norm_mul_fused", func(p *bpf.ProfinferPrograms) *ebpf.Program { return p.FusedEnter }, false, symbols.RDI | symbols.RSI | symbols.RDX, true, runtime},
-	{discover.CPU, "ggml_barrier", func(p *bpf.ProfinferPrograms) *ebpf.Program { return p.BarrierEnter }, false, 0, false, runtime},
+	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.RSP, false},
+	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
+	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedEnter }, false, symbols.RSI, false},
+	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedExit }, true, 0, false},
+	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphEnter }, false, symbols.RDI | symbols.RSI, false},
+	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphExit }, true, 0, false},
+	{node, discover.CPU, "ggml_cpu_extra_compute_forward", func(p *progs) *ebpf.Program { return p.NodeEnter }, false, symbols.RDI | symbols.RSI, false},
+	{node, discover.CPU, "ggml_compute_forward_rms_norm_mul_fused", func(p *progs) *ebpf.Program { return p.FusedEnter }, false, symbols.RDI | symbols.RSI | symbols.RDX, true},
+	{barrier, discover.CPU, "ggml_barrier", func(p *progs) *ebpf.Program { return p.BarrierEnter }, false, 0, false},
 }
 
 // Opener returns the parsed ELF of a module, cached by the caller.
 type Opener func(m *discover.Module) (*symbols.File, error)
 
-// Attachment is the set of probes on one process.
+// Attachment is the set of probes on one process. The node probes are hit once per
+// graph node per thread, so they come and go with AttachNodes and DetachNodes; the
+// others stay for the life of the process.
 type Attachment struct {
-	PID      int
+	PID int
+
+	emulated map[string]bool // probed functions whose probe sits on an emulated instruction
+	progs    *progs
+	proc     *discover.Process
+	open     Opener
+	layers   Layers
+	exes     map[*discover.Module]*link.Executable
 	links    []link.Link
-	Emulated int // probes placed on an emulated instruction
+	nodes    []link.Link
 }
 
-// Probes is the number of attached probes.
-func (a *Attachment) Probes() int { return len(a.links) }
+// Emulated is the number of probed functions whose entry probe sits on an instruction the
+// kernel emulates.
+func (a *Attachment) Emulated() int { return len(a.emulated) }
 
-// Attach places every probe of layers on process p. Probes whose symbol is missing are
-// reported in the error, joined, while the others stay attached; an error with nothing
-// attached closes everything.
+// Probes is the number of attached probes.
+func (a *Attachment) Probes() int { return len(a.links) + len(a.nodes) }
+
+// Attach places the per-process probes of layers on process p. Probes whose symbol is
+// missing are reported in the error, joined, while the others stay attached; an error
+// with nothing attached closes everything.
 func Attach(progs *bpf.ProfinferPrograms, p *discover.Process, open Opener, layers Layers) (*Attachment, error) {
-	a := &Attachment{PID: p.PID}
-	var errs []error
-	exes := map[*discover.Module]*link.Executable{}
-	for _, s := range specs {
-		if !s.layer(layers) {
-			continue
-		}
-		m := p.Module(s.role)
-		if m == nil {
-			if s.role == discover.Llama {
-				continue // a GGML runtime without libllama (an RPC server, a binding)
-			}
-			errs = append(errs, fmt.Errorf("pid %d maps no %s", p.PID, s.role))
-			continue
-		}
-		f, err := open(m)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		sym, ok := f.Symbol(s.symbol)
-		if !ok {
-			if !s.optional {
-				errs = append(errs, fmt.Errorf("%s: symbol %s not found (stripped binary?)", m.Path, s.symbol))
-			}
-			continue
-		}
-		ex := exes[m]
-		if ex == nil {
-			if ex, err = link.OpenExecutable(m.HostPath); err != nil {
-				errs = append(errs, fmt.Errorf("opening %s: %w", m.Path, err))
-				continue
-			}
-			exes[m] = ex
-		}
-		opts := &link.UprobeOptions{PID: p.PID}
-		var l link.Link
-		if s.ret {
-			l, err = ex.Uretprobe(s.symbol, s.prog(progs), opts)
-		} else {
-			off, emulated, perr := f.ProbeOffset(sym, s.keep)
-			if perr != nil {
-				errs = append(errs, perr)
-				continue
-			}
-			if emulated {
-				a.Emulated++
-			}
-			opts.Offset = off
-			l, err = ex.Uprobe(s.symbol, s.prog(progs), opts)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("attaching to %s in %s: %w", s.symbol, m.Path, err))
-			continue
-		}
-		a.links = append(a.links, l)
-	}
-	err := errors.Join(errs...)
+	a := &Attachment{PID: p.PID, progs: progs, proc: p, open: open, layers: layers,
+		exes: map[*discover.Module]*link.Executable{}, emulated: map[string]bool{}}
+	var err error
+	a.links, err = a.attach(func(g group) bool {
+		return g == app && layers.Application || g == graph && layers.Runtime
+	})
 	if len(a.links) == 0 && err != nil {
 		return nil, err
 	}
 	return a, err
 }
 
+// AttachNodes adds the node probes (and the barrier's, with Layers.Barriers). Those that
+// cannot be attached are reported, joined; the others stay.
+func (a *Attachment) AttachNodes() error {
+	if len(a.nodes) > 0 {
+		return nil
+	}
+	var err error
+	a.nodes, err = a.attach(func(g group) bool { return g == node || g == barrier && a.layers.Barriers })
+	return err
+}
+
+// NodesAttached says whether the node probes are in place.
+func (a *Attachment) NodesAttached() bool { return len(a.nodes) > 0 }
+
+// DetachNodes removes the node probes.
+func (a *Attachment) DetachNodes() error {
+	err := closeAll(a.nodes)
+	a.nodes = nil
+	return err
+}
+
+func (a *Attachment) attach(want func(group) bool) ([]link.Link, error) {
+	var (
+		links []link.Link
+		errs  []error
+	)
+	for _, s := range specs {
+		if !want(s.group) {
+			continue
+		}
+		l, err := a.place(s)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if l != nil {
+			links = append(links, l)
+		}
+	}
+	return links, errors.Join(errs...)
+}
+
+// place attaches one probe. It returns nil, nil for a probe that does not apply.
+func (a *Attachment) place(s spec) (link.Link, error) {
+	m := a.proc.Module(s.role)
+	if m == nil {
+		if s.role == discover.Llama {
+			return nil, nil // a GGML runtime without libllama (an RPC server, a binding)
+		}
+		return nil, fmt.Errorf("pid %d maps no %s", a.PID, s.role)
+	}
+	f, err := a.open(m)
+	if err != nil {
+		return nil, err
+	}
+	sym, ok := f.Symbol(s.symbol)
+	if !ok {
+		if s.optional {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s: symbol %s not found (stripped binary?)", m.Path, s.symbol)
+	}
+	ex := a.exes[m]
+	if ex == nil {
+		if ex, err = link.OpenExecutable(m.HostPath); err != nil {
+			return nil, fmt.Errorf("opening %s: %w", m.Path, err)
+		}
+		a.exes[m] = ex
+	}
+	opts := &link.UprobeOptions{PID: a.PID}
+	var l link.Link
+	if s.ret {
+		l, err = ex.Uretprobe(s.symbol, s.prog(a.progs), opts)
+	} else {
+		off, emulated, perr := f.ProbeOffset(sym, s.keep)
+		if perr != nil {
+			return nil, perr
+		}
+		opts.Offset = off
+		if l, err = ex.Uprobe(s.symbol, s.prog(a.progs), opts); err == nil && emulated {
+			a.emulated[s.symbol] = true
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attaching to %s in %s: %w", s.symbol, m.Path, err)
+	}
+	return l, nil
+}
+
 // Close detaches every probe.
 func (a *Attachment) Close() error {
+	err := errors.Join(closeAll(a.links), closeAll(a.nodes))
+	a.links, a.nodes = nil, nil
+	return err
+}
+
+func closeAll(links []link.Link) error {
 	var errs []error
-	for _, l := range a.links {
+	for _, l := range links {
 		errs = append(errs, l.Close())
 	}
-	a.links = nil
 	return errors.Join(errs...)
 }

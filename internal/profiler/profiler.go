@@ -34,11 +34,28 @@ type Target struct {
 	Executable string
 }
 
+// NodeMode says when the node probes are attached.
+type NodeMode int
+
+const (
+	NodesOff     NodeMode = iota // never: decode and graph probes only
+	NodesSampled                 // in windows of Nodes.Graphs graphs, every Nodes.Interval
+	NodesAll                     // always: every node of every graph
+)
+
+// Nodes decides which graphs are traced node by node.
+type Nodes struct {
+	Mode     NodeMode
+	Interval time.Duration // NodesSampled: from the end of one window to the next
+	Graphs   int           // NodesSampled: traced graphs per window
+}
+
 // Config is what the receiver's configuration decides.
 type Config struct {
 	Targets            []Target // empty: every process that maps a GGML CPU backend
 	DiscoveryInterval  time.Duration
 	CollectionInterval time.Duration
+	Nodes              Nodes
 	NodeSpans          bool
 	SampleEvery        int // spans for every Nth graph-bearing decode
 	RingBufferSize     int
@@ -67,18 +84,20 @@ type Profiler struct {
 	acc      *export.Metrics
 	pending  ptrace.Traces
 	sampled  uint64 // decodes and loose graphs seen, for span sampling
+	traced   uint64 // graphs traced node by node
 	tele     export.Telemetry
 	elfCache *elfCache
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	windowFull chan struct{} // a sampling window has its graphs
+	stop       chan struct{}
+	wg         sync.WaitGroup
 }
 
 // New returns a profiler that delivers to the given consumers, either of which may be nil.
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
 	return &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
 		tracked: map[int]*tracked{}, failed: map[int]time.Time{}, elfCache: newELFCache(),
-		stop: make(chan struct{})}
+		windowFull: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // Start loads the eBPF programs, attaches to the targets present now and starts the
@@ -106,10 +125,9 @@ func (p *Profiler) Start(ctx context.Context) error {
 	if err := p.load(); err != nil {
 		return err
 	}
-	var mono, real unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
+	var real unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &real)
-	p.spans = export.NewSpans(export.Clock{Offset: real.Nano() - mono.Nano()}, p.cfg.NodeSpans)
+	p.spans = export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans)
 	p.acc = export.NewMetrics(p.cfg.Metrics, p.set)
 	p.asm = assemble.New(sink{p})
 	p.pending = ptrace.NewTraces()
@@ -118,6 +136,10 @@ func (p *Profiler) Start(ctx context.Context) error {
 		return err
 	}
 	p.wg.Add(3)
+	if p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime {
+		p.wg.Add(1)
+		go p.sampleLoop()
+	}
 	go p.readLoop()
 	go p.every(p.cfg.DiscoveryInterval, func() { _ = p.discover(false) })
 	go p.every(p.cfg.CollectionInterval, func() { p.emitMetrics(context.Background()) })
@@ -260,9 +282,17 @@ func (p *Profiler) emitMetrics(ctx context.Context) {
 	p.tele.EventsDropped = drops
 	p.tele.GraphsDropped = p.asm.Stats.DroppedGraphs
 	p.tele.ProbesAttached = p.probesLocked()
+	p.tele.GraphsTraced = p.traced
 	md := p.acc.Emit(p.tele)
 	p.mu.Unlock()
 	if err := p.metrics.ConsumeMetrics(ctx, md); err != nil {
 		p.log.Warn("metrics not accepted by the pipeline", zap.Error(err))
 	}
+}
+
+// monotonic is CLOCK_MONOTONIC in nanoseconds, the clock of bpf_ktime_get_ns.
+func monotonic() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }

@@ -21,10 +21,11 @@ func testConfig() Config {
 	return Config{
 		DiscoveryInterval:  100 * time.Millisecond,
 		CollectionInterval: time.Hour,
+		Nodes:              Nodes{Mode: NodesAll},
 		NodeSpans:          true,
 		SampleEvery:        1,
 		RingBufferSize:     16 << 20,
-		Layers:             probe.Layers{Application: true, Runtime: true},
+		Layers:             probe.Layers{Application: true, Runtime: true, Barriers: true},
 		Metrics:            metadata.DefaultMetricsBuilderConfig(),
 	}
 }

@@ -72,6 +72,10 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), p.nodeInfo(ev, t))
 	case events.Barrier:
 		a.Barrier(ev.PID, ev.TID, ev.TS)
+	case events.SchedEnter:
+		a.SchedEnter(ev.PID, ev.TID, ev.TS, int(ev.B))
+	case events.SchedExit:
+		a.SchedExit(ev.PID, ev.TID, ev.TS)
 	}
 }
 
@@ -117,6 +121,9 @@ type sink struct{ p *Profiler }
 
 func (s sink) Decode(d *assemble.Decode) {
 	if tr := s.p.tracked[int(d.PID)]; tr != nil {
+		for _, g := range d.Graphs {
+			s.p.countTraced(tr, g)
+		}
 		s.p.acc.Decode(&tr.proc, d)
 		if s.p.traces != nil && (len(d.Graphs) == 0 || s.sampled()) { // graph-less decodes are cheap: keep them all
 			s.p.spans.Decode(s.p.pending, &tr.proc, d)
@@ -126,6 +133,7 @@ func (s sink) Decode(d *assemble.Decode) {
 
 func (s sink) Graph(g *assemble.Graph) {
 	if tr := s.p.tracked[int(g.PID)]; tr != nil {
+		s.p.countTraced(tr, g)
 		s.p.acc.Graph(&tr.proc, g)
 		if s.p.traces != nil && s.sampled() {
 			s.p.spans.Graph(s.p.pending, &tr.proc, g)

@@ -32,6 +32,11 @@ type tracked struct {
 	// starts: graphs repeat the same tensors every token, so most nodes cost a lookup
 	// instead of a decode and allocations.
 	infos [2]map[string]*assemble.NodeInfo
+	// Node sampling: graphs traced in the current window, when the next one opens, and
+	// whether a failure to attach the node probes was logged.
+	windowGraphs int
+	nextWindow   time.Time
+	warned       bool
 }
 
 // maxInfos bounds each cache; shapes that grow with the context (KV views) add entries.
@@ -164,9 +169,13 @@ func (p *Profiler) attach(pid int) error {
 	}
 	p.mu.Lock()
 	p.tracked[pid] = t
+	if p.cfg.Nodes.Mode != NodesOff && p.cfg.Layers.Runtime {
+		p.openWindow(t) // the first window opens at once, so missing node symbols show now
+	}
+	probes := a.Probes()
 	p.mu.Unlock()
 	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("ggml", target.Version),
-		zap.Int("probes", a.Probes()), zap.Int("emulated", a.Emulated))
+		zap.Int("probes", probes), zap.Int("emulated", a.Emulated()))
 	return nil
 }
 

@@ -61,15 +61,16 @@ type Server struct {
 	URL string
 }
 
-// StartServer starts llama-server on model with threads and waits until it serves.
-func (e *Env) StartServer(ctx context.Context, model string, threads int, extra ...string) (*Server, error) {
+// StartServer starts the llama-server executable exe (Bin("llama-server") or
+// StaticServer()) on model with threads and waits until it serves.
+func (e *Env) StartServer(ctx context.Context, exe, model string, threads int, extra ...string) (*Server, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"-m", e.Model(model), "-t", strconv.Itoa(threads), "--host", "127.0.0.1",
 		"--port", strconv.Itoa(port), "-c", "1024", "-np", "1"}, extra...)
-	p, err := Start(e.Bin("llama-server"), args...)
+	p, err := Start(exe, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func Find() (*Env, error) {
 
 func check(dir string) (*Env, error) {
 	e := &Env{Root: dir}
-	for _, p := range []string{e.Bin("llama-bench"), e.Model("tiny-dense")} {
+	for _, p := range []string{e.Bin("llama-bench"), e.StaticServer(), e.Model("tiny-dense")} {
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("testbench: %s is missing; run `make testenv`", p)
 		}
@@ -51,6 +51,10 @@ func check(dir string) (*Env, error) {
 
 // Bin is the path of a llama.cpp tool built by the test bench.
 func (e *Env) Bin(name string) string { return filepath.Join(e.Root, "llama.cpp", "bin", name) }
+
+// StaticServer is the llama-server built with BUILD_SHARED_LIBS=OFF: GGML and llama are
+// inside the executable.
+func (e *Env) StaticServer() string { return filepath.Join(e.Root, "llama.cpp", "static", "llama-server") }
 
 // Model is the path of a test bench model, by name without extension.
 func (e *Env) Model(name string) string { return filepath.Join(e.Root, "models", name+".gguf") }

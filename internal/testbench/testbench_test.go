@@ -31,21 +31,24 @@ func TestModelsRun(t *testing.T) {
 	}
 }
 
+// The shared and the static llama-server both serve completions.
 func TestServerProducesTokens(t *testing.T) {
 	e := Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := e.StartServer(ctx, "tiny-dense", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
-	n, err := s.Complete(ctx, "The quick brown fox", 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 8 {
-		t.Fatalf("llama-server generated %d tokens, want 8", n)
+	for _, exe := range []string{e.Bin("llama-server"), e.StaticServer()} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		s, err := e.StartServer(ctx, exe, "tiny-dense", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Stop()
+		n, err := s.Complete(ctx, "The quick brown fox", 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 8 {
+			t.Fatalf("%s generated %d tokens, want 8", exe, n)
+		}
 	}
 }
 
