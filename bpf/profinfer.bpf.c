@@ -58,6 +58,15 @@ volatile const u32 tensor_src_off = 152;
 volatile const u32 graph_nnodes_off = 4;
 volatile const u32 cplan_nthreads_off = 16;
 volatile const u32 batch_stack_off = 8; /* llama_batch.n_tokens relative to sp at the probe */
+/* Unread bytes in the ring buffer from which a record wakes the reader. Below it records
+ * are submitted silently and the reader polls on a timer: a wakeup per record would cost
+ * the traced thread an irq_work and the reader a context switch, on the cores the model
+ * runs on. */
+volatile const u64 wakeup_bytes = 1 << 20;
+/* Whether node starts on threads other than 0 are recorded. Thread 0 alone delimits
+ * nodes: it starts the next one only after the barrier released every thread. The others
+ * are needed only with the barrier probe, for per-thread busy time. */
+volatile const u8 all_threads = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -80,6 +89,12 @@ static __always_inline void dropped(void)
 		(*n)++;
 }
 
+/* Flags for bpf_ringbuf_submit: wake the reader only when it has a backlog. */
+static __always_inline u64 wakeup(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 flags)
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -97,7 +112,7 @@ static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 fl
 	e->flags = flags;
 	e->a = a;
 	e->b = b;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup());
 	return 0;
 }
 
@@ -159,8 +174,11 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 		s32 ith, nth;
 	} params = {};
 	bpf_probe_read_user(&params, sizeof(params), (void *)PT_REGS_PARM1(ctx));
-	if (params.ith != 0)
+	if (params.ith != 0) {
+		if (!all_threads)
+			return 0;
 		return emit(EV_NODE, (u64)tensor, (u64)tensor2, params.ith, params.nth, flags);
+	}
 
 	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);
 	if (!d) {
@@ -188,7 +206,7 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 		if (!src || bpf_probe_read_user(d->src[i], SRC_HEAD, src))
 			__builtin_memset(d->src[i], 0, SRC_HEAD);
 	}
-	bpf_ringbuf_submit(d, 0);
+	bpf_ringbuf_submit(d, wakeup());
 	return 0;
 }
 

@@ -48,6 +48,7 @@ const (
 	ProfinferProgNodeEnter       = "node_enter"
 	ProfinferProgSchedEnter      = "sched_enter"
 	ProfinferProgSchedExit       = "sched_exit"
+	ProfinferVarAllThreads       = "all_threads"
 	ProfinferVarBatchStackOff    = "batch_stack_off"
 	ProfinferVarCplanNthreadsOff = "cplan_nthreads_off"
 	ProfinferVarGraphNnodesOff   = "graph_nnodes_off"
@@ -55,6 +56,7 @@ const (
 	ProfinferVarTensorSrcOff     = "tensor_src_off"
 	ProfinferVarUnusedDetail     = "unused_detail"
 	ProfinferVarUnusedEvent      = "unused_event"
+	ProfinferVarWakeupBytes      = "wakeup_bytes"
 )
 
 // LoadProfinfer returns the embedded CollectionSpec for Profinfer.
@@ -122,6 +124,7 @@ type ProfinferMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferVariableSpecs struct {
+	AllThreads       *ebpf.VariableSpec `ebpf:"all_threads"`
 	BatchStackOff    *ebpf.VariableSpec `ebpf:"batch_stack_off"`
 	CplanNthreadsOff *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
 	GraphNnodesOff   *ebpf.VariableSpec `ebpf:"graph_nnodes_off"`
@@ -129,6 +132,7 @@ type ProfinferVariableSpecs struct {
 	TensorSrcOff     *ebpf.VariableSpec `ebpf:"tensor_src_off"`
 	UnusedDetail     *ebpf.VariableSpec `ebpf:"unused_detail"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
+	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // ProfinferObjects contains all objects after they have been loaded into the kernel.
@@ -166,6 +170,7 @@ func (m *ProfinferMaps) Close() error {
 //
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferVariables struct {
+	AllThreads       *ebpf.Variable `ebpf:"all_threads"`
 	BatchStackOff    *ebpf.Variable `ebpf:"batch_stack_off"`
 	CplanNthreadsOff *ebpf.Variable `ebpf:"cplan_nthreads_off"`
 	GraphNnodesOff   *ebpf.Variable `ebpf:"graph_nnodes_off"`
@@ -173,6 +178,7 @@ type ProfinferVariables struct {
 	TensorSrcOff     *ebpf.Variable `ebpf:"tensor_src_off"`
 	UnusedDetail     *ebpf.Variable `ebpf:"unused_detail"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
+	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // ProfinferPrograms contains all programs after they have been loaded into the kernel.

@@ -109,7 +109,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		DiscoveryInterval:    defaultDiscoveryInterval,
 		CollectionInterval:   defaultCollectionInterval,
-		Nodes:                NodesConfig{Mode: NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 4, Barriers: true},
+		Nodes:                NodesConfig{Mode: NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 4},
 		Spans:                SpansConfig{Nodes: true, SampleEvery: 1},
 		Layers:               LayersConfig{Application: true, Runtime: true},
 		RingBufferSize:       defaultRingBufferSize,

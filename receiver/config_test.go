@@ -47,7 +47,7 @@ func TestLoadConfig(t *testing.T) {
 				},
 				DiscoveryInterval:    time.Second,
 				CollectionInterval:   30 * time.Second,
-				Nodes:                NodesConfig{Mode: NodesAll, SampleInterval: 10 * time.Second, SampleGraphs: 4},
+				Nodes:                NodesConfig{Mode: NodesAll, SampleInterval: 10 * time.Second, SampleGraphs: 4, Barriers: true},
 				Spans:                SpansConfig{Nodes: false, SampleEvery: 8},
 				Layers:               LayersConfig{Application: false, Runtime: true},
 				RingBufferSize:       32 << 20,

@@ -239,13 +239,23 @@ func TestE2ELlamaBench(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := startCollector(t, ctx, e.Bin("llama-bench"), fullTracing)
+	c := startCollector(t, ctx, e.Bin("llama-bench"), "nodes: {mode: all, barriers: true}")
 	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 32, 16, 2, 1)...); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
 	traces, metrics := c.stop(t)
 	checkProfile(t, traces, metrics, 16)
+	// With the barrier probe every node span splits each thread's busy time from its wait.
+	for _, s := range spans(traces) {
+		if s.name != "MUL_MAT" {
+			continue
+		}
+		busy, _ := s.attrs["ggml.thread.busy_ns"].([]any)
+		if len(busy) != 2 || busy[0].(int64) <= 0 || busy[1].(int64) <= 0 || uint64(busy[0].(int64)) > s.end-s.start {
+			t.Fatalf("MUL_MAT span busy time %v over %d ns, want 2 positive shares within it", busy, s.end-s.start)
+		}
+	}
 }
 
 // The default configuration samples: node probes come and go in windows, every traced

@@ -14,10 +14,18 @@
 // nodes, so a partly traced graph never reaches a span.
 package assemble
 
+import "fmt"
+
 // Src is the type and shape of one source tensor.
 type Src struct {
 	Type  string
 	Shape [4]int64
+	Text  string // Type and Shape as one attribute value, e.g. "q4_0[2048 2048 1 1]"
+}
+
+// NewSrc describes a source tensor.
+func NewSrc(typ string, shape [4]int64) Src {
+	return Src{Type: typ, Shape: shape, Text: fmt.Sprintf("%s%v", typ, shape)}
 }
 
 // NodeInfo describes the tensor a node computes.

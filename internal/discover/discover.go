@@ -150,3 +150,18 @@ func PIDs(fs procfs.FS, exe string) ([]int, error) {
 	}
 	return pids, nil
 }
+
+// VSize is the virtual memory size of a process: it changes when the process maps a
+// library, so it tells cheaply whether a process found not to be GGML should be looked
+// at again.
+func VSize(fs procfs.FS, pid int) (uint64, error) {
+	p, err := fs.Proc(pid)
+	if err != nil {
+		return 0, err
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return uint64(st.VSize), nil
+}

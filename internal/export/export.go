@@ -4,7 +4,6 @@ package export
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -165,28 +164,30 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 		return
 	}
 	for _, n := range g.Nodes {
-		s.node(spans.AppendEmpty(), trace, sp.SpanID(), n)
+		s.node(spans.AppendEmpty(), trace, sp.SpanID(), n, g.NThreads)
 	}
 }
 
-func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, n *assemble.Node) {
+func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, n *assemble.Node, threads int) {
 	sp.SetTraceID(trace)
 	sp.SetSpanID(s.spanID())
 	sp.SetParentSpanID(parent)
 	sp.SetStartTimestamp(s.Clock.Time(n.Start))
 	sp.SetEndTimestamp(s.Clock.Time(n.End))
 	a := sp.Attributes()
-	a.PutInt("ggml.threads", int64(len(n.Threads)))
-	busy := a.PutEmptySlice("ggml.thread.busy_ns")
-	busy.EnsureCapacity(len(n.Threads))
-	for ith := 0; ith < len(n.Threads); ith++ {
-		var d uint64
-		for _, t := range n.Threads {
-			if t.Ith == ith {
-				d = t.Busy - t.Start
+	a.PutInt("ggml.threads", int64(threads))
+	if len(n.Threads) == threads { // every thread's share was seen: the barrier probe is on
+		busy := a.PutEmptySlice("ggml.thread.busy_ns")
+		busy.EnsureCapacity(threads)
+		for ith := 0; ith < threads; ith++ {
+			var d uint64
+			for _, t := range n.Threads {
+				if t.Ith == ith {
+					d = t.Busy - t.Start
+				}
 			}
+			busy.AppendEmpty().SetInt(int64(d))
 		}
-		busy.AppendEmpty().SetInt(int64(d))
 	}
 	info := n.Info
 	if info == nil {
@@ -207,7 +208,7 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	if len(info.Srcs) > 0 {
 		srcs := a.PutEmptySlice("ggml.src")
 		for _, src := range info.Srcs {
-			srcs.AppendEmpty().SetStr(fmt.Sprintf("%s%v", src.Type, src.Shape))
+			srcs.AppendEmpty().SetStr(src.Text)
 		}
 	}
 	if info.FusedOp != "" {

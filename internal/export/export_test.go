@@ -21,7 +21,7 @@ func TestDecodeSpans(t *testing.T) {
 	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 32, Start: 10, End: 100, Scheds: []assemble.Sched{{TID: 1, NNodes: 9, Start: 15, End: 95}}, Graphs: []*assemble.Graph{{
 		TID: 1, NNodes: 5, NThreads: 2, Start: 20, End: 90, Traced: true,
 		Nodes: []*assemble.Node{{
-			Info:  &assemble.NodeInfo{Op: "MUL_MAT", Name: "Qcur-1", Type: "f32", Shape: [4]int64{2048, 32, 1, 1}, Srcs: []assemble.Src{{Type: "q4_0", Shape: [4]int64{2048, 2048, 1, 1}}}},
+			Info:  &assemble.NodeInfo{Op: "MUL_MAT", Name: "Qcur-1", Type: "f32", Shape: [4]int64{2048, 32, 1, 1}, Srcs: []assemble.Src{assemble.NewSrc("q4_0", [4]int64{2048, 2048, 1, 1})}},
 			Start: 30, End: 80,
 			Threads: []assemble.ThreadTime{{Ith: 1, Start: 31, Busy: 70, End: 80}, {Ith: 0, Start: 30, Busy: 75, End: 79}},
 		}},
@@ -50,6 +50,9 @@ func TestDecodeSpans(t *testing.T) {
 	}
 	if busy := a["ggml.thread.busy_ns"].([]any); busy[0] != int64(45) || busy[1] != int64(39) {
 		t.Errorf("busy %v", busy)
+	}
+	if src := a["ggml.src"].([]any); src[0] != "q4_0[2048 2048 1 1]" {
+		t.Errorf("sources %v", src)
 	}
 	if dec.Attributes().AsRaw()["llama.phase"] != "prefill" {
 		t.Error("32 tokens is prefill")

@@ -78,7 +78,7 @@ type Profiler struct {
 
 	mu       sync.Mutex // guards everything below, shared by the reader and discovery
 	tracked  map[int]*tracked
-	failed   map[int]time.Time // PIDs that are not GGML, and when they were last looked at
+	failed   map[int]rejected // PIDs that are not GGML
 	asm      *assemble.Assembler
 	spans    *export.Spans
 	acc      *export.Metrics
@@ -96,7 +96,7 @@ type Profiler struct {
 // New returns a profiler that delivers to the given consumers, either of which may be nil.
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
 	return &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
-		tracked: map[int]*tracked{}, failed: map[int]time.Time{}, elfCache: newELFCache(),
+		tracked: map[int]*tracked{}, failed: map[int]rejected{}, elfCache: newELFCache(),
 		windowFull: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
@@ -163,6 +163,8 @@ func (p *Profiler) load() error {
 		"tensor_src_off":     uint32(l.Src),
 		"graph_nnodes_off":   uint32(l.GraphNNodes),
 		"cplan_nthreads_off": uint32(l.CplanNThreads),
+		"wakeup_bytes":       uint64(p.cfg.RingBufferSize / 4),
+		"all_threads":        boolByte(p.cfg.Layers.Barriers),
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -295,4 +297,11 @@ func monotonic() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -103,7 +103,7 @@ func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo
 			break
 		}
 		typ, ne := l.SrcHead(raw)
-		info.Srcs = append(info.Srcs, assemble.Src{Type: names.Type(typ), Shape: ne})
+		info.Srcs = append(info.Srcs, assemble.NewSrc(names.Type(typ), ne))
 	}
 	if fused != 0 {
 		info.FusedOp = "MUL" // the only fused CPU kernel: ggml_compute_forward_rms_norm_mul_fused

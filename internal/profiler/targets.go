@@ -19,9 +19,17 @@ import (
 	"github.com/profinfer/profinfer/internal/symbols"
 )
 
-// recheck is how often a process that mapped no GGML is looked at again: bindings such
-// as node-llama-cpp load the backend with dlopen some time after they start.
+// recheck is how often a process that mapped no GGML is looked at again, if its mappings
+// grew meanwhile: bindings such as node-llama-cpp load the backend with dlopen some time
+// after they start.
 const recheck = time.Second
+
+// rejected is a process found not to be GGML (or not attachable): when it was looked at,
+// and its virtual size then.
+type rejected struct {
+	at    time.Time
+	vsize uint64
+}
 
 // tracked is one process with probes attached.
 type tracked struct {
@@ -92,8 +100,14 @@ func (p *Profiler) discover(first bool) error {
 		if p.tracked[pid] != nil {
 			continue
 		}
-		if last, ok := p.failed[pid]; ok && now.Sub(last) < recheck {
-			continue
+		if r, ok := p.failed[pid]; ok {
+			if now.Sub(r.at) < recheck {
+				continue
+			}
+			if v, err := discover.VSize(p.procfs, pid); err != nil || v == r.vsize {
+				p.failed[pid] = rejected{now, r.vsize}
+				continue
+			}
 		}
 		todo = append(todo, pid)
 	}
@@ -105,13 +119,14 @@ func (p *Profiler) discover(first bool) error {
 	p.mu.Unlock()
 
 	for _, pid := range todo {
+		vsize, _ := discover.VSize(p.procfs, pid) // before: a dlopen during attach counts as a change
 		err := p.attach(pid)
 		if err == nil {
 			continue
 		}
 		p.mu.Lock()
 		_, again := p.failed[pid]
-		p.failed[pid] = now
+		p.failed[pid] = rejected{now, vsize}
 		p.mu.Unlock()
 		if !pids[pid] || again {
 			// Found by discovery, not named: most processes are not GGML, and some
