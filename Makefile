@@ -4,13 +4,15 @@
 #   make build            build bin/otelcol-profinfer with ocb (downloads modules on first run)
 #   make run              build, then run the collector with config/otelcol.yaml (needs root)
 #   make testenv test     set up the test environment, then run every test (e2e tests need root)
-#   make bench            run the benchmarks once each
+#   make bench            measure the receiver's overhead on llama.cpp against a naive bpftrace
+#                         peer, PAIRS (8) alternating rounds; report in build/bench.md (needs root)
 #   make check-generated  fail if generated files differ from what is committed
 
 GO    ?= go
 TOOL  := $(GO) tool -modfile=tools/go.mod
 DIST  := build/otelcol-profinfer
 BIN   := bin/otelcol-profinfer
+PAIRS ?= 8
 
 # `go ... -e` keeps going past package-loading errors. GOFLAGS flags only reach
 # the go commands that know them, so this touches just `go list` (which
@@ -45,8 +47,9 @@ testenv:
 test: testenv build
 	$(GO) test -count=1 -timeout 60m ./...
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
+bench: testenv build
+	command -v bpftrace >/dev/null || { apt-get update && apt-get install -y bpftrace; }
+	$(GO) run ./internal/bench/cmd/overhead -pairs $(PAIRS) -o build/bench.md
 
 check-generated: generate
 	@if [ -n "$$(git status --porcelain -- internal/metadata bpf documentation.md)" ]; then \

@@ -112,7 +112,9 @@ static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 fl
 	e->flags = flags;
 	e->a = a;
 	e->b = b;
-	bpf_ringbuf_submit(e, wakeup());
+	/* A graph's end always wakes the reader: a sampling window closes on a count of
+	 * whole graphs, and every graph traced past it costs a probe hit per node. */
+	bpf_ringbuf_submit(e, kind == EV_GRAPH_EXIT ? 0 : wakeup());
 	return 0;
 }
 

@@ -265,7 +265,7 @@ func TestE2ESampledNodes(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := startCollector(t, ctx, e.Bin("llama-bench"), "nodes: {sample_interval: 300ms, sample_graphs: 3}")
+	c := startCollector(t, ctx, e.Bin("llama-bench"), "nodes: {sample_interval: 500ms, sample_graphs: 3}")
 	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 32, 64, 2, 1)...); err != nil {
 		t.Fatal(err)
 	}

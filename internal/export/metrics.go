@@ -58,7 +58,7 @@ type processMetrics struct {
 // Telemetry is the receiver's own health, exported beside the process metrics.
 type Telemetry struct {
 	EventsReceived, EventsDropped, GraphsDropped, GraphsTraced, AttachFailures uint64
-	ProbesAttached                                               int
+	ProbesAttached                                                             int
 }
 
 // Metrics accumulates cumulative metrics per process. It is not safe for concurrent use.

@@ -88,16 +88,15 @@ type Profiler struct {
 	tele     export.Telemetry
 	elfCache *elfCache
 
-	windowFull chan struct{} // a sampling window has its graphs
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	stop chan struct{}
+	wg   sync.WaitGroup
 }
 
 // New returns a profiler that delivers to the given consumers, either of which may be nil.
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
 	return &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
 		tracked: map[int]*tracked{}, failed: map[int]rejected{}, elfCache: newELFCache(),
-		windowFull: make(chan struct{}, 1), stop: make(chan struct{})}
+		stop: make(chan struct{})}
 }
 
 // Start loads the eBPF programs, attaches to the targets present now and starts the

@@ -11,7 +11,9 @@ import (
 // Node probes are hit once per graph node on every thread, so outside nodes.mode all they
 // are attached in windows: from one window's end, wait Nodes.Interval, attach, let
 // Nodes.Graphs graphs complete under them, detach. An idle target costs nothing while a
-// window is open, so a window waits for its graphs however long they take to come.
+// window is open, so a window waits for its graphs however long they take to come. The
+// reader closes a full window itself, as soon as it assembles the last graph: every graph
+// traced past it would cost a probe hit per node.
 
 // sampleTick bounds how late a window opens.
 const sampleTick = 100 * time.Millisecond
@@ -25,27 +27,20 @@ func (p *Profiler) sampleLoop() {
 		case <-p.stop:
 			return
 		case <-t.C:
-		case <-p.windowFull:
 		}
 		p.sample()
 	}
 }
 
-// sample opens the windows that are due and closes the full ones. Attaching and
-// detaching take a few milliseconds, under p.mu; the ring buffer absorbs the pause.
+// sample opens the windows that are due. Attaching takes a few milliseconds, under
+// p.mu; the ring buffer absorbs the pause.
 func (p *Profiler) sample() {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, t := range p.tracked {
-		switch on := t.attachment.NodesAttached(); {
-		case on && t.windowGraphs >= p.cfg.Nodes.Graphs:
-			p.closeWindow(t)
+		if !t.attachment.NodesAttached() && now.After(t.nextWindow) && !p.openWindow(t) {
 			t.nextWindow = now.Add(p.cfg.Nodes.Interval)
-		case !on && now.After(t.nextWindow):
-			if !p.openWindow(t) {
-				t.nextWindow = now.Add(p.cfg.Nodes.Interval)
-			}
 		}
 	}
 }
@@ -72,20 +67,18 @@ func (p *Profiler) closeWindow(t *tracked) {
 	if err := t.attachment.DetachNodes(); err != nil {
 		p.log.Warn("detaching node probes", zap.Int("pid", t.proc.PID), zap.Error(err))
 	}
+	t.nextWindow = time.Now().Add(p.cfg.Nodes.Interval)
 }
 
-// countTraced counts a traced graph, and wakes the sampler when it fills a window.
-// Called with p.mu held.
+// countTraced counts a traced graph, and closes the window it fills. Called with p.mu
+// held.
 func (p *Profiler) countTraced(t *tracked, g *assemble.Graph) {
 	if !g.Traced {
 		return
 	}
 	p.traced++
 	t.windowGraphs++
-	if p.cfg.Nodes.Mode == NodesSampled && t.windowGraphs == p.cfg.Nodes.Graphs {
-		select {
-		case p.windowFull <- struct{}{}:
-		default:
-		}
+	if p.cfg.Nodes.Mode == NodesSampled && t.windowGraphs >= p.cfg.Nodes.Graphs && t.attachment.NodesAttached() {
+		p.closeWindow(t)
 	}
 }

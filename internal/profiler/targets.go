@@ -230,28 +230,27 @@ func (c *elfCache) open(m *discover.Module) (*symbols.File, error) {
 	return c.get(m.HostPath, m.Dev, m.Inode)
 }
 
+// classify scans the file's symbol tables for the role symbols without parsing them:
+// most mapped files (libc, libstdc++, the runtime itself) play no role.
 func (c *elfCache) classify(path string, dev, inode uint64) ([]discover.Role, error) {
+	k := [2]uint64{dev, inode}
 	c.mu.Lock()
-	roles, ok := c.roles[[2]uint64{dev, inode}]
+	roles, ok := c.roles[k]
 	c.mu.Unlock()
 	if ok {
 		return roles, nil
 	}
-	f, err := c.get(path, dev, inode)
+	found, err := symbols.Defines(path, discover.RoleSymbol[:])
 	if err != nil {
 		return nil, err
 	}
-	for r, sym := range discover.RoleSymbol {
-		if _, ok := f.Symbol(sym); ok {
+	for r, ok := range found {
+		if ok {
 			roles = append(roles, discover.Role(r))
 		}
 	}
 	c.mu.Lock()
-	c.roles[[2]uint64{dev, inode}] = roles
-	if len(roles) == 0 { // not GGML: keep only the verdict
-		delete(c.files, [2]uint64{dev, inode})
-		f.Close()
-	}
+	c.roles[k] = roles
 	c.mu.Unlock()
 	return roles, nil
 }

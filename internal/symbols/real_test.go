@@ -89,3 +89,30 @@ func TestBenchAccessors(t *testing.T) {
 		})
 	}
 }
+
+// Defines agrees with the full symbol table: a library defines its own API, an
+// executable that imports a function does not define it, a static executable defines all.
+func TestBenchDefines(t *testing.T) {
+	names := []string{"ggml_version", "ggml_cpu_extra_compute_forward", "llama_decode"}
+	for path, want := range map[string][]bool{
+		llamaBin + "libggml-cpu.so":            {false, true, false},
+		llamaBin + "libggml-base.so":           {true, false, false},
+		llamaBin + "llama-bench":               {false, false, false},
+		llamaBin + "../../static/llama-server": {true, true, true},
+	} {
+		f := openBench(t, path)
+		got, err := Defines(path, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, name := range names {
+			_, full := f.Symbol(name)
+			if got[i] != want[i] || got[i] != full {
+				t.Errorf("%s: Defines(%s) = %v, Symbol: %v, want %v", path, name, got[i], full, want[i])
+			}
+		}
+	}
+	if _, err := Defines("real_test.go", names); err == nil || err.Error() != "symbols: real_test.go: not an ELF file" {
+		t.Errorf("Defines on a Go file: %v", err)
+	}
+}

@@ -54,7 +54,9 @@ func (e *Env) Bin(name string) string { return filepath.Join(e.Root, "llama.cpp"
 
 // StaticServer is the llama-server built with BUILD_SHARED_LIBS=OFF: GGML and llama are
 // inside the executable.
-func (e *Env) StaticServer() string { return filepath.Join(e.Root, "llama.cpp", "static", "llama-server") }
+func (e *Env) StaticServer() string {
+	return filepath.Join(e.Root, "llama.cpp", "static", "llama-server")
+}
 
 // Model is the path of a test bench model, by name without extension.
 func (e *Env) Model(name string) string { return filepath.Join(e.Root, "models", name+".gguf") }

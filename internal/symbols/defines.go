@@ -1,0 +1,79 @@
+package symbols
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Defines reports which of names the ELF file at path defines. It scans the raw symbol
+// tables in place instead of parsing them: discovery asks this of every object every
+// new process maps, libc and a runtime's own multi-megabyte tables included.
+func Defines(path string, names []string) ([]bool, error) {
+	osf, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("symbols: %w", err)
+	}
+	defer osf.Close()
+	return defines(osf, path, names)
+}
+
+func defines(r io.ReaderAt, path string, names []string) ([]bool, error) {
+	magic := make([]byte, len(elf.ELFMAG))
+	if _, err := r.ReadAt(magic, 0); err != nil || !bytes.Equal(magic, []byte(elf.ELFMAG)) {
+		return nil, fmt.Errorf("symbols: %s: not an ELF file", path)
+	}
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("symbols: %s: %w", path, err)
+	}
+	if f.Class != elf.ELFCLASS64 {
+		return nil, fmt.Errorf("symbols: %s: not a 64-bit ELF file", path)
+	}
+	found := make([]bool, len(names))
+	for _, tab := range [...]elf.SectionType{elf.SHT_DYNSYM, elf.SHT_SYMTAB} {
+		if err := scan(f, tab, names, found); err != nil {
+			return nil, fmt.Errorf("symbols: %s: %w", path, err)
+		}
+	}
+	return found, nil
+}
+
+// scan marks in found the names that the first symbol table of type typ defines.
+func scan(f *elf.File, typ elf.SectionType, names []string, found []bool) error {
+	s := f.SectionByType(typ)
+	if s == nil || s.Link >= uint32(len(f.Sections)) {
+		return nil
+	}
+	syms, err := s.Data()
+	if err != nil {
+		return err
+	}
+	strs, err := f.Sections[s.Link].Data()
+	if err != nil {
+		return err
+	}
+	const size = 24 // sizeof(Elf64_Sym)
+	for off := size; off+size <= len(syms); off += size {
+		if binary.LittleEndian.Uint16(syms[off+6:]) == uint16(elf.SHN_UNDEF) { // st_shndx
+			continue
+		}
+		name := uint32(binary.LittleEndian.Uint32(syms[off:])) // st_name
+		if int(name) >= len(strs) {
+			continue
+		}
+		n := strs[name:]
+		if end := bytes.IndexByte(n, 0); end >= 0 {
+			n = n[:end]
+		}
+		for i, want := range names {
+			if string(n) == want {
+				found[i] = true
+			}
+		}
+	}
+	return nil
+}
