@@ -30,6 +30,14 @@ enum kind {
 /* Flags on node events. */
 #define NODE_FUSED 1 /* started by a fused kernel; tensor2 is the second node */
 
+/* What the scheduler did to one thread, cumulative since profinfer first saw it switch. */
+struct sched {
+	u64 off_ns;      /* switched out */
+	u64 runq_ns;     /* runnable but waiting for a CPU: preempted, or woken and not yet running */
+	u32 preemptions; /* switched out while runnable */
+	u32 migrations;  /* switched in on another CPU than last time */
+};
+
 struct event {
 	u64 ts;
 	u32 pid;
@@ -40,6 +48,7 @@ struct event {
 	u16 flags;
 	u64 a; /* tensor, cgraph, token count or return value, by kind */
 	u64 b; /* second tensor, node count */
+	struct sched sched; /* node starts and graph exits: the thread's counters */
 };
 
 struct detail {
@@ -73,6 +82,30 @@ struct {
 	__uint(max_entries, 8 << 20);
 } events SEC(".maps");
 
+/* Processes being traced (tgid), filled by user space: the scheduler programs look at
+ * their threads only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, u8);
+} traced SEC(".maps");
+
+struct thread {
+	struct sched sched;
+	u64 out_ts;   /* when it was switched out; 0 while it runs */
+	u64 ready_ts; /* when it became runnable while out; 0 if it has not */
+	u32 cpu;      /* where it last ran, plus one; 0 before its first switch in */
+};
+
+/* Scheduler state of traced threads, by tid. LRU: exited threads age out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct thread);
+} threads SEC(".maps");
+
 /* Records the ring buffer had no room for; user space exports the sum. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -87,6 +120,16 @@ static __always_inline void dropped(void)
 	u64 *n = bpf_map_lookup_elem(&drops, &zero);
 	if (n)
 		(*n)++;
+}
+
+/* Copies the calling thread's scheduler counters, zero if the scheduler layer is off. */
+static __always_inline void read_sched(u32 tid, struct sched *out)
+{
+	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
+	if (t)
+		*out = t->sched;
+	else
+		__builtin_memset(out, 0, sizeof(*out));
 }
 
 /* Flags for bpf_ringbuf_submit: wake the reader only when it has a backlog. */
@@ -112,6 +155,7 @@ static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 fl
 	e->flags = flags;
 	e->a = a;
 	e->b = b;
+	read_sched((u32)id, &e->sched);
 	/* A graph's end always wakes the reader: a sampling window closes on a count of
 	 * whole graphs, and every graph traced past it costs a probe hit per node. */
 	bpf_ringbuf_submit(e, kind == EV_GRAPH_EXIT ? 0 : wakeup());
@@ -197,6 +241,7 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 	d->ev.flags = flags;
 	d->ev.a = (u64)tensor;
 	d->ev.b = (u64)tensor2;
+	read_sched((u32)id, &d->ev.sched);
 	u32 size = tensor_size;
 	if (size > TENSOR_MAX)
 		size = TENSOR_MAX;
@@ -234,4 +279,61 @@ SEC("uprobe/ggml_barrier")
 int barrier_enter(struct pt_regs *ctx)
 {
 	return emit(EV_BARRIER, 0, 0, 0, 0, 0);
+}
+
+/* The scheduler layer: tp_btf programs, so no tracefs is needed. They return at once for
+ * tasks outside the traced processes. */
+
+static __always_inline struct thread *thread_of(struct task_struct *task)
+{
+	u32 tgid = task->tgid, tid = task->pid;
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
+	if (t)
+		return t;
+	struct thread zero = {};
+	bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+/* A user thread preempted on its way back to user space leaves through schedule() with
+ * preempt false: still runnable (prev_state 0, TASK_RUNNING) is what marks it preempted. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+{
+	u64 now = bpf_ktime_get_ns();
+	struct thread *t = thread_of(prev);
+	if (t) {
+		t->out_ts = now;
+		t->ready_ts = 0;
+		if (preempt || prev_state == 0) {
+			t->ready_ts = now;
+			t->sched.preemptions++;
+		}
+	}
+	t = thread_of(next);
+	if (t) {
+		u32 cpu = bpf_get_smp_processor_id() + 1;
+		if (t->out_ts) {
+			t->sched.off_ns += now - t->out_ts;
+			if (t->ready_ts)
+				t->sched.runq_ns += now - t->ready_ts;
+		}
+		if (t->cpu && t->cpu != cpu)
+			t->sched.migrations++;
+		t->cpu = cpu;
+		t->out_ts = 0;
+		t->ready_ts = 0;
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sched_wakeup, struct task_struct *task)
+{
+	struct thread *t = thread_of(task);
+	if (t && t->out_ts && !t->ready_ts)
+		t->ready_ts = bpf_ktime_get_ns();
+	return 0;
 }

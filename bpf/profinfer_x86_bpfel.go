@@ -31,6 +31,28 @@ type ProfinferEvent struct {
 	Flags uint16
 	A     uint64
 	B     uint64
+	Sched struct {
+		_           structs.HostLayout
+		OffNs       uint64
+		RunqNs      uint64
+		Preemptions uint32
+		Migrations  uint32
+	}
+}
+
+type ProfinferThread struct {
+	_     structs.HostLayout
+	Sched struct {
+		_           structs.HostLayout
+		OffNs       uint64
+		RunqNs      uint64
+		Preemptions uint32
+		Migrations  uint32
+	}
+	OutTs   uint64
+	ReadyTs uint64
+	Cpu     uint32
+	_       [4]byte
 }
 
 // Names of all BPF objects in the ELF.
@@ -39,6 +61,8 @@ type ProfinferEvent struct {
 const (
 	ProfinferMapDrops            = "drops"
 	ProfinferMapEvents           = "events"
+	ProfinferMapThreads          = "threads"
+	ProfinferMapTraced           = "traced"
 	ProfinferProgBarrierEnter    = "barrier_enter"
 	ProfinferProgDecodeEnter     = "decode_enter"
 	ProfinferProgDecodeExit      = "decode_exit"
@@ -48,6 +72,8 @@ const (
 	ProfinferProgNodeEnter       = "node_enter"
 	ProfinferProgSchedEnter      = "sched_enter"
 	ProfinferProgSchedExit       = "sched_exit"
+	ProfinferProgSchedSwitch     = "sched_switch"
+	ProfinferProgSchedWakeup     = "sched_wakeup"
 	ProfinferVarAllThreads       = "all_threads"
 	ProfinferVarBatchStackOff    = "batch_stack_off"
 	ProfinferVarCplanNthreadsOff = "cplan_nthreads_off"
@@ -110,14 +136,18 @@ type ProfinferProgramSpecs struct {
 	NodeEnter    *ebpf.ProgramSpec `ebpf:"node_enter"`
 	SchedEnter   *ebpf.ProgramSpec `ebpf:"sched_enter"`
 	SchedExit    *ebpf.ProgramSpec `ebpf:"sched_exit"`
+	SchedSwitch  *ebpf.ProgramSpec `ebpf:"sched_switch"`
+	SchedWakeup  *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
 }
 
 // ProfinferMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferMapSpecs struct {
-	Drops  *ebpf.MapSpec `ebpf:"drops"`
-	Events *ebpf.MapSpec `ebpf:"events"`
+	Drops   *ebpf.MapSpec `ebpf:"drops"`
+	Events  *ebpf.MapSpec `ebpf:"events"`
+	Threads *ebpf.MapSpec `ebpf:"threads"`
+	Traced  *ebpf.MapSpec `ebpf:"traced"`
 }
 
 // ProfinferVariableSpecs contains global variables before they are loaded into the kernel.
@@ -155,14 +185,18 @@ func (o *ProfinferObjects) Close() error {
 //
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferMaps struct {
-	Drops  *ebpf.Map `ebpf:"drops"`
-	Events *ebpf.Map `ebpf:"events"`
+	Drops   *ebpf.Map `ebpf:"drops"`
+	Events  *ebpf.Map `ebpf:"events"`
+	Threads *ebpf.Map `ebpf:"threads"`
+	Traced  *ebpf.Map `ebpf:"traced"`
 }
 
 func (m *ProfinferMaps) Close() error {
 	return _ProfinferClose(
 		m.Drops,
 		m.Events,
+		m.Threads,
+		m.Traced,
 	)
 }
 
@@ -194,6 +228,8 @@ type ProfinferPrograms struct {
 	NodeEnter    *ebpf.Program `ebpf:"node_enter"`
 	SchedEnter   *ebpf.Program `ebpf:"sched_enter"`
 	SchedExit    *ebpf.Program `ebpf:"sched_exit"`
+	SchedSwitch  *ebpf.Program `ebpf:"sched_switch"`
+	SchedWakeup  *ebpf.Program `ebpf:"sched_wakeup"`
 }
 
 func (p *ProfinferPrograms) Close() error {
@@ -207,6 +243,8 @@ func (p *ProfinferPrograms) Close() error {
 		p.NodeEnter,
 		p.SchedEnter,
 		p.SchedExit,
+		p.SchedSwitch,
+		p.SchedWakeup,
 	)
 }
 

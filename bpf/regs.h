@@ -1,5 +1,6 @@
-/* Kernel types for x86-64 uprobes beyond the UAPI headers: only struct pt_regs, with CO-RE
- * relocations, so no generated vmlinux.h is needed to build. */
+/* Kernel types beyond the UAPI headers: only struct pt_regs for x86-64 uprobes and two
+ * fields of struct task_struct, with CO-RE relocations, so no generated vmlinux.h is
+ * needed to build. */
 #pragma once
 
 #include <linux/types.h>
@@ -15,6 +16,12 @@ typedef _Bool bool;
 struct pt_regs {
 	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
 	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+} __attribute__((preserve_access_index));
+
+/* The two task fields the scheduler programs read, relocated against the kernel's BTF. */
+struct task_struct {
+	int pid;
+	int tgid;
 } __attribute__((preserve_access_index));
 
 /* bpf_tracing.h reads pt_regs by kernel field names when this is defined. */

@@ -43,6 +43,8 @@ type Config struct {
 	Nodes NodesConfig `mapstructure:"nodes"`
 	// Spans controls which spans are emitted.
 	Spans SpansConfig `mapstructure:"spans"`
+	// Roofline classifies nodes as memory-, compute- or overhead-bound.
+	Roofline RooflineConfig `mapstructure:"roofline"`
 	// Layers turns parts of the eBPF instrumentation off selectively.
 	Layers LayersConfig `mapstructure:"layers"`
 	// RingBufferSize is the size of the eBPF ring buffer in bytes; it must be
@@ -86,6 +88,20 @@ type NodesConfig struct {
 	Barriers bool `mapstructure:"barriers"`
 }
 
+// RooflineConfig sets the roofline nodes are classified under.
+type RooflineConfig struct {
+	// Enabled turns classification on.
+	Enabled bool `mapstructure:"enabled"`
+	// PeakFLOPS is the machine's peak in floating-point operations per second, all
+	// cores together; 0 measures it at start.
+	PeakFLOPS float64 `mapstructure:"peak_flops"`
+	// PeakBandwidth is the machine's peak memory bandwidth in bytes per second; 0
+	// measures it at start.
+	PeakBandwidth float64 `mapstructure:"peak_bandwidth"`
+	// ProbeDuration is how long the start-up measurement runs, on every CPU.
+	ProbeDuration time.Duration `mapstructure:"probe_duration"`
+}
+
 // SpansConfig controls span emission.
 type SpansConfig struct {
 	// Nodes emits one span per computed graph node.
@@ -101,6 +117,9 @@ type LayersConfig struct {
 	Application bool `mapstructure:"application"`
 	// Runtime enables the graph and node probes.
 	Runtime bool `mapstructure:"runtime"`
+	// Scheduler follows the traced threads through sched_switch and sched_wakeup:
+	// off-CPU time, run-queue wait, preemptions and migrations per node.
+	Scheduler bool `mapstructure:"scheduler"`
 }
 
 var _ xconfmap.Validator = (*Config)(nil)
@@ -111,7 +130,8 @@ func createDefaultConfig() component.Config {
 		CollectionInterval:   defaultCollectionInterval,
 		Nodes:                NodesConfig{Mode: NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 4},
 		Spans:                SpansConfig{Nodes: true, SampleEvery: 1},
-		Layers:               LayersConfig{Application: true, Runtime: true},
+		Roofline:             RooflineConfig{Enabled: true, ProbeDuration: 400 * time.Millisecond},
+		Layers:               LayersConfig{Application: true, Runtime: true, Scheduler: true},
 		RingBufferSize:       defaultRingBufferSize,
 		ErrorMode:            ErrorModeIgnore,
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
@@ -151,6 +171,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Spans.SampleEvery < 1 {
 		errs = errors.Join(errs, fmt.Errorf("spans.sample_every must be at least 1, got %d", c.Spans.SampleEvery))
+	}
+	if c.Roofline.PeakFLOPS < 0 || c.Roofline.PeakBandwidth < 0 {
+		errs = errors.Join(errs, fmt.Errorf("roofline: peak_flops and peak_bandwidth must not be negative, got %g and %g",
+			c.Roofline.PeakFLOPS, c.Roofline.PeakBandwidth))
+	}
+	if c.Roofline.Enabled && (c.Roofline.PeakFLOPS == 0 || c.Roofline.PeakBandwidth == 0) && c.Roofline.ProbeDuration <= 0 {
+		errs = errors.Join(errs, fmt.Errorf("roofline.probe_duration must be positive to measure the peaks, got %s", c.Roofline.ProbeDuration))
 	}
 	if n := c.RingBufferSize; n < minRingBufferSize || n&(n-1) != 0 {
 		errs = errors.Join(errs, fmt.Errorf("ring_buffer_size must be a power of two of at least 4096 bytes, got %d", n))

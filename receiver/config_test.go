@@ -49,7 +49,8 @@ func TestLoadConfig(t *testing.T) {
 				CollectionInterval:   30 * time.Second,
 				Nodes:                NodesConfig{Mode: NodesAll, SampleInterval: 10 * time.Second, SampleGraphs: 4, Barriers: true},
 				Spans:                SpansConfig{Nodes: false, SampleEvery: 8},
-				Layers:               LayersConfig{Application: false, Runtime: true},
+				Roofline:             RooflineConfig{Enabled: true, PeakFLOPS: 1.5e11, PeakBandwidth: 2.5e10, ProbeDuration: 400 * time.Millisecond},
+				Layers:               LayersConfig{Application: false, Runtime: true, Scheduler: true},
 				RingBufferSize:       32 << 20,
 				ErrorMode:            ErrorModePropagate,
 				MetricsBuilderConfig: customMetrics,
@@ -107,6 +108,11 @@ func TestLoadConfig(t *testing.T) {
 			id: component.NewIDWithName(metadata.Type, "bad_node_sampling"),
 			expectedErr: "nodes.sample_interval must be positive, got 0s\n" +
 				"nodes.sample_graphs must be at least 1, got 0",
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "bad_roofline"),
+			expectedErr: "roofline: peak_flops and peak_bandwidth must not be negative, got -1 and 0\n" +
+				"roofline.probe_duration must be positive to measure the peaks, got 0s",
 		},
 		{
 			id:          component.NewIDWithName(metadata.Type, "no_layers"),

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,24 +140,41 @@ func spans(traces []ptrace.Traces) []span {
 	return out
 }
 
-// lastSum returns the last exported value of a sum metric.
-func lastSum(metrics []pmetric.Metrics, name string) (int64, bool) {
-	var v int64
-	found := false
+// eachMetric calls f for every exported metric called name, in export order.
+func eachMetric(metrics []pmetric.Metrics, name string, f func(pmetric.Metric)) {
 	for _, md := range metrics {
 		for i := 0; i < md.ResourceMetrics().Len(); i++ {
 			sms := md.ResourceMetrics().At(i).ScopeMetrics()
 			for j := 0; j < sms.Len(); j++ {
 				ms := sms.At(j).Metrics()
 				for k := 0; k < ms.Len(); k++ {
-					if m := ms.At(k); m.Name() == name && m.Sum().DataPoints().Len() > 0 {
-						v, found = m.Sum().DataPoints().At(0).IntValue(), true
+					if ms.At(k).Name() == name {
+						f(ms.At(k))
 					}
 				}
 			}
 		}
 	}
+}
+
+// lastSum returns the last exported value of a sum metric.
+func lastSum(metrics []pmetric.Metrics, name string) (v int64, found bool) {
+	eachMetric(metrics, name, func(m pmetric.Metric) {
+		if m.Sum().DataPoints().Len() > 0 {
+			v, found = m.Sum().DataPoints().At(0).IntValue(), true
+		}
+	})
 	return v, found
+}
+
+// maxPoint returns the largest value any data point of an int sum metric had.
+func maxPoint(metrics []pmetric.Metrics, name string) (v int64) {
+	eachMetric(metrics, name, func(m pmetric.Metric) {
+		for d := 0; d < m.Sum().DataPoints().Len(); d++ {
+			v = max(v, m.Sum().DataPoints().At(d).IntValue())
+		}
+	})
+	return v
 }
 
 // checkProfile asserts what every profile of a llama model must show.
@@ -256,6 +274,116 @@ func TestE2ELlamaBench(t *testing.T) {
 			t.Fatalf("MUL_MAT span busy time %v over %d ns, want 2 positive shares within it", busy, s.end-s.start)
 		}
 	}
+}
+
+// Roofline classification without a PMU: decode matmuls stream their quantised weights
+// and are memory-bound, at or under the measured bandwidth; prefill matmuls reach a far
+// higher FLOP rate.
+func TestE2ERoofline(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, e.Bin("llama-bench"), fullTracing)
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 512, 16, 2, 1)...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	traces, _ := c.stop(t)
+	all := spans(traces)
+	byID := map[string]span{}
+	for _, s := range all {
+		byID[s.id] = s
+	}
+	phase := func(s span) any { // node → graph → scheduler → llama_decode
+		return byID[byID[byID[s.parent].parent].parent].attrs["llama.phase"]
+	}
+	flops := map[any][]float64{}
+	memory, decode := 0, 0
+	for _, s := range all {
+		src, _ := s.attrs["ggml.src"].([]any)
+		if s.name != "MUL_MAT" || len(src) == 0 || !strings.HasPrefix(src[0].(string), "q4_0") {
+			continue
+		}
+		ph := phase(s)
+		flops[ph] = append(flops[ph], s.attrs["ggml.roofline.flops_per_second"].(float64))
+		if ph != "decode" {
+			continue
+		}
+		decode++
+		if s.attrs["ggml.roofline.bound"] == "memory" {
+			memory++
+			if f := s.attrs["ggml.roofline.peak_fraction"].(float64); f > 1 {
+				t.Errorf("decode %s moved %.2f times the measured peak bandwidth", s.attrs["ggml.tensor.name"], f)
+			}
+		}
+	}
+	if decode == 0 || len(flops["prefill"]) == 0 {
+		t.Fatalf("q4_0 MUL_MAT spans: %d decode, %d prefill", decode, len(flops["prefill"]))
+	}
+	if float64(memory) < 0.9*float64(decode) {
+		t.Errorf("%d of %d decode q4_0 MUL_MAT nodes are memory-bound, want at least 90%%", memory, decode)
+	}
+	pre, dec := median(flops["prefill"]), median(flops["decode"])
+	if pre < 2*dec {
+		t.Errorf("median MUL_MAT rate: prefill %.1f GFLOP/s, decode %.1f GFLOP/s; want prefill at least twice as high", pre/1e9, dec/1e9)
+	}
+	t.Logf("q4_0 MUL_MAT: %d decode nodes, %d memory-bound; median prefill %.1f GFLOP/s, decode %.1f GFLOP/s",
+		decode, memory, pre/1e9, dec/1e9)
+}
+
+func median(v []float64) float64 {
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// Beside a CPU hog on the same cores, the inference threads are preempted: nodes show
+// their off-CPU time, run-queue wait and preemptions, never more off-CPU time than the
+// node lasted on its followed thread.
+func TestE2EOffCPU(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, e.Bin("llama-bench"), fullTracing)
+	for range 2 { // one per core of a 2-core machine
+		hog, err := testbench.Start("sh", "-c", "while :; do :; done")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hog.Stop()
+	}
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 0, 16, 2, 1)...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	traces, metrics := c.stop(t)
+	var interrupted, preempted int
+	var off, runq int64
+	for _, s := range spans(traces) {
+		o, ok := s.attrs["ggml.sched.off_cpu_ns"].(int64)
+		if !ok {
+			continue
+		}
+		interrupted++
+		off += o
+		r, _ := s.attrs["ggml.sched.runqueue_ns"].(int64)
+		runq += r
+		if p, _ := s.attrs["ggml.sched.preemptions"].(int64); p > 0 {
+			preempted++
+		}
+		if uint64(o) > s.end-s.start {
+			t.Errorf("%s off CPU %d ns, longer than its %d ns", s.name, o, s.end-s.start)
+		}
+		if r > o {
+			t.Errorf("%s waited %d ns in the run queue, more than its %d ns off CPU", s.name, r, o)
+		}
+	}
+	if interrupted == 0 || preempted == 0 || runq == 0 {
+		t.Fatalf("beside a CPU hog: %d nodes off CPU, %d preempted, %d ns in the run queue; want all nonzero", interrupted, preempted, runq)
+	}
+	if n := maxPoint(metrics, "ggml.op.preemptions"); n == 0 {
+		t.Error("no op has ggml.op.preemptions above 0")
+	}
+	t.Logf("%d nodes interrupted (%d preempted): %.1f ms off CPU, %.1f ms of it in the run queue", interrupted, preempted, float64(off)/1e6, float64(runq)/1e6)
 }
 
 // The default configuration samples: node probes come and go in windows, every traced

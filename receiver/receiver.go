@@ -9,6 +9,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/profiler"
+	"github.com/profinfer/profinfer/internal/roofline"
 )
 
 // profinferReceiver serves one configuration's traces and metrics pipelines from a single
@@ -54,9 +55,12 @@ func (r *profinferReceiver) profilerConfig() profiler.Config {
 		NodeSpans:          c.Spans.Nodes,
 		SampleEvery:        c.Spans.SampleEvery,
 		RingBufferSize:     c.RingBufferSize,
-		Layers:             probe.Layers{Application: c.Layers.Application, Runtime: c.Layers.Runtime, Barriers: c.Nodes.Barriers},
-		Propagate:          c.ErrorMode == ErrorModePropagate,
-		Metrics:            c.MetricsBuilderConfig,
+		Layers: probe.Layers{Application: c.Layers.Application, Runtime: c.Layers.Runtime, Barriers: c.Nodes.Barriers,
+			Scheduler: c.Layers.Scheduler},
+		Propagate: c.ErrorMode == ErrorModePropagate,
+		Metrics:   c.MetricsBuilderConfig,
+		Roofline: profiler.Roofline{Enabled: c.Roofline.Enabled, Probe: c.Roofline.ProbeDuration,
+			Peaks: roofline.Peaks{FLOPS: c.Roofline.PeakFLOPS, Bandwidth: c.Roofline.PeakBandwidth}},
 	}
 	for _, t := range c.Targets {
 		pc.Targets = append(pc.Targets, profiler.Target{PID: t.PID, Executable: t.Executable})

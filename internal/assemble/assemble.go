@@ -14,7 +14,11 @@
 // nodes, so a partly traced graph never reaches a span.
 package assemble
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/profinfer/profinfer/internal/events"
+)
 
 // Src is the type and shape of one source tensor.
 type Src struct {
@@ -36,6 +40,9 @@ type NodeInfo struct {
 	Shape   [4]int64
 	Srcs    []Src
 	FusedOp string // the op of the second node a fused kernel computed with this one
+	// FLOPs and Bytes estimate the work the node does and the memory it moves, from its
+	// shapes and types; zero when the types' sizes are unknown.
+	FLOPs, Bytes float64
 }
 
 // ThreadTime is one thread's share of a node: busy from Start to Busy, then in the
@@ -52,6 +59,7 @@ type Node struct {
 	Info       *NodeInfo // nil when thread 0's detail was not seen
 	Start, End uint64    // first thread's start, last thread's end
 	Threads    []ThreadTime
+	Sched      events.Sched // what the scheduler did to its threads meanwhile, summed
 }
 
 // Graph is one CPU-backend graph computation.
@@ -105,6 +113,7 @@ type thread struct {
 	tid         uint32
 	cur         *Node
 	curStart    uint64
+	curSched    events.Sched
 	ith         int
 	lastBarrier uint64
 }
@@ -220,14 +229,19 @@ func (a *Assembler) GraphEnter(pid, tid uint32, ts, ptr uint64, nodes, threads i
 }
 
 // GraphExit finishes the open graph: each thread's last node ends at its last barrier.
-func (a *Assembler) GraphExit(pid, tid uint32, ts uint64) {
+// sched is the calling thread's scheduler counters.
+func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.Sched) {
 	p := a.proc(pid)
 	g := p.graph
 	if g == nil || g.TID != tid {
 		return
 	}
-	for _, t := range p.threads {
-		a.closeNode(t, ts)
+	for id, t := range p.threads {
+		if id == tid {
+			a.closeNode(t, ts, &sched)
+		} else {
+			a.closeNode(t, ts, nil)
+		}
 	}
 	g.End = ts
 	g.byTensor = nil
@@ -246,9 +260,9 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64) {
 	}
 }
 
-// NodeStart records that thread ith started computing tensor. info is set on the event
-// that carries the tensor's detail.
-func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor uint64, ith int, info *NodeInfo) {
+// NodeStart records that thread ith started computing tensor, with the thread's
+// scheduler counters. info is set on the event that carries the tensor's detail.
+func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor uint64, ith int, info *NodeInfo, sched events.Sched) {
 	p := a.proc(pid)
 	g := p.graph
 	if g == nil {
@@ -260,7 +274,7 @@ func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor uint64, ith int, info 
 		t = &thread{tid: tid}
 		p.threads[tid] = t
 	}
-	a.closeNode(t, ts)
+	a.closeNode(t, ts, &sched)
 	n := g.byTensor[tensor]
 	if n == nil {
 		n = &Node{Tensor: tensor, Start: ts}
@@ -270,7 +284,7 @@ func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor uint64, ith int, info 
 	if info != nil {
 		n.Info = info
 	}
-	t.cur, t.curStart, t.ith, t.lastBarrier = n, ts, ith, 0
+	t.cur, t.curStart, t.curSched, t.ith, t.lastBarrier = n, ts, sched, ith, 0
 }
 
 // Barrier records that a thread entered ggml_barrier.
@@ -286,8 +300,8 @@ func (a *Assembler) Barrier(pid, tid uint32, ts uint64) {
 }
 
 // closeNode ends the thread's current node at ts, its busy part at its last barrier (or
-// at ts if it has not reached one).
-func (a *Assembler) closeNode(t *thread, ts uint64) {
+// at ts if it has not reached one). sched is the thread's counters at ts, nil when unknown.
+func (a *Assembler) closeNode(t *thread, ts uint64, sched *events.Sched) {
 	n := t.cur
 	if n == nil {
 		return
@@ -297,6 +311,13 @@ func (a *Assembler) closeNode(t *thread, ts uint64) {
 		busy = t.lastBarrier
 	}
 	n.Threads = append(n.Threads, ThreadTime{TID: t.tid, Ith: t.ith, Start: t.curStart, Busy: busy, End: ts})
+	if sched != nil {
+		d := sched.Sub(t.curSched)
+		n.Sched.OffCPU += d.OffCPU
+		n.Sched.RunQueue += d.RunQueue
+		n.Sched.Preemptions += d.Preemptions
+		n.Sched.Migrations += d.Migrations
+	}
 	if t.curStart < n.Start {
 		n.Start = t.curStart
 	}

@@ -3,6 +3,8 @@ package assemble
 import (
 	"reflect"
 	"testing"
+
+	"github.com/profinfer/profinfer/internal/events"
 )
 
 type sink struct {
@@ -26,23 +28,23 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	a.SchedEnter(1, 1, 105, 9)
 	a.GraphEnter(1, 1, 110, 0xa, 5, 2)
 	// node 0x1 (MUL_MAT): internal barrier at 130/131, done at 150 and 140.
-	a.NodeStart(1, 1, 120, 0x1, 0, mm)
-	a.NodeStart(1, 2, 121, 0x1, 1, nil)
+	a.NodeStart(1, 1, 120, 0x1, 0, mm, events.Sched{})
+	a.NodeStart(1, 2, 121, 0x1, 1, nil, events.Sched{})
 	a.Barrier(1, 1, 130)
 	a.Barrier(1, 2, 131)
 	a.Barrier(1, 2, 140)
 	a.Barrier(1, 1, 150)
 	// node 0x2 (ADD).
-	a.NodeStart(1, 2, 152, 0x2, 1, nil)
-	a.NodeStart(1, 1, 153, 0x2, 0, add)
+	a.NodeStart(1, 2, 152, 0x2, 1, nil, events.Sched{})
+	a.NodeStart(1, 1, 153, 0x2, 0, add, events.Sched{})
 	a.Barrier(1, 1, 160)
 	a.Barrier(1, 2, 158)
 	// node 0x3 (fused RMS_NORM+MUL), then the final barrier.
-	a.NodeStart(1, 1, 161, 0x3, 0, norm)
-	a.NodeStart(1, 2, 162, 0x3, 1, nil)
+	a.NodeStart(1, 1, 161, 0x3, 0, norm, events.Sched{})
+	a.NodeStart(1, 2, 162, 0x3, 1, nil, events.Sched{})
 	a.Barrier(1, 2, 170)
 	a.Barrier(1, 1, 175)
-	a.GraphExit(1, 1, 180)
+	a.GraphExit(1, 1, 180, events.Sched{})
 	a.SchedExit(1, 1, 185)
 	a.DecodeExit(1, 1, 190, 0)
 
@@ -90,10 +92,10 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	a := New(s)
 	a.NodesOn(7, 1)
 	a.Barrier(7, 7, 1)
-	a.NodeStart(7, 7, 2, 0x1, 0, nil)
+	a.NodeStart(7, 7, 2, 0x1, 0, nil, events.Sched{})
 	a.GraphEnter(7, 7, 10, 0xa, 1, 1)
-	a.NodeStart(7, 7, 11, 0x1, 0, nil)
-	a.GraphExit(7, 7, 20) // no barrier: the node ends at graph exit
+	a.NodeStart(7, 7, 11, 0x1, 0, nil, events.Sched{})
+	a.GraphExit(7, 7, 20, events.Sched{}) // no barrier: the node ends at graph exit
 	if n := s.graphs[0].Nodes[0]; len(s.graphs) != 1 || n.End != 20 || n.Threads[0].Busy != 20 {
 		t.Fatalf("graphs %+v", s.graphs)
 	}
@@ -120,8 +122,8 @@ func TestNodeWindows(t *testing.T) {
 	a := New(s)
 	graph := func(start, end uint64) *Graph {
 		a.GraphEnter(3, 3, start, 0xa, 1, 1)
-		a.NodeStart(3, 3, start+1, 0x1, 0, nil)
-		a.GraphExit(3, 3, end)
+		a.NodeStart(3, 3, start+1, 0x1, 0, nil, events.Sched{})
+		a.GraphExit(3, 3, end, events.Sched{})
 		return s.graphs[len(s.graphs)-1]
 	}
 	if g := graph(10, 20); g.Traced || g.Nodes != nil {
@@ -147,5 +149,26 @@ func TestNodeWindows(t *testing.T) {
 	}
 	if a.Stats.PartialGraphs != 3 {
 		t.Fatalf("partial graphs %d, want 3", a.Stats.PartialGraphs)
+	}
+}
+
+// A node's scheduler figures are its threads' counter deltas from start to end, summed;
+// a thread whose end has no reading (another thread's graph exit) adds nothing.
+func TestNodeSched(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	a.NodesOn(5, 1)
+	a.GraphEnter(5, 1, 10, 0xa, 2, 2)
+	a.NodeStart(5, 1, 11, 0x1, 0, nil, events.Sched{OffCPU: 100, RunQueue: 50, Preemptions: 1})
+	a.NodeStart(5, 2, 12, 0x1, 1, nil, events.Sched{OffCPU: 7})
+	a.NodeStart(5, 1, 20, 0x2, 0, nil, events.Sched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1})
+	a.NodeStart(5, 2, 21, 0x2, 1, nil, events.Sched{OffCPU: 17})
+	a.GraphExit(5, 1, 30, events.Sched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1})
+	g := s.graphs[0]
+	if got, want := g.Nodes[0].Sched, (events.Sched{OffCPU: 310, RunQueue: 200, Preemptions: 1, Migrations: 1}); got != want {
+		t.Errorf("node 1: %+v, want %+v", got, want)
+	}
+	if got := g.Nodes[1].Sched; got != (events.Sched{}) {
+		t.Errorf("node 2: %+v, want nothing", got)
 	}
 }

@@ -38,7 +38,7 @@ const FlagFused = 1
 
 // Sizes of the records, fixed by the C structs.
 const (
-	HeaderSize = 40
+	HeaderSize = 64
 	TensorMax  = 384
 	SrcHead    = 48
 	NumSrc     = 3
@@ -59,10 +59,25 @@ type Event struct {
 	// (decode enter) or the return value (exits).
 	A uint64
 	// B is the fused second tensor (node events) or the node count (graph and sched enter).
-	B      uint64
+	B uint64
+	// Sched is the thread's cumulative scheduler counters (node starts and graph exits,
+	// with the scheduler layer on).
+	Sched  Sched
 	Detail []byte // Tensor and Src together
 	Tensor []byte
 	Src    [NumSrc][]byte
+}
+
+// Sched is what the scheduler did to a thread, cumulative.
+type Sched struct {
+	OffCPU, RunQueue        uint64 // nanoseconds switched out; of those, runnable but waiting
+	Preemptions, Migrations uint32
+}
+
+// Sub returns s minus an earlier reading.
+func (s Sched) Sub(earlier Sched) Sched {
+	return Sched{s.OffCPU - earlier.OffCPU, s.RunQueue - earlier.RunQueue,
+		s.Preemptions - earlier.Preemptions, s.Migrations - earlier.Migrations}
 }
 
 // Decode parses one ring-buffer record into e.
@@ -80,6 +95,8 @@ func Decode(b []byte, e *Event) error {
 	e.Flags = le.Uint16(b[22:])
 	e.A = le.Uint64(b[24:])
 	e.B = le.Uint64(b[32:])
+	e.Sched = Sched{OffCPU: le.Uint64(b[40:]), RunQueue: le.Uint64(b[48:]),
+		Preemptions: le.Uint32(b[56:]), Migrations: le.Uint32(b[60:])}
 	e.Detail, e.Tensor = nil, nil
 	e.Src = [NumSrc][]byte{}
 	switch {

@@ -29,6 +29,10 @@ func TestDecode(t *testing.T) {
 	le.PutUint16(b[22:], FlagFused)
 	le.PutUint64(b[24:], 0xdead)
 	le.PutUint64(b[32:], 0xbeef)
+	le.PutUint64(b[40:], 500)
+	le.PutUint64(b[48:], 200)
+	le.PutUint32(b[56:], 3)
+	le.PutUint32(b[60:], 1)
 	b[HeaderSize] = 7
 	b[HeaderSize+TensorMax+SrcHead] = 9
 	var e Event
@@ -36,20 +40,29 @@ func TestDecode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if e.TS != 123 || e.PID != 10 || e.TID != 11 || e.Kind != NodeDetail || e.Nth != 2 ||
-		e.Flags != FlagFused || e.A != 0xdead || e.B != 0xbeef || e.Tensor[0] != 7 || e.Src[1][0] != 9 {
+		e.Flags != FlagFused || e.A != 0xdead || e.B != 0xbeef || e.Tensor[0] != 7 || e.Src[1][0] != 9 ||
+		e.Sched != (Sched{OffCPU: 500, RunQueue: 200, Preemptions: 3, Migrations: 1}) {
 		t.Fatalf("decoded %+v", e)
 	}
 	for _, tc := range []struct {
 		in   []byte
 		want string
 	}{
-		{b[:10], "events: record of 10 bytes is shorter than the 40-byte header"},
-		{b[:HeaderSize], "events: node detail of 40 bytes, want 568"},
-		{append(make([]byte, 16), make([]byte, 24)...), "events: unknown kind 0"},
+		{b[:10], "events: record of 10 bytes is shorter than the 64-byte header"},
+		{b[:HeaderSize], "events: node detail of 64 bytes, want 592"},
+		{make([]byte, HeaderSize), "events: unknown kind 0"},
 	} {
 		if err := Decode(tc.in, &e); err == nil || err.Error() != tc.want {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}
+	}
+}
+
+func TestSchedSub(t *testing.T) {
+	a := Sched{OffCPU: 10, RunQueue: 4, Preemptions: 2, Migrations: 1}
+	b := Sched{OffCPU: 25, RunQueue: 9, Preemptions: 5, Migrations: 1}
+	if d := b.Sub(a); d != (Sched{15, 5, 3, 0}) {
+		t.Fatalf("%+v", d)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/roofline"
 )
 
 // ScopeName is the instrumentation scope of everything profinfer emits.
@@ -59,13 +61,14 @@ func Phase(tokens int) string {
 // Spans builds traces. It is not safe for concurrent use.
 type Spans struct {
 	Clock Clock
-	Nodes bool // emit a span per node, not only decode and graph spans
+	Nodes bool           // emit a span per node, not only decode and graph spans
+	Peaks roofline.Peaks // classify nodes under this roofline; zero: do not
 	rng   *rand.PCG
 }
 
 // NewSpans returns a span builder.
-func NewSpans(clock Clock, nodes bool) *Spans {
-	return &Spans{Clock: clock, Nodes: nodes, rng: rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)}
+func NewSpans(clock Clock, nodes bool, peaks roofline.Peaks) *Spans {
+	return &Spans{Clock: clock, Nodes: nodes, Peaks: peaks, rng: rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)}
 }
 
 func (s *Spans) traceID() pcommon.TraceID {
@@ -188,7 +191,9 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 			}
 			busy.AppendEmpty().SetInt(int64(d))
 		}
+		a.PutInt("ggml.barrier.wait_ns", int64(BarrierWait(n)))
 	}
+	putSched(a, n.Sched)
 	info := n.Info
 	if info == nil {
 		sp.SetName("ggml.node")
@@ -213,6 +218,46 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	}
 	if info.FusedOp != "" {
 		a.PutStr("ggml.fused.op", info.FusedOp)
+	}
+	if info.FLOPs == 0 {
+		return
+	}
+	a.PutDouble("ggml.flops", info.FLOPs)
+	a.PutDouble("ggml.bytes", info.Bytes)
+	if s.Peaks == (roofline.Peaks{}) {
+		return
+	}
+	c := roofline.Classify(info.FLOPs, info.Bytes, float64(n.End-n.Start)/1e9, s.Peaks)
+	a.PutStr("ggml.roofline.bound", string(c.Bound))
+	a.PutDouble("ggml.roofline.peak_fraction", c.Fraction)
+	a.PutDouble("ggml.roofline.flops_per_second", c.FLOPS)
+	a.PutDouble("ggml.roofline.bytes_per_second", c.Bandwidth)
+}
+
+// BarrierWait is the time a node's threads spent in its closing barrier waiting for the
+// slowest one, summed over threads.
+func BarrierWait(n *assemble.Node) uint64 {
+	var w uint64
+	for _, t := range n.Threads {
+		w += t.End - t.Busy
+	}
+	return w
+}
+
+// putSched records what the scheduler did to a node's threads; absent means none of it.
+func putSched(a pcommon.Map, s events.Sched) {
+	for _, kv := range [...]struct {
+		key string
+		v   uint64
+	}{
+		{"ggml.sched.off_cpu_ns", s.OffCPU},
+		{"ggml.sched.runqueue_ns", s.RunQueue},
+		{"ggml.sched.preemptions", uint64(s.Preemptions)},
+		{"ggml.sched.migrations", uint64(s.Migrations)},
+	} {
+		if kv.v != 0 {
+			a.PutInt(kv.key, int64(kv.v))
+		}
 	}
 }
 

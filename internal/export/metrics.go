@@ -10,7 +10,9 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/roofline"
 )
 
 // Bucket bounds in seconds: operators take microseconds to milliseconds, decodes
@@ -49,10 +51,29 @@ type opKey struct{ op, typ string }
 // processMetrics is the cumulative state of one process.
 type processMetrics struct {
 	proc      Process
-	opCount   map[opKey]int64
-	opDur     map[opKey]*histogram
+	ops       map[opKey]*opStats
+	bounds    map[boundKey]int64
 	tokens    [2]int64 // by phase: prefill, decode
 	decodeDur [2]*histogram
+}
+
+type opStats struct {
+	count        int64
+	dur          *histogram
+	flops, bytes float64
+	sched        events.Sched
+	barrierWait  uint64 // ns
+}
+
+type boundKey struct {
+	op    string
+	bound metadata.AttributeGgmlRooflineBound
+}
+
+var bounds = map[roofline.Bound]metadata.AttributeGgmlRooflineBound{
+	roofline.Memory:   metadata.AttributeGgmlRooflineBoundMemory,
+	roofline.Compute:  metadata.AttributeGgmlRooflineBoundCompute,
+	roofline.Overhead: metadata.AttributeGgmlRooflineBoundOverhead,
 }
 
 // Telemetry is the receiver's own health, exported beside the process metrics.
@@ -63,15 +84,18 @@ type Telemetry struct {
 
 // Metrics accumulates cumulative metrics per process. It is not safe for concurrent use.
 type Metrics struct {
+	peaks roofline.Peaks // zero: no classification
 	mb    *metadata.MetricsBuilder
 	start pcommon.Timestamp
 	procs map[int]*processMetrics
 }
 
-// NewMetrics returns an accumulator whose cumulative sums start now.
-func NewMetrics(cfg metadata.MetricsBuilderConfig, set receiver.Settings) *Metrics {
+// NewMetrics returns an accumulator whose cumulative sums start now. Nodes are classified
+// under the roofline of peaks, when they are known.
+func NewMetrics(cfg metadata.MetricsBuilderConfig, set receiver.Settings, peaks roofline.Peaks) *Metrics {
 	start := pcommon.NewTimestampFromTime(time.Now())
 	return &Metrics{
+		peaks: peaks,
 		mb:    metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
 		start: start,
 		procs: map[int]*processMetrics{},
@@ -81,7 +105,7 @@ func NewMetrics(cfg metadata.MetricsBuilderConfig, set receiver.Settings) *Metri
 func (m *Metrics) process(p *Process) *processMetrics {
 	pm := m.procs[p.PID]
 	if pm == nil {
-		pm = &processMetrics{proc: *p, opCount: map[opKey]int64{}, opDur: map[opKey]*histogram{},
+		pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
 			decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)}}
 		m.procs[p.PID] = pm
 	}
@@ -98,26 +122,43 @@ func (m *Metrics) Decode(p *Process, d *assemble.Decode) {
 	pm.tokens[ph] += int64(d.Tokens)
 	pm.decodeDur[ph].add(float64(d.End-d.Start) / 1e9)
 	for _, g := range d.Graphs {
-		pm.graph(g)
+		m.graph(pm, g)
 	}
 }
 
 // Graph counts every node of a graph computed outside llama_decode.
-func (m *Metrics) Graph(p *Process, g *assemble.Graph) { m.process(p).graph(g) }
+func (m *Metrics) Graph(p *Process, g *assemble.Graph) { m.graph(m.process(p), g) }
 
-func (pm *processMetrics) graph(g *assemble.Graph) {
+func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 	for _, n := range g.Nodes {
 		k := opKey{"unknown", "unknown"}
 		if n.Info != nil {
 			k = opKey{n.Info.Op, n.Info.Type}
 		}
-		pm.opCount[k]++
-		h := pm.opDur[k]
-		if h == nil {
-			h = newHistogram(opBounds)
-			pm.opDur[k] = h
+		st := pm.ops[k]
+		if st == nil {
+			st = &opStats{dur: newHistogram(opBounds)}
+			pm.ops[k] = st
 		}
-		h.add(float64(n.End-n.Start) / 1e9)
+		secs := float64(n.End-n.Start) / 1e9
+		st.count++
+		st.dur.add(secs)
+		st.sched.OffCPU += n.Sched.OffCPU
+		st.sched.RunQueue += n.Sched.RunQueue
+		st.sched.Preemptions += n.Sched.Preemptions
+		st.sched.Migrations += n.Sched.Migrations
+		if len(n.Threads) == g.NThreads {
+			st.barrierWait += BarrierWait(n)
+		}
+		if n.Info == nil || n.Info.FLOPs == 0 {
+			continue
+		}
+		st.flops += n.Info.FLOPs
+		st.bytes += n.Info.Bytes
+		if m.peaks != (roofline.Peaks{}) {
+			c := roofline.Classify(n.Info.FLOPs, n.Info.Bytes, secs, m.peaks)
+			pm.bounds[boundKey{k.op, bounds[c.Bound]}]++
+		}
 	}
 }
 
@@ -128,8 +169,20 @@ func (m *Metrics) Forget(pid int) { delete(m.procs, pid) }
 func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 	now := pcommon.NewTimestampFromTime(time.Now())
 	for _, pm := range m.procs {
-		for k, n := range pm.opCount {
-			m.mb.RecordGgmlOpCountDataPoint(now, n, k.op, k.typ)
+		for k, st := range pm.ops {
+			m.mb.RecordGgmlOpCountDataPoint(now, st.count, k.op, k.typ)
+			m.mb.RecordGgmlOpOffCPUTimeDataPoint(now, float64(st.sched.OffCPU)/1e9, k.op)
+			m.mb.RecordGgmlOpRunqueueTimeDataPoint(now, float64(st.sched.RunQueue)/1e9, k.op)
+			m.mb.RecordGgmlOpPreemptionsDataPoint(now, int64(st.sched.Preemptions), k.op)
+			m.mb.RecordGgmlOpMigrationsDataPoint(now, int64(st.sched.Migrations), k.op)
+			m.mb.RecordGgmlOpBarrierWaitDataPoint(now, float64(st.barrierWait)/1e9, k.op)
+			if st.flops > 0 {
+				m.mb.RecordGgmlOpFlopsDataPoint(now, st.flops, k.op, k.typ)
+				m.mb.RecordGgmlOpBytesDataPoint(now, st.bytes, k.op, k.typ)
+			}
+		}
+		for k, n := range pm.bounds {
+			m.mb.RecordGgmlOpBoundDataPoint(now, n, k.op, k.bound)
 		}
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[0], metadata.AttributeLlamaPhasePrefill)
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[1], metadata.AttributeLlamaPhaseDecode)
@@ -164,7 +217,8 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 
 func (m *Metrics) histograms(ms pmetric.MetricSlice, pm *processMetrics, now pcommon.Timestamp) {
 	op := newHistogramMetric(ms, "ggml.op.duration", "Duration of computed graph nodes, from the first thread's start to the last thread's end.")
-	for k, h := range pm.opDur {
+	for k, st := range pm.ops {
+		h := st.dur
 		dp := op.DataPoints().AppendEmpty()
 		dp.SetStartTimestamp(m.start)
 		dp.SetTimestamp(now)

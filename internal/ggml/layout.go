@@ -27,6 +27,8 @@ type Layout struct {
 	GraphNNodes    int // struct ggml_cgraph.n_nodes
 	CplanNThreads  int // struct ggml_cplan.n_threads
 	TypeTraitsSize int // sizeof(struct ggml_type_traits), the stride of type_traits[]
+	TypeBlockSize  int // ggml_type_traits.blck_size
+	TypeSize       int // ggml_type_traits.type_size
 }
 
 // objectSize is sizeof(struct ggml_object), which ggml_tensor_overhead() adds to the tensor.
@@ -38,7 +40,7 @@ var Layouts = []Layout{{
 	Versions:   "0.9 to 0.25",
 	TensorSize: 336, Type: 0, Ne: 16, Op: 80, OpParams: 84, Flags: 148,
 	Src: 152, MaxSrc: 10, ViewSrc: 232, Name: 256, MaxName: 64,
-	GraphNNodes: 4, CplanNThreads: 16, TypeTraitsSize: 56,
+	GraphNNodes: 4, CplanNThreads: 16, TypeTraitsSize: 56, TypeBlockSize: 8, TypeSize: 24,
 }}
 
 // LayoutFor returns the layout for a target whose ggml_tensor_overhead() is overhead.

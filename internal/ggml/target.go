@@ -43,12 +43,24 @@ func lookup(names []string, i uint32, what string) string {
 	return fmt.Sprintf("%s_%d", what, i)
 }
 
+// TypeSize is how a ggml type is stored: Bytes per block of Block elements.
+type TypeSize struct{ Block, Bytes int64 }
+
 // Target is what profinfer needs to know about one loaded libggml-base (or a static
 // executable that contains it).
 type Target struct {
 	Version string
 	Layout  Layout
 	Names   Names
+	Sizes   []TypeSize // by type enum, from the target's type_traits; zero where unknown
+}
+
+// Size returns the storage of type t, or zero when it is unknown.
+func (t *Target) Size(typ uint32) TypeSize {
+	if int(typ) < len(t.Sizes) {
+		return t.Sizes[typ]
+	}
+	return TypeSize{}
 }
 
 // Symbols profinfer needs in libggml-base.
@@ -82,6 +94,7 @@ func Inspect(f *symbols.File, mem io.ReaderAt, bias uint64) (*Target, error) {
 	if t.Names.Types, err = r.table(f, "type_traits", "ggml_type_name", uint64(layout.TypeTraitsSize)); err != nil {
 		return nil, err
 	}
+	t.Sizes = r.typeSizes(f, len(t.Names.Types), layout)
 	// Sub-op names refine UNARY and GLU nodes; older ggml versions lack GLU.
 	t.Names.Unary, _ = r.table(f, "GGML_UNARY_OP_NAME", "ggml_unary_op_name", 8)
 	t.Names.GLU, _ = r.table(f, "GGML_GLU_OP_NAME", "ggml_glu_op_name", 8)
@@ -112,18 +125,9 @@ type memReader struct {
 // also gives its length), else from the accessor function's RIP-relative load; then
 // entries are read until one is not a valid name.
 func (r memReader) table(f *symbols.File, symbol, accessor string, stride uint64) ([]string, error) {
-	const maxEntries = 1024
-	var addr, n uint64 = 0, maxEntries
-	if s, ok := f.Symbol(symbol); ok && s.Size > 0 {
-		addr, n = s.Value, min(s.Size/stride, maxEntries)
-	} else if s, ok := f.Symbol(accessor); ok {
-		a, err := f.RIPTarget(s)
-		if err != nil {
-			return nil, fmt.Errorf("ggml: locating %s in %s: %w", symbol, f.Path(), err)
-		}
-		addr = a
-	} else {
-		return nil, fmt.Errorf("ggml: %s has neither %s nor %s", f.Path(), symbol, accessor)
+	addr, n, err := tableAddr(f, symbol, accessor, stride)
+	if err != nil {
+		return nil, err
 	}
 	var names []string
 	ptr := make([]byte, 8)
@@ -137,7 +141,7 @@ func (r memReader) table(f *symbols.File, symbol, accessor string, stride uint64
 		p := binary.LittleEndian.Uint64(ptr)
 		s, err := r.cstring(p)
 		if p == 0 || err != nil || !printable(s) {
-			if n == maxEntries { // no symbol size: the table ended
+			if n == maxTableEntries { // no symbol size: the table ended
 				break
 			}
 			s = "" // a hole in a sized table (e.g. a removed type); keep numbering
@@ -148,6 +152,47 @@ func (r memReader) table(f *symbols.File, symbol, accessor string, stride uint64
 		return nil, fmt.Errorf("ggml: %s in %s is empty", symbol, f.Path())
 	}
 	return names, nil
+}
+
+const maxTableEntries = 1024
+
+// tableAddr locates a table: by its own symbol where the file has one (which also gives
+// its length), else by the accessor function's RIP-relative load, with no length known
+// (maxTableEntries).
+func tableAddr(f *symbols.File, symbol, accessor string, stride uint64) (addr, n uint64, err error) {
+	if s, ok := f.Symbol(symbol); ok && s.Size > 0 {
+		return s.Value, min(s.Size/stride, maxTableEntries), nil
+	}
+	s, ok := f.Symbol(accessor)
+	if !ok {
+		return 0, 0, fmt.Errorf("ggml: %s has neither %s nor %s", f.Path(), symbol, accessor)
+	}
+	if addr, err = f.RIPTarget(s); err != nil {
+		return 0, 0, fmt.Errorf("ggml: locating %s in %s: %w", symbol, f.Path(), err)
+	}
+	return addr, maxTableEntries, nil
+}
+
+// typeSizes reads blck_size and type_size of the first n entries of type_traits. They
+// only feed the roofline estimate, so a failed read leaves sizes unknown, not an error.
+func (r memReader) typeSizes(f *symbols.File, n int, l Layout) []TypeSize {
+	addr, _, err := tableAddr(f, "type_traits", "ggml_type_name", uint64(l.TypeTraitsSize))
+	if err != nil {
+		return nil
+	}
+	sizes := make([]TypeSize, n)
+	entry := make([]byte, l.TypeTraitsSize)
+	for i := range sizes {
+		if _, err := r.mem.ReadAt(entry, int64(r.bias+addr+uint64(i*l.TypeTraitsSize))); err != nil {
+			return nil
+		}
+		block := int64(binary.LittleEndian.Uint64(entry[l.TypeBlockSize:]))
+		bytes := int64(binary.LittleEndian.Uint64(entry[l.TypeSize:]))
+		if block > 0 && block <= 1024 && bytes > 0 && bytes <= 1<<16 {
+			sizes[i] = TypeSize{Block: block, Bytes: bytes}
+		}
+	}
+	return sizes
 }
 
 func (r memReader) cstring(addr uint64) (string, error) {

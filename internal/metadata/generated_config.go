@@ -29,7 +29,15 @@ func (ms *MetricConfig) Unmarshal(parser *confmap.Conf) error {
 
 // MetricsConfig provides config for profinfer metrics.
 type MetricsConfig struct {
+	GgmlOpBarrierWait       MetricConfig `mapstructure:"ggml.op.barrier_wait"`
+	GgmlOpBound             MetricConfig `mapstructure:"ggml.op.bound"`
+	GgmlOpBytes             MetricConfig `mapstructure:"ggml.op.bytes"`
 	GgmlOpCount             MetricConfig `mapstructure:"ggml.op.count"`
+	GgmlOpFlops             MetricConfig `mapstructure:"ggml.op.flops"`
+	GgmlOpMigrations        MetricConfig `mapstructure:"ggml.op.migrations"`
+	GgmlOpOffCPUTime        MetricConfig `mapstructure:"ggml.op.off_cpu.time"`
+	GgmlOpPreemptions       MetricConfig `mapstructure:"ggml.op.preemptions"`
+	GgmlOpRunqueueTime      MetricConfig `mapstructure:"ggml.op.runqueue.time"`
 	LlamaDecodeTokens       MetricConfig `mapstructure:"llama.decode.tokens"`
 	ProfinferAttachFailures MetricConfig `mapstructure:"profinfer.attach.failures"`
 	ProfinferEventsDropped  MetricConfig `mapstructure:"profinfer.events.dropped"`
@@ -41,7 +49,31 @@ type MetricsConfig struct {
 
 func DefaultMetricsConfig() MetricsConfig {
 	return MetricsConfig{
+		GgmlOpBarrierWait: MetricConfig{
+			Enabled: true,
+		},
+		GgmlOpBound: MetricConfig{
+			Enabled: true,
+		},
+		GgmlOpBytes: MetricConfig{
+			Enabled: true,
+		},
 		GgmlOpCount: MetricConfig{
+			Enabled: true,
+		},
+		GgmlOpFlops: MetricConfig{
+			Enabled: true,
+		},
+		GgmlOpMigrations: MetricConfig{
+			Enabled: true,
+		},
+		GgmlOpOffCPUTime: MetricConfig{
+			Enabled: true,
+		},
+		GgmlOpPreemptions: MetricConfig{
+			Enabled: true,
+		},
+		GgmlOpRunqueueTime: MetricConfig{
 			Enabled: true,
 		},
 		LlamaDecodeTokens: MetricConfig{

@@ -27,7 +27,31 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "all_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GgmlOpBarrierWait: MetricConfig{
+						Enabled: true,
+					},
+					GgmlOpBound: MetricConfig{
+						Enabled: true,
+					},
+					GgmlOpBytes: MetricConfig{
+						Enabled: true,
+					},
 					GgmlOpCount: MetricConfig{
+						Enabled: true,
+					},
+					GgmlOpFlops: MetricConfig{
+						Enabled: true,
+					},
+					GgmlOpMigrations: MetricConfig{
+						Enabled: true,
+					},
+					GgmlOpOffCPUTime: MetricConfig{
+						Enabled: true,
+					},
+					GgmlOpPreemptions: MetricConfig{
+						Enabled: true,
+					},
+					GgmlOpRunqueueTime: MetricConfig{
 						Enabled: true,
 					},
 					LlamaDecodeTokens: MetricConfig{
@@ -66,7 +90,31 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "none_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GgmlOpBarrierWait: MetricConfig{
+						Enabled: false,
+					},
+					GgmlOpBound: MetricConfig{
+						Enabled: false,
+					},
+					GgmlOpBytes: MetricConfig{
+						Enabled: false,
+					},
 					GgmlOpCount: MetricConfig{
+						Enabled: false,
+					},
+					GgmlOpFlops: MetricConfig{
+						Enabled: false,
+					},
+					GgmlOpMigrations: MetricConfig{
+						Enabled: false,
+					},
+					GgmlOpOffCPUTime: MetricConfig{
+						Enabled: false,
+					},
+					GgmlOpPreemptions: MetricConfig{
+						Enabled: false,
+					},
+					GgmlOpRunqueueTime: MetricConfig{
 						Enabled: false,
 					},
 					LlamaDecodeTokens: MetricConfig{

@@ -12,6 +12,36 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 )
 
+// AttributeGgmlRooflineBound specifies the value ggml.roofline.bound attribute.
+type AttributeGgmlRooflineBound int
+
+const (
+	_ AttributeGgmlRooflineBound = iota
+	AttributeGgmlRooflineBoundMemory
+	AttributeGgmlRooflineBoundCompute
+	AttributeGgmlRooflineBoundOverhead
+)
+
+// String returns the string representation of the AttributeGgmlRooflineBound.
+func (av AttributeGgmlRooflineBound) String() string {
+	switch av {
+	case AttributeGgmlRooflineBoundMemory:
+		return "memory"
+	case AttributeGgmlRooflineBoundCompute:
+		return "compute"
+	case AttributeGgmlRooflineBoundOverhead:
+		return "overhead"
+	}
+	return ""
+}
+
+// MapAttributeGgmlRooflineBound is a helper map of string to AttributeGgmlRooflineBound attribute value.
+var MapAttributeGgmlRooflineBound = map[string]AttributeGgmlRooflineBound{
+	"memory":   AttributeGgmlRooflineBoundMemory,
+	"compute":  AttributeGgmlRooflineBoundCompute,
+	"overhead": AttributeGgmlRooflineBoundOverhead,
+}
+
 // AttributeLlamaPhase specifies the value llama.phase attribute.
 type AttributeLlamaPhase int
 
@@ -39,8 +69,32 @@ var MapAttributeLlamaPhase = map[string]AttributeLlamaPhase{
 }
 
 var MetricsInfo = metricsInfo{
+	GgmlOpBarrierWait: metricInfo{
+		Name: "ggml.op.barrier_wait",
+	},
+	GgmlOpBound: metricInfo{
+		Name: "ggml.op.bound",
+	},
+	GgmlOpBytes: metricInfo{
+		Name: "ggml.op.bytes",
+	},
 	GgmlOpCount: metricInfo{
 		Name: "ggml.op.count",
+	},
+	GgmlOpFlops: metricInfo{
+		Name: "ggml.op.flops",
+	},
+	GgmlOpMigrations: metricInfo{
+		Name: "ggml.op.migrations",
+	},
+	GgmlOpOffCPUTime: metricInfo{
+		Name: "ggml.op.off_cpu.time",
+	},
+	GgmlOpPreemptions: metricInfo{
+		Name: "ggml.op.preemptions",
+	},
+	GgmlOpRunqueueTime: metricInfo{
+		Name: "ggml.op.runqueue.time",
 	},
 	LlamaDecodeTokens: metricInfo{
 		Name: "llama.decode.tokens",
@@ -66,7 +120,15 @@ var MetricsInfo = metricsInfo{
 }
 
 type metricsInfo struct {
+	GgmlOpBarrierWait       metricInfo
+	GgmlOpBound             metricInfo
+	GgmlOpBytes             metricInfo
 	GgmlOpCount             metricInfo
+	GgmlOpFlops             metricInfo
+	GgmlOpMigrations        metricInfo
+	GgmlOpOffCPUTime        metricInfo
+	GgmlOpPreemptions       metricInfo
+	GgmlOpRunqueueTime      metricInfo
 	LlamaDecodeTokens       metricInfo
 	ProfinferAttachFailures metricInfo
 	ProfinferEventsDropped  metricInfo
@@ -80,6 +142,170 @@ type metricInfo struct {
 	Name string
 }
 
+type metricGgmlOpBarrierWait struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.op.barrier_wait metric with initial data.
+func (m *metricGgmlOpBarrierWait) init() {
+	m.data.SetName("ggml.op.barrier_wait")
+	m.data.SetDescription("Time threads spent in a node's closing ggml_barrier waiting for the slowest thread, summed over threads.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlOpBarrierWait) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlOpBarrierWait) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlOpBarrierWait) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlOpBarrierWait(cfg MetricConfig) metricGgmlOpBarrierWait {
+	m := metricGgmlOpBarrierWait{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlOpBound struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.op.bound metric with initial data.
+func (m *metricGgmlOpBound) init() {
+	m.data.SetName("ggml.op.bound")
+	m.data.SetDescription("Number of computed nodes by what bounds them under this machine's roofline.")
+	m.data.SetUnit("{node}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlOpBound) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlRooflineBoundAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.roofline.bound", ggmlRooflineBoundAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlOpBound) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlOpBound) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlOpBound(cfg MetricConfig) metricGgmlOpBound {
+	m := metricGgmlOpBound{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlOpBytes struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.op.bytes metric with initial data.
+func (m *metricGgmlOpBytes) init() {
+	m.data.SetName("ggml.op.bytes")
+	m.data.SetDescription("Bytes computed nodes read and write, from their shapes and types (quantised blocks at their real size).")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlOpBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlOpBytes) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlOpBytes) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlOpBytes(cfg MetricConfig) metricGgmlOpBytes {
+	m := metricGgmlOpBytes{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGgmlOpCount struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -89,7 +315,7 @@ type metricGgmlOpCount struct {
 // init fills ggml.op.count metric with initial data.
 func (m *metricGgmlOpCount) init() {
 	m.data.SetName("ggml.op.count")
-	m.data.SetDescription("Number of computed GGML graph nodes.")
+	m.data.SetDescription("Number of computed GGML graph nodes, in the graphs traced node by node.")
 	m.data.SetUnit("{node}")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
@@ -127,6 +353,277 @@ func (m *metricGgmlOpCount) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGgmlOpCount(cfg MetricConfig) metricGgmlOpCount {
 	m := metricGgmlOpCount{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlOpFlops struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.op.flops metric with initial data.
+func (m *metricGgmlOpFlops) init() {
+	m.data.SetName("ggml.op.flops")
+	m.data.SetDescription("Floating-point operations of computed nodes, estimated from their shapes (2·M·N·K for matrix products).")
+	m.data.SetUnit("{flop}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlOpFlops) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlOpFlops) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlOpFlops) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlOpFlops(cfg MetricConfig) metricGgmlOpFlops {
+	m := metricGgmlOpFlops{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlOpMigrations struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.op.migrations metric with initial data.
+func (m *metricGgmlOpMigrations) init() {
+	m.data.SetName("ggml.op.migrations")
+	m.data.SetDescription("Number of times a thread computing a node came back on another CPU.")
+	m.data.SetUnit("{migration}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlOpMigrations) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlOpMigrations) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlOpMigrations) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlOpMigrations(cfg MetricConfig) metricGgmlOpMigrations {
+	m := metricGgmlOpMigrations{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlOpOffCPUTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.op.off_cpu.time metric with initial data.
+func (m *metricGgmlOpOffCPUTime) init() {
+	m.data.SetName("ggml.op.off_cpu.time")
+	m.data.SetDescription("Time the threads computing nodes spent switched out by the scheduler, summed over threads.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlOpOffCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlOpOffCPUTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlOpOffCPUTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlOpOffCPUTime(cfg MetricConfig) metricGgmlOpOffCPUTime {
+	m := metricGgmlOpOffCPUTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlOpPreemptions struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.op.preemptions metric with initial data.
+func (m *metricGgmlOpPreemptions) init() {
+	m.data.SetName("ggml.op.preemptions")
+	m.data.SetDescription("Number of times a thread computing a node was switched out while still runnable.")
+	m.data.SetUnit("{preemption}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlOpPreemptions) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlOpPreemptions) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlOpPreemptions) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlOpPreemptions(cfg MetricConfig) metricGgmlOpPreemptions {
+	m := metricGgmlOpPreemptions{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlOpRunqueueTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.op.runqueue.time metric with initial data.
+func (m *metricGgmlOpRunqueueTime) init() {
+	m.data.SetName("ggml.op.runqueue.time")
+	m.data.SetDescription("Part of ggml.op.off_cpu.time the threads were runnable but waiting for a CPU (preempted, or woken and not yet running).")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlOpRunqueueTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlOpRunqueueTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlOpRunqueueTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlOpRunqueueTime(cfg MetricConfig) metricGgmlOpRunqueueTime {
+	m := metricGgmlOpRunqueueTime{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -509,7 +1006,15 @@ type MetricsBuilder struct {
 	buildInfo                      component.BuildInfo  // contains version information.
 	resourceAttributeIncludeFilter map[string]filter.Filter
 	resourceAttributeExcludeFilter map[string]filter.Filter
+	metricGgmlOpBarrierWait        metricGgmlOpBarrierWait
+	metricGgmlOpBound              metricGgmlOpBound
+	metricGgmlOpBytes              metricGgmlOpBytes
 	metricGgmlOpCount              metricGgmlOpCount
+	metricGgmlOpFlops              metricGgmlOpFlops
+	metricGgmlOpMigrations         metricGgmlOpMigrations
+	metricGgmlOpOffCPUTime         metricGgmlOpOffCPUTime
+	metricGgmlOpPreemptions        metricGgmlOpPreemptions
+	metricGgmlOpRunqueueTime       metricGgmlOpRunqueueTime
 	metricLlamaDecodeTokens        metricLlamaDecodeTokens
 	metricProfinferAttachFailures  metricProfinferAttachFailures
 	metricProfinferEventsDropped   metricProfinferEventsDropped
@@ -542,7 +1047,15 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		startTime:                      pcommon.NewTimestampFromTime(time.Now()),
 		metricsBuffer:                  pmetric.NewMetrics(),
 		buildInfo:                      settings.BuildInfo,
+		metricGgmlOpBarrierWait:        newMetricGgmlOpBarrierWait(mbc.Metrics.GgmlOpBarrierWait),
+		metricGgmlOpBound:              newMetricGgmlOpBound(mbc.Metrics.GgmlOpBound),
+		metricGgmlOpBytes:              newMetricGgmlOpBytes(mbc.Metrics.GgmlOpBytes),
 		metricGgmlOpCount:              newMetricGgmlOpCount(mbc.Metrics.GgmlOpCount),
+		metricGgmlOpFlops:              newMetricGgmlOpFlops(mbc.Metrics.GgmlOpFlops),
+		metricGgmlOpMigrations:         newMetricGgmlOpMigrations(mbc.Metrics.GgmlOpMigrations),
+		metricGgmlOpOffCPUTime:         newMetricGgmlOpOffCPUTime(mbc.Metrics.GgmlOpOffCPUTime),
+		metricGgmlOpPreemptions:        newMetricGgmlOpPreemptions(mbc.Metrics.GgmlOpPreemptions),
+		metricGgmlOpRunqueueTime:       newMetricGgmlOpRunqueueTime(mbc.Metrics.GgmlOpRunqueueTime),
 		metricLlamaDecodeTokens:        newMetricLlamaDecodeTokens(mbc.Metrics.LlamaDecodeTokens),
 		metricProfinferAttachFailures:  newMetricProfinferAttachFailures(mbc.Metrics.ProfinferAttachFailures),
 		metricProfinferEventsDropped:   newMetricProfinferEventsDropped(mbc.Metrics.ProfinferEventsDropped),
@@ -658,7 +1171,15 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetName(ScopeName)
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
+	mb.metricGgmlOpBarrierWait.emit(ils.Metrics())
+	mb.metricGgmlOpBound.emit(ils.Metrics())
+	mb.metricGgmlOpBytes.emit(ils.Metrics())
 	mb.metricGgmlOpCount.emit(ils.Metrics())
+	mb.metricGgmlOpFlops.emit(ils.Metrics())
+	mb.metricGgmlOpMigrations.emit(ils.Metrics())
+	mb.metricGgmlOpOffCPUTime.emit(ils.Metrics())
+	mb.metricGgmlOpPreemptions.emit(ils.Metrics())
+	mb.metricGgmlOpRunqueueTime.emit(ils.Metrics())
 	mb.metricLlamaDecodeTokens.emit(ils.Metrics())
 	mb.metricProfinferAttachFailures.emit(ils.Metrics())
 	mb.metricProfinferEventsDropped.emit(ils.Metrics())
@@ -697,9 +1218,49 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 	return metrics
 }
 
+// RecordGgmlOpBarrierWaitDataPoint adds a data point to ggml.op.barrier_wait metric.
+func (mb *MetricsBuilder) RecordGgmlOpBarrierWaitDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
+	mb.metricGgmlOpBarrierWait.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue)
+}
+
+// RecordGgmlOpBoundDataPoint adds a data point to ggml.op.bound metric.
+func (mb *MetricsBuilder) RecordGgmlOpBoundDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlRooflineBoundAttributeValue AttributeGgmlRooflineBound) {
+	mb.metricGgmlOpBound.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlRooflineBoundAttributeValue.String())
+}
+
+// RecordGgmlOpBytesDataPoint adds a data point to ggml.op.bytes metric.
+func (mb *MetricsBuilder) RecordGgmlOpBytesDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpBytes.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+}
+
 // RecordGgmlOpCountDataPoint adds a data point to ggml.op.count metric.
 func (mb *MetricsBuilder) RecordGgmlOpCountDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	mb.metricGgmlOpCount.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+}
+
+// RecordGgmlOpFlopsDataPoint adds a data point to ggml.op.flops metric.
+func (mb *MetricsBuilder) RecordGgmlOpFlopsDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpFlops.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+}
+
+// RecordGgmlOpMigrationsDataPoint adds a data point to ggml.op.migrations metric.
+func (mb *MetricsBuilder) RecordGgmlOpMigrationsDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string) {
+	mb.metricGgmlOpMigrations.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue)
+}
+
+// RecordGgmlOpOffCPUTimeDataPoint adds a data point to ggml.op.off_cpu.time metric.
+func (mb *MetricsBuilder) RecordGgmlOpOffCPUTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
+	mb.metricGgmlOpOffCPUTime.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue)
+}
+
+// RecordGgmlOpPreemptionsDataPoint adds a data point to ggml.op.preemptions metric.
+func (mb *MetricsBuilder) RecordGgmlOpPreemptionsDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string) {
+	mb.metricGgmlOpPreemptions.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue)
+}
+
+// RecordGgmlOpRunqueueTimeDataPoint adds a data point to ggml.op.runqueue.time metric.
+func (mb *MetricsBuilder) RecordGgmlOpRunqueueTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
+	mb.metricGgmlOpRunqueueTime.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue)
 }
 
 // RecordLlamaDecodeTokensDataPoint adds a data point to llama.decode.tokens metric.

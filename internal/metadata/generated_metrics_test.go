@@ -69,7 +69,39 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGgmlOpBarrierWaitDataPoint(ts, 1, "ggml.op-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlOpBoundDataPoint(ts, 1, "ggml.op-val", AttributeGgmlRooflineBoundMemory)
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlOpBytesDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGgmlOpCountDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlOpFlopsDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlOpMigrationsDataPoint(ts, 1, "ggml.op-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlOpOffCPUTimeDataPoint(ts, 1, "ggml.op-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlOpPreemptionsDataPoint(ts, 1, "ggml.op-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlOpRunqueueTimeDataPoint(ts, 1, "ggml.op-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -134,12 +166,69 @@ func TestMetricsBuilder(t *testing.T) {
 			validatedMetrics := make(map[string]bool)
 			for _, mi := range allMetricsList {
 				switch mi.Name() {
+				case "ggml.op.barrier_wait":
+					assert.False(t, validatedMetrics["ggml.op.barrier_wait"], "Found a duplicate in the metrics slice: ggml.op.barrier_wait")
+					validatedMetrics["ggml.op.barrier_wait"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time threads spent in a node's closing ggml_barrier waiting for the slowest thread, summed over threads.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+				case "ggml.op.bound":
+					assert.False(t, validatedMetrics["ggml.op.bound"], "Found a duplicate in the metrics slice: ggml.op.bound")
+					validatedMetrics["ggml.op.bound"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Number of computed nodes by what bounds them under this machine's roofline.", mi.Description())
+					assert.Equal(t, "{node}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlRooflineBoundAttrVal, ok := dp.Attributes().Get("ggml.roofline.bound")
+					assert.True(t, ok)
+					assert.Equal(t, "memory", ggmlRooflineBoundAttrVal.Str())
+				case "ggml.op.bytes":
+					assert.False(t, validatedMetrics["ggml.op.bytes"], "Found a duplicate in the metrics slice: ggml.op.bytes")
+					validatedMetrics["ggml.op.bytes"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Bytes computed nodes read and write, from their shapes and types (quantised blocks at their real size).", mi.Description())
+					assert.Equal(t, "By", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
 				case "ggml.op.count":
 					assert.False(t, validatedMetrics["ggml.op.count"], "Found a duplicate in the metrics slice: ggml.op.count")
 					validatedMetrics["ggml.op.count"] = true
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Number of computed GGML graph nodes.", mi.Description())
+					assert.Equal(t, "Number of computed GGML graph nodes, in the graphs traced node by node.", mi.Description())
 					assert.Equal(t, "{node}", mi.Unit())
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -154,6 +243,94 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
+				case "ggml.op.flops":
+					assert.False(t, validatedMetrics["ggml.op.flops"], "Found a duplicate in the metrics slice: ggml.op.flops")
+					validatedMetrics["ggml.op.flops"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Floating-point operations of computed nodes, estimated from their shapes (2·M·N·K for matrix products).", mi.Description())
+					assert.Equal(t, "{flop}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
+				case "ggml.op.migrations":
+					assert.False(t, validatedMetrics["ggml.op.migrations"], "Found a duplicate in the metrics slice: ggml.op.migrations")
+					validatedMetrics["ggml.op.migrations"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Number of times a thread computing a node came back on another CPU.", mi.Description())
+					assert.Equal(t, "{migration}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+				case "ggml.op.off_cpu.time":
+					assert.False(t, validatedMetrics["ggml.op.off_cpu.time"], "Found a duplicate in the metrics slice: ggml.op.off_cpu.time")
+					validatedMetrics["ggml.op.off_cpu.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time the threads computing nodes spent switched out by the scheduler, summed over threads.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+				case "ggml.op.preemptions":
+					assert.False(t, validatedMetrics["ggml.op.preemptions"], "Found a duplicate in the metrics slice: ggml.op.preemptions")
+					validatedMetrics["ggml.op.preemptions"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Number of times a thread computing a node was switched out while still runnable.", mi.Description())
+					assert.Equal(t, "{preemption}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+				case "ggml.op.runqueue.time":
+					assert.False(t, validatedMetrics["ggml.op.runqueue.time"], "Found a duplicate in the metrics slice: ggml.op.runqueue.time")
+					validatedMetrics["ggml.op.runqueue.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Part of ggml.op.off_cpu.time the threads were runnable but waiting for a CPU (preempted, or woken and not yet running).", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
 				case "llama.decode.tokens":
 					assert.False(t, validatedMetrics["llama.decode.tokens"], "Found a duplicate in the metrics slice: llama.decode.tokens")
 					validatedMetrics["llama.decode.tokens"] = true

@@ -20,6 +20,32 @@ type Layers struct {
 	Application bool // llama_decode
 	Runtime     bool // graphs: the backend scheduler's and the CPU backend's
 	Barriers    bool // with the node probes, ggml_barrier: per-thread busy time
+	Scheduler   bool // sched_switch and sched_wakeup, for the traced processes' threads
+}
+
+// Scheduler attaches the scheduler tracepoints, which serve every traced process; the
+// processes are chosen by Trace.
+func Scheduler(progs *bpf.ProfinferPrograms) ([]link.Link, error) {
+	var links []link.Link
+	for _, prog := range []*ebpf.Program{progs.SchedSwitch, progs.SchedWakeup} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+		if err != nil {
+			closeAll(links)
+			return nil, fmt.Errorf("attaching the scheduler tracepoints: %w", err)
+		}
+		links = append(links, l)
+	}
+	return links, nil
+}
+
+// Trace adds process pid to the processes whose threads the scheduler programs follow,
+// or removes it.
+func Trace(maps *bpf.ProfinferMaps, pid int, on bool) error {
+	key := uint32(pid)
+	if on {
+		return maps.Traced.Put(key, uint8(1))
+	}
+	return maps.Traced.Delete(key)
 }
 
 // group says when a probe is attached: with the process, or only while nodes are traced.

@@ -4,6 +4,7 @@
 package profiler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/prometheus/procfs"
@@ -26,6 +28,7 @@ import (
 	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/probe"
+	"github.com/profinfer/profinfer/internal/roofline"
 )
 
 // Target selects processes: by PID, or every process running Executable.
@@ -62,6 +65,15 @@ type Config struct {
 	Layers             probe.Layers
 	Propagate          bool // fail Start on the first target error
 	Metrics            metadata.MetricsBuilderConfig
+	Roofline           Roofline
+}
+
+// Roofline decides how nodes are classified: under Peaks, whose zero fields are
+// measured at start for Probe.
+type Roofline struct {
+	Enabled bool
+	Peaks   roofline.Peaks
+	Probe   time.Duration
 }
 
 // Profiler is one running profinfer.
@@ -73,6 +85,7 @@ type Profiler struct {
 	metrics consumer.Metrics
 
 	objs   bpf.ProfinferObjects
+	sched  []link.Link // the scheduler tracepoints
 	reader *ringbuf.Reader
 	procfs procfs.FS
 
@@ -126,8 +139,9 @@ func (p *Profiler) Start(ctx context.Context) error {
 	}
 	var real unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &real)
-	p.spans = export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans)
-	p.acc = export.NewMetrics(p.cfg.Metrics, p.set)
+	peaks := p.peaks()
+	p.spans = export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans, peaks)
+	p.acc = export.NewMetrics(p.cfg.Metrics, p.set, peaks)
 	p.asm = assemble.New(sink{p})
 	p.pending = ptrace.NewTraces()
 	if err := p.discover(true); err != nil {
@@ -180,7 +194,31 @@ func (p *Profiler) load() error {
 		p.objs.Close()
 		return fmt.Errorf("profinfer: opening the ring buffer: %w", err)
 	}
+	if p.cfg.Layers.Scheduler {
+		if p.sched, err = probe.Scheduler(&p.objs.ProfinferPrograms); err != nil {
+			p.reader.Close()
+			p.objs.Close()
+			return fmt.Errorf("profinfer: %w", err)
+		}
+	}
 	return nil
+}
+
+// peaks returns the roofline to classify nodes under, measuring what the configuration
+// leaves unset; zero when classification is off.
+func (p *Profiler) peaks() roofline.Peaks {
+	r := p.cfg.Roofline
+	if !r.Enabled {
+		return roofline.Peaks{}
+	}
+	peaks := r.Peaks
+	if peaks.FLOPS == 0 || peaks.Bandwidth == 0 {
+		m := roofline.Measure(r.Probe)
+		peaks.FLOPS = cmp.Or(peaks.FLOPS, m.FLOPS)
+		peaks.Bandwidth = cmp.Or(peaks.Bandwidth, m.Bandwidth)
+	}
+	p.log.Info("roofline", zap.Float64("peak_flops", peaks.FLOPS), zap.Float64("peak_bandwidth", peaks.Bandwidth))
+	return peaks
 }
 
 // targetError logs err, or returns it when errors propagate.
@@ -224,6 +262,9 @@ func (p *Profiler) close() {
 	for pid, t := range p.tracked {
 		t.attachment.Close()
 		delete(p.tracked, pid)
+	}
+	for _, l := range p.sched {
+		l.Close()
 	}
 	if p.reader != nil {
 		p.reader.Close()

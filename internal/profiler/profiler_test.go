@@ -25,7 +25,7 @@ func testConfig() Config {
 		NodeSpans:          true,
 		SampleEvery:        1,
 		RingBufferSize:     16 << 20,
-		Layers:             probe.Layers{Application: true, Runtime: true, Barriers: true},
+		Layers:             probe.Layers{Application: true, Runtime: true, Barriers: true, Scheduler: true},
 		Metrics:            metadata.DefaultMetricsBuilderConfig(),
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/ggml"
+	"github.com/profinfer/profinfer/internal/roofline"
 )
 
 // flushEvery bounds how long assembled spans wait before they go to the pipeline.
@@ -65,11 +66,11 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	case events.GraphEnter:
 		a.GraphEnter(ev.PID, ev.TID, ev.TS, ev.A, int(ev.B), int(ev.Nth))
 	case events.GraphExit:
-		a.GraphExit(ev.PID, ev.TID, ev.TS)
+		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched)
 	case events.Node:
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), nil)
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), nil, ev.Sched)
 	case events.NodeDetail:
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), p.nodeInfo(ev, t))
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), p.nodeInfo(ev, t), ev.Sched)
 	case events.Barrier:
 		a.Barrier(ev.PID, ev.TID, ev.TS)
 	case events.SchedEnter:
@@ -98,13 +99,18 @@ func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo
 		Type:  names.Type(t.Type),
 		Shape: t.Ne,
 	}
+	var srcs [events.NumSrc]roofline.Shape
+	n := 0
 	for i, raw := range ev.Src {
 		if t.Src[i] == 0 {
 			break
 		}
 		typ, ne := l.SrcHead(raw)
 		info.Srcs = append(info.Srcs, assemble.NewSrc(names.Type(typ), ne))
+		srcs[n] = shape(tr.target, typ, ne)
+		n++
 	}
+	info.FLOPs, info.Bytes = roofline.Cost(info.Op, shape(tr.target, t.Type, t.Ne), srcs[:n])
 	if fused != 0 {
 		info.FusedOp = "MUL" // the only fused CPU kernel: ggml_compute_forward_rms_norm_mul_fused
 	}
@@ -113,6 +119,11 @@ func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo
 	}
 	cache[string(ev.Detail)] = info
 	return info
+}
+
+func shape(t *ggml.Target, typ uint32, ne [4]int64) roofline.Shape {
+	size := t.Size(typ)
+	return roofline.Shape{Ne: ne, Block: size.Block, BlockBytes: size.Bytes}
 }
 
 // sink receives assembled decodes and graphs, under p.mu. Metrics count everything;

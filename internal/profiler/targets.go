@@ -92,6 +92,7 @@ func (p *Profiler) discover(first bool) error {
 		p.asm.Exit(uint32(pid))
 		p.acc.Forget(pid)
 		delete(p.tracked, pid)
+		_ = probe.Trace(&p.objs.ProfinferMaps, pid, false)
 		p.log.Info("target exited; probes detached", zap.Int("pid", pid))
 	}
 	now := time.Now()
@@ -184,6 +185,9 @@ func (p *Profiler) attach(pid int) error {
 	}
 	p.mu.Lock()
 	p.tracked[pid] = t
+	if err := probe.Trace(&p.objs.ProfinferMaps, pid, true); err != nil {
+		p.log.Warn("scheduler layer: not following the process", zap.Int("pid", pid), zap.Error(err))
+	}
 	if p.cfg.Nodes.Mode != NodesOff && p.cfg.Layers.Runtime {
 		p.openWindow(t) // the first window opens at once, so missing node symbols show now
 	}
