@@ -131,7 +131,7 @@ func createDefaultConfig() component.Config {
 		Nodes:                NodesConfig{Mode: NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 4},
 		Spans:                SpansConfig{Nodes: true, SampleEvery: 1},
 		Roofline:             RooflineConfig{Enabled: true, ProbeDuration: 400 * time.Millisecond},
-		Layers:               LayersConfig{Application: true, Runtime: true, Scheduler: true},
+		Layers:               LayersConfig{Application: true, Runtime: true},
 		RingBufferSize:       defaultRingBufferSize,
 		ErrorMode:            ErrorModeIgnore,
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),

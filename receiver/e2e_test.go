@@ -343,7 +343,7 @@ func TestE2EOffCPU(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := startCollector(t, ctx, e.Bin("llama-bench"), fullTracing)
+	c := startCollector(t, ctx, e.Bin("llama-bench"), fullTracing+", layers: {scheduler: true}")
 	for range 2 { // one per core of a 2-core machine
 		hog, err := testbench.Start("sh", "-c", "while :; do :; done")
 		if err != nil {
