@@ -76,6 +76,8 @@ volatile const u64 wakeup_bytes = 1 << 20;
  * nodes: it starts the next one only after the barrier released every thread. The others
  * are needed only with the barrier probe, for per-thread busy time. */
 volatile const u8 all_threads = 1;
+/* Whether the scheduler programs are attached; without them every event skips the lookup. */
+volatile const u8 follow_sched = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -125,7 +127,7 @@ static __always_inline void dropped(void)
 /* Copies the calling thread's scheduler counters, zero if the scheduler layer is off. */
 static __always_inline void read_sched(u32 tid, struct sched *out)
 {
-	struct thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct thread *t = follow_sched ? bpf_map_lookup_elem(&threads, &tid) : 0;
 	if (t)
 		*out = t->sched;
 	else

@@ -77,6 +77,7 @@ const (
 	ProfinferVarAllThreads       = "all_threads"
 	ProfinferVarBatchStackOff    = "batch_stack_off"
 	ProfinferVarCplanNthreadsOff = "cplan_nthreads_off"
+	ProfinferVarFollowSched      = "follow_sched"
 	ProfinferVarGraphNnodesOff   = "graph_nnodes_off"
 	ProfinferVarTensorSize       = "tensor_size"
 	ProfinferVarTensorSrcOff     = "tensor_src_off"
@@ -157,6 +158,7 @@ type ProfinferVariableSpecs struct {
 	AllThreads       *ebpf.VariableSpec `ebpf:"all_threads"`
 	BatchStackOff    *ebpf.VariableSpec `ebpf:"batch_stack_off"`
 	CplanNthreadsOff *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
+	FollowSched      *ebpf.VariableSpec `ebpf:"follow_sched"`
 	GraphNnodesOff   *ebpf.VariableSpec `ebpf:"graph_nnodes_off"`
 	TensorSize       *ebpf.VariableSpec `ebpf:"tensor_size"`
 	TensorSrcOff     *ebpf.VariableSpec `ebpf:"tensor_src_off"`
@@ -207,6 +209,7 @@ type ProfinferVariables struct {
 	AllThreads       *ebpf.Variable `ebpf:"all_threads"`
 	BatchStackOff    *ebpf.Variable `ebpf:"batch_stack_off"`
 	CplanNthreadsOff *ebpf.Variable `ebpf:"cplan_nthreads_off"`
+	FollowSched      *ebpf.Variable `ebpf:"follow_sched"`
 	GraphNnodesOff   *ebpf.Variable `ebpf:"graph_nnodes_off"`
 	TensorSize       *ebpf.Variable `ebpf:"tensor_size"`
 	TensorSrcOff     *ebpf.Variable `ebpf:"tensor_src_off"`

@@ -98,11 +98,7 @@ func (s *Spans) Decode(td ptrace.Traces, p *Process, d *assemble.Decode) {
 	spans := scope(td, p)
 	sp := spans.AppendEmpty()
 	trace := s.traceID()
-	sp.SetTraceID(trace)
-	sp.SetSpanID(s.spanID())
-	sp.SetName("llama_decode")
-	sp.SetStartTimestamp(s.Clock.Time(d.Start))
-	sp.SetEndTimestamp(s.Clock.Time(d.End))
+	s.begin(sp, trace, pcommon.NewSpanIDEmpty(), "llama_decode", d.Start, d.End)
 	a := sp.Attributes()
 	a.PutInt("llama.batch.tokens", int64(d.Tokens))
 	a.PutStr("llama.phase", Phase(d.Tokens))
@@ -129,16 +125,21 @@ func (s *Spans) Decode(td ptrace.Traces, p *Process, d *assemble.Decode) {
 }
 
 func (s *Spans) sched(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, sc *assemble.Sched) pcommon.SpanID {
-	sp.SetTraceID(trace)
-	sp.SetSpanID(s.spanID())
-	sp.SetParentSpanID(parent)
-	sp.SetName("ggml.backend_sched.graph_compute")
-	sp.SetStartTimestamp(s.Clock.Time(sc.Start))
-	sp.SetEndTimestamp(s.Clock.Time(sc.End))
+	s.begin(sp, trace, parent, "ggml.backend_sched.graph_compute", sc.Start, sc.End)
 	a := sp.Attributes()
 	a.PutInt("ggml.graph.nodes", int64(sc.NNodes))
 	a.PutInt("thread.id", int64(sc.TID))
 	return sp.SpanID()
+}
+
+// begin gives sp its identity, name and extent.
+func (s *Spans) begin(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, name string, start, end uint64) {
+	sp.SetTraceID(trace)
+	sp.SetSpanID(s.spanID())
+	sp.SetParentSpanID(parent)
+	sp.SetName(name)
+	sp.SetStartTimestamp(s.Clock.Time(start))
+	sp.SetEndTimestamp(s.Clock.Time(end))
 }
 
 // Graph appends a graph computed outside llama_decode, as the root of its own trace.
@@ -148,12 +149,7 @@ func (s *Spans) Graph(td ptrace.Traces, p *Process, g *assemble.Graph) {
 
 func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcommon.SpanID, g *assemble.Graph) {
 	sp := spans.AppendEmpty()
-	sp.SetTraceID(trace)
-	sp.SetSpanID(s.spanID())
-	sp.SetParentSpanID(parent)
-	sp.SetName("ggml.graph_compute")
-	sp.SetStartTimestamp(s.Clock.Time(g.Start))
-	sp.SetEndTimestamp(s.Clock.Time(g.End))
+	s.begin(sp, trace, parent, "ggml.graph_compute", g.Start, g.End)
 	a := sp.Attributes()
 	a.PutInt("ggml.graph.nodes", int64(g.NNodes))
 	a.PutBool("ggml.graph.traced", g.Traced)
@@ -172,11 +168,7 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 }
 
 func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, n *assemble.Node, threads int) {
-	sp.SetTraceID(trace)
-	sp.SetSpanID(s.spanID())
-	sp.SetParentSpanID(parent)
-	sp.SetStartTimestamp(s.Clock.Time(n.Start))
-	sp.SetEndTimestamp(s.Clock.Time(n.End))
+	s.begin(sp, trace, parent, "ggml.node", n.Start, n.End) // renamed by op below
 	a := sp.Attributes()
 	a.PutInt("ggml.threads", int64(threads))
 	if len(n.Threads) == threads { // every thread's share was seen: the barrier probe is on
@@ -196,7 +188,6 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	putSched(a, n.Sched)
 	info := n.Info
 	if info == nil {
-		sp.SetName("ggml.node")
 		return
 	}
 	sp.SetName(info.Op)

@@ -151,7 +151,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 	p.wg.Add(3)
 	if p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime {
 		p.wg.Add(1)
-		go p.sampleLoop()
+		go p.every(sampleTick, p.sample)
 	}
 	go p.readLoop()
 	go p.every(p.cfg.DiscoveryInterval, func() { _ = p.discover(false) })
@@ -178,6 +178,7 @@ func (p *Profiler) load() error {
 		"cplan_nthreads_off": uint32(l.CplanNThreads),
 		"wakeup_bytes":       uint64(p.cfg.RingBufferSize / 4),
 		"all_threads":        boolByte(p.cfg.Layers.Barriers),
+		"follow_sched":       boolByte(p.cfg.Layers.Scheduler),
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {

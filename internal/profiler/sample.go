@@ -18,20 +18,6 @@ import (
 // sampleTick bounds how late a window opens.
 const sampleTick = 100 * time.Millisecond
 
-func (p *Profiler) sampleLoop() {
-	defer p.wg.Done()
-	t := time.NewTicker(sampleTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-		}
-		p.sample()
-	}
-}
-
 // sample opens the windows that are due. Attaching takes a few milliseconds, under
 // p.mu; the ring buffer absorbs the pause.
 func (p *Profiler) sample() {

@@ -22,13 +22,9 @@ func Defines(path string, names []string) ([]bool, error) {
 }
 
 func defines(r io.ReaderAt, path string, names []string) ([]bool, error) {
-	magic := make([]byte, len(elf.ELFMAG))
-	if _, err := r.ReadAt(magic, 0); err != nil || !bytes.Equal(magic, []byte(elf.ELFMAG)) {
-		return nil, fmt.Errorf("symbols: %s: not an ELF file", path)
-	}
-	f, err := elf.NewFile(r)
+	f, err := newELF(r, path)
 	if err != nil {
-		return nil, fmt.Errorf("symbols: %s: %w", path, err)
+		return nil, err
 	}
 	if f.Class != elf.ELFCLASS64 {
 		return nil, fmt.Errorf("symbols: %s: not a 64-bit ELF file", path)

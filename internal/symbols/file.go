@@ -46,14 +46,9 @@ func Open(path string) (*File, error) {
 
 // NewFile reads an ELF object from r; name is used in errors only.
 func NewFile(r io.ReaderAt, name string) (*File, error) {
-	// debug/elf reports "bad magic number"; say plainly what is wrong.
-	magic := make([]byte, len(elf.ELFMAG))
-	if _, err := r.ReadAt(magic, 0); err != nil || !bytes.Equal(magic, []byte(elf.ELFMAG)) {
-		return nil, fmt.Errorf("symbols: %s: not an ELF file", name)
-	}
-	ef, err := elf.NewFile(r)
+	ef, err := newELF(r, name)
 	if err != nil {
-		return nil, fmt.Errorf("symbols: %s: %w", name, err)
+		return nil, err
 	}
 	f := &File{name: name, elf: ef, syms: map[string]Symbol{}}
 	// .symtab first: it also has the local symbols (static tables such as
@@ -67,6 +62,20 @@ func NewFile(r io.ReaderAt, name string) (*File, error) {
 	}
 	f.buildID = buildID(ef)
 	return f, nil
+}
+
+// newELF parses the ELF headers of r. debug/elf reports "bad magic number"; this says
+// plainly what is wrong.
+func newELF(r io.ReaderAt, name string) (*elf.File, error) {
+	magic := make([]byte, len(elf.ELFMAG))
+	if _, err := r.ReadAt(magic, 0); err != nil || !bytes.Equal(magic, []byte(elf.ELFMAG)) {
+		return nil, fmt.Errorf("symbols: %s: not an ELF file", name)
+	}
+	ef, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("symbols: %s: %w", name, err)
+	}
+	return ef, nil
 }
 
 // add records the defined symbols not seen yet. Among duplicates in one
