@@ -45,7 +45,9 @@ testenv:
 	scripts/testenv.sh
 
 test: testenv build
-	$(GO) test -count=1 -timeout 60m ./...
+	@# -p 1: the e2e tests target executables by path, so another package's llama.cpp
+	@# processes running meanwhile would be profiled too.
+	$(GO) test -p 1 -count=1 -timeout 60m ./...
 
 bench: testenv build
 	command -v bpftrace >/dev/null || { apt-get update && apt-get install -y bpftrace; }

@@ -25,10 +25,15 @@ enum kind {
 	EV_BARRIER = 7,
 	EV_SCHED_ENTER = 8,
 	EV_SCHED_EXIT = 9,
+	EV_THREAD_EXIT = 10,
 };
 
-/* Flags on node events. */
+/* Flags on events. */
 #define NODE_FUSED 1 /* started by a fused kernel; tensor2 is the second node */
+#define COUNTED 2    /* the record carries the thread's perf counter values */
+
+#define MAX_COUNTERS 8
+#define COUNTER_SLOTS 256 /* threads with counters open at once */
 
 /* What the scheduler did to one thread, cumulative since profinfer first saw it switch. */
 struct sched {
@@ -51,15 +56,28 @@ struct event {
 	struct sched sched; /* node starts and graph exits: the thread's counters */
 };
 
+/* Perf counter values of the thread, cumulative since user space opened them. */
+struct counters {
+	u64 value[MAX_COUNTERS];
+};
+
 struct detail {
 	struct event ev;
 	u8 tensor[TENSOR_MAX];
 	u8 src[N_SRC][SRC_HEAD];
+	struct counters counters;
+};
+
+/* An event with counters: node starts and thread exits, while counters are configured. */
+struct counted {
+	struct event ev;
+	struct counters counters;
 };
 
 /* Referenced so that bpf2go generates Go types for them. */
 const struct event *unused_event __attribute__((unused));
 const struct detail *unused_detail __attribute__((unused));
+const struct counted *unused_counted __attribute__((unused));
 
 /* Set by the loader from the target's ggml layout. */
 volatile const u32 tensor_size = 336;
@@ -78,6 +96,8 @@ volatile const u64 wakeup_bytes = 1 << 20;
 volatile const u8 all_threads = 1;
 /* Whether the scheduler programs are attached; without them every event skips the lookup. */
 volatile const u8 follow_sched = 0;
+/* Perf counters opened per thread; 0 compiles the reads out. */
+volatile const u32 n_counters = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -108,6 +128,24 @@ struct {
 	__type(value, struct thread);
 } threads SEC(".maps");
 
+/* The perf events user space opened on traced threads: slot s holds the thread's
+ * counters at s*MAX_COUNTERS onwards. bpf_perf_event_read_value reads a per-task event
+ * only on its own task, which is the thread that hits the probe. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(max_entries, COUNTER_SLOTS * MAX_COUNTERS);
+	__type(key, u32);
+	__type(value, u32);
+} counters SEC(".maps");
+
+/* Slot of each thread with counters open (tid to slot), filled by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, COUNTER_SLOTS);
+	__type(key, u32);
+	__type(value, u32);
+} counter_slots SEC(".maps");
+
 /* Records the ring buffer had no room for; user space exports the sum. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -134,19 +172,33 @@ static __always_inline void read_sched(u32 tid, struct sched *out)
 		__builtin_memset(out, 0, sizeof(*out));
 }
 
+/* Reads the calling thread's counters into out; COUNTED if it has them open. A
+ * multiplexed hardware counter is scaled to the time it was enabled. */
+static __always_inline u16 read_counters(u32 tid, struct counters *out)
+{
+	u32 *slot = bpf_map_lookup_elem(&counter_slots, &tid);
+	if (!slot || *slot >= COUNTER_SLOTS)
+		return 0;
+	u32 base = *slot * MAX_COUNTERS;
+	for (u32 i = 0; i < MAX_COUNTERS && i < n_counters; i++) {
+		struct bpf_perf_event_value v;
+		if (bpf_perf_event_read_value(&counters, base + i, &v, sizeof(v)))
+			return 0;
+		if (v.running && v.running < v.enabled)
+			v.counter = v.counter * v.enabled / v.running;
+		out->value[i] = v.counter;
+	}
+	return COUNTED;
+}
+
 /* Flags for bpf_ringbuf_submit: wake the reader only when it has a backlog. */
 static __always_inline u64 wakeup(void)
 {
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 flags)
+static __always_inline void fill(struct event *e, u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 flags)
 {
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		dropped();
-		return 0;
-	}
 	u64 id = bpf_get_current_pid_tgid();
 	e->ts = bpf_ktime_get_ns();
 	e->pid = id >> 32;
@@ -158,9 +210,35 @@ static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 fl
 	e->a = a;
 	e->b = b;
 	read_sched((u32)id, &e->sched);
+}
+
+static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 flags)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		dropped();
+		return 0;
+	}
+	fill(e, kind, a, b, ith, nth, flags);
 	/* A graph's end always wakes the reader: a sampling window closes on a count of
 	 * whole graphs, and every graph traced past it costs a probe hit per node. */
 	bpf_ringbuf_submit(e, kind == EV_GRAPH_EXIT ? 0 : wakeup());
+	return 0;
+}
+
+/* emit, with the thread's counters when they are configured. */
+static __always_inline int emit_counted(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 flags)
+{
+	if (!n_counters)
+		return emit(kind, a, b, ith, nth, flags);
+	struct counted *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
+	if (!c) {
+		dropped();
+		return 0;
+	}
+	fill(&c->ev, kind, a, b, ith, nth, flags);
+	c->ev.flags |= read_counters(c->ev.tid, &c->counters);
+	bpf_ringbuf_submit(c, wakeup());
 	return 0;
 }
 
@@ -225,7 +303,7 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 	if (params.ith != 0) {
 		if (!all_threads)
 			return 0;
-		return emit(EV_NODE, (u64)tensor, (u64)tensor2, params.ith, params.nth, flags);
+		return emit_counted(EV_NODE, (u64)tensor, (u64)tensor2, params.ith, params.nth, flags);
 	}
 
 	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);
@@ -233,17 +311,9 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 		dropped();
 		return 0;
 	}
-	u64 id = bpf_get_current_pid_tgid();
-	d->ev.ts = bpf_ktime_get_ns();
-	d->ev.pid = id >> 32;
-	d->ev.tid = (u32)id;
-	d->ev.kind = EV_NODE_DETAIL;
-	d->ev.ith = 0;
-	d->ev.nth = params.nth;
-	d->ev.flags = flags;
-	d->ev.a = (u64)tensor;
-	d->ev.b = (u64)tensor2;
-	read_sched((u32)id, &d->ev.sched);
+	fill(&d->ev, EV_NODE_DETAIL, (u64)tensor, (u64)tensor2, 0, params.nth, flags);
+	if (n_counters)
+		d->ev.flags |= read_counters(d->ev.tid, &d->counters);
 	u32 size = tensor_size;
 	if (size > TENSOR_MAX)
 		size = TENSOR_MAX;
@@ -281,6 +351,15 @@ SEC("uprobe/ggml_barrier")
 int barrier_enter(struct pt_regs *ctx)
 {
 	return emit(EV_BARRIER, 0, 0, 0, 0, 0);
+}
+
+/* ggml_graph_compute_thread returns on every thread once the graph is done with it: the
+ * counters read here close the thread's last node, and what follows until its next node
+ * is outside nodes. Attached only with counters. */
+SEC("uretprobe/ggml_graph_compute_thread")
+int thread_exit(struct pt_regs *ctx)
+{
+	return emit_counted(EV_THREAD_EXIT, 0, 0, 0, 0, 0);
 }
 
 /* The scheduler layer: tp_btf programs, so no tracefs is needed. They return at once for

@@ -13,11 +13,24 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type ProfinferCounted struct {
+	_        structs.HostLayout
+	Ev       ProfinferEvent
+	Counters struct {
+		_     structs.HostLayout
+		Value [8]uint64
+	}
+}
+
 type ProfinferDetail struct {
-	_      structs.HostLayout
-	Ev     ProfinferEvent
-	Tensor [384]uint8
-	Src    [3][48]uint8
+	_        structs.HostLayout
+	Ev       ProfinferEvent
+	Tensor   [384]uint8
+	Src      [3][48]uint8
+	Counters struct {
+		_     structs.HostLayout
+		Value [8]uint64
+	}
 }
 
 type ProfinferEvent struct {
@@ -59,6 +72,8 @@ type ProfinferThread struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	ProfinferMapCounterSlots     = "counter_slots"
+	ProfinferMapCounters         = "counters"
 	ProfinferMapDrops            = "drops"
 	ProfinferMapEvents           = "events"
 	ProfinferMapThreads          = "threads"
@@ -74,13 +89,16 @@ const (
 	ProfinferProgSchedExit       = "sched_exit"
 	ProfinferProgSchedSwitch     = "sched_switch"
 	ProfinferProgSchedWakeup     = "sched_wakeup"
+	ProfinferProgThreadExit      = "thread_exit"
 	ProfinferVarAllThreads       = "all_threads"
 	ProfinferVarBatchStackOff    = "batch_stack_off"
 	ProfinferVarCplanNthreadsOff = "cplan_nthreads_off"
 	ProfinferVarFollowSched      = "follow_sched"
 	ProfinferVarGraphNnodesOff   = "graph_nnodes_off"
+	ProfinferVarN_counters       = "n_counters"
 	ProfinferVarTensorSize       = "tensor_size"
 	ProfinferVarTensorSrcOff     = "tensor_src_off"
+	ProfinferVarUnusedCounted    = "unused_counted"
 	ProfinferVarUnusedDetail     = "unused_detail"
 	ProfinferVarUnusedEvent      = "unused_event"
 	ProfinferVarWakeupBytes      = "wakeup_bytes"
@@ -139,16 +157,19 @@ type ProfinferProgramSpecs struct {
 	SchedExit    *ebpf.ProgramSpec `ebpf:"sched_exit"`
 	SchedSwitch  *ebpf.ProgramSpec `ebpf:"sched_switch"`
 	SchedWakeup  *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
+	ThreadExit   *ebpf.ProgramSpec `ebpf:"thread_exit"`
 }
 
 // ProfinferMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferMapSpecs struct {
-	Drops   *ebpf.MapSpec `ebpf:"drops"`
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	Threads *ebpf.MapSpec `ebpf:"threads"`
-	Traced  *ebpf.MapSpec `ebpf:"traced"`
+	CounterSlots *ebpf.MapSpec `ebpf:"counter_slots"`
+	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	Drops        *ebpf.MapSpec `ebpf:"drops"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	Threads      *ebpf.MapSpec `ebpf:"threads"`
+	Traced       *ebpf.MapSpec `ebpf:"traced"`
 }
 
 // ProfinferVariableSpecs contains global variables before they are loaded into the kernel.
@@ -160,8 +181,10 @@ type ProfinferVariableSpecs struct {
 	CplanNthreadsOff *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
 	FollowSched      *ebpf.VariableSpec `ebpf:"follow_sched"`
 	GraphNnodesOff   *ebpf.VariableSpec `ebpf:"graph_nnodes_off"`
+	N_counters       *ebpf.VariableSpec `ebpf:"n_counters"`
 	TensorSize       *ebpf.VariableSpec `ebpf:"tensor_size"`
 	TensorSrcOff     *ebpf.VariableSpec `ebpf:"tensor_src_off"`
+	UnusedCounted    *ebpf.VariableSpec `ebpf:"unused_counted"`
 	UnusedDetail     *ebpf.VariableSpec `ebpf:"unused_detail"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
 	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -187,14 +210,18 @@ func (o *ProfinferObjects) Close() error {
 //
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferMaps struct {
-	Drops   *ebpf.Map `ebpf:"drops"`
-	Events  *ebpf.Map `ebpf:"events"`
-	Threads *ebpf.Map `ebpf:"threads"`
-	Traced  *ebpf.Map `ebpf:"traced"`
+	CounterSlots *ebpf.Map `ebpf:"counter_slots"`
+	Counters     *ebpf.Map `ebpf:"counters"`
+	Drops        *ebpf.Map `ebpf:"drops"`
+	Events       *ebpf.Map `ebpf:"events"`
+	Threads      *ebpf.Map `ebpf:"threads"`
+	Traced       *ebpf.Map `ebpf:"traced"`
 }
 
 func (m *ProfinferMaps) Close() error {
 	return _ProfinferClose(
+		m.CounterSlots,
+		m.Counters,
 		m.Drops,
 		m.Events,
 		m.Threads,
@@ -211,8 +238,10 @@ type ProfinferVariables struct {
 	CplanNthreadsOff *ebpf.Variable `ebpf:"cplan_nthreads_off"`
 	FollowSched      *ebpf.Variable `ebpf:"follow_sched"`
 	GraphNnodesOff   *ebpf.Variable `ebpf:"graph_nnodes_off"`
+	N_counters       *ebpf.Variable `ebpf:"n_counters"`
 	TensorSize       *ebpf.Variable `ebpf:"tensor_size"`
 	TensorSrcOff     *ebpf.Variable `ebpf:"tensor_src_off"`
+	UnusedCounted    *ebpf.Variable `ebpf:"unused_counted"`
 	UnusedDetail     *ebpf.Variable `ebpf:"unused_detail"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
 	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
@@ -233,6 +262,7 @@ type ProfinferPrograms struct {
 	SchedExit    *ebpf.Program `ebpf:"sched_exit"`
 	SchedSwitch  *ebpf.Program `ebpf:"sched_switch"`
 	SchedWakeup  *ebpf.Program `ebpf:"sched_wakeup"`
+	ThreadExit   *ebpf.Program `ebpf:"thread_exit"`
 }
 
 func (p *ProfinferPrograms) Close() error {
@@ -248,6 +278,7 @@ func (p *ProfinferPrograms) Close() error {
 		p.SchedExit,
 		p.SchedSwitch,
 		p.SchedWakeup,
+		p.ThreadExit,
 	)
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/confmap/xconfmap"
 
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/perfcount"
 )
 
 // ErrorMode says what the receiver does when it cannot attach its probes to
@@ -47,6 +48,10 @@ type Config struct {
 	Roofline RooflineConfig `mapstructure:"roofline"`
 	// Layers turns parts of the eBPF instrumentation off selectively.
 	Layers LayersConfig `mapstructure:"layers"`
+	// Counters lists perf counters to read on every thread at node boundaries, named
+	// as perf(1) names them (task-clock, cycles, ...) or raw (r01c2); at most 8. Empty:
+	// none. Those the machine lacks are dropped at start with one warning.
+	Counters []string `mapstructure:"counters"`
 	// RingBufferSize is the size of the eBPF ring buffer in bytes; it must be
 	// a power of two of at least 4096.
 	RingBufferSize int `mapstructure:"ring_buffer_size"`
@@ -184,6 +189,18 @@ func (c *Config) Validate() error {
 	}
 	if c.ErrorMode != ErrorModeIgnore && c.ErrorMode != ErrorModePropagate {
 		errs = errors.Join(errs, fmt.Errorf("error_mode must be %q or %q, got %q", ErrorModeIgnore, ErrorModePropagate, c.ErrorMode))
+	}
+	if len(c.Counters) > perfcount.PerThread {
+		errs = errors.Join(errs, fmt.Errorf("counters: at most %d, got %d", perfcount.PerThread, len(c.Counters)))
+	}
+	seen := map[string]bool{}
+	for i, name := range c.Counters {
+		if _, err := perfcount.Parse(name); err != nil {
+			errs = errors.Join(errs, fmt.Errorf("counters[%d]: %w", i, err))
+		} else if seen[name] {
+			errs = errors.Join(errs, fmt.Errorf("counters[%d]: %s is listed twice", i, name))
+		}
+		seen[name] = true
 	}
 	if !c.Layers.Application && !c.Layers.Runtime {
 		errs = errors.Join(errs, errors.New("layers: at least one of application or runtime must be enabled"))

@@ -51,6 +51,7 @@ func TestLoadConfig(t *testing.T) {
 				Spans:                SpansConfig{Nodes: false, SampleEvery: 8},
 				Roofline:             RooflineConfig{Enabled: true, PeakFLOPS: 1.5e11, PeakBandwidth: 2.5e10, ProbeDuration: 400 * time.Millisecond},
 				Layers:               LayersConfig{Application: false, Runtime: true, Scheduler: true},
+				Counters:             []string{"task-clock", "cycles", "r01c2"},
 				RingBufferSize:       32 << 20,
 				ErrorMode:            ErrorModePropagate,
 				MetricsBuilderConfig: customMetrics,
@@ -113,6 +114,14 @@ func TestLoadConfig(t *testing.T) {
 			id: component.NewIDWithName(metadata.Type, "bad_roofline"),
 			expectedErr: "roofline: peak_flops and peak_bandwidth must not be negative, got -1 and 0\n" +
 				"roofline.probe_duration must be positive to measure the peaks, got 0s",
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "bad_counters"),
+			expectedErr: "counters[1]: unknown perf counter \"cycels\": want one of alignment-faults, branch-instructions, " +
+				"branch-misses, bus-cycles, cache-misses, cache-references, context-switches, cpu-clock, cpu-migrations, " +
+				"cycles, emulation-faults, instructions, major-faults, minor-faults, page-faults, ref-cycles, " +
+				"stalled-cycles-backend, stalled-cycles-frontend, task-clock, or a raw event code such as r01c2\n" +
+				"counters[2]: task-clock is listed twice",
 		},
 		{
 			id:          component.NewIDWithName(metadata.Type, "no_layers"),

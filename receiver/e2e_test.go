@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -477,5 +479,183 @@ func TestE2ENoPrivileges(t *testing.T) {
 	}
 	if want := "profinfer needs root, or CAP_BPF and CAP_PERFMON"; !strings.Contains(string(out), want) {
 		t.Fatalf("output lacks %q:\n%s", want, out)
+	}
+}
+
+// Perf counters per node, reconciled with perf stat: for each inference thread of a
+// llama-server, the counts profinfer attributes to nodes plus those outside nodes, over
+// a window of requests, match what perf stat counts for the same thread over the same
+// window. The hardware counters asked for too are reported missing where the machine has
+// no PMU, and the software ones still arrive.
+func TestE2ECounters(t *testing.T) {
+	e := testbench.Require(t)
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		testbench.Missing(t, "perf (linux-perf)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := e.StartServer(ctx, e.Bin("llama-server"), "llama-1b-q4_0", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	c := startCollector(t, ctx, e.Bin("llama-server"),
+		"nodes: {mode: all}, counters: [task-clock, context-switches, page-faults, cpu-migrations, cycles, instructions]")
+	for !strings.Contains(c.proc.Stderr.String(), "attached") {
+		if ctx.Err() != nil {
+			t.Fatalf("never attached: %s", c.proc.Stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Warm up: the receiver opens each inference thread's counters as it first sees it,
+	// and they count from the thread's next node on.
+	for range 2 {
+		if _, err := s.Complete(ctx, "Warm up", 8); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(2500 * time.Millisecond) // idle, and at least one metric export
+	before := time.Now()
+	out := filepath.Join(t.TempDir(), "perf.csv")
+	ps, err := testbench.Start(perf, "stat", "--per-thread", "-x", ",", "-o", out,
+		"-e", "task-clock,context-switches", "-p", strconv.Itoa(s.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // perf attaches
+	for range 2 {
+		if _, err := s.Complete(ctx, "The quick brown fox jumps over the lazy dog", 24); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second) // idle again: the threads stop spinning
+	_ = syscall.Kill(ps.PID(), syscall.SIGINT)
+	_ = ps.Wait(ctx) // perf stat prints its counts, then dies of the SIGINT
+	traces, metrics := c.stop(t)
+
+	// profinfer's per-thread counts over the window: the final export minus the last
+	// export before perf stat started.
+	type key struct {
+		tid     int64
+		counter string
+	}
+	end, outside := map[key]int64{}, map[key]int64{}
+	// Sum node and outside per export, then keep the last before the window and the last.
+	type export struct {
+		at     time.Time
+		totals map[key]int64
+		out    map[key]int64
+	}
+	var exports []export
+	eachMetric(metrics, "ggml.thread.counter", func(m pmetric.Metric) {
+		x := export{totals: map[key]int64{}, out: map[key]int64{}}
+		for i := 0; i < m.Sum().DataPoints().Len(); i++ {
+			dp := m.Sum().DataPoints().At(i)
+			tid, _ := dp.Attributes().Get("thread.id")
+			name, _ := dp.Attributes().Get("perf.counter")
+			scope, _ := dp.Attributes().Get("ggml.scope")
+			k := key{tid.Int(), name.Str()}
+			x.at = dp.Timestamp().AsTime()
+			x.totals[k] += dp.IntValue()
+			if scope.Str() == "outside" {
+				x.out[k] += dp.IntValue()
+			}
+		}
+		exports = append(exports, x)
+	})
+	if len(exports) < 2 {
+		t.Fatalf("%d exports of ggml.thread.counter", len(exports))
+	}
+	first, last := exports[0], exports[len(exports)-1]
+	for _, x := range exports {
+		if x.at.Before(before) {
+			first = x
+		}
+	}
+	if !first.at.Before(before) {
+		for _, x := range exports {
+			t.Log(x.at, x.totals)
+		}
+		t.Fatalf("no ggml.thread.counter export before perf stat started at %s", before)
+	}
+	for k, v := range last.totals {
+		end[k] = v - first.totals[k]
+		outside[k] = last.out[k] - first.out[k]
+	}
+
+	// perf stat --per-thread -x,: comm-tid,value,unit,event,...
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perfCount := map[key]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) < 4 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(f[0], '-')
+		tid, err1 := strconv.ParseInt(f[0][i+1:], 10, 64)
+		v, err2 := strconv.ParseFloat(f[1], 64)
+		if i < 0 || err1 != nil || err2 != nil {
+			continue
+		}
+		if f[3] == "task-clock" && f[2] == "msec" {
+			v *= 1e6 // profinfer counts task-clock in ns
+		}
+		perfCount[key{tid, f[3]}] = v
+	}
+	checked := 0
+	for _, counter := range []string{"task-clock", "context-switches"} {
+		for k, got := range end {
+			if k.counter != counter || end[key{k.tid, "task-clock"}] < 1e8 { // inference threads: busy for 0.1 s at least
+				continue
+			}
+			want := perfCount[k]
+			slack := 0.05 * want
+			if counter == "context-switches" {
+				slack = max(slack, 3) // a few switches on either side of the window
+			}
+			t.Logf("thread %d %s: profinfer %d (%.1f%% outside nodes), perf stat %.0f", k.tid, counter, got,
+				100*float64(outside[k])/float64(max(got, 1)), want)
+			if d := float64(got) - want; d > slack || d < -slack {
+				t.Errorf("thread %d %s: profinfer attributes %d, perf stat counted %.0f", k.tid, counter, got, want)
+			}
+			checked++
+		}
+	}
+	if checked < 4 {
+		t.Fatalf("reconciled %d thread counters, want task-clock and context-switches of 2 threads; perf stat: %s", checked, raw)
+	}
+
+	// Node spans carry the software counters, never more CPU time than their threads
+	// had wall time.
+	counted := 0
+	for _, sp := range spans(traces) {
+		tc, ok := sp.attrs["perf.task_clock"].(int64)
+		if !ok || sp.name != "MUL_MAT" {
+			continue
+		}
+		counted++
+		if _, ok := sp.attrs["perf.page_faults"]; !ok {
+			t.Errorf("MUL_MAT span without perf.page_faults: %v", sp.attrs)
+		}
+		if uint64(tc) > 2*(sp.end-sp.start)+100_000 {
+			t.Errorf("MUL_MAT span of %d ns on 2 threads has %d ns of task-clock", sp.end-sp.start, tc)
+		}
+	}
+	if counted == 0 {
+		t.Error("no MUL_MAT span has perf.task_clock")
+	}
+	// The hardware counters: where perf itself cannot count cycles, profinfer says so once
+	// and goes on.
+	probe, _ := exec.CommandContext(ctx, perf, "stat", "-x", ",", "-e", "cycles", "--", "true").CombinedOutput()
+	warning := "perf counters unavailable, continuing without them: cycles ("
+	if strings.Contains(string(probe), "<not supported>") {
+		if n := strings.Count(c.proc.Stderr.String(), warning); n != 1 {
+			t.Errorf("warning %q logged %d times:\n%s", warning, n, c.proc.Stderr.String())
+		}
 	}
 }

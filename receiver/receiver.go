@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
 
+	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/profiler"
 	"github.com/profinfer/profinfer/internal/roofline"
@@ -64,6 +65,11 @@ func (r *profinferReceiver) profilerConfig() profiler.Config {
 	}
 	for _, t := range c.Targets {
 		pc.Targets = append(pc.Targets, profiler.Target{PID: t.PID, Executable: t.Executable})
+	}
+	for _, name := range c.Counters {
+		if ctr, err := perfcount.Parse(name); err == nil { // Validate reported the others
+			pc.Counters = append(pc.Counters, ctr)
+		}
 	}
 	return pc
 }

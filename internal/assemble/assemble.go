@@ -12,6 +12,11 @@
 // Node probes are attached only while nodes are traced (see NodesOn). A graph keeps its
 // nodes only when one such window covers it whole; any other graph is delivered without
 // nodes, so a partly traced graph never reaches a span.
+//
+// With perf counters, every node start and every thread's exit from the graph carry the
+// thread's counter values. The difference between two readings on a thread goes to the
+// node it ran in between, or, from a thread's graph exit to its next node start, to the
+// thread's time outside nodes (Graph.Outside, on the graph that follows).
 package assemble
 
 import (
@@ -51,6 +56,14 @@ type ThreadTime struct {
 	TID              uint32
 	Ith              int
 	Start, Busy, End uint64
+	Counted          bool            // Counters is known
+	Counters         events.Counters // perf counter deltas from Start to End
+}
+
+// ThreadCounters is one thread's perf counter deltas.
+type ThreadCounters struct {
+	TID      uint32
+	Counters events.Counters
 }
 
 // Node is one computed graph node.
@@ -60,6 +73,10 @@ type Node struct {
 	Start, End uint64    // first thread's start, last thread's end
 	Threads    []ThreadTime
 	Sched      events.Sched // what the scheduler did to its threads meanwhile, summed
+	// Counters sums the perf counter deltas of the Counted thread shares; they are
+	// complete when Counted is len(Threads).
+	Counters events.Counters
+	Counted  int
 }
 
 // Graph is one CPU-backend graph computation.
@@ -71,7 +88,10 @@ type Graph struct {
 	Start, End uint64
 	Traced     bool    // node probes were attached for the whole graph
 	Nodes      []*Node // computed nodes, in order of first start; nil unless Traced
-	byTensor   map[uint64]*Node
+	// Outside holds, per thread, the perf counter deltas from the thread's exit from the
+	// previous graph to its first node in this one; nil unless Traced.
+	Outside  []ThreadCounters
+	byTensor map[uint64]*Node
 }
 
 // Sched is one ggml_backend_sched_graph_compute_async call: the whole graph, which the
@@ -116,6 +136,30 @@ type thread struct {
 	curSched    events.Sched
 	ith         int
 	lastBarrier uint64
+	ctr         counting // kept from graph to graph
+}
+
+// counting is where a thread's perf counters stand.
+type counting struct {
+	last    events.Counters
+	valid   bool  // last is a reading to take differences from
+	outside bool  // last was read at the thread's exit from a graph
+	late    *Node // closed by the graph's exit before the thread's own exit came
+}
+
+// read takes a new reading (nil: the event had none, which breaks the chain) and returns
+// the difference from the previous one, if there was a valid one.
+func (c *counting) read(v *events.Counters) (d *events.Counters) {
+	if v == nil {
+		*c = counting{}
+		return nil
+	}
+	if c.valid {
+		diff := v.Sub(c.last)
+		d = &diff
+	}
+	c.last, c.valid, c.outside, c.late = *v, true, false, nil
+	return d
 }
 
 type process struct {
@@ -175,9 +219,13 @@ func (a *Assembler) DecodeExit(pid, tid uint32, ts uint64, result int) {
 }
 
 // NodesOn records that the node probes of process pid were attached by ts: graphs that
-// start after it are traced until NodesOff.
+// start after it are traced until NodesOff. Counter readings start afresh: what the
+// threads did meanwhile was not traced.
 func (a *Assembler) NodesOn(pid uint32, ts uint64) {
 	p := a.proc(pid)
+	for _, t := range p.threads {
+		t.ctr = counting{}
+	}
 	p.windows[p.next%len(p.windows)] = window{On: ts}
 	p.next++
 }
@@ -224,7 +272,7 @@ func (a *Assembler) GraphEnter(pid, tid uint32, ts, ptr uint64, nodes, threads i
 	p.graph = &Graph{PID: pid, TID: tid, Ptr: ptr, NNodes: nodes, NThreads: threads, Start: ts,
 		byTensor: make(map[uint64]*Node, nodes)}
 	for tid, t := range p.threads {
-		*t = thread{tid: tid}
+		*t = thread{tid: tid, ctr: t.ctr}
 	}
 }
 
@@ -238,10 +286,15 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.Sched) {
 	}
 	for id, t := range p.threads {
 		if id == tid {
-			a.closeNode(t, ts, &sched)
-		} else {
-			a.closeNode(t, ts, nil)
+			a.closeNode(t, ts, &sched, nil)
+			continue
 		}
+		// Another thread's own exit may come a moment later (ggml's threadpool returns
+		// without waiting for its workers): its counters can still fill in the node.
+		if t.ctr.valid && t.cur != nil {
+			t.ctr.late = t.cur
+		}
+		a.closeNode(t, ts, nil, nil)
 	}
 	g.End = ts
 	g.byTensor = nil
@@ -250,7 +303,7 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.Sched) {
 		if len(g.Nodes) > 0 {
 			a.Stats.PartialGraphs++
 		}
-		g.Nodes = nil
+		g.Nodes, g.Outside = nil, nil
 	}
 	p.graph = nil
 	if p.decode != nil {
@@ -261,20 +314,22 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.Sched) {
 }
 
 // NodeStart records that thread ith started computing tensor, with the thread's
-// scheduler counters. info is set on the event that carries the tensor's detail.
-func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor uint64, ith int, info *NodeInfo, sched events.Sched) {
+// scheduler counters and perf counters (nil if the event had none). info is set on the
+// event that carries the tensor's detail.
+func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor uint64, ith int, info *NodeInfo, sched events.Sched, ctr *events.Counters) {
 	p := a.proc(pid)
 	g := p.graph
 	if g == nil {
 		a.Stats.OrphanEvents++
 		return
 	}
-	t := p.threads[tid]
-	if t == nil {
-		t = &thread{tid: tid}
-		p.threads[tid] = t
+	t := p.thread(tid)
+	outside := t.ctr.outside
+	d := t.ctr.read(ctr)
+	if t.cur == nil && outside && d != nil {
+		g.Outside = append(g.Outside, ThreadCounters{TID: tid, Counters: *d})
 	}
-	a.closeNode(t, ts, &sched)
+	a.closeNode(t, ts, &sched, d)
 	n := g.byTensor[tensor]
 	if n == nil {
 		n = &Node{Tensor: tensor, Start: ts}
@@ -285,6 +340,37 @@ func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor uint64, ith int, info 
 		n.Info = info
 	}
 	t.cur, t.curStart, t.curSched, t.ith, t.lastBarrier = n, ts, sched, ith, 0
+}
+
+// ThreadExit records that a thread left the graph (ggml_graph_compute_thread returned),
+// with its counters: they end its last node.
+func (a *Assembler) ThreadExit(pid, tid uint32, ts uint64, sched events.Sched, ctr *events.Counters) {
+	p := a.proc(pid)
+	t := p.thread(tid)
+	late := t.ctr.late
+	d := t.ctr.read(ctr)
+	switch {
+	case t.cur != nil:
+		a.closeNode(t, ts, &sched, d)
+	case late != nil && d != nil:
+		for i := range late.Threads {
+			if sh := &late.Threads[i]; sh.TID == tid && !sh.Counted {
+				sh.Counted, sh.Counters = true, *d
+				late.Counters.Add(*d)
+				late.Counted++
+			}
+		}
+	}
+	t.ctr.outside = t.ctr.valid
+}
+
+func (p *process) thread(tid uint32) *thread {
+	t := p.threads[tid]
+	if t == nil {
+		t = &thread{tid: tid}
+		p.threads[tid] = t
+	}
+	return t
 }
 
 // Barrier records that a thread entered ggml_barrier.
@@ -300,8 +386,9 @@ func (a *Assembler) Barrier(pid, tid uint32, ts uint64) {
 }
 
 // closeNode ends the thread's current node at ts, its busy part at its last barrier (or
-// at ts if it has not reached one). sched is the thread's counters at ts, nil when unknown.
-func (a *Assembler) closeNode(t *thread, ts uint64, sched *events.Sched) {
+// at ts if it has not reached one). sched is the thread's scheduler counters at ts, ctr
+// its perf counter deltas since the node started; nil when unknown.
+func (a *Assembler) closeNode(t *thread, ts uint64, sched *events.Sched, ctr *events.Counters) {
 	n := t.cur
 	if n == nil {
 		return
@@ -310,7 +397,13 @@ func (a *Assembler) closeNode(t *thread, ts uint64, sched *events.Sched) {
 	if t.lastBarrier > t.curStart {
 		busy = t.lastBarrier
 	}
-	n.Threads = append(n.Threads, ThreadTime{TID: t.tid, Ith: t.ith, Start: t.curStart, Busy: busy, End: ts})
+	share := ThreadTime{TID: t.tid, Ith: t.ith, Start: t.curStart, Busy: busy, End: ts}
+	if ctr != nil {
+		share.Counted, share.Counters = true, *ctr
+		n.Counters.Add(*ctr)
+		n.Counted++
+	}
+	n.Threads = append(n.Threads, share)
 	if sched != nil {
 		d := sched.Sub(t.curSched)
 		n.Sched.OffCPU += d.OffCPU

@@ -21,10 +21,11 @@ const (
 	Barrier
 	SchedEnter
 	SchedExit
-	lastKind = SchedExit
+	ThreadExit
+	lastKind = ThreadExit
 )
 
-var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit"}
+var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit", "thread_exit"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -33,16 +34,24 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint16(k))
 }
 
-// FlagFused marks a node started by a fused kernel; B is then the second node's tensor.
-const FlagFused = 1
+// Flags on events.
+const (
+	FlagFused   = 1 // a node started by a fused kernel; B is then the second node's tensor
+	FlagCounted = 2 // Counters holds the thread's perf counter values
+)
+
+// MaxCounters is how many perf counters a record carries.
+const MaxCounters = 8
 
 // Sizes of the records, fixed by the C structs.
 const (
-	HeaderSize = 64
-	TensorMax  = 384
-	SrcHead    = 48
-	NumSrc     = 3
-	DetailSize = HeaderSize + TensorMax + NumSrc*SrcHead
+	HeaderSize   = 64
+	TensorMax    = 384
+	SrcHead      = 48
+	NumSrc       = 3
+	countersSize = MaxCounters * 8
+	DetailSize   = HeaderSize + TensorMax + NumSrc*SrcHead + countersSize
+	CountedSize  = HeaderSize + countersSize
 )
 
 // Event is one record. Detail, Tensor and Src alias the record buffer and are only valid
@@ -62,10 +71,31 @@ type Event struct {
 	B uint64
 	// Sched is the thread's cumulative scheduler counters (node starts and graph exits,
 	// with the scheduler layer on).
-	Sched  Sched
-	Detail []byte // Tensor and Src together
-	Tensor []byte
-	Src    [NumSrc][]byte
+	Sched Sched
+	// Counters is the thread's perf counter values in configuration order, cumulative
+	// since they were opened; set when Flags has FlagCounted.
+	Counters Counters
+	Detail   []byte // Tensor and Src together
+	Tensor   []byte
+	Src      [NumSrc][]byte
+}
+
+// Counters is one reading of a thread's perf counters.
+type Counters [MaxCounters]uint64
+
+// Sub returns c minus an earlier reading.
+func (c Counters) Sub(earlier Counters) Counters {
+	for i := range c {
+		c[i] -= earlier[i]
+	}
+	return c
+}
+
+// Add adds d to c.
+func (c *Counters) Add(d Counters) {
+	for i := range c {
+		c[i] += d[i]
+	}
 }
 
 // Sched is what the scheduler did to a thread, cumulative.
@@ -99,18 +129,28 @@ func Decode(b []byte, e *Event) error {
 		Preemptions: le.Uint32(b[56:]), Migrations: le.Uint32(b[60:])}
 	e.Detail, e.Tensor = nil, nil
 	e.Src = [NumSrc][]byte{}
-	switch {
-	case e.Kind < DecodeEnter || e.Kind > lastKind:
+	if e.Kind < DecodeEnter || e.Kind > lastKind {
 		return fmt.Errorf("events: unknown kind %d", uint16(e.Kind))
-	case e.Kind == NodeDetail:
+	}
+	ctr := HeaderSize // where the counters are, if any
+	if e.Kind == NodeDetail {
 		if len(b) < DetailSize {
 			return fmt.Errorf("events: node detail of %d bytes, want %d", len(b), DetailSize)
 		}
-		e.Detail = b[HeaderSize:DetailSize]
+		ctr = DetailSize - countersSize
+		e.Detail = b[HeaderSize:ctr]
 		e.Tensor = b[HeaderSize : HeaderSize+TensorMax]
 		for i := range e.Src {
 			off := HeaderSize + TensorMax + i*SrcHead
 			e.Src[i] = b[off : off+SrcHead]
+		}
+	}
+	if e.Flags&FlagCounted != 0 {
+		if len(b) < ctr+countersSize {
+			return fmt.Errorf("events: %s with counters of %d bytes, want %d", e.Kind, len(b), ctr+countersSize)
+		}
+		for i := range e.Counters {
+			e.Counters[i] = le.Uint64(b[ctr+8*i:])
 		}
 	}
 	return nil

@@ -16,6 +16,9 @@ func TestSizesMatchBPF(t *testing.T) {
 	if s := unsafe.Sizeof(bpf.ProfinferDetail{}); s != DetailSize {
 		t.Fatalf("struct detail is %d bytes, DetailSize is %d", s, DetailSize)
 	}
+	if s := unsafe.Sizeof(bpf.ProfinferCounted{}); s != CountedSize {
+		t.Fatalf("struct counted is %d bytes, CountedSize is %d", s, CountedSize)
+	}
 }
 
 func TestDecode(t *testing.T) {
@@ -26,7 +29,7 @@ func TestDecode(t *testing.T) {
 	le.PutUint32(b[12:], 11)
 	le.PutUint16(b[16:], uint16(NodeDetail))
 	le.PutUint16(b[20:], 2)
-	le.PutUint16(b[22:], FlagFused)
+	le.PutUint16(b[22:], FlagFused|FlagCounted)
 	le.PutUint64(b[24:], 0xdead)
 	le.PutUint64(b[32:], 0xbeef)
 	le.PutUint64(b[40:], 500)
@@ -35,12 +38,14 @@ func TestDecode(t *testing.T) {
 	le.PutUint32(b[60:], 1)
 	b[HeaderSize] = 7
 	b[HeaderSize+TensorMax+SrcHead] = 9
+	le.PutUint64(b[DetailSize-countersSize:], 41)
+	le.PutUint64(b[DetailSize-8:], 48)
 	var e Event
 	if err := Decode(b, &e); err != nil {
 		t.Fatal(err)
 	}
 	if e.TS != 123 || e.PID != 10 || e.TID != 11 || e.Kind != NodeDetail || e.Nth != 2 ||
-		e.Flags != FlagFused || e.A != 0xdead || e.B != 0xbeef || e.Tensor[0] != 7 || e.Src[1][0] != 9 ||
+		e.Flags != FlagFused|FlagCounted || e.Counters[0] != 41 || e.Counters[MaxCounters-1] != 48 || e.A != 0xdead || e.B != 0xbeef || e.Tensor[0] != 7 || e.Src[1][0] != 9 ||
 		e.Sched != (Sched{OffCPU: 500, RunQueue: 200, Preemptions: 3, Migrations: 1}) {
 		t.Fatalf("decoded %+v", e)
 	}
@@ -49,12 +54,35 @@ func TestDecode(t *testing.T) {
 		want string
 	}{
 		{b[:10], "events: record of 10 bytes is shorter than the 64-byte header"},
-		{b[:HeaderSize], "events: node detail of 64 bytes, want 592"},
+		{b[:HeaderSize], "events: node detail of 64 bytes, want 656"},
 		{make([]byte, HeaderSize), "events: unknown kind 0"},
+		{counted(Node, HeaderSize), "events: node with counters of 64 bytes, want 128"},
 	} {
 		if err := Decode(tc.in, &e); err == nil || err.Error() != tc.want {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}
+	}
+}
+
+// counted is a record of n bytes, of kind k, flagged as carrying counters.
+func counted(k Kind, n int) []byte {
+	b := make([]byte, n)
+	binary.LittleEndian.PutUint16(b[16:], uint16(k))
+	binary.LittleEndian.PutUint16(b[22:], FlagCounted)
+	return b
+}
+
+func TestDecodeCounted(t *testing.T) {
+	b := counted(ThreadExit, CountedSize)
+	binary.LittleEndian.PutUint64(b[HeaderSize+8:], 7)
+	var e Event
+	if err := Decode(b, &e); err != nil || e.Kind != ThreadExit || e.Counters[1] != 7 {
+		t.Fatalf("decoded %+v, %v", e, err)
+	}
+	c := Counters{5, 10}
+	c.Add(Counters{1, 2})
+	if d := c.Sub(Counters{2, 4}); d != (Counters{4, 8}) {
+		t.Fatalf("%v", d)
 	}
 }
 

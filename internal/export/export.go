@@ -60,15 +60,17 @@ func Phase(tokens int) string {
 
 // Spans builds traces. It is not safe for concurrent use.
 type Spans struct {
-	Clock Clock
-	Nodes bool           // emit a span per node, not only decode and graph spans
-	Peaks roofline.Peaks // classify nodes under this roofline; zero: do not
-	rng   *rand.PCG
+	Clock    Clock
+	Nodes    bool           // emit a span per node, not only decode and graph spans
+	Peaks    roofline.Peaks // classify nodes under this roofline; zero: do not
+	Counters *Counters      // the perf counters nodes carry; nil: none
+	rng      *rand.PCG
 }
 
 // NewSpans returns a span builder.
-func NewSpans(clock Clock, nodes bool, peaks roofline.Peaks) *Spans {
-	return &Spans{Clock: clock, Nodes: nodes, Peaks: peaks, rng: rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)}
+func NewSpans(clock Clock, nodes bool, peaks roofline.Peaks, counters *Counters) *Spans {
+	return &Spans{Clock: clock, Nodes: nodes, Peaks: peaks, Counters: counters,
+		rng: rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)}
 }
 
 func (s *Spans) traceID() pcommon.TraceID {
@@ -186,6 +188,7 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 		a.PutInt("ggml.barrier.wait_ns", int64(BarrierWait(n)))
 	}
 	putSched(a, n.Sched)
+	s.Counters.put(a, n)
 	info := n.Info
 	if info == nil {
 		return

@@ -1,12 +1,17 @@
 package export
 
 import (
+	"strings"
 	"testing"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
@@ -19,7 +24,7 @@ func TestLayer(t *testing.T) {
 }
 
 func TestDecodeSpans(t *testing.T) {
-	s := NewSpans(Clock{Offset: 1000}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9})
+	s := NewSpans(Clock{Offset: 1000}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, nil)
 	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 32, Start: 10, End: 100, Scheds: []assemble.Sched{{TID: 1, NNodes: 9, Start: 15, End: 95}}, Graphs: []*assemble.Graph{{
 		TID: 1, NNodes: 5, NThreads: 2, Start: 20, End: 90, Traced: true,
 		Nodes: []*assemble.Node{{
@@ -69,5 +74,73 @@ func TestDecodeSpans(t *testing.T) {
 	}
 	if dec.Attributes().AsRaw()["llama.phase"] != "prefill" {
 		t.Error("32 tokens is prefill")
+	}
+}
+
+// Counter deltas reach node spans only when every thread share has them, and the
+// hardware ones classify the node; per-thread sums split nodes from time outside them.
+func TestCounters(t *testing.T) {
+	var cs []perfcount.Counter
+	for _, n := range []string{"task-clock", "cycles", "instructions", "cache-misses"} {
+		c, _ := perfcount.Parse(n)
+		cs = append(cs, c)
+	}
+	ctr := NewCounters(cs)
+	full := &assemble.Node{Info: &assemble.NodeInfo{Op: "MUL_MAT", Type: "f32"}, Start: 10, End: 20, Counted: 2,
+		Counters: events.Counters{900, 2000, 1000, 30},
+		Threads: []assemble.ThreadTime{
+			{TID: 7, Counted: true, Counters: events.Counters{500, 1000, 600, 20}},
+			{TID: 8, Counted: true, Counters: events.Counters{400, 1000, 400, 10}}}}
+	part := &assemble.Node{Info: &assemble.NodeInfo{Op: "ADD", Type: "f32"}, Start: 20, End: 30, Counted: 1,
+		Counters: events.Counters{50}, Threads: []assemble.ThreadTime{{TID: 7, Counted: true, Counters: events.Counters{50}}, {TID: 8}}}
+	g := &assemble.Graph{NThreads: 2, Start: 5, End: 35, Traced: true, Nodes: []*assemble.Node{full, part},
+		Outside: []assemble.ThreadCounters{{TID: 7, Counters: events.Counters{100}}}}
+
+	td := ptrace.NewTraces()
+	NewSpans(Clock{}, true, roofline.Peaks{}, ctr).Graph(td, &Process{PID: 1, Exe: "x"}, g)
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	a := spans.At(1).Attributes().AsRaw()
+	if a["perf.task_clock"] != int64(900) || a["perf.cache_misses"] != int64(30) ||
+		a["ggml.counters.bound"] != "memory" || a["ggml.counters.ipc"] != 0.5 || a["ggml.counters.llc_mpki"] != 30.0 {
+		t.Errorf("fully counted node: %v", a)
+	}
+	if a := spans.At(2).Attributes().AsRaw(); a["perf.task_clock"] != nil {
+		t.Errorf("partly counted node has counters: %v", a)
+	}
+
+	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Peaks{}, ctr)
+	m.Graph(&Process{PID: 1, Exe: "x"}, g)
+	md := m.Emit(Telemetry{})
+	got := map[string]int64{}
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := 0; i < ms.Len(); i++ {
+		mt := ms.At(i)
+		if !strings.HasPrefix(mt.Name(), "ggml.thread.counter") && !strings.HasPrefix(mt.Name(), "ggml.op.counter") {
+			continue
+		}
+		for j := 0; j < mt.Sum().DataPoints().Len(); j++ {
+			dp := mt.Sum().DataPoints().At(j)
+			k := mt.Name()
+			dp.Attributes().Range(func(key string, v pcommon.Value) bool {
+				k += " " + v.AsString()
+				return true
+			})
+			got[k] = dp.IntValue()
+		}
+	}
+	for k, want := range map[string]int64{
+		"ggml.thread.counter 7 task-clock node":    550,
+		"ggml.thread.counter 7 task-clock outside": 100,
+		"ggml.thread.counter 8 task-clock node":    400,
+		"ggml.op.counter MUL_MAT f32 task-clock":   900,
+		"ggml.op.counters.bound MUL_MAT memory":    1,
+		"ggml.op.counter MUL_MAT f32 instructions": 1000,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %d, want %d", k, got[k], want)
+		}
+	}
+	if _, ok := got["ggml.op.counter ADD f32 task-clock"]; ok {
+		t.Error("a partly counted op has ggml.op.counter")
 	}
 }

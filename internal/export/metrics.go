@@ -1,9 +1,8 @@
 package export
 
 import (
-	"time"
-
 	"sort"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -53,6 +52,8 @@ type processMetrics struct {
 	proc      Process
 	ops       map[opKey]*opStats
 	bounds    map[boundKey]int64
+	ctrBounds map[ctrBoundKey]int64
+	threads   map[threadKey]*events.Counters
 	tokens    [2]int64 // by phase: prefill, decode
 	decodeDur [2]*histogram
 }
@@ -63,11 +64,23 @@ type opStats struct {
 	flops, bytes float64
 	sched        events.Sched
 	barrierWait  uint64 // ns
+	counters     events.Counters
+	counted      bool // some node had complete counters
 }
 
 type boundKey struct {
 	op    string
 	bound metadata.AttributeGgmlRooflineBound
+}
+
+type ctrBoundKey struct {
+	op    string
+	bound metadata.AttributeGgmlCountersBound
+}
+
+type threadKey struct {
+	tid   uint32
+	scope metadata.AttributeGgmlScope
 }
 
 var bounds = map[roofline.Bound]metadata.AttributeGgmlRooflineBound{
@@ -84,21 +97,23 @@ type Telemetry struct {
 
 // Metrics accumulates cumulative metrics per process. It is not safe for concurrent use.
 type Metrics struct {
-	peaks roofline.Peaks // zero: no classification
-	mb    *metadata.MetricsBuilder
-	start pcommon.Timestamp
-	procs map[int]*processMetrics
+	peaks    roofline.Peaks // zero: no classification
+	counters *Counters      // nil: no perf counters
+	mb       *metadata.MetricsBuilder
+	start    pcommon.Timestamp
+	procs    map[int]*processMetrics
 }
 
 // NewMetrics returns an accumulator whose cumulative sums start now. Nodes are classified
-// under the roofline of peaks, when they are known.
-func NewMetrics(cfg metadata.MetricsBuilderConfig, set receiver.Settings, peaks roofline.Peaks) *Metrics {
+// under the roofline of peaks, when they are known, and by counters, when there are any.
+func NewMetrics(cfg metadata.MetricsBuilderConfig, set receiver.Settings, peaks roofline.Peaks, counters *Counters) *Metrics {
 	start := pcommon.NewTimestampFromTime(time.Now())
 	return &Metrics{
-		peaks: peaks,
-		mb:    metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
-		start: start,
-		procs: map[int]*processMetrics{},
+		peaks:    peaks,
+		counters: counters,
+		mb:       metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
+		start:    start,
+		procs:    map[int]*processMetrics{},
 	}
 }
 
@@ -106,6 +121,7 @@ func (m *Metrics) process(p *Process) *processMetrics {
 	pm := m.procs[p.PID]
 	if pm == nil {
 		pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
+			ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{},
 			decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)}}
 		m.procs[p.PID] = pm
 	}
@@ -130,6 +146,9 @@ func (m *Metrics) Decode(p *Process, d *assemble.Decode) {
 func (m *Metrics) Graph(p *Process, g *assemble.Graph) { m.graph(m.process(p), g) }
 
 func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
+	if m.counters != nil {
+		m.threadCounters(pm, g)
+	}
 	for _, n := range g.Nodes {
 		k := opKey{"unknown", "unknown"}
 		if n.Info != nil {
@@ -150,6 +169,15 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 		if len(n.Threads) == g.NThreads {
 			st.barrierWait += BarrierWait(n)
 		}
+		if m.counters != nil && complete(n) {
+			st.counters.Add(n.Counters)
+			st.counted = true
+			if c := m.counters; c.classify {
+				if b, _, _, ok := c.classifier.Classify(n.Counters[:len(c.names)]); ok {
+					pm.ctrBounds[ctrBoundKey{k.op, metadata.MapAttributeGgmlCountersBound[string(b)]}]++
+				}
+			}
+		}
 		if n.Info == nil || n.Info.FLOPs == 0 {
 			continue
 		}
@@ -158,6 +186,29 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 		if m.peaks != (roofline.Peaks{}) {
 			c := roofline.Classify(n.Info.FLOPs, n.Info.Bytes, secs, m.peaks)
 			pm.bounds[boundKey{k.op, bounds[c.Bound]}]++
+		}
+	}
+}
+
+// threadCounters adds each thread's counts in g's nodes, and outside nodes before g.
+func (m *Metrics) threadCounters(pm *processMetrics, g *assemble.Graph) {
+	add := func(tid uint32, scope metadata.AttributeGgmlScope, d events.Counters) {
+		k := threadKey{tid, scope}
+		c := pm.threads[k]
+		if c == nil {
+			c = &events.Counters{}
+			pm.threads[k] = c
+		}
+		c.Add(d)
+	}
+	for _, o := range g.Outside {
+		add(o.TID, metadata.AttributeGgmlScopeOutside, o.Counters)
+	}
+	for _, n := range g.Nodes {
+		for _, t := range n.Threads {
+			if t.Counted {
+				add(t.TID, metadata.AttributeGgmlScopeNode, t.Counters)
+			}
 		}
 	}
 }
@@ -171,18 +222,31 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 	for _, pm := range m.procs {
 		for k, st := range pm.ops {
 			m.mb.RecordGgmlOpCountDataPoint(now, st.count, k.op, k.typ)
-			m.mb.RecordGgmlOpOffCPUTimeDataPoint(now, float64(st.sched.OffCPU)/1e9, k.op)
-			m.mb.RecordGgmlOpRunqueueTimeDataPoint(now, float64(st.sched.RunQueue)/1e9, k.op)
-			m.mb.RecordGgmlOpPreemptionsDataPoint(now, int64(st.sched.Preemptions), k.op)
-			m.mb.RecordGgmlOpMigrationsDataPoint(now, int64(st.sched.Migrations), k.op)
-			m.mb.RecordGgmlOpBarrierWaitDataPoint(now, float64(st.barrierWait)/1e9, k.op)
+			m.mb.RecordGgmlOpOffCPUTimeDataPoint(now, float64(st.sched.OffCPU)/1e9, k.op, k.typ)
+			m.mb.RecordGgmlOpRunqueueTimeDataPoint(now, float64(st.sched.RunQueue)/1e9, k.op, k.typ)
+			m.mb.RecordGgmlOpPreemptionsDataPoint(now, int64(st.sched.Preemptions), k.op, k.typ)
+			m.mb.RecordGgmlOpMigrationsDataPoint(now, int64(st.sched.Migrations), k.op, k.typ)
+			m.mb.RecordGgmlOpBarrierWaitDataPoint(now, float64(st.barrierWait)/1e9, k.op, k.typ)
 			if st.flops > 0 {
 				m.mb.RecordGgmlOpFlopsDataPoint(now, st.flops, k.op, k.typ)
 				m.mb.RecordGgmlOpBytesDataPoint(now, st.bytes, k.op, k.typ)
 			}
+			if st.counted {
+				for i, name := range m.counters.names {
+					m.mb.RecordGgmlOpCounterDataPoint(now, int64(st.counters[i]), k.op, k.typ, name)
+				}
+			}
 		}
 		for k, n := range pm.bounds {
 			m.mb.RecordGgmlOpBoundDataPoint(now, n, k.op, k.bound)
+		}
+		for k, n := range pm.ctrBounds {
+			m.mb.RecordGgmlOpCountersBoundDataPoint(now, n, k.op, k.bound)
+		}
+		for k, c := range pm.threads {
+			for i, name := range m.counters.names {
+				m.mb.RecordGgmlThreadCounterDataPoint(now, int64(c[i]), int64(k.tid), name, k.scope)
+			}
 		}
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[0], metadata.AttributeLlamaPhasePrefill)
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[1], metadata.AttributeLlamaPhaseDecode)

@@ -33,11 +33,14 @@ type MetricsConfig struct {
 	GgmlOpBound             MetricConfig `mapstructure:"ggml.op.bound"`
 	GgmlOpBytes             MetricConfig `mapstructure:"ggml.op.bytes"`
 	GgmlOpCount             MetricConfig `mapstructure:"ggml.op.count"`
+	GgmlOpCounter           MetricConfig `mapstructure:"ggml.op.counter"`
+	GgmlOpCountersBound     MetricConfig `mapstructure:"ggml.op.counters.bound"`
 	GgmlOpFlops             MetricConfig `mapstructure:"ggml.op.flops"`
 	GgmlOpMigrations        MetricConfig `mapstructure:"ggml.op.migrations"`
 	GgmlOpOffCPUTime        MetricConfig `mapstructure:"ggml.op.off_cpu.time"`
 	GgmlOpPreemptions       MetricConfig `mapstructure:"ggml.op.preemptions"`
 	GgmlOpRunqueueTime      MetricConfig `mapstructure:"ggml.op.runqueue.time"`
+	GgmlThreadCounter       MetricConfig `mapstructure:"ggml.thread.counter"`
 	LlamaDecodeTokens       MetricConfig `mapstructure:"llama.decode.tokens"`
 	ProfinferAttachFailures MetricConfig `mapstructure:"profinfer.attach.failures"`
 	ProfinferEventsDropped  MetricConfig `mapstructure:"profinfer.events.dropped"`
@@ -61,6 +64,12 @@ func DefaultMetricsConfig() MetricsConfig {
 		GgmlOpCount: MetricConfig{
 			Enabled: true,
 		},
+		GgmlOpCounter: MetricConfig{
+			Enabled: true,
+		},
+		GgmlOpCountersBound: MetricConfig{
+			Enabled: true,
+		},
 		GgmlOpFlops: MetricConfig{
 			Enabled: true,
 		},
@@ -74,6 +83,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		GgmlOpRunqueueTime: MetricConfig{
+			Enabled: true,
+		},
+		GgmlThreadCounter: MetricConfig{
 			Enabled: true,
 		},
 		LlamaDecodeTokens: MetricConfig{

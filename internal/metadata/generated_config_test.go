@@ -39,6 +39,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GgmlOpCount: MetricConfig{
 						Enabled: true,
 					},
+					GgmlOpCounter: MetricConfig{
+						Enabled: true,
+					},
+					GgmlOpCountersBound: MetricConfig{
+						Enabled: true,
+					},
 					GgmlOpFlops: MetricConfig{
 						Enabled: true,
 					},
@@ -52,6 +58,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: true,
 					},
 					GgmlOpRunqueueTime: MetricConfig{
+						Enabled: true,
+					},
+					GgmlThreadCounter: MetricConfig{
 						Enabled: true,
 					},
 					LlamaDecodeTokens: MetricConfig{
@@ -102,6 +111,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GgmlOpCount: MetricConfig{
 						Enabled: false,
 					},
+					GgmlOpCounter: MetricConfig{
+						Enabled: false,
+					},
+					GgmlOpCountersBound: MetricConfig{
+						Enabled: false,
+					},
 					GgmlOpFlops: MetricConfig{
 						Enabled: false,
 					},
@@ -115,6 +130,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					GgmlOpRunqueueTime: MetricConfig{
+						Enabled: false,
+					},
+					GgmlThreadCounter: MetricConfig{
 						Enabled: false,
 					},
 					LlamaDecodeTokens: MetricConfig{

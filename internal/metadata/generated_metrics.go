@@ -12,6 +12,36 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 )
 
+// AttributeGgmlCountersBound specifies the value ggml.counters.bound attribute.
+type AttributeGgmlCountersBound int
+
+const (
+	_ AttributeGgmlCountersBound = iota
+	AttributeGgmlCountersBoundMemory
+	AttributeGgmlCountersBoundCompute
+	AttributeGgmlCountersBoundMixed
+)
+
+// String returns the string representation of the AttributeGgmlCountersBound.
+func (av AttributeGgmlCountersBound) String() string {
+	switch av {
+	case AttributeGgmlCountersBoundMemory:
+		return "memory"
+	case AttributeGgmlCountersBoundCompute:
+		return "compute"
+	case AttributeGgmlCountersBoundMixed:
+		return "mixed"
+	}
+	return ""
+}
+
+// MapAttributeGgmlCountersBound is a helper map of string to AttributeGgmlCountersBound attribute value.
+var MapAttributeGgmlCountersBound = map[string]AttributeGgmlCountersBound{
+	"memory":  AttributeGgmlCountersBoundMemory,
+	"compute": AttributeGgmlCountersBoundCompute,
+	"mixed":   AttributeGgmlCountersBoundMixed,
+}
+
 // AttributeGgmlRooflineBound specifies the value ggml.roofline.bound attribute.
 type AttributeGgmlRooflineBound int
 
@@ -40,6 +70,32 @@ var MapAttributeGgmlRooflineBound = map[string]AttributeGgmlRooflineBound{
 	"memory":   AttributeGgmlRooflineBoundMemory,
 	"compute":  AttributeGgmlRooflineBoundCompute,
 	"overhead": AttributeGgmlRooflineBoundOverhead,
+}
+
+// AttributeGgmlScope specifies the value ggml.scope attribute.
+type AttributeGgmlScope int
+
+const (
+	_ AttributeGgmlScope = iota
+	AttributeGgmlScopeNode
+	AttributeGgmlScopeOutside
+)
+
+// String returns the string representation of the AttributeGgmlScope.
+func (av AttributeGgmlScope) String() string {
+	switch av {
+	case AttributeGgmlScopeNode:
+		return "node"
+	case AttributeGgmlScopeOutside:
+		return "outside"
+	}
+	return ""
+}
+
+// MapAttributeGgmlScope is a helper map of string to AttributeGgmlScope attribute value.
+var MapAttributeGgmlScope = map[string]AttributeGgmlScope{
+	"node":    AttributeGgmlScopeNode,
+	"outside": AttributeGgmlScopeOutside,
 }
 
 // AttributeLlamaPhase specifies the value llama.phase attribute.
@@ -81,6 +137,12 @@ var MetricsInfo = metricsInfo{
 	GgmlOpCount: metricInfo{
 		Name: "ggml.op.count",
 	},
+	GgmlOpCounter: metricInfo{
+		Name: "ggml.op.counter",
+	},
+	GgmlOpCountersBound: metricInfo{
+		Name: "ggml.op.counters.bound",
+	},
 	GgmlOpFlops: metricInfo{
 		Name: "ggml.op.flops",
 	},
@@ -95,6 +157,9 @@ var MetricsInfo = metricsInfo{
 	},
 	GgmlOpRunqueueTime: metricInfo{
 		Name: "ggml.op.runqueue.time",
+	},
+	GgmlThreadCounter: metricInfo{
+		Name: "ggml.thread.counter",
 	},
 	LlamaDecodeTokens: metricInfo{
 		Name: "llama.decode.tokens",
@@ -124,11 +189,14 @@ type metricsInfo struct {
 	GgmlOpBound             metricInfo
 	GgmlOpBytes             metricInfo
 	GgmlOpCount             metricInfo
+	GgmlOpCounter           metricInfo
+	GgmlOpCountersBound     metricInfo
 	GgmlOpFlops             metricInfo
 	GgmlOpMigrations        metricInfo
 	GgmlOpOffCPUTime        metricInfo
 	GgmlOpPreemptions       metricInfo
 	GgmlOpRunqueueTime      metricInfo
+	GgmlThreadCounter       metricInfo
 	LlamaDecodeTokens       metricInfo
 	ProfinferAttachFailures metricInfo
 	ProfinferEventsDropped  metricInfo
@@ -159,7 +227,7 @@ func (m *metricGgmlOpBarrierWait) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpBarrierWait) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
+func (m *metricGgmlOpBarrierWait) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -168,6 +236,7 @@ func (m *metricGgmlOpBarrierWait) recordDataPoint(start pcommon.Timestamp, ts pc
 	dp.SetTimestamp(ts)
 	dp.SetDoubleValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -361,6 +430,117 @@ func newMetricGgmlOpCount(cfg MetricConfig) metricGgmlOpCount {
 	return m
 }
 
+type metricGgmlOpCounter struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.op.counter metric with initial data.
+func (m *metricGgmlOpCounter) init() {
+	m.data.SetName("ggml.op.counter")
+	m.data.SetDescription("Perf counter deltas of computed nodes, summed over their threads, in the counter's own unit (nanoseconds for task-clock and cpu-clock, events otherwise).")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlOpCounter) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string, perfCounterAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
+	dp.Attributes().PutStr("perf.counter", perfCounterAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlOpCounter) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlOpCounter) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlOpCounter(cfg MetricConfig) metricGgmlOpCounter {
+	m := metricGgmlOpCounter{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlOpCountersBound struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.op.counters.bound metric with initial data.
+func (m *metricGgmlOpCountersBound) init() {
+	m.data.SetName("ggml.op.counters.bound")
+	m.data.SetDescription("Number of computed nodes by what bounds them according to their hardware counters.")
+	m.data.SetUnit("{node}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlOpCountersBound) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlCountersBoundAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.counters.bound", ggmlCountersBoundAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlOpCountersBound) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlOpCountersBound) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlOpCountersBound(cfg MetricConfig) metricGgmlOpCountersBound {
+	m := metricGgmlOpCountersBound{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGgmlOpFlops struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -433,7 +613,7 @@ func (m *metricGgmlOpMigrations) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpMigrations) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string) {
+func (m *metricGgmlOpMigrations) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -442,6 +622,7 @@ func (m *metricGgmlOpMigrations) recordDataPoint(start pcommon.Timestamp, ts pco
 	dp.SetTimestamp(ts)
 	dp.SetIntValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -487,7 +668,7 @@ func (m *metricGgmlOpOffCPUTime) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpOffCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
+func (m *metricGgmlOpOffCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -496,6 +677,7 @@ func (m *metricGgmlOpOffCPUTime) recordDataPoint(start pcommon.Timestamp, ts pco
 	dp.SetTimestamp(ts)
 	dp.SetDoubleValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -541,7 +723,7 @@ func (m *metricGgmlOpPreemptions) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpPreemptions) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string) {
+func (m *metricGgmlOpPreemptions) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -550,6 +732,7 @@ func (m *metricGgmlOpPreemptions) recordDataPoint(start pcommon.Timestamp, ts pc
 	dp.SetTimestamp(ts)
 	dp.SetIntValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -595,7 +778,7 @@ func (m *metricGgmlOpRunqueueTime) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpRunqueueTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
+func (m *metricGgmlOpRunqueueTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -604,6 +787,7 @@ func (m *metricGgmlOpRunqueueTime) recordDataPoint(start pcommon.Timestamp, ts p
 	dp.SetTimestamp(ts)
 	dp.SetDoubleValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -624,6 +808,62 @@ func (m *metricGgmlOpRunqueueTime) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGgmlOpRunqueueTime(cfg MetricConfig) metricGgmlOpRunqueueTime {
 	m := metricGgmlOpRunqueueTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlThreadCounter struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.thread.counter metric with initial data.
+func (m *metricGgmlThreadCounter) init() {
+	m.data.SetName("ggml.thread.counter")
+	m.data.SetDescription("Perf counts of each inference thread, split between graph nodes and the time outside them, in the counter's own unit.")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlThreadCounter) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, threadIDAttributeValue int64, perfCounterAttributeValue string, ggmlScopeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutInt("thread.id", threadIDAttributeValue)
+	dp.Attributes().PutStr("perf.counter", perfCounterAttributeValue)
+	dp.Attributes().PutStr("ggml.scope", ggmlScopeAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlThreadCounter) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlThreadCounter) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlThreadCounter(cfg MetricConfig) metricGgmlThreadCounter {
+	m := metricGgmlThreadCounter{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -1010,11 +1250,14 @@ type MetricsBuilder struct {
 	metricGgmlOpBound              metricGgmlOpBound
 	metricGgmlOpBytes              metricGgmlOpBytes
 	metricGgmlOpCount              metricGgmlOpCount
+	metricGgmlOpCounter            metricGgmlOpCounter
+	metricGgmlOpCountersBound      metricGgmlOpCountersBound
 	metricGgmlOpFlops              metricGgmlOpFlops
 	metricGgmlOpMigrations         metricGgmlOpMigrations
 	metricGgmlOpOffCPUTime         metricGgmlOpOffCPUTime
 	metricGgmlOpPreemptions        metricGgmlOpPreemptions
 	metricGgmlOpRunqueueTime       metricGgmlOpRunqueueTime
+	metricGgmlThreadCounter        metricGgmlThreadCounter
 	metricLlamaDecodeTokens        metricLlamaDecodeTokens
 	metricProfinferAttachFailures  metricProfinferAttachFailures
 	metricProfinferEventsDropped   metricProfinferEventsDropped
@@ -1051,11 +1294,14 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGgmlOpBound:              newMetricGgmlOpBound(mbc.Metrics.GgmlOpBound),
 		metricGgmlOpBytes:              newMetricGgmlOpBytes(mbc.Metrics.GgmlOpBytes),
 		metricGgmlOpCount:              newMetricGgmlOpCount(mbc.Metrics.GgmlOpCount),
+		metricGgmlOpCounter:            newMetricGgmlOpCounter(mbc.Metrics.GgmlOpCounter),
+		metricGgmlOpCountersBound:      newMetricGgmlOpCountersBound(mbc.Metrics.GgmlOpCountersBound),
 		metricGgmlOpFlops:              newMetricGgmlOpFlops(mbc.Metrics.GgmlOpFlops),
 		metricGgmlOpMigrations:         newMetricGgmlOpMigrations(mbc.Metrics.GgmlOpMigrations),
 		metricGgmlOpOffCPUTime:         newMetricGgmlOpOffCPUTime(mbc.Metrics.GgmlOpOffCPUTime),
 		metricGgmlOpPreemptions:        newMetricGgmlOpPreemptions(mbc.Metrics.GgmlOpPreemptions),
 		metricGgmlOpRunqueueTime:       newMetricGgmlOpRunqueueTime(mbc.Metrics.GgmlOpRunqueueTime),
+		metricGgmlThreadCounter:        newMetricGgmlThreadCounter(mbc.Metrics.GgmlThreadCounter),
 		metricLlamaDecodeTokens:        newMetricLlamaDecodeTokens(mbc.Metrics.LlamaDecodeTokens),
 		metricProfinferAttachFailures:  newMetricProfinferAttachFailures(mbc.Metrics.ProfinferAttachFailures),
 		metricProfinferEventsDropped:   newMetricProfinferEventsDropped(mbc.Metrics.ProfinferEventsDropped),
@@ -1175,11 +1421,14 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGgmlOpBound.emit(ils.Metrics())
 	mb.metricGgmlOpBytes.emit(ils.Metrics())
 	mb.metricGgmlOpCount.emit(ils.Metrics())
+	mb.metricGgmlOpCounter.emit(ils.Metrics())
+	mb.metricGgmlOpCountersBound.emit(ils.Metrics())
 	mb.metricGgmlOpFlops.emit(ils.Metrics())
 	mb.metricGgmlOpMigrations.emit(ils.Metrics())
 	mb.metricGgmlOpOffCPUTime.emit(ils.Metrics())
 	mb.metricGgmlOpPreemptions.emit(ils.Metrics())
 	mb.metricGgmlOpRunqueueTime.emit(ils.Metrics())
+	mb.metricGgmlThreadCounter.emit(ils.Metrics())
 	mb.metricLlamaDecodeTokens.emit(ils.Metrics())
 	mb.metricProfinferAttachFailures.emit(ils.Metrics())
 	mb.metricProfinferEventsDropped.emit(ils.Metrics())
@@ -1219,8 +1468,8 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 }
 
 // RecordGgmlOpBarrierWaitDataPoint adds a data point to ggml.op.barrier_wait metric.
-func (mb *MetricsBuilder) RecordGgmlOpBarrierWaitDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
-	mb.metricGgmlOpBarrierWait.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpBarrierWaitDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpBarrierWait.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpBoundDataPoint adds a data point to ggml.op.bound metric.
@@ -1238,29 +1487,44 @@ func (mb *MetricsBuilder) RecordGgmlOpCountDataPoint(ts pcommon.Timestamp, val i
 	mb.metricGgmlOpCount.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
+// RecordGgmlOpCounterDataPoint adds a data point to ggml.op.counter metric.
+func (mb *MetricsBuilder) RecordGgmlOpCounterDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string, perfCounterAttributeValue string) {
+	mb.metricGgmlOpCounter.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue, perfCounterAttributeValue)
+}
+
+// RecordGgmlOpCountersBoundDataPoint adds a data point to ggml.op.counters.bound metric.
+func (mb *MetricsBuilder) RecordGgmlOpCountersBoundDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlCountersBoundAttributeValue AttributeGgmlCountersBound) {
+	mb.metricGgmlOpCountersBound.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlCountersBoundAttributeValue.String())
+}
+
 // RecordGgmlOpFlopsDataPoint adds a data point to ggml.op.flops metric.
 func (mb *MetricsBuilder) RecordGgmlOpFlopsDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	mb.metricGgmlOpFlops.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpMigrationsDataPoint adds a data point to ggml.op.migrations metric.
-func (mb *MetricsBuilder) RecordGgmlOpMigrationsDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string) {
-	mb.metricGgmlOpMigrations.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpMigrationsDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpMigrations.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpOffCPUTimeDataPoint adds a data point to ggml.op.off_cpu.time metric.
-func (mb *MetricsBuilder) RecordGgmlOpOffCPUTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
-	mb.metricGgmlOpOffCPUTime.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpOffCPUTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpOffCPUTime.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpPreemptionsDataPoint adds a data point to ggml.op.preemptions metric.
-func (mb *MetricsBuilder) RecordGgmlOpPreemptionsDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string) {
-	mb.metricGgmlOpPreemptions.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpPreemptionsDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpPreemptions.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpRunqueueTimeDataPoint adds a data point to ggml.op.runqueue.time metric.
-func (mb *MetricsBuilder) RecordGgmlOpRunqueueTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string) {
-	mb.metricGgmlOpRunqueueTime.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpRunqueueTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpRunqueueTime.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+}
+
+// RecordGgmlThreadCounterDataPoint adds a data point to ggml.thread.counter metric.
+func (mb *MetricsBuilder) RecordGgmlThreadCounterDataPoint(ts pcommon.Timestamp, val int64, threadIDAttributeValue int64, perfCounterAttributeValue string, ggmlScopeAttributeValue AttributeGgmlScope) {
+	mb.metricGgmlThreadCounter.recordDataPoint(mb.startTime, ts, val, threadIDAttributeValue, perfCounterAttributeValue, ggmlScopeAttributeValue.String())
 }
 
 // RecordLlamaDecodeTokensDataPoint adds a data point to llama.decode.tokens metric.

@@ -69,7 +69,7 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpBarrierWaitDataPoint(ts, 1, "ggml.op-val")
+			mb.RecordGgmlOpBarrierWaitDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -85,23 +85,35 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGgmlOpCounterDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val", "perf.counter-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlOpCountersBoundDataPoint(ts, 1, "ggml.op-val", AttributeGgmlCountersBoundMemory)
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGgmlOpFlopsDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpMigrationsDataPoint(ts, 1, "ggml.op-val")
+			mb.RecordGgmlOpMigrationsDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpOffCPUTimeDataPoint(ts, 1, "ggml.op-val")
+			mb.RecordGgmlOpOffCPUTimeDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpPreemptionsDataPoint(ts, 1, "ggml.op-val")
+			mb.RecordGgmlOpPreemptionsDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpRunqueueTimeDataPoint(ts, 1, "ggml.op-val")
+			mb.RecordGgmlOpRunqueueTimeDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlThreadCounterDataPoint(ts, 1, 9, "perf.counter-val", AttributeGgmlScopeNode)
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -183,6 +195,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
 				case "ggml.op.bound":
 					assert.False(t, validatedMetrics["ggml.op.bound"], "Found a duplicate in the metrics slice: ggml.op.bound")
 					validatedMetrics["ggml.op.bound"] = true
@@ -243,6 +258,49 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
+				case "ggml.op.counter":
+					assert.False(t, validatedMetrics["ggml.op.counter"], "Found a duplicate in the metrics slice: ggml.op.counter")
+					validatedMetrics["ggml.op.counter"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Perf counter deltas of computed nodes, summed over their threads, in the counter's own unit (nanoseconds for task-clock and cpu-clock, events otherwise).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
+					perfCounterAttrVal, ok := dp.Attributes().Get("perf.counter")
+					assert.True(t, ok)
+					assert.Equal(t, "perf.counter-val", perfCounterAttrVal.Str())
+				case "ggml.op.counters.bound":
+					assert.False(t, validatedMetrics["ggml.op.counters.bound"], "Found a duplicate in the metrics slice: ggml.op.counters.bound")
+					validatedMetrics["ggml.op.counters.bound"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Number of computed nodes by what bounds them according to their hardware counters.", mi.Description())
+					assert.Equal(t, "{node}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlCountersBoundAttrVal, ok := dp.Attributes().Get("ggml.counters.bound")
+					assert.True(t, ok)
+					assert.Equal(t, "memory", ggmlCountersBoundAttrVal.Str())
 				case "ggml.op.flops":
 					assert.False(t, validatedMetrics["ggml.op.flops"], "Found a duplicate in the metrics slice: ggml.op.flops")
 					validatedMetrics["ggml.op.flops"] = true
@@ -280,6 +338,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
 				case "ggml.op.off_cpu.time":
 					assert.False(t, validatedMetrics["ggml.op.off_cpu.time"], "Found a duplicate in the metrics slice: ggml.op.off_cpu.time")
 					validatedMetrics["ggml.op.off_cpu.time"] = true
@@ -297,6 +358,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
 				case "ggml.op.preemptions":
 					assert.False(t, validatedMetrics["ggml.op.preemptions"], "Found a duplicate in the metrics slice: ggml.op.preemptions")
 					validatedMetrics["ggml.op.preemptions"] = true
@@ -314,6 +378,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
 				case "ggml.op.runqueue.time":
 					assert.False(t, validatedMetrics["ggml.op.runqueue.time"], "Found a duplicate in the metrics slice: ggml.op.runqueue.time")
 					validatedMetrics["ggml.op.runqueue.time"] = true
@@ -331,6 +398,32 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
+				case "ggml.thread.counter":
+					assert.False(t, validatedMetrics["ggml.thread.counter"], "Found a duplicate in the metrics slice: ggml.thread.counter")
+					validatedMetrics["ggml.thread.counter"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Perf counts of each inference thread, split between graph nodes and the time outside them, in the counter's own unit.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					threadIDAttrVal, ok := dp.Attributes().Get("thread.id")
+					assert.True(t, ok)
+					assert.EqualValues(t, 9, threadIDAttrVal.Int())
+					perfCounterAttrVal, ok := dp.Attributes().Get("perf.counter")
+					assert.True(t, ok)
+					assert.Equal(t, "perf.counter-val", perfCounterAttrVal.Str())
+					ggmlScopeAttrVal, ok := dp.Attributes().Get("ggml.scope")
+					assert.True(t, ok)
+					assert.Equal(t, "node", ggmlScopeAttrVal.Str())
 				case "llama.decode.tokens":
 					assert.False(t, validatedMetrics["llama.decode.tokens"], "Found a duplicate in the metrics slice: llama.decode.tokens")
 					validatedMetrics["llama.decode.tokens"] = true

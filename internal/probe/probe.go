@@ -21,6 +21,7 @@ type Layers struct {
 	Runtime     bool // graphs: the backend scheduler's and the CPU backend's
 	Barriers    bool // with the node probes, ggml_barrier: per-thread busy time
 	Scheduler   bool // sched_switch and sched_wakeup, for the traced processes' threads
+	Counters    bool // with the node probes, each thread's graph exit: perf counters per node
 }
 
 // Scheduler attaches the scheduler tracepoints, which serve every traced process; the
@@ -56,6 +57,7 @@ const (
 	graph                // Layers.Runtime
 	node                 // AttachNodes
 	barrier              // AttachNodes, with Layers.Barriers
+	counted              // AttachNodes, with Layers.Counters
 )
 
 // spec is one probe: a program on a symbol of the object that plays role.
@@ -81,6 +83,7 @@ var specs = []spec{
 	{node, discover.CPU, "ggml_cpu_extra_compute_forward", func(p *progs) *ebpf.Program { return p.NodeEnter }, false, symbols.RDI | symbols.RSI, false},
 	{node, discover.CPU, "ggml_compute_forward_rms_norm_mul_fused", func(p *progs) *ebpf.Program { return p.FusedEnter }, false, symbols.RDI | symbols.RSI | symbols.RDX, true},
 	{barrier, discover.CPU, "ggml_barrier", func(p *progs) *ebpf.Program { return p.BarrierEnter }, false, 0, false},
+	{counted, discover.CPU, "ggml_graph_compute_thread", func(p *progs) *ebpf.Program { return p.ThreadExit }, true, 0, false},
 }
 
 // Opener returns the parsed ELF of a module, cached by the caller.
@@ -125,14 +128,17 @@ func Attach(progs *bpf.ProfinferPrograms, p *discover.Process, open Opener, laye
 	return a, err
 }
 
-// AttachNodes adds the node probes (and the barrier's, with Layers.Barriers). Those that
-// cannot be attached are reported, joined; the others stay.
+// AttachNodes adds the node probes (and the barrier's, with Layers.Barriers, and the
+// graph exit of each thread, with Layers.Counters). Those that cannot be attached are
+// reported, joined; the others stay.
 func (a *Attachment) AttachNodes() error {
 	if len(a.nodes) > 0 {
 		return nil
 	}
 	var err error
-	a.nodes, err = a.attach(func(g group) bool { return g == node || g == barrier && a.layers.Barriers })
+	a.nodes, err = a.attach(func(g group) bool {
+		return g == node || g == barrier && a.layers.Barriers || g == counted && a.layers.Counters
+	})
 	return err
 }
 
@@ -179,7 +185,7 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	sym, ok := f.Symbol(s.symbol)
+	sym, ok := f.Function(s.symbol)
 	if !ok {
 		if s.optional {
 			return nil, nil
@@ -196,14 +202,14 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 	opts := &link.UprobeOptions{PID: a.PID}
 	var l link.Link
 	if s.ret {
-		l, err = ex.Uretprobe(s.symbol, s.prog(a.progs), opts)
+		l, err = ex.Uretprobe(sym.Name, s.prog(a.progs), opts)
 	} else {
 		off, emulated, perr := f.ProbeOffset(sym, s.keep)
 		if perr != nil {
 			return nil, perr
 		}
 		opts.Offset = off
-		if l, err = ex.Uprobe(s.symbol, s.prog(a.progs), opts); err == nil && emulated {
+		if l, err = ex.Uprobe(sym.Name, s.prog(a.progs), opts); err == nil && emulated {
 			a.emulated[s.symbol] = true
 		}
 	}

@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
@@ -27,6 +29,7 @@ import (
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/roofline"
 )
@@ -66,6 +69,9 @@ type Config struct {
 	Propagate          bool // fail Start on the first target error
 	Metrics            metadata.MetricsBuilderConfig
 	Roofline           Roofline
+	// Counters are read on every thread at node boundaries; those the machine lacks are
+	// dropped at start with a warning.
+	Counters []perfcount.Counter
 }
 
 // Roofline decides how nodes are classified: under Peaks, whose zero fields are
@@ -84,10 +90,11 @@ type Profiler struct {
 	traces  consumer.Traces
 	metrics consumer.Metrics
 
-	objs   bpf.ProfinferObjects
-	sched  []link.Link // the scheduler tracepoints
-	reader *ringbuf.Reader
-	procfs procfs.FS
+	objs     bpf.ProfinferObjects
+	sched    []link.Link // the scheduler tracepoints
+	reader   *ringbuf.Reader
+	procfs   procfs.FS
+	counters *perfcount.Threads // nil: no perf counters
 
 	mu       sync.Mutex // guards everything below, shared by the reader and discovery
 	tracked  map[int]*tracked
@@ -100,6 +107,7 @@ type Profiler struct {
 	traced   uint64 // graphs traced node by node
 	tele     export.Telemetry
 	elfCache *elfCache
+	noCount  map[uint32]bool // threads whose counters could not be opened
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -109,7 +117,7 @@ type Profiler struct {
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
 	return &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
 		tracked: map[int]*tracked{}, failed: map[int]rejected{}, elfCache: newELFCache(),
-		stop: make(chan struct{})}
+		noCount: map[uint32]bool{}, stop: make(chan struct{})}
 }
 
 // Start loads the eBPF programs, attaches to the targets present now and starts the
@@ -134,14 +142,16 @@ func (p *Profiler) Start(ctx context.Context) error {
 		}
 		p.cfg.Targets[i].Executable = path
 	}
+	p.detectCounters()
 	if err := p.load(); err != nil {
 		return err
 	}
 	var real unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &real)
 	peaks := p.peaks()
-	p.spans = export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans, peaks)
-	p.acc = export.NewMetrics(p.cfg.Metrics, p.set, peaks)
+	ctr := export.NewCounters(p.cfg.Counters)
+	p.spans = export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans, peaks, ctr)
+	p.acc = export.NewMetrics(p.cfg.Metrics, p.set, peaks, ctr)
 	p.asm = assemble.New(sink{p})
 	p.pending = ptrace.NewTraces()
 	if err := p.discover(true); err != nil {
@@ -177,15 +187,25 @@ func (p *Profiler) load() error {
 		"graph_nnodes_off":   uint32(l.GraphNNodes),
 		"cplan_nthreads_off": uint32(l.CplanNThreads),
 		"wakeup_bytes":       uint64(p.cfg.RingBufferSize / 4),
-		"all_threads":        boolByte(p.cfg.Layers.Barriers),
+		"all_threads":        boolByte(p.cfg.Layers.Barriers || p.cfg.Layers.Counters),
 		"follow_sched":       boolByte(p.cfg.Layers.Scheduler),
+		"n_counters":         uint32(len(p.cfg.Counters)),
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("profinfer: setting %s: %w", name, err)
 		}
 	}
+	var ctrMap *ebpf.Map
+	if p.cfg.Layers.Counters {
+		if ctrMap, err = probe.CounterMap(spec); err != nil {
+			return fmt.Errorf("profinfer: %w", err)
+		}
+	}
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		if ctrMap != nil {
+			ctrMap.Close()
+		}
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return fmt.Errorf("profinfer: loading eBPF programs: %w: profinfer needs root, or CAP_BPF and CAP_PERFMON", err)
 		}
@@ -202,7 +222,31 @@ func (p *Profiler) load() error {
 			return fmt.Errorf("profinfer: %w", err)
 		}
 	}
+	if ctrMap != nil {
+		// The programs use ctrMap; the one the collection made for them goes unused.
+		p.objs.Counters.Close()
+		p.objs.Counters = ctrMap
+		if p.counters, err = perfcount.NewThreads(p.cfg.Counters, probe.CounterTable(ctrMap, &p.objs.ProfinferMaps)); err != nil {
+			p.close()
+			return fmt.Errorf("profinfer: %w", err)
+		}
+	}
 	return nil
+}
+
+// detectCounters keeps the configured perf counters this machine has, and says once
+// which it lacks and why.
+func (p *Profiler) detectCounters() {
+	if len(p.cfg.Counters) == 0 {
+		return
+	}
+	ok, missing := perfcount.Detect(p.cfg.Counters)
+	if len(missing) > 0 {
+		p.log.Warn("perf counters unavailable, continuing without them: "+strings.Join(missing, "; "),
+			zap.Int("available", len(ok)))
+	}
+	p.cfg.Counters = ok
+	p.cfg.Layers.Counters = len(ok) > 0 && p.cfg.Nodes.Mode != NodesOff
 }
 
 // peaks returns the roofline to classify nodes under, measuring what the configuration
@@ -266,6 +310,9 @@ func (p *Profiler) close() {
 	}
 	for _, l := range p.sched {
 		l.Close()
+	}
+	if p.counters != nil {
+		_ = p.counters.Sweep(func(uint32, uint32) bool { return false })
 	}
 	if p.reader != nil {
 		p.reader.Close()

@@ -68,9 +68,11 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	case events.GraphExit:
 		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched)
 	case events.Node:
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), nil, ev.Sched)
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), nil, ev.Sched, p.counted(ev))
 	case events.NodeDetail:
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), p.nodeInfo(ev, t), ev.Sched)
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), p.nodeInfo(ev, t), ev.Sched, p.counted(ev))
+	case events.ThreadExit:
+		a.ThreadExit(ev.PID, ev.TID, ev.TS, ev.Sched, p.counted(ev))
 	case events.Barrier:
 		a.Barrier(ev.PID, ev.TID, ev.TS)
 	case events.SchedEnter:
@@ -78,6 +80,22 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	case events.SchedExit:
 		a.SchedExit(ev.PID, ev.TID, ev.TS)
 	}
+}
+
+// counted returns the counter values ev carries. A thread met without them gets its
+// counters opened now: they count from its next event on. Called with p.mu held.
+func (p *Profiler) counted(ev *events.Event) *events.Counters {
+	if ev.Flags&events.FlagCounted != 0 {
+		return &ev.Counters
+	}
+	if p.counters == nil || p.counters.Has(ev.TID) || p.noCount[ev.TID] {
+		return nil
+	}
+	if err := p.counters.Open(ev.PID, ev.TID); err != nil {
+		p.noCount[ev.TID] = true
+		p.log.Warn("perf counters not opened on a thread", zap.Error(err))
+	}
+	return nil
 }
 
 // nodeInfo names, types and shapes a node from the raw tensor copy in ev.

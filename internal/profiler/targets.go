@@ -95,6 +95,13 @@ func (p *Profiler) discover(first bool) error {
 		_ = probe.Trace(&p.objs.ProfinferMaps, pid, false)
 		p.log.Info("target exited; probes detached", zap.Int("pid", pid))
 	}
+	if p.counters != nil {
+		if err := p.counters.Sweep(func(pid, tid uint32) bool {
+			return p.tracked[int(pid)] != nil && alive(int(pid), "task", strconv.Itoa(int(tid)))
+		}); err != nil {
+			p.log.Debug("closing perf counters", zap.Error(err))
+		}
+	}
 	now := time.Now()
 	var todo []int
 	for pid := range pids {
@@ -198,8 +205,9 @@ func (p *Profiler) attach(pid int) error {
 	return nil
 }
 
-func alive(pid int) bool {
-	_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
+// alive says whether /proc/PID (and the path below it, such as task/TID) exists.
+func alive(pid int, sub ...string) bool {
+	_, err := os.Stat(filepath.Join(append([]string{"/proc", strconv.Itoa(pid)}, sub...)...))
 	return err == nil
 }
 

@@ -269,3 +269,16 @@ func TestOpen(t *testing.T) {
 		t.Errorf("NewFile(empty) error = %v", err)
 	}
 }
+
+func TestFunctionClones(t *testing.T) {
+	f := &File{syms: map[string]Symbol{}}
+	for _, n := range []string{"exact", "exact.isra.0", "worker.isra.1", "worker.constprop.0", "split.cold", "split.part.x", "workers.isra.0"} {
+		f.syms[n] = Symbol{Name: n}
+	}
+	for name, want := range map[string]string{"exact": "exact", "worker": "worker.constprop.0", "split": "", "work": ""} {
+		s, ok := f.Function(name)
+		if s.Name != want || ok != (want != "") {
+			t.Errorf("Function(%q) = %q, %v; want %q", name, s.Name, ok, want)
+		}
+	}
+}

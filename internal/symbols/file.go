@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 )
 
 // File is an opened ELF object.
@@ -112,6 +113,33 @@ func (f *File) BuildID() string { return f.buildID }
 func (f *File) Symbol(name string) (Symbol, bool) {
 	s, ok := f.syms[name]
 	return s, ok
+}
+
+// Function looks a function up by name, or else a clone of it that the compiler made
+// (name.isra.0, name.constprop.0, name.part.0), as static functions often become.
+func (f *File) Function(name string) (Symbol, bool) {
+	if s, ok := f.syms[name]; ok {
+		return s, true
+	}
+	var best Symbol
+	for n, s := range f.syms {
+		suffix, ok := strings.CutPrefix(n, name+".")
+		if ok && isClone(suffix) && (best.Name == "" || n < best.Name) {
+			best = s
+		}
+	}
+	return best, best.Name != ""
+}
+
+// isClone says whether suffix, as in name.<suffix>, is one of GCC's clone suffixes with
+// its number: the clone is a callable entry, unlike name.cold.
+func isClone(suffix string) bool {
+	for _, kind := range []string{"isra.", "constprop.", "part."} {
+		if n, ok := strings.CutPrefix(suffix, kind); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Missing returns the sorted names from want that are not defined.

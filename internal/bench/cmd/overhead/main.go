@@ -28,13 +28,16 @@ import (
 )
 
 // names are the configurations, in the report's order.
-var names = []string{"baseline", "default", "full", "naive", "node-baseline", "node-default"}
+var names = []string{"baseline", "default", "full", "naive", "counters", "scheduler", "node-baseline", "node-default"}
 
 // receivers is the profinfer receiver's YAML for each configuration that runs under the
-// collector.
+// collector. counters and scheduler price what the default leaves off: the software perf
+// counters on top of full tracing, and the scheduler layer on top of the default.
 var receivers = map[string]string{
 	"default":      `{}`,
 	"full":         `{nodes: {mode: all}}`,
+	"counters":     `{nodes: {mode: all}, counters: [task-clock, context-switches, page-faults, cpu-migrations]}`,
+	"scheduler":    `{layers: {scheduler: true}}`,
 	"node-default": `{}`,
 }
 

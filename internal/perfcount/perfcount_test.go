@@ -1,0 +1,113 @@
+package perfcount
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParse(t *testing.T) {
+	for name, want := range map[string]Counter{
+		"task-clock": {Name: "task-clock", Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_TASK_CLOCK},
+		"cycles":     {Name: "cycles", Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES},
+		"r01c2":      {Name: "r01c2", Type: unix.PERF_TYPE_RAW, Config: 0x1c2},
+	} {
+		got, err := Parse(name)
+		if err != nil || got != want {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", name, got, err, want)
+		}
+	}
+	if c, _ := Parse("task-clock"); c.Hardware() || c.Key() != "task_clock" {
+		t.Errorf("task-clock: hardware %v, key %q", c.Hardware(), c.Key())
+	}
+	for _, bad := range []string{"cycels", "r", "rxyz", ""} {
+		_, err := Parse(bad)
+		if err == nil || !strings.HasPrefix(err.Error(), "unknown perf counter \""+bad+"\": want one of alignment-faults, ") {
+			t.Errorf("Parse(%q): %v", bad, err)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	cs := make([]Counter, 3)
+	for i, n := range []string{"instructions", "cache-misses", "cycles"} {
+		cs[i], _ = Parse(n)
+	}
+	c, ok := NewClassifier(cs)
+	if !ok {
+		t.Fatal("classifier not built from cycles, instructions and cache-misses")
+	}
+	for _, tc := range []struct {
+		instr, misses, cycles uint64
+		want                  Bound
+	}{
+		{1000, 30, 2000, Memory}, // 30 MPKI
+		{3000, 1, 1000, Compute}, // IPC 3, 0.3 MPKI
+		{1000, 2, 2000, Mixed},   // IPC 0.5, 2 MPKI
+		{1000, 0, 2000, Mixed},   // no misses, but stalled
+	} {
+		b, _, _, ok := c.Classify([]uint64{tc.instr, tc.misses, tc.cycles})
+		if !ok || b != tc.want {
+			t.Errorf("%+v: %q, %v", tc, b, ok)
+		}
+	}
+	if _, _, _, ok := c.Classify([]uint64{0, 0, 0}); ok {
+		t.Error("classified a node with no instructions")
+	}
+	if _, ok := NewClassifier(cs[:2]); ok {
+		t.Error("classifier built without cycles")
+	}
+}
+
+// fakeTable records what Threads publishes.
+type fakeTable struct {
+	events map[uint32]int
+	slots  map[uint32]uint32
+}
+
+func (f *fakeTable) PutEvent(i uint32, fd int) error { f.events[i] = fd; return nil }
+func (f *fakeTable) DeleteEvent(i uint32) error      { delete(f.events, i); return nil }
+func (f *fakeTable) PutSlot(tid, s uint32) error     { f.slots[tid] = s; return nil }
+func (f *fakeTable) DeleteSlot(tid uint32) error     { delete(f.slots, tid); return nil }
+
+// Software counters open on a thread of this process with no privileges beyond what the
+// test runs with when perf_event_paranoid allows counting one's own threads.
+func TestThreads(t *testing.T) {
+	var cs []Counter
+	for _, n := range []string{"task-clock", "context-switches"} {
+		c, _ := Parse(n)
+		cs = append(cs, c)
+	}
+	ok, missing := Detect(cs)
+	if len(ok) != 2 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("software counters unavailable: %v", missing)
+		}
+		t.Skipf("software counters unavailable here: %v", missing)
+	}
+	tab := &fakeTable{events: map[uint32]int{}, slots: map[uint32]uint32{}}
+	th, err := NewThreads(ok, tab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, tid := uint32(os.Getpid()), uint32(unix.Gettid())
+	if err := th.Open(pid, tid); err != nil {
+		t.Fatal(err)
+	}
+	s, in := tab.slots[tid]
+	if !in || len(tab.events) != 2 || tab.events[s*PerThread] <= 0 || tab.events[s*PerThread+1] <= 0 || !th.Has(tid) {
+		t.Fatalf("published slots %v, events %v", tab.slots, tab.events)
+	}
+	if err := th.Sweep(func(uint32, uint32) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.slots) != 0 || len(tab.events) != 0 || th.Has(tid) || len(th.free) != Slots {
+		t.Fatalf("after sweep: slots %v, events %v, %d free", tab.slots, tab.events, len(th.free))
+	}
+	if _, err := NewThreads(make([]Counter, PerThread+1), tab); err == nil ||
+		err.Error() != "9 perf counters configured, at most 8 fit a record" {
+		t.Errorf("too many counters: %v", err)
+	}
+}
