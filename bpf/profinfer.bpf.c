@@ -65,6 +65,7 @@ struct detail {
 	struct event ev;
 	u8 tensor[TENSOR_MAX];
 	u8 src[N_SRC][SRC_HEAD];
+	u64 src_view[N_SRC]; /* each source's view_src: the tensor that owns its data, or 0 */
 	struct counters counters;
 };
 
@@ -82,6 +83,7 @@ const struct counted *unused_counted __attribute__((unused));
 /* Set by the loader from the target's ggml layout. */
 volatile const u32 tensor_size = 336;
 volatile const u32 tensor_src_off = 152;
+volatile const u32 tensor_view_src_off = 232;
 volatile const u32 graph_nnodes_off = 4;
 volatile const u32 cplan_nthreads_off = 16;
 volatile const u32 batch_stack_off = 8; /* llama_batch.n_tokens relative to sp at the probe */
@@ -293,7 +295,8 @@ int graph_exit(struct pt_regs *ctx)
 }
 
 /* A node starts on one thread. Thread 0 also copies the tensor and the heads of its first
- * sources, which is all user space needs to name, type and shape the node. */
+ * sources, which is all user space needs to name, type and shape the node, and where those
+ * sources' data comes from, which links the node to the nodes that produced it. */
 static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *tensor2, u16 flags)
 {
 	struct {
@@ -322,8 +325,12 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 	for (int i = 0; i < N_SRC; i++) {
 		void *src = 0;
 		bpf_probe_read_user(&src, sizeof(src), tensor + tensor_src_off + 8 * i);
-		if (!src || bpf_probe_read_user(d->src[i], SRC_HEAD, src))
+		d->src_view[i] = 0;
+		if (!src || bpf_probe_read_user(d->src[i], SRC_HEAD, src)) {
 			__builtin_memset(d->src[i], 0, SRC_HEAD);
+			continue;
+		}
+		bpf_probe_read_user(&d->src_view[i], sizeof(d->src_view[i]), src + tensor_view_src_off);
 	}
 	bpf_ringbuf_submit(d, wakeup());
 	return 0;

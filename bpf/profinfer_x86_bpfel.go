@@ -27,6 +27,7 @@ type ProfinferDetail struct {
 	Ev       ProfinferEvent
 	Tensor   [384]uint8
 	Src      [3][48]uint8
+	SrcView  [3]uint64
 	Counters struct {
 		_     structs.HostLayout
 		Value [8]uint64
@@ -98,6 +99,7 @@ const (
 	ProfinferVarN_counters       = "n_counters"
 	ProfinferVarTensorSize       = "tensor_size"
 	ProfinferVarTensorSrcOff     = "tensor_src_off"
+	ProfinferVarTensorViewSrcOff = "tensor_view_src_off"
 	ProfinferVarUnusedCounted    = "unused_counted"
 	ProfinferVarUnusedDetail     = "unused_detail"
 	ProfinferVarUnusedEvent      = "unused_event"
@@ -184,6 +186,7 @@ type ProfinferVariableSpecs struct {
 	N_counters       *ebpf.VariableSpec `ebpf:"n_counters"`
 	TensorSize       *ebpf.VariableSpec `ebpf:"tensor_size"`
 	TensorSrcOff     *ebpf.VariableSpec `ebpf:"tensor_src_off"`
+	TensorViewSrcOff *ebpf.VariableSpec `ebpf:"tensor_view_src_off"`
 	UnusedCounted    *ebpf.VariableSpec `ebpf:"unused_counted"`
 	UnusedDetail     *ebpf.VariableSpec `ebpf:"unused_detail"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -241,6 +244,7 @@ type ProfinferVariables struct {
 	N_counters       *ebpf.Variable `ebpf:"n_counters"`
 	TensorSize       *ebpf.Variable `ebpf:"tensor_size"`
 	TensorSrcOff     *ebpf.Variable `ebpf:"tensor_src_off"`
+	TensorViewSrcOff *ebpf.Variable `ebpf:"tensor_view_src_off"`
 	UnusedCounted    *ebpf.Variable `ebpf:"unused_counted"`
 	UnusedDetail     *ebpf.Variable `ebpf:"unused_detail"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/profinfer/profinfer/internal/dag"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
@@ -122,6 +124,7 @@ type span struct {
 	name, parent, id string
 	start, end       uint64
 	attrs            map[string]any
+	links            []string // span IDs
 }
 
 func spans(traces []ptrace.Traces) []span {
@@ -133,8 +136,12 @@ func spans(traces []ptrace.Traces) []span {
 				ps := ss.At(j).Spans()
 				for k := 0; k < ps.Len(); k++ {
 					s := ps.At(k)
-					out = append(out, span{name: s.Name(), parent: s.ParentSpanID().String(), id: s.SpanID().String(),
-						start: uint64(s.StartTimestamp()), end: uint64(s.EndTimestamp()), attrs: s.Attributes().AsRaw()})
+					sp := span{name: s.Name(), parent: s.ParentSpanID().String(), id: s.SpanID().String(),
+						start: uint64(s.StartTimestamp()), end: uint64(s.EndTimestamp()), attrs: s.Attributes().AsRaw()}
+					for l := 0; l < s.Links().Len(); l++ {
+						sp.links = append(sp.links, s.Links().At(l).SpanID().String())
+					}
+					out = append(out, sp)
 				}
 			}
 		}
@@ -266,6 +273,7 @@ func TestE2ELlamaBench(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
 	traces, metrics := c.stop(t)
 	checkProfile(t, traces, metrics, 16)
+	checkDAG(t, traces)
 	// With the barrier probe every node span splits each thread's busy time from its wait.
 	for _, s := range spans(traces) {
 		if s.name != "MUL_MAT" {
@@ -276,6 +284,63 @@ func TestE2ELlamaBench(t *testing.T) {
 			t.Fatalf("MUL_MAT span busy time %v over %d ns, want 2 positive shares within it", busy, s.end-s.start)
 		}
 	}
+}
+
+// checkDAG asserts that every traced graph's nodes link to their producers within the
+// graph, and that its critical path is a chain of those links, no longer than the graph.
+func checkDAG(t *testing.T, traces []ptrace.Traces) {
+	t.Helper()
+	all := spans(traces)
+	children := map[string][]span{}
+	for _, s := range all {
+		children[s.parent] = append(children[s.parent], s)
+	}
+	graphs, linked, nodes := 0, 0, 0
+	for _, g := range all {
+		if g.name != "ggml.graph_compute" || g.attrs["ggml.graph.traced"] != true {
+			continue
+		}
+		graphs++
+		in := map[string]bool{}
+		var path []span
+		var pathNs uint64
+		for _, n := range children[g.id] {
+			in[n.id] = true
+			nodes++
+			if len(n.links) > 0 {
+				linked++
+			}
+			for _, l := range n.links {
+				if !in[l] {
+					t.Fatalf("%s links to %s, not an earlier node of its graph", n.name, l)
+				}
+			}
+			if n.attrs["ggml.critical_path"] == true {
+				path = append(path, n)
+				pathNs += n.end - n.start
+			}
+		}
+		for i := 1; i < len(path); i++ {
+			if !slices.Contains(path[i].links, path[i-1].id) {
+				t.Fatalf("critical path: %s does not depend on the %s before it", path[i].name, path[i-1].name)
+			}
+		}
+		// Its length counts each node to the next one's start: at most the spans' sum (they
+		// overlap a little at barriers) and the graph.
+		d, _ := g.attrs["ggml.critical_path.duration_ns"].(int64)
+		if len(path) < 2 || d <= 0 || uint64(d) > pathNs || uint64(d) > g.end-g.start {
+			t.Fatalf("critical path of %d nodes: %d ns (spans summed: %d ns), in a graph of %d ns", len(path), d, pathNs, g.end-g.start)
+		}
+	}
+	// Every node but those reading only weights and inputs has a producer in its graph.
+	if graphs == 0 || float64(linked) < 0.9*float64(nodes) {
+		t.Fatalf("%d of %d node spans in %d graphs link to a producer", linked, nodes, graphs)
+	}
+	var dot strings.Builder
+	if n, err := dag.DOT(&dot, traces, 0); n != 1 || err != nil || !strings.Contains(dot.String(), "color=red") {
+		t.Fatalf("DOT of the first graph: %d graphs, %v:\n%.2000s", n, err, dot.String())
+	}
+	t.Logf("%d of %d node spans linked to producers in %d graphs", linked, nodes, graphs)
 }
 
 // Roofline classification without a PMU: decode matmuls stream their quantised weights
@@ -440,7 +505,7 @@ func TestE2EStaticServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := startCollector(t, ctx, e.StaticServer(), fullTracing)
-	s, err := e.StartServer(ctx, e.StaticServer(), "llama-1b-q4_0", 2)
+	s, err := e.StartServer(ctx, e.StaticServer(), "llama-1b-q4_0", 2, "-lv", "4") // -lv 4: print the model info
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,6 +516,48 @@ func TestE2EStaticServer(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	traces, metrics := c.stop(t)
 	checkProfile(t, traces, metrics, 16)
+	checkModel(t, traces, s.Stdout.String()+s.Stderr.String())
+}
+
+// checkModel asserts that the model attributes on the resource say what llama.cpp printed
+// when it loaded the file ("print_info: arch = llama" and so on).
+func checkModel(t *testing.T, traces []ptrace.Traces, log string) {
+	t.Helper()
+	printed := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)print_info: (\S+(?: \S+)?)\s+= (.*)$`).FindAllStringSubmatch(log, -1) {
+		printed[m[1]] = m[2]
+	}
+	if m := regexp.MustCompile(`threadpool init, n_threads = (\d+)`).FindStringSubmatch(log); m != nil {
+		printed["n_threads"] = m[1]
+	}
+	if len(traces) == 0 || traces[0].ResourceSpans().Len() == 0 {
+		t.Fatal("no spans")
+	}
+	res := traces[len(traces)-1].ResourceSpans().At(0).Resource().Attributes().AsRaw()
+	params, _ := res["llama.model.parameters"].(int64)
+	for attr, want := range map[string]string{
+		"llama.model.architecture":   printed["arch"],
+		"llama.model.file_type":      printed["file type"],
+		"llama.model.name":           printed["general.name"],
+		"llama.model.context_length": printed["n_ctx_train"],
+		"llama.model.parameters":     printed["model params"],
+	} {
+		got := fmt.Sprint(res[attr])
+		if attr == "llama.model.parameters" {
+			got = fmt.Sprintf("%.2f B", float64(params)*1e-9)
+		}
+		if want == "" || got != want {
+			t.Errorf("%s = %q, llama.cpp printed %q", attr, got, want)
+		}
+	}
+	if p, _ := res["llama.model.path"].(string); !strings.HasSuffix(p, "llama-1b-q4_0.gguf") {
+		t.Errorf("llama.model.path = %q", p)
+	}
+	for _, s := range spans(traces) {
+		if s.name == "ggml.graph_compute" && fmt.Sprint(s.attrs["ggml.threads"]) != printed["n_threads"] {
+			t.Fatalf("graph span ggml.threads = %v, llama.cpp printed n_threads = %q", s.attrs["ggml.threads"], printed["n_threads"])
+		}
+	}
 }
 
 // Without privileges the collector refuses to start and says what it needs.

@@ -48,6 +48,11 @@ type NodeInfo struct {
 	// FLOPs and Bytes estimate the work the node does and the memory it moves, from its
 	// shapes and types; zero when the types' sizes are unknown.
 	FLOPs, Bytes float64
+	// Reads are the tensors whose data the node reads, views resolved to the tensor that
+	// owns the data; Owner is the tensor owning the node's own data when the node writes
+	// into a view (a copy into the KV cache), else 0. They link nodes to their producers.
+	Reads []uint64
+	Owner uint64
 }
 
 // ThreadTime is one thread's share of a node: busy from Start to Busy, then in the
@@ -69,6 +74,7 @@ type ThreadCounters struct {
 // Node is one computed graph node.
 type Node struct {
 	Tensor     uint64
+	Tensor2    uint64    // the second node a fused kernel computed, or 0
 	Info       *NodeInfo // nil when thread 0's detail was not seen
 	Start, End uint64    // first thread's start, last thread's end
 	Threads    []ThreadTime
@@ -314,9 +320,9 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.Sched) {
 }
 
 // NodeStart records that thread ith started computing tensor, with the thread's
-// scheduler counters and perf counters (nil if the event had none). info is set on the
-// event that carries the tensor's detail.
-func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor uint64, ith int, info *NodeInfo, sched events.Sched, ctr *events.Counters) {
+// scheduler counters and perf counters (nil if the event had none). tensor2 is the second
+// tensor of a fused kernel. info is set on the event that carries the tensor's detail.
+func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor, tensor2 uint64, ith int, info *NodeInfo, sched events.Sched, ctr *events.Counters) {
 	p := a.proc(pid)
 	g := p.graph
 	if g == nil {
@@ -332,7 +338,7 @@ func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor uint64, ith int, info 
 	a.closeNode(t, ts, &sched, d)
 	n := g.byTensor[tensor]
 	if n == nil {
-		n = &Node{Tensor: tensor, Start: ts}
+		n = &Node{Tensor: tensor, Tensor2: tensor2, Start: ts}
 		g.byTensor[tensor] = n
 		g.Nodes = append(g.Nodes, n)
 	}

@@ -28,20 +28,20 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	a.SchedEnter(1, 1, 105, 9)
 	a.GraphEnter(1, 1, 110, 0xa, 5, 2)
 	// node 0x1 (MUL_MAT): internal barrier at 130/131, done at 150 and 140.
-	a.NodeStart(1, 1, 120, 0x1, 0, mm, events.Sched{}, nil)
-	a.NodeStart(1, 2, 121, 0x1, 1, nil, events.Sched{}, nil)
+	a.NodeStart(1, 1, 120, 0x1, 0, 0, mm, events.Sched{}, nil)
+	a.NodeStart(1, 2, 121, 0x1, 0, 1, nil, events.Sched{}, nil)
 	a.Barrier(1, 1, 130)
 	a.Barrier(1, 2, 131)
 	a.Barrier(1, 2, 140)
 	a.Barrier(1, 1, 150)
 	// node 0x2 (ADD).
-	a.NodeStart(1, 2, 152, 0x2, 1, nil, events.Sched{}, nil)
-	a.NodeStart(1, 1, 153, 0x2, 0, add, events.Sched{}, nil)
+	a.NodeStart(1, 2, 152, 0x2, 0, 1, nil, events.Sched{}, nil)
+	a.NodeStart(1, 1, 153, 0x2, 0, 0, add, events.Sched{}, nil)
 	a.Barrier(1, 1, 160)
 	a.Barrier(1, 2, 158)
 	// node 0x3 (fused RMS_NORM+MUL), then the final barrier.
-	a.NodeStart(1, 1, 161, 0x3, 0, norm, events.Sched{}, nil)
-	a.NodeStart(1, 2, 162, 0x3, 1, nil, events.Sched{}, nil)
+	a.NodeStart(1, 1, 161, 0x3, 0, 0, norm, events.Sched{}, nil)
+	a.NodeStart(1, 2, 162, 0x3, 0, 1, nil, events.Sched{}, nil)
 	a.Barrier(1, 2, 170)
 	a.Barrier(1, 1, 175)
 	a.GraphExit(1, 1, 180, events.Sched{})
@@ -92,9 +92,9 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	a := New(s)
 	a.NodesOn(7, 1)
 	a.Barrier(7, 7, 1)
-	a.NodeStart(7, 7, 2, 0x1, 0, nil, events.Sched{}, nil)
+	a.NodeStart(7, 7, 2, 0x1, 0, 0, nil, events.Sched{}, nil)
 	a.GraphEnter(7, 7, 10, 0xa, 1, 1)
-	a.NodeStart(7, 7, 11, 0x1, 0, nil, events.Sched{}, nil)
+	a.NodeStart(7, 7, 11, 0x1, 0, 0, nil, events.Sched{}, nil)
 	a.GraphExit(7, 7, 20, events.Sched{}) // no barrier: the node ends at graph exit
 	if n := s.graphs[0].Nodes[0]; len(s.graphs) != 1 || n.End != 20 || n.Threads[0].Busy != 20 {
 		t.Fatalf("graphs %+v", s.graphs)
@@ -122,7 +122,7 @@ func TestNodeWindows(t *testing.T) {
 	a := New(s)
 	graph := func(start, end uint64) *Graph {
 		a.GraphEnter(3, 3, start, 0xa, 1, 1)
-		a.NodeStart(3, 3, start+1, 0x1, 0, nil, events.Sched{}, nil)
+		a.NodeStart(3, 3, start+1, 0x1, 0, 0, nil, events.Sched{}, nil)
 		a.GraphExit(3, 3, end, events.Sched{})
 		return s.graphs[len(s.graphs)-1]
 	}
@@ -159,10 +159,10 @@ func TestNodeSched(t *testing.T) {
 	a := New(s)
 	a.NodesOn(5, 1)
 	a.GraphEnter(5, 1, 10, 0xa, 2, 2)
-	a.NodeStart(5, 1, 11, 0x1, 0, nil, events.Sched{OffCPU: 100, RunQueue: 50, Preemptions: 1}, nil)
-	a.NodeStart(5, 2, 12, 0x1, 1, nil, events.Sched{OffCPU: 7}, nil)
-	a.NodeStart(5, 1, 20, 0x2, 0, nil, events.Sched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1}, nil)
-	a.NodeStart(5, 2, 21, 0x2, 1, nil, events.Sched{OffCPU: 17}, nil)
+	a.NodeStart(5, 1, 11, 0x1, 0, 0, nil, events.Sched{OffCPU: 100, RunQueue: 50, Preemptions: 1}, nil)
+	a.NodeStart(5, 2, 12, 0x1, 0, 1, nil, events.Sched{OffCPU: 7}, nil)
+	a.NodeStart(5, 1, 20, 0x2, 0, 0, nil, events.Sched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1}, nil)
+	a.NodeStart(5, 2, 21, 0x2, 0, 1, nil, events.Sched{OffCPU: 17}, nil)
 	a.GraphExit(5, 1, 30, events.Sched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1})
 	g := s.graphs[0]
 	if got, want := g.Nodes[0].Sched, (events.Sched{OffCPU: 310, RunQueue: 200, Preemptions: 1, Migrations: 1}); got != want {
@@ -182,17 +182,17 @@ func TestCounters(t *testing.T) {
 	c := func(task uint64) *events.Counters { return &events.Counters{task, task / 10} }
 	a.NodesOn(1, 1)
 	a.GraphEnter(1, 1, 10, 0xa, 2, 2)
-	a.NodeStart(1, 1, 11, 0x1, 0, nil, events.Sched{}, c(1000)) // first readings: baselines
-	a.NodeStart(1, 2, 12, 0x1, 1, nil, events.Sched{}, c(500))
-	a.NodeStart(1, 1, 20, 0x2, 0, nil, events.Sched{}, c(1800))
-	a.NodeStart(1, 2, 21, 0x2, 1, nil, events.Sched{}, c(1200))
+	a.NodeStart(1, 1, 11, 0x1, 0, 0, nil, events.Sched{}, c(1000)) // first readings: baselines
+	a.NodeStart(1, 2, 12, 0x1, 0, 1, nil, events.Sched{}, c(500))
+	a.NodeStart(1, 1, 20, 0x2, 0, 0, nil, events.Sched{}, c(1800))
+	a.NodeStart(1, 2, 21, 0x2, 0, 1, nil, events.Sched{}, c(1200))
 	a.ThreadExit(1, 2, 28, events.Sched{}, c(1900))
 	a.ThreadExit(1, 1, 29, events.Sched{}, c(2400))
 	a.GraphExit(1, 1, 30, events.Sched{})
 
 	a.GraphEnter(1, 1, 40, 0xa, 1, 2)
-	a.NodeStart(1, 1, 41, 0x1, 0, nil, events.Sched{}, c(2500))
-	a.NodeStart(1, 2, 42, 0x1, 1, nil, events.Sched{}, c(2000))
+	a.NodeStart(1, 1, 41, 0x1, 0, 0, nil, events.Sched{}, c(2500))
+	a.NodeStart(1, 2, 42, 0x1, 0, 1, nil, events.Sched{}, c(2000))
 	a.ThreadExit(1, 1, 49, events.Sched{}, c(3000))
 	a.GraphExit(1, 1, 50, events.Sched{})
 	a.ThreadExit(1, 2, 51, events.Sched{}, c(2700))
@@ -225,7 +225,7 @@ func TestCounters(t *testing.T) {
 
 	// A reading without counters breaks the chain: the next interval is not attributed.
 	a.GraphEnter(1, 1, 60, 0xa, 1, 1)
-	a.NodeStart(1, 1, 61, 0x1, 0, nil, events.Sched{}, nil)
+	a.NodeStart(1, 1, 61, 0x1, 0, 0, nil, events.Sched{}, nil)
 	a.ThreadExit(1, 1, 69, events.Sched{}, c(4000))
 	a.GraphExit(1, 1, 70, events.Sched{})
 	if g := s.graphs[2]; g.Nodes[0].Counted != 0 || len(g.Outside) != 0 {
@@ -234,7 +234,7 @@ func TestCounters(t *testing.T) {
 	// A new window starts afresh: the untraced time between is nobody's.
 	a.NodesOn(1, 75)
 	a.GraphEnter(1, 1, 80, 0xa, 1, 1)
-	a.NodeStart(1, 1, 81, 0x1, 0, nil, events.Sched{}, c(9000))
+	a.NodeStart(1, 1, 81, 0x1, 0, 0, nil, events.Sched{}, c(9000))
 	a.ThreadExit(1, 1, 89, events.Sched{}, c(9100))
 	a.GraphExit(1, 1, 90, events.Sched{})
 	if g := s.graphs[3]; len(g.Outside) != 0 || g.Nodes[0].Counters != (events.Counters{100, 10}) {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,15 +65,33 @@ func TestOverheadRatio(t *testing.T) {
 	}
 }
 
-func TestRotate(t *testing.T) {
-	xs := []string{"a", "b", "c"}
-	for k, want := range [][]string{{"a", "b", "c"}, {"b", "c", "a"}, {"c", "a", "b"}, {"a", "b", "c"}} {
-		if got := Rotate(xs, k); !cmp.Equal(got, want) {
-			t.Errorf("Rotate(%v, %d) = %v, want %v", xs, k, got, want)
+func TestOrder(t *testing.T) {
+	xs := []string{"a", "b", "c", "d", "e"}
+	predecessors := map[string]map[string]bool{}
+	for k := range 8 {
+		got := Order(xs, k)
+		if !cmp.Equal(got, Order(xs, k)) {
+			t.Fatalf("round %d's order is not reproducible", k)
+		}
+		sorted := slices.Clone(got)
+		slices.Sort(sorted)
+		if !cmp.Equal(sorted, xs) {
+			t.Fatalf("Order(%v, %d) = %v, not a permutation", xs, k, got)
+		}
+		for i := 1; i < len(got); i++ {
+			if predecessors[got[i]] == nil {
+				predecessors[got[i]] = map[string]bool{}
+			}
+			predecessors[got[i]][got[i-1]] = true
 		}
 	}
-	if !cmp.Equal(xs, []string{"a", "b", "c"}) {
-		t.Errorf("Rotate modified its input: %v", xs)
+	if !cmp.Equal(xs, []string{"a", "b", "c", "d", "e"}) {
+		t.Errorf("Order modified its input: %v", xs)
+	}
+	for x, p := range predecessors {
+		if len(p) < 2 {
+			t.Errorf("%s always runs after %v over 8 rounds", x, p)
+		}
 	}
 }
 

@@ -50,7 +50,8 @@ const (
 	SrcHead      = 48
 	NumSrc       = 3
 	countersSize = MaxCounters * 8
-	DetailSize   = HeaderSize + TensorMax + NumSrc*SrcHead + countersSize
+	srcViewSize  = NumSrc * 8
+	DetailSize   = HeaderSize + TensorMax + NumSrc*SrcHead + srcViewSize + countersSize
 	CountedSize  = HeaderSize + countersSize
 )
 
@@ -75,9 +76,12 @@ type Event struct {
 	// Counters is the thread's perf counter values in configuration order, cumulative
 	// since they were opened; set when Flags has FlagCounted.
 	Counters Counters
-	Detail   []byte // Tensor and Src together
+	Detail   []byte // Tensor, Src and SrcView together
 	Tensor   []byte
 	Src      [NumSrc][]byte
+	// SrcView is each source's view_src (the tensor owning its data; 0 if it owns its
+	// own), little-endian; valid with Detail.
+	SrcView []byte
 }
 
 // Counters is one reading of a thread's perf counters.
@@ -127,7 +131,7 @@ func Decode(b []byte, e *Event) error {
 	e.B = le.Uint64(b[32:])
 	e.Sched = Sched{OffCPU: le.Uint64(b[40:]), RunQueue: le.Uint64(b[48:]),
 		Preemptions: le.Uint32(b[56:]), Migrations: le.Uint32(b[60:])}
-	e.Detail, e.Tensor = nil, nil
+	e.Detail, e.Tensor, e.SrcView = nil, nil, nil
 	e.Src = [NumSrc][]byte{}
 	if e.Kind < DecodeEnter || e.Kind > lastKind {
 		return fmt.Errorf("events: unknown kind %d", uint16(e.Kind))
@@ -144,6 +148,7 @@ func Decode(b []byte, e *Event) error {
 			off := HeaderSize + TensorMax + i*SrcHead
 			e.Src[i] = b[off : off+SrcHead]
 		}
+		e.SrcView = b[ctr-srcViewSize : ctr]
 	}
 	if e.Flags&FlagCounted != 0 {
 		if len(b) < ctr+countersSize {

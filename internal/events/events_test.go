@@ -39,13 +39,14 @@ func TestDecode(t *testing.T) {
 	b[HeaderSize] = 7
 	b[HeaderSize+TensorMax+SrcHead] = 9
 	le.PutUint64(b[DetailSize-countersSize:], 41)
+	le.PutUint64(b[DetailSize-countersSize-8:], 0xfeed) // the third source's view_src
 	le.PutUint64(b[DetailSize-8:], 48)
 	var e Event
 	if err := Decode(b, &e); err != nil {
 		t.Fatal(err)
 	}
 	if e.TS != 123 || e.PID != 10 || e.TID != 11 || e.Kind != NodeDetail || e.Nth != 2 ||
-		e.Flags != FlagFused|FlagCounted || e.Counters[0] != 41 || e.Counters[MaxCounters-1] != 48 || e.A != 0xdead || e.B != 0xbeef || e.Tensor[0] != 7 || e.Src[1][0] != 9 ||
+		e.Flags != FlagFused|FlagCounted || e.Counters[0] != 41 || le.Uint64(e.SrcView[16:]) != 0xfeed || e.Counters[MaxCounters-1] != 48 || e.A != 0xdead || e.B != 0xbeef || e.Tensor[0] != 7 || e.Src[1][0] != 9 ||
 		e.Sched != (Sched{OffCPU: 500, RunQueue: 200, Preemptions: 3, Migrations: 1}) {
 		t.Fatalf("decoded %+v", e)
 	}
@@ -54,7 +55,7 @@ func TestDecode(t *testing.T) {
 		want string
 	}{
 		{b[:10], "events: record of 10 bytes is shorter than the 64-byte header"},
-		{b[:HeaderSize], "events: node detail of 64 bytes, want 656"},
+		{b[:HeaderSize], "events: node detail of 64 bytes, want 680"},
 		{make([]byte, HeaderSize), "events: unknown kind 0"},
 		{counted(Node, HeaderSize), "events: node with counters of 64 bytes, want 128"},
 	} {

@@ -13,7 +13,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/dag"
 	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
@@ -25,6 +27,7 @@ type Process struct {
 	PID, VPID int
 	Exe       string // as the process sees it
 	BuildID   string
+	Model     *model.Info // nil until the process has loaded one
 }
 
 // SetResource fills the semantic-convention attributes of p.
@@ -38,6 +41,14 @@ func (p *Process) SetResource(r pcommon.Resource) {
 	a.PutStr("process.executable.name", name)
 	if p.BuildID != "" {
 		a.PutStr("process.executable.build_id.gnu", p.BuildID)
+	}
+	if m := p.Model; m != nil {
+		a.PutStr("llama.model.path", m.Path)
+		a.PutStr("llama.model.name", m.Name)
+		a.PutStr("llama.model.architecture", m.Architecture)
+		a.PutInt("llama.model.parameters", int64(m.Parameters))
+		a.PutStr("llama.model.file_type", m.FileType)
+		a.PutInt("llama.model.context_length", int64(m.ContextLength))
 	}
 }
 
@@ -161,11 +172,29 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 	a.PutStr("ggml.backend", "CPU")
 	a.PutInt("ggml.threads", int64(g.NThreads))
 	a.PutInt("thread.id", int64(g.TID))
-	if !s.Nodes {
+	if !s.Nodes || len(g.Nodes) == 0 {
 		return
 	}
-	for _, n := range g.Nodes {
-		s.node(spans.AppendEmpty(), trace, sp.SpanID(), n, g.NThreads)
+	d := dag.Of(g.Nodes)
+	a.PutInt("ggml.critical_path.duration_ns", int64(d.Duration))
+	a.PutDouble("ggml.critical_path.share", float64(d.Duration)/float64(max(g.End-g.Start, 1)))
+	a.PutInt("ggml.critical_path.nodes", int64(len(d.Critical)))
+	ids := make([]pcommon.SpanID, len(g.Nodes))
+	critical := d.Critical
+	for i, n := range g.Nodes {
+		ns := spans.AppendEmpty()
+		s.node(ns, trace, sp.SpanID(), n, g.NThreads)
+		ids[i] = ns.SpanID()
+		// Each node links to the nodes it read the results of: the graph's edges.
+		for _, p := range d.Producers[i] {
+			l := ns.Links().AppendEmpty()
+			l.SetTraceID(trace)
+			l.SetSpanID(ids[p])
+		}
+		if len(critical) > 0 && critical[0] == i {
+			ns.Attributes().PutBool("ggml.critical_path", true)
+			critical = critical[1:]
+		}
 	}
 }
 

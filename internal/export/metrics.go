@@ -119,6 +119,9 @@ func NewMetrics(cfg metadata.MetricsBuilderConfig, set receiver.Settings, peaks 
 
 func (m *Metrics) process(p *Process) *processMetrics {
 	pm := m.procs[p.PID]
+	if pm != nil {
+		pm.proc = *p // the model may have been found since
+	}
 	if pm == nil {
 		pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
 			ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{},

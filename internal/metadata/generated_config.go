@@ -140,6 +140,12 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 
 // ResourceAttributesConfig provides config for profinfer resource attributes.
 type ResourceAttributesConfig struct {
+	LlamaModelArchitecture      ResourceAttributeConfig `mapstructure:"llama.model.architecture"`
+	LlamaModelContextLength     ResourceAttributeConfig `mapstructure:"llama.model.context_length"`
+	LlamaModelFileType          ResourceAttributeConfig `mapstructure:"llama.model.file_type"`
+	LlamaModelName              ResourceAttributeConfig `mapstructure:"llama.model.name"`
+	LlamaModelParameters        ResourceAttributeConfig `mapstructure:"llama.model.parameters"`
+	LlamaModelPath              ResourceAttributeConfig `mapstructure:"llama.model.path"`
 	ProcessExecutableBuildIDGnu ResourceAttributeConfig `mapstructure:"process.executable.build_id.gnu"`
 	ProcessExecutableName       ResourceAttributeConfig `mapstructure:"process.executable.name"`
 	ProcessExecutablePath       ResourceAttributeConfig `mapstructure:"process.executable.path"`
@@ -150,6 +156,24 @@ type ResourceAttributesConfig struct {
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 	return ResourceAttributesConfig{
+		LlamaModelArchitecture: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		LlamaModelContextLength: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		LlamaModelFileType: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		LlamaModelName: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		LlamaModelParameters: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		LlamaModelPath: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		ProcessExecutableBuildIDGnu: ResourceAttributeConfig{
 			Enabled: true,
 		},

@@ -86,6 +86,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: true},
+					LlamaModelContextLength:     ResourceAttributeConfig{Enabled: true},
+					LlamaModelFileType:          ResourceAttributeConfig{Enabled: true},
+					LlamaModelName:              ResourceAttributeConfig{Enabled: true},
+					LlamaModelParameters:        ResourceAttributeConfig{Enabled: true},
+					LlamaModelPath:              ResourceAttributeConfig{Enabled: true},
 					ProcessExecutableBuildIDGnu: ResourceAttributeConfig{Enabled: true},
 					ProcessExecutableName:       ResourceAttributeConfig{Enabled: true},
 					ProcessExecutablePath:       ResourceAttributeConfig{Enabled: true},
@@ -158,6 +164,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: false},
+					LlamaModelContextLength:     ResourceAttributeConfig{Enabled: false},
+					LlamaModelFileType:          ResourceAttributeConfig{Enabled: false},
+					LlamaModelName:              ResourceAttributeConfig{Enabled: false},
+					LlamaModelParameters:        ResourceAttributeConfig{Enabled: false},
+					LlamaModelPath:              ResourceAttributeConfig{Enabled: false},
 					ProcessExecutableBuildIDGnu: ResourceAttributeConfig{Enabled: false},
 					ProcessExecutableName:       ResourceAttributeConfig{Enabled: false},
 					ProcessExecutablePath:       ResourceAttributeConfig{Enabled: false},
@@ -199,6 +211,12 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "all_set",
 			want: ResourceAttributesConfig{
+				LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: true},
+				LlamaModelContextLength:     ResourceAttributeConfig{Enabled: true},
+				LlamaModelFileType:          ResourceAttributeConfig{Enabled: true},
+				LlamaModelName:              ResourceAttributeConfig{Enabled: true},
+				LlamaModelParameters:        ResourceAttributeConfig{Enabled: true},
+				LlamaModelPath:              ResourceAttributeConfig{Enabled: true},
 				ProcessExecutableBuildIDGnu: ResourceAttributeConfig{Enabled: true},
 				ProcessExecutableName:       ResourceAttributeConfig{Enabled: true},
 				ProcessExecutablePath:       ResourceAttributeConfig{Enabled: true},
@@ -210,6 +228,12 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
+				LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: false},
+				LlamaModelContextLength:     ResourceAttributeConfig{Enabled: false},
+				LlamaModelFileType:          ResourceAttributeConfig{Enabled: false},
+				LlamaModelName:              ResourceAttributeConfig{Enabled: false},
+				LlamaModelParameters:        ResourceAttributeConfig{Enabled: false},
+				LlamaModelPath:              ResourceAttributeConfig{Enabled: false},
 				ProcessExecutableBuildIDGnu: ResourceAttributeConfig{Enabled: false},
 				ProcessExecutableName:       ResourceAttributeConfig{Enabled: false},
 				ProcessExecutablePath:       ResourceAttributeConfig{Enabled: false},

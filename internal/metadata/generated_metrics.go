@@ -1312,6 +1312,42 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		resourceAttributeIncludeFilter: make(map[string]filter.Filter),
 		resourceAttributeExcludeFilter: make(map[string]filter.Filter),
 	}
+	if mbc.ResourceAttributes.LlamaModelArchitecture.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.model.architecture"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelArchitecture.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaModelArchitecture.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.model.architecture"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelArchitecture.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.LlamaModelContextLength.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.model.context_length"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelContextLength.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaModelContextLength.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.model.context_length"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelContextLength.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.LlamaModelFileType.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.model.file_type"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelFileType.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaModelFileType.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.model.file_type"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelFileType.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.LlamaModelName.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.model.name"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelName.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaModelName.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.model.name"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelName.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.LlamaModelParameters.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.model.parameters"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelParameters.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaModelParameters.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.model.parameters"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelParameters.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.LlamaModelPath.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.model.path"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelPath.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaModelPath.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.model.path"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelPath.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.ProcessExecutableBuildIDGnu.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["process.executable.build_id.gnu"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessExecutableBuildIDGnu.MetricsInclude)
 	}

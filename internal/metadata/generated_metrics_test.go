@@ -144,6 +144,12 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordProfinferProbesAttachedDataPoint(ts, 1)
 
 			rb := mb.NewResourceBuilder()
+			rb.SetLlamaModelArchitecture("llama.model.architecture-val")
+			rb.SetLlamaModelContextLength(26)
+			rb.SetLlamaModelFileType("llama.model.file_type-val")
+			rb.SetLlamaModelName("llama.model.name-val")
+			rb.SetLlamaModelParameters(22)
+			rb.SetLlamaModelPath("llama.model.path-val")
 			rb.SetProcessExecutableBuildIDGnu("process.executable.build_id.gnu-val")
 			rb.SetProcessExecutableName("process.executable.name-val")
 			rb.SetProcessExecutablePath("process.executable.path-val")

@@ -21,6 +21,48 @@ func NewResourceBuilder(rac ResourceAttributesConfig) *ResourceBuilder {
 	}
 }
 
+// SetLlamaModelArchitecture sets provided value as "llama.model.architecture" attribute.
+func (rb *ResourceBuilder) SetLlamaModelArchitecture(val string) {
+	if rb.config.LlamaModelArchitecture.Enabled {
+		rb.res.Attributes().PutStr("llama.model.architecture", val)
+	}
+}
+
+// SetLlamaModelContextLength sets provided value as "llama.model.context_length" attribute.
+func (rb *ResourceBuilder) SetLlamaModelContextLength(val int64) {
+	if rb.config.LlamaModelContextLength.Enabled {
+		rb.res.Attributes().PutInt("llama.model.context_length", val)
+	}
+}
+
+// SetLlamaModelFileType sets provided value as "llama.model.file_type" attribute.
+func (rb *ResourceBuilder) SetLlamaModelFileType(val string) {
+	if rb.config.LlamaModelFileType.Enabled {
+		rb.res.Attributes().PutStr("llama.model.file_type", val)
+	}
+}
+
+// SetLlamaModelName sets provided value as "llama.model.name" attribute.
+func (rb *ResourceBuilder) SetLlamaModelName(val string) {
+	if rb.config.LlamaModelName.Enabled {
+		rb.res.Attributes().PutStr("llama.model.name", val)
+	}
+}
+
+// SetLlamaModelParameters sets provided value as "llama.model.parameters" attribute.
+func (rb *ResourceBuilder) SetLlamaModelParameters(val int64) {
+	if rb.config.LlamaModelParameters.Enabled {
+		rb.res.Attributes().PutInt("llama.model.parameters", val)
+	}
+}
+
+// SetLlamaModelPath sets provided value as "llama.model.path" attribute.
+func (rb *ResourceBuilder) SetLlamaModelPath(val string) {
+	if rb.config.LlamaModelPath.Enabled {
+		rb.res.Attributes().PutStr("llama.model.path", val)
+	}
+}
+
 // SetProcessExecutableBuildIDGnu sets provided value as "process.executable.build_id.gnu" attribute.
 func (rb *ResourceBuilder) SetProcessExecutableBuildIDGnu(val string) {
 	if rb.config.ProcessExecutableBuildIDGnu.Enabled {

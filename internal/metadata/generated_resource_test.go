@@ -13,6 +13,12 @@ func TestResourceBuilder(t *testing.T) {
 		t.Run(tt, func(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
+			rb.SetLlamaModelArchitecture("llama.model.architecture-val")
+			rb.SetLlamaModelContextLength(26)
+			rb.SetLlamaModelFileType("llama.model.file_type-val")
+			rb.SetLlamaModelName("llama.model.name-val")
+			rb.SetLlamaModelParameters(22)
+			rb.SetLlamaModelPath("llama.model.path-val")
 			rb.SetProcessExecutableBuildIDGnu("process.executable.build_id.gnu-val")
 			rb.SetProcessExecutableName("process.executable.name-val")
 			rb.SetProcessExecutablePath("process.executable.path-val")
@@ -25,14 +31,44 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 6, res.Attributes().Len())
+				assert.Equal(t, 12, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 6, res.Attributes().Len())
+				assert.Equal(t, 12, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
 			default:
 				assert.Failf(t, "unexpected test case: %s", tt)
+			}
+			llamaModelArchitectureAttrVal, ok := res.Attributes().Get("llama.model.architecture")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "llama.model.architecture-val", llamaModelArchitectureAttrVal.Str())
+			}
+			llamaModelContextLengthAttrVal, ok := res.Attributes().Get("llama.model.context_length")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 26, llamaModelContextLengthAttrVal.Int())
+			}
+			llamaModelFileTypeAttrVal, ok := res.Attributes().Get("llama.model.file_type")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "llama.model.file_type-val", llamaModelFileTypeAttrVal.Str())
+			}
+			llamaModelNameAttrVal, ok := res.Attributes().Get("llama.model.name")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "llama.model.name-val", llamaModelNameAttrVal.Str())
+			}
+			llamaModelParametersAttrVal, ok := res.Attributes().Get("llama.model.parameters")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 22, llamaModelParametersAttrVal.Int())
+			}
+			llamaModelPathAttrVal, ok := res.Attributes().Get("llama.model.path")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "llama.model.path-val", llamaModelPathAttrVal.Str())
 			}
 			processExecutableBuildIDGnuAttrVal, ok := res.Attributes().Get("process.executable.build_id.gnu")
 			assert.True(t, ok)

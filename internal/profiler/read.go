@@ -2,6 +2,7 @@ package profiler
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"time"
@@ -68,9 +69,9 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	case events.GraphExit:
 		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched)
 	case events.Node:
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), nil, ev.Sched, p.counted(ev))
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, ev.B, int(ev.Ith), nil, ev.Sched, p.counted(ev))
 	case events.NodeDetail:
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, int(ev.Ith), p.nodeInfo(ev, t), ev.Sched, p.counted(ev))
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, ev.B, int(ev.Ith), p.nodeInfo(ev, t), ev.Sched, p.counted(ev))
 	case events.ThreadExit:
 		a.ThreadExit(ev.PID, ev.TID, ev.TS, ev.Sched, p.counted(ev))
 	case events.Barrier:
@@ -128,6 +129,18 @@ func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo
 		srcs[n] = shape(tr.target, typ, ne)
 		n++
 	}
+	for i, src := range t.Src {
+		if src == 0 {
+			continue
+		}
+		if i < events.NumSrc { // ggml points view_src at the owner directly, never at a view
+			if owner := binary.LittleEndian.Uint64(ev.SrcView[8*i:]); owner != 0 {
+				src = owner
+			}
+		}
+		info.Reads = append(info.Reads, src)
+	}
+	info.Owner = t.ViewSrc
 	info.FLOPs, info.Bytes = roofline.Cost(info.Op, shape(tr.target, t.Type, t.Ne), srcs[:n])
 	if fused != 0 {
 		info.FusedOp = "MUL" // the only fused CPU kernel: ggml_compute_forward_rms_norm_mul_fused

@@ -15,6 +15,7 @@ import (
 	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/ggml"
+	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/symbols"
 )
@@ -45,6 +46,7 @@ type tracked struct {
 	windowGraphs int
 	nextWindow   time.Time
 	warned       bool
+	noModel      bool // its model file could not be read
 }
 
 // maxInfos bounds each cache; shapes that grow with the context (KV views) add entries.
@@ -126,6 +128,7 @@ func (p *Profiler) discover(first bool) error {
 	}
 	p.mu.Unlock()
 
+	p.findModels()
 	for _, pid := range todo {
 		vsize, _ := discover.VSize(p.procfs, pid) // before: a dlopen during attach counts as a change
 		err := p.attach(pid)
@@ -150,6 +153,38 @@ func (p *Profiler) discover(first bool) error {
 }
 
 var errNotGGML = errors.New("maps no GGML CPU backend")
+
+// findModels looks for the model file of each traced process that has none yet: a server
+// loads its model some time after it starts, and after profinfer attached.
+func (p *Profiler) findModels() {
+	p.mu.Lock()
+	var pids []int
+	for pid, t := range p.tracked {
+		if t.proc.Model == nil && !t.noModel {
+			pids = append(pids, pid)
+		}
+	}
+	p.mu.Unlock()
+	for _, pid := range pids {
+		path, host, ok := model.Find(p.procfs, "/proc", pid)
+		if !ok {
+			continue
+		}
+		info, err := model.Read(host, path)
+		p.mu.Lock()
+		if t := p.tracked[pid]; t != nil {
+			if err != nil {
+				t.noModel = true // unreadable: say so once, and go on without
+				p.log.Warn("model file not described", zap.Int("pid", pid), zap.Error(err))
+			} else {
+				t.proc.Model = &info
+				p.log.Info("model", zap.Int("pid", pid), zap.String("path", path), zap.String("architecture", info.Architecture),
+					zap.Uint64("parameters", info.Parameters), zap.String("file_type", info.FileType))
+			}
+		}
+		p.mu.Unlock()
+	}
+}
 
 func (p *Profiler) attach(pid int) error {
 	proc, err := discover.Inspect(p.procfs, "/proc", pid, p.elfCache.classify)

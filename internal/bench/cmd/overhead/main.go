@@ -164,7 +164,7 @@ func newRunner(model string, pp, tg int, configs []string) (*runner, error) {
 func (r *runner) measure(ctx context.Context, configs []string, pairs int) (string, error) {
 	runs := map[string][]bench.Run{}
 	for i := range pairs {
-		for _, c := range bench.Rotate(configs, i) {
+		for _, c := range bench.Order(configs, i) {
 			run, err := r.run(ctx, c)
 			if err != nil {
 				return "", fmt.Errorf("round %d, %s: %w", i+1, c, err)
