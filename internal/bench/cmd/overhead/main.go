@@ -192,8 +192,8 @@ func (r *runner) measure(ctx context.Context, configs []string, pairs int) (stri
 	var b strings.Builder
 	b.WriteString(bench.Table(rows, r.pp, r.tg))
 	fmt.Fprintf(&b, `
-Medians of %d alternating rounds, each running every configuration once, starting with a
-different one each round. Ratios are medians of the per-round ratios to the configuration's
+Medians of %d alternating rounds, each running every configuration once, in an order
+shuffled per round (seeded by the round). Ratios are medians of the per-round ratios to the configuration's
 baseline (baseline; node-baseline for node-default). Model %s, %d threads. Target CPU per
 token: the decode process's user+system CPU over the tokens it generated, model load
 included (llama-bench tg%d; for node, the whole driver). Tracer: the collector (bpftrace for
