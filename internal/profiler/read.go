@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
@@ -94,7 +95,11 @@ func (p *Profiler) counted(ev *events.Event) *events.Counters {
 	}
 	if err := p.counters.Open(ev.PID, ev.TID); err != nil {
 		p.noCount[ev.TID] = true
-		p.log.Warn("perf counters not opened on a thread", zap.Error(err))
+		if errors.Is(err, unix.ESRCH) { // a short-lived thread, gone before the reader met it
+			p.log.Debug("perf counters not opened on a thread", zap.Error(err))
+		} else {
+			p.log.Warn("perf counters not opened on a thread", zap.Error(err))
+		}
 	}
 	return nil
 }
