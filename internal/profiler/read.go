@@ -84,6 +84,10 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	}
 }
 
+// maxNoCount bounds the threads remembered as failing to open counters: bindings that
+// start a thread pool per context leave many short-lived threads behind.
+const maxNoCount = 4096
+
 // counted returns the counter values ev carries. A thread met without them gets its
 // counters opened now: they count from its next event on. Called with p.mu held.
 func (p *Profiler) counted(ev *events.Event) *events.Counters {
@@ -94,6 +98,9 @@ func (p *Profiler) counted(ev *events.Event) *events.Counters {
 		return nil
 	}
 	if err := p.counters.Open(ev.PID, ev.TID); err != nil {
+		if len(p.noCount) >= maxNoCount { // tids are reused; forget the old failures
+			clear(p.noCount)
+		}
 		p.noCount[ev.TID] = true
 		if errors.Is(err, unix.ESRCH) { // a short-lived thread, gone before the reader met it
 			p.log.Debug("perf counters not opened on a thread", zap.Error(err))
