@@ -45,10 +45,11 @@ func Of(nodes []*assemble.Node) DAG {
 				}
 			}
 		}
-		longest[i] = n.End - n.Start
+		next := n.End
 		if i+1 < len(nodes) {
-			longest[i] = nodes[i+1].Start - n.Start
+			next = nodes[i+1].Start
 		}
+		longest[i] = next - n.Start
 		if prev[i] >= 0 {
 			longest[i] += longest[prev[i]]
 		}

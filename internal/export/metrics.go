@@ -121,13 +121,12 @@ func (m *Metrics) process(p *Process) *processMetrics {
 	pm := m.procs[p.PID]
 	if pm != nil {
 		pm.proc = *p // the model may have been found since
+		return pm
 	}
-	if pm == nil {
-		pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
-			ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{},
-			decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)}}
-		m.procs[p.PID] = pm
-	}
+	pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
+		ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{},
+		decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)}}
+	m.procs[p.PID] = pm
 	return pm
 }
 

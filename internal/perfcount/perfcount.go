@@ -57,8 +57,8 @@ var known = map[string]event{
 	"emulation-faults":        {unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_EMULATION_FAULTS},
 }
 
-// Names lists the counters Parse knows by name, sorted.
-func Names() []string {
+// names lists the counters Parse knows by name, sorted.
+func names() []string {
 	names := make([]string, 0, len(known))
 	for n := range known {
 		names = append(names, n)
@@ -79,7 +79,7 @@ func Parse(name string) (Counter, error) {
 		}
 	}
 	return Counter{}, fmt.Errorf("unknown perf counter %q: want one of %s, or a raw event code such as r01c2",
-		name, strings.Join(Names(), ", "))
+		name, strings.Join(names(), ", "))
 }
 
 // open opens c counting on thread tid (0: the caller) on whichever CPU it runs.

@@ -51,9 +51,6 @@ func NewThreads(counters []Counter, table Table) (*Threads, error) {
 	return t, nil
 }
 
-// Counters is the list the threads count, in the order of the values in the records.
-func (t *Threads) Counters() []Counter { return t.counters }
-
 // Has says whether thread tid has its counters open.
 func (t *Threads) Has(tid uint32) bool { return t.open[tid] != nil }
 

@@ -46,7 +46,8 @@ type tracked struct {
 	windowGraphs int
 	nextWindow   time.Time
 	warned       bool
-	noModel      bool // its model file could not be read
+	noModel      bool   // its model file could not be read
+	modelVSize   uint64 // its virtual size when no model was found: look again once it grows
 }
 
 // maxInfos bounds each cache; shapes that grow with the context (KV views) add entries.
@@ -155,30 +156,42 @@ func (p *Profiler) discover(first bool) error {
 var errNotGGML = errors.New("maps no GGML CPU backend")
 
 // findModels looks for the model file of each traced process that has none yet: a server
-// loads its model some time after it starts, and after profinfer attached.
+// loads its model some time after it starts, and after profinfer attached. A process is
+// looked at again only once its mappings grew (an RPC server never loads a model).
 func (p *Profiler) findModels() {
+	type look struct {
+		pid   int
+		vsize uint64
+	}
 	p.mu.Lock()
-	var pids []int
+	var todo []look
 	for pid, t := range p.tracked {
 		if t.proc.Model == nil && !t.noModel {
-			pids = append(pids, pid)
+			todo = append(todo, look{pid, t.modelVSize})
 		}
 	}
 	p.mu.Unlock()
-	for _, pid := range pids {
-		path, host, ok := model.Find(p.procfs, "/proc", pid)
-		if !ok {
+	for _, l := range todo {
+		vsize, err := discover.VSize(p.procfs, l.pid)
+		if err != nil || vsize == l.vsize {
 			continue
 		}
-		info, err := model.Read(host, path)
+		path, host, ok := model.Find(p.procfs, "/proc", l.pid)
+		var info model.Info
+		if ok {
+			info, err = model.Read(host, path)
+		}
 		p.mu.Lock()
-		if t := p.tracked[pid]; t != nil {
-			if err != nil {
+		if t := p.tracked[l.pid]; t != nil {
+			switch {
+			case !ok:
+				t.modelVSize = vsize
+			case err != nil:
 				t.noModel = true // unreadable: say so once, and go on without
-				p.log.Warn("model file not described", zap.Int("pid", pid), zap.Error(err))
-			} else {
+				p.log.Warn("model file not described", zap.Int("pid", l.pid), zap.Error(err))
+			default:
 				t.proc.Model = &info
-				p.log.Info("model", zap.Int("pid", pid), zap.String("path", path), zap.String("architecture", info.Architecture),
+				p.log.Info("model", zap.Int("pid", l.pid), zap.String("path", path), zap.String("architecture", info.Architecture),
 					zap.Uint64("parameters", info.Parameters), zap.String("file_type", info.FileType))
 			}
 		}
