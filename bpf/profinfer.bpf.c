@@ -107,12 +107,13 @@ struct {
 } events SEC(".maps");
 
 /* Processes being traced (tgid), filled by user space: the scheduler programs look at
- * their threads only. */
+ * their threads only. The value counts the graph ends left to the process's open
+ * sampling window; 0 when none is open. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
 	__type(key, u32);
-	__type(value, u8);
+	__type(value, u32);
 } traced SEC(".maps");
 
 struct thread {
@@ -199,6 +200,19 @@ static __always_inline u64 wakeup(void)
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
+/* The last graph end of a sampling window wakes the reader, which closes the window:
+ * every graph traced past it costs a probe hit per node. One wakeup per window, not per
+ * graph: each takes a context switch on the cores the model runs on. */
+static __always_inline u64 graph_end_wakeup(u32 tgid)
+{
+	u32 *left = bpf_map_lookup_elem(&traced, &tgid);
+	/* Not atomic: one thread computes a process's graphs. Were two to race, the wakeup
+	 * would come a graph late, or the reader's own tick would close the window. */
+	if (left && *left && --*left == 0)
+		return BPF_RB_FORCE_WAKEUP;
+	return wakeup();
+}
+
 static __always_inline void fill(struct event *e, u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 flags)
 {
 	u64 id = bpf_get_current_pid_tgid();
@@ -222,9 +236,7 @@ static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 fl
 		return 0;
 	}
 	fill(e, kind, a, b, ith, nth, flags);
-	/* A graph's end always wakes the reader: a sampling window closes on a count of
-	 * whole graphs, and every graph traced past it costs a probe hit per node. */
-	bpf_ringbuf_submit(e, kind == EV_GRAPH_EXIT ? 0 : wakeup());
+	bpf_ringbuf_submit(e, kind == EV_GRAPH_EXIT ? graph_end_wakeup(e->pid) : wakeup());
 	return 0;
 }
 

@@ -25,7 +25,7 @@ const (
 )
 
 const (
-	defaultDiscoveryInterval  = 250 * time.Millisecond
+	defaultDiscoveryInterval  = 10 * time.Second
 	defaultCollectionInterval = 10 * time.Second
 	defaultRingBufferSize     = 8 << 20 // 8 MiB
 	minRingBufferSize         = 4096
@@ -36,7 +36,9 @@ type Config struct {
 	// Targets lists the processes to probe. Empty: discover every process
 	// that maps a GGML CPU backend.
 	Targets []TargetConfig `mapstructure:"targets"`
-	// DiscoveryInterval is how often /proc is scanned for new targets.
+	// DiscoveryInterval is how often /proc is scanned in full for new and exited
+	// targets. Kernel hooks report processes as they map code or exit, so the scan only
+	// catches what they missed; where the hooks cannot attach, it is the only way in.
 	DiscoveryInterval time.Duration `mapstructure:"discovery_interval"`
 	// CollectionInterval is the metrics export period.
 	CollectionInterval time.Duration `mapstructure:"collection_interval"`

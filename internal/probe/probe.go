@@ -39,14 +39,21 @@ func Scheduler(progs *bpf.ProfinferPrograms) ([]link.Link, error) {
 	return links, nil
 }
 
-// Trace adds process pid to the processes whose threads the scheduler programs follow,
-// or removes it.
+// Trace adds process pid to the traced processes, whose threads the scheduler programs
+// follow and whose exit the process hooks report, or removes it.
 func Trace(maps *bpf.ProfinferMaps, pid int, on bool) error {
 	key := uint32(pid)
 	if on {
-		return maps.Traced.Put(key, uint8(1))
+		return maps.Traced.Put(key, uint32(0))
 	}
 	return maps.Traced.Delete(key)
+}
+
+// Window tells the programs that a sampling window on traced process pid lasts until
+// graphs more graph ends, the last of which wakes the reader to close it; 0 means no
+// window is open.
+func Window(maps *bpf.ProfinferMaps, pid, graphs int) error {
+	return maps.Traced.Update(uint32(pid), uint32(graphs), ebpf.UpdateExist)
 }
 
 // group says when a probe is attached: with the process, or only while nodes are traced.
@@ -145,12 +152,21 @@ func (a *Attachment) AttachNodes() error {
 // NodesAttached says whether the node probes are in place.
 func (a *Attachment) NodesAttached() bool { return len(a.nodes) > 0 }
 
-// DetachNodes removes the node probes.
-func (a *Attachment) DetachNodes() error {
-	err := closeAll(a.nodes)
+// DetachNodes takes the node probes out of the attachment and returns them, for the
+// caller to close: closing a uprobe waits for the kernel's grace periods (about 0.3 s
+// for the node probes here), so a caller holding a lock closes them after releasing it.
+// Until then they still fire.
+func (a *Attachment) DetachNodes() Links {
+	l := a.nodes
 	a.nodes = nil
-	return err
+	return l
 }
+
+// Links are probes to close.
+type Links []link.Link
+
+// Close closes every link.
+func (l Links) Close() error { return closeAll(l) }
 
 func (a *Attachment) attach(want func(group) bool) ([]link.Link, error) {
 	var (

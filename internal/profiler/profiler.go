@@ -32,6 +32,7 @@ import (
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/watch"
 )
 
 // Target selects processes: by PID, or every process running Executable.
@@ -95,6 +96,7 @@ type Profiler struct {
 	reader   *ringbuf.Reader
 	procfs   procfs.FS
 	counters *perfcount.Threads // nil: no perf counters
+	watch    *watch.Watcher     // nil: the process hooks could not attach; discovery polls
 
 	mu       sync.Mutex // guards everything below, shared by the reader and discovery
 	tracked  map[int]*tracked
@@ -108,6 +110,11 @@ type Profiler struct {
 	tele     export.Telemetry
 	elfCache *elfCache
 	noCount  map[uint32]bool // threads whose counters could not be opened
+	detached probe.Links     // node probes of closed windows, for the reader to close unlocked
+	retiring []retiring      // processes gone, for the reader to drop once it drained the ring
+	// windowDue is when the next sampling window opens (zero: none waits). Only the
+	// reader writes it, so it reads it unlocked.
+	windowDue time.Time
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -154,17 +161,27 @@ func (p *Profiler) Start(ctx context.Context) error {
 	p.acc = export.NewMetrics(p.cfg.Metrics, p.set, peaks, ctr)
 	p.asm = assemble.New(sink{p})
 	p.pending = ptrace.NewTraces()
+	// The hooks go first, so that a process started during the first scan is noticed.
+	p.watch, err = watch.Open(p.objs.Traced)
+	switch {
+	case p.watch == nil:
+		p.log.Warn("process hooks unavailable: new targets are found only by scanning /proc every discovery_interval",
+			zap.Duration("discovery_interval", p.cfg.DiscoveryInterval), zap.Error(err))
+	case err != nil:
+		p.log.Warn("dynamic loader hook unavailable: a library loaded with dlopen is found by the scan of /proc every discovery_interval",
+			zap.Duration("discovery_interval", p.cfg.DiscoveryInterval), zap.Error(err))
+	}
 	if err := p.discover(true); err != nil {
 		p.close()
 		return err
 	}
 	p.wg.Add(3)
-	if p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime {
-		p.wg.Add(1)
-		go p.every(sampleTick, p.sample)
-	}
 	go p.readLoop()
-	go p.every(p.cfg.DiscoveryInterval, func() { _ = p.discover(false) })
+	if p.watch != nil {
+		go p.watchLoop(p.watch)
+	} else {
+		go p.every(p.cfg.DiscoveryInterval, func() { _ = p.discover(false) })
+	}
 	go p.every(p.cfg.CollectionInterval, func() { p.emitMetrics(context.Background()) })
 	return nil
 }
@@ -291,7 +308,12 @@ func (p *Profiler) Shutdown(ctx context.Context) error {
 		p.close()
 		return nil
 	}
-	if p.reader != nil {
+	if p.watch != nil {
+		p.watch.Close()
+		p.watch = nil
+	}
+	// The reader drains the ring buffer, then returns.
+	if err := p.reader.Flush(); err != nil {
 		p.reader.Close()
 	}
 	p.wg.Wait()
@@ -308,8 +330,12 @@ func (p *Profiler) close() {
 		t.attachment.Close()
 		delete(p.tracked, pid)
 	}
+	p.detached.Close()
 	for _, l := range p.sched {
 		l.Close()
+	}
+	if p.watch != nil {
+		p.watch.Close()
 	}
 	if p.counters != nil {
 		_ = p.counters.Sweep(func(uint32, uint32) bool { return false })

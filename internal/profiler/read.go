@@ -18,8 +18,10 @@ import (
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
-// flushEvery bounds how long assembled spans wait before they go to the pipeline.
-const flushEvery = 200 * time.Millisecond
+// tick is how often the reader wakes on its own: to hand assembled spans to the
+// pipeline, open the sampling windows that are due and look for model files. Each wakeup
+// takes a context switch on the cores the model runs on, so it is rare.
+const tick = time.Second
 
 // readLoop drains the ring buffer into the assembler. It never blocks the BPF side: when
 // it falls behind, the kernel drops records and counts them.
@@ -32,11 +34,22 @@ func (p *Profiler) readLoop() {
 		last = time.Now()
 	)
 	for {
-		p.reader.SetDeadline(time.Now().Add(flushEvery))
+		deadline := last.Add(tick)
+		if !p.windowDue.IsZero() && p.windowDue.Before(deadline) {
+			deadline = p.windowDue
+		}
+		p.reader.SetDeadline(deadline)
 		err := p.reader.ReadInto(&rec)
 		switch {
 		case errors.Is(err, ringbuf.ErrClosed):
 			return
+		case errors.Is(err, ringbuf.ErrFlushed):
+			p.reap()
+			select {
+			case <-p.stop: // Shutdown flushed: everything submitted has been read
+				return
+			default:
+			}
 		case errors.Is(err, os.ErrDeadlineExceeded):
 		case err != nil:
 			p.log.Warn("reading the ring buffer", zap.Error(err))
@@ -48,10 +61,19 @@ func (p *Profiler) readLoop() {
 			p.mu.Lock()
 			p.tele.EventsReceived++
 			p.dispatch(&ev, &t)
+			detached := p.detached
+			p.detached = nil
 			p.mu.Unlock()
+			if err := detached.Close(); err != nil {
+				p.log.Warn("detaching node probes", zap.Error(err))
+			}
 		}
-		if time.Since(last) >= flushEvery {
+		if now := time.Now(); now.Sub(last) >= tick || !p.windowDue.IsZero() && !now.Before(p.windowDue) {
 			p.flush(context.Background())
+			if p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime {
+				p.sample()
+			}
+			p.findModels()
 			last = time.Now()
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/probe"
 )
 
 // Node probes are hit once per graph node on every thread, so outside nodes.mode all they
@@ -15,19 +16,31 @@ import (
 // reader closes a full window itself, as soon as it assembles the last graph: every graph
 // traced past it would cost a probe hit per node.
 
-// sampleTick bounds how late a window opens.
-const sampleTick = 100 * time.Millisecond
-
-// sample opens the windows that are due. Attaching takes a few milliseconds, under
-// p.mu; the ring buffer absorbs the pause.
+// sample opens the windows that are due, and notes when the next one is. The reader
+// calls it every tick, and wakes for it when a window is due sooner. Attaching takes a
+// few milliseconds, under p.mu; the ring buffer absorbs the pause.
 func (p *Profiler) sample() {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.windowDue = time.Time{}
 	for _, t := range p.tracked {
-		if !t.attachment.NodesAttached() && now.After(t.nextWindow) && !p.openWindow(t) {
+		if t.attachment.NodesAttached() {
+			continue
+		}
+		if now.After(t.nextWindow) && !p.openWindow(t) {
 			t.nextWindow = now.Add(p.cfg.Nodes.Interval)
 		}
+		if !t.attachment.NodesAttached() {
+			p.due(t.nextWindow)
+		}
+	}
+}
+
+// due notes that a window opens at when. Called with p.mu held.
+func (p *Profiler) due(when time.Time) {
+	if p.windowDue.IsZero() || when.Before(p.windowDue) {
+		p.windowDue = when
 	}
 }
 
@@ -44,16 +57,19 @@ func (p *Profiler) openWindow(t *tracked) bool {
 	}
 	t.windowGraphs = 0
 	p.asm.NodesOn(uint32(t.proc.PID), monotonic())
+	// One graph end more than the window traces: a graph in flight as it opens ends in
+	// it, untraced.
+	p.window(t, p.cfg.Nodes.Graphs+1)
 	return true
 }
 
 // closeWindow detaches the node probes of t. Called with p.mu held.
 func (p *Profiler) closeWindow(t *tracked) {
 	p.asm.NodesOff(uint32(t.proc.PID), monotonic())
-	if err := t.attachment.DetachNodes(); err != nil {
-		p.log.Warn("detaching node probes", zap.Int("pid", t.proc.PID), zap.Error(err))
-	}
+	p.window(t, 0)
+	p.detached = append(p.detached, t.attachment.DetachNodes()...)
 	t.nextWindow = time.Now().Add(p.cfg.Nodes.Interval)
+	p.due(t.nextWindow)
 }
 
 // countTraced counts a traced graph, and closes the window it fills. Called with p.mu
@@ -66,5 +82,16 @@ func (p *Profiler) countTraced(t *tracked, g *assemble.Graph) {
 	t.windowGraphs++
 	if p.cfg.Nodes.Mode == NodesSampled && t.windowGraphs >= p.cfg.Nodes.Graphs && t.attachment.NodesAttached() {
 		p.closeWindow(t)
+	}
+}
+
+// window tells the programs how many graph ends are left to the sampling window on t,
+// for them to wake the reader at the last. Called with p.mu held.
+func (p *Profiler) window(t *tracked, graphs int) {
+	if p.cfg.Nodes.Mode != NodesSampled {
+		return // no window to close
+	}
+	if err := probe.Window(&p.objs.ProfinferMaps, t.proc.PID, graphs); err != nil {
+		p.log.Debug("marking the sampling window", zap.Int("pid", t.proc.PID), zap.Error(err))
 	}
 }

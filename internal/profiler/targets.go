@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf/ringbuf"
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/assemble"
@@ -18,6 +19,7 @@ import (
 	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/symbols"
+	"github.com/profinfer/profinfer/internal/watch"
 )
 
 // recheck is how often a process that mapped no GGML is looked at again, if its mappings
@@ -79,24 +81,19 @@ func (p *Profiler) candidates() (map[int]bool, error) {
 	return pids, errors.Join(errs...)
 }
 
-// discover attaches to new GGML processes and detaches from those that exited. On the
-// first pass (at Start) errors about targets are returned when they propagate.
+// discover scans /proc: it attaches to new GGML processes and detaches from those that
+// exited. On the first pass (at Start) errors about targets are returned when they
+// propagate.
 func (p *Profiler) discover(first bool) error {
 	pids, err := p.candidates()
 	if err != nil {
 		p.log.Debug("listing processes", zap.Error(err))
 	}
 	p.mu.Lock()
-	for pid, t := range p.tracked {
-		if _, ok := pids[pid]; ok && alive(pid) {
-			continue
+	for pid := range p.tracked {
+		if _, ok := pids[pid]; !ok || !alive(pid) {
+			p.retire(pid, "target exited; probes detached")
 		}
-		t.attachment.Close()
-		p.asm.Exit(uint32(pid))
-		p.acc.Forget(pid)
-		delete(p.tracked, pid)
-		_ = probe.Trace(&p.objs.ProfinferMaps, pid, false)
-		p.log.Info("target exited; probes detached", zap.Int("pid", pid))
 	}
 	if p.counters != nil {
 		if err := p.counters.Sweep(func(pid, tid uint32) bool {
@@ -128,8 +125,68 @@ func (p *Profiler) discover(first bool) error {
 		}
 	}
 	p.mu.Unlock()
+	return p.attachAll(pids, todo, first)
+}
 
-	p.findModels()
+// look attaches to the processes the kernel hooks noticed mapping code, those of them the
+// configuration selects. A notice means new code, so processes rejected before are looked
+// at again.
+func (p *Profiler) look(noticed []int) {
+	named := map[int]bool{}
+	var todo []int
+	for _, pid := range noticed {
+		if _, seen := named[pid]; seen {
+			continue
+		}
+		ok, isNamed := p.selects(pid)
+		p.mu.Lock()
+		ok = ok && p.tracked[pid] == nil
+		p.mu.Unlock()
+		if ok {
+			named[pid] = isNamed
+			todo = append(todo, pid)
+		}
+	}
+	_ = p.attachAll(named, todo, false)
+}
+
+// selects says whether the configuration selects process pid, and whether by its PID.
+func (p *Profiler) selects(pid int) (selected, named bool) {
+	if pid == os.Getpid() {
+		return false, false
+	}
+	if len(p.cfg.Targets) == 0 {
+		return true, false
+	}
+	exe := ""
+	for _, t := range p.cfg.Targets {
+		if t.PID == pid {
+			return true, true
+		}
+		if t.Executable == "" {
+			continue
+		}
+		if exe == "" {
+			proc, err := p.procfs.Proc(pid)
+			if err != nil {
+				return false, false
+			}
+			if exe, err = proc.Executable(); err != nil {
+				return false, false
+			}
+		}
+		if exe == t.Executable {
+			return true, false
+		}
+	}
+	return false, false
+}
+
+// attachAll attaches to the processes in todo; named says which of them the
+// configuration names by PID, so that "not GGML" is an error rather than a skip. On the
+// first pass errors are returned when they propagate.
+func (p *Profiler) attachAll(named map[int]bool, todo []int, first bool) error {
+	now := time.Now()
 	for _, pid := range todo {
 		vsize, _ := discover.VSize(p.procfs, pid) // before: a dlopen during attach counts as a change
 		err := p.attach(pid)
@@ -140,7 +197,7 @@ func (p *Profiler) discover(first bool) error {
 		_, again := p.failed[pid]
 		p.failed[pid] = rejected{now, vsize}
 		p.mu.Unlock()
-		if !pids[pid] || again {
+		if !named[pid] || again {
 			// Found by discovery, not named: most processes are not GGML, and some
 			// (init, other namespaces' helpers) cannot even be read.
 			p.log.Debug("process not attached", zap.Int("pid", pid), zap.Error(err))
@@ -151,6 +208,104 @@ func (p *Profiler) discover(first bool) error {
 		}
 	}
 	return nil
+}
+
+// retiring is a traced process that exited or replaced its image, and why.
+type retiring struct {
+	pid int
+	why string
+}
+
+// retire has the reader drop a traced process once it has read the process's last
+// events, which may still wait in the ring buffer: it flushes the reader, which reaps
+// when it has drained the ring. Called with p.mu held.
+func (p *Profiler) retire(pid int, why string) {
+	if p.tracked[pid] == nil {
+		return
+	}
+	p.retiring = append(p.retiring, retiring{pid, why})
+	if err := p.reader.Flush(); err != nil {
+		p.log.Debug("flushing the ring buffer", zap.Error(err))
+	}
+}
+
+// reap drops the retiring processes. The reader calls it after a flush, once every event
+// submitted before it has been dispatched.
+func (p *Profiler) reap() {
+	p.mu.Lock()
+	var gone []*probe.Attachment
+	for _, r := range p.retiring {
+		if t := p.tracked[r.pid]; t != nil {
+			p.asm.Exit(uint32(r.pid))
+			p.acc.Forget(r.pid)
+			delete(p.tracked, r.pid)
+			_ = probe.Trace(&p.objs.ProfinferMaps, r.pid, false)
+			gone = append(gone, t.attachment)
+			p.log.Info(r.why, zap.Int("pid", r.pid))
+		}
+	}
+	p.retiring = p.retiring[:0]
+	p.mu.Unlock()
+	// Closing a uprobe waits for the kernel's grace periods, tens of milliseconds each.
+	for _, a := range gone {
+		if err := a.Close(); err != nil {
+			p.log.Debug("closing probes", zap.Int("pid", a.PID), zap.Error(err))
+		}
+	}
+}
+
+// settle is how long after a Mapped notice its process is looked at: an exec's notice
+// comes before the dynamic loader maps the libraries, and the notices of one start or
+// dlopen come in a burst, looked at together.
+const settle = 150 * time.Millisecond
+
+// watchLoop runs discovery from the kernel hooks' notices, with a full scan of /proc
+// every DiscoveryInterval for anything they missed (a full notice buffer).
+func (p *Profiler) watchLoop(w *watch.Watcher) {
+	defer p.wg.Done()
+	scan := time.Now().Add(p.cfg.DiscoveryInterval)
+	var (
+		noticed []int
+		due     time.Time
+	)
+	for {
+		deadline := scan
+		if len(noticed) > 0 && due.Before(scan) {
+			deadline = due
+		}
+		n, err := w.Read(deadline)
+		switch {
+		case errors.Is(err, ringbuf.ErrClosed):
+			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+		case err != nil:
+			p.log.Warn("reading process notices", zap.Error(err))
+		case n.Kind == watch.Exited:
+			p.mu.Lock()
+			p.retire(n.PID, "target exited; probes detached")
+			p.mu.Unlock()
+		default: // Mapped, or Execed: a new image to look at
+			if n.Kind == watch.Execed {
+				p.mu.Lock()
+				p.retire(n.PID, "target replaced its image; probes detached")
+				p.mu.Unlock()
+			}
+			if len(noticed) == 0 {
+				due = time.Now().Add(settle)
+			}
+			noticed = append(noticed, n.PID)
+		}
+		now := time.Now()
+		switch {
+		case !now.Before(scan):
+			_ = p.discover(false)
+			scan = now.Add(p.cfg.DiscoveryInterval)
+			noticed = noticed[:0]
+		case len(noticed) > 0 && !now.Before(due):
+			p.look(noticed)
+			noticed = noticed[:0]
+		}
+	}
 }
 
 var errNotGGML = errors.New("maps no GGML CPU backend")
@@ -241,7 +396,7 @@ func (p *Profiler) attach(pid int) error {
 	p.mu.Lock()
 	p.tracked[pid] = t
 	if err := probe.Trace(&p.objs.ProfinferMaps, pid, true); err != nil {
-		p.log.Warn("scheduler layer: not following the process", zap.Int("pid", pid), zap.Error(err))
+		p.log.Warn("process not marked traced: no scheduler figures, exit noticed late", zap.Int("pid", pid), zap.Error(err))
 	}
 	if p.cfg.Nodes.Mode != NodesOff && p.cfg.Layers.Runtime {
 		p.openWindow(t) // the first window opens at once, so missing node symbols show now

@@ -1,0 +1,127 @@
+// Package watch tells discovery which processes to look at, from kernel hooks instead of
+// a timer: processes that exec or whose dynamic loader loaded objects (at start, or when a
+// binding dlopens its backend), and traced processes that exit or exec.
+package watch
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/profinfer/profinfer/bpf"
+)
+
+// Kind is what a notice says of its process.
+type Kind uint32
+
+const (
+	Mapped Kind = 1 // new code; look once its loader settles
+	Exited Kind = 2 // a traced process exited
+	Execed Kind = 3 // a traced process replaced its image
+)
+
+// Notice is one process to look at.
+type Notice struct {
+	PID  int
+	Kind Kind
+}
+
+// Loaders are the dynamic loaders whose debugger hook reports loaded objects, as the
+// host's file system names them. Processes whose loader is elsewhere (another mount
+// namespace's, say) are noticed at exec, and at the periodic scan after a dlopen.
+var Loaders = []string{"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-x86-64.so.2", "/lib/ld-musl-x86_64.so.1"}
+
+// Watcher owns the hooks and the ring buffer they write notices to.
+type Watcher struct {
+	objs   bpf.WatchObjects
+	links  []link.Link
+	reader *ringbuf.Reader
+	rec    ringbuf.Record
+}
+
+// Open loads and attaches the hooks; traced is the profiler's map of traced processes.
+// A loader hook that cannot be placed does not fail Open: the returned Watcher works
+// without it, and the error says what is missing.
+func Open(traced *ebpf.Map) (*Watcher, error) {
+	spec, err := bpf.LoadWatch()
+	if err != nil {
+		return nil, fmt.Errorf("reading the watch eBPF object: %w", err)
+	}
+	w := &Watcher{}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{"traced": traced}}
+	if err := spec.LoadAndAssign(&w.objs, opts); err != nil {
+		return nil, fmt.Errorf("loading the process hooks: %w", err)
+	}
+	for _, prog := range []*ebpf.Program{w.objs.ProcessExec, w.objs.ProcessExit} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("attaching the process hooks: %w", err)
+		}
+		w.links = append(w.links, l)
+	}
+	if w.reader, err = ringbuf.NewReader(w.objs.Notices); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("opening the notice ring buffer: %w", err)
+	}
+	return w, w.attachLoaders()
+}
+
+// attachLoaders places the loader hook on each of Loaders present, once per file.
+func (w *Watcher) attachLoaders() error {
+	seen := map[string]bool{}
+	var errs []error
+	for _, path := range Loaders {
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil || seen[real] {
+			continue
+		}
+		seen[real] = true
+		ex, err := link.OpenExecutable(real)
+		if err == nil {
+			var l link.Link
+			if l, err = ex.Uprobe("_dl_debug_state", w.objs.LoaderState, nil); err == nil {
+				w.links = append(w.links, l)
+				continue
+			}
+		}
+		errs = append(errs, fmt.Errorf("dynamic loader %s: %w", real, err))
+	}
+	if len(seen) == 0 {
+		errs = append(errs, fmt.Errorf("no dynamic loader found at %v", Loaders))
+	}
+	return errors.Join(errs...)
+}
+
+// Read waits for the next notice until deadline. It returns os.ErrDeadlineExceeded when
+// the deadline passes, and ringbuf.ErrClosed once Close was called.
+func (w *Watcher) Read(deadline time.Time) (Notice, error) {
+	w.reader.SetDeadline(deadline)
+	if err := w.reader.ReadInto(&w.rec); err != nil {
+		return Notice{}, err
+	}
+	b := w.rec.RawSample
+	if len(b) < 8 {
+		return Notice{}, errors.New("short notice record")
+	}
+	return Notice{PID: int(binary.NativeEndian.Uint32(b)), Kind: Kind(binary.NativeEndian.Uint32(b[4:]))}, nil
+}
+
+// Close detaches the hooks; a Read in progress returns ringbuf.ErrClosed.
+func (w *Watcher) Close() error {
+	var errs []error
+	if w.reader != nil {
+		errs = append(errs, w.reader.Close())
+	}
+	for _, l := range w.links {
+		errs = append(errs, l.Close())
+	}
+	errs = append(errs, w.objs.Close())
+	return errors.Join(errs...)
+}

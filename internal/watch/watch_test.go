@@ -1,0 +1,127 @@
+package watch
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// open loads the hooks against a fresh traced map, or ends the test when it cannot.
+func open(t *testing.T) (*Watcher, *ebpf.Map) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testbench.Missing(t, "root (eBPF)")
+	}
+	traced, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { traced.Close() })
+	w, err := Open(traced)
+	if w == nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("loader hook: %v", err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w, traced
+}
+
+// until reads the notices about pid up to the first of kind want, and returns the kinds
+// of those before it. It fails after a second without one.
+func until(t *testing.T, w *Watcher, pid int, want Kind) []Kind {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	var before []Kind
+	for {
+		n, err := w.Read(deadline)
+		if err != nil {
+			t.Fatalf("no notice of kind %d about pid %d (saw %v): %v", want, pid, before, err)
+		}
+		if n.PID != pid {
+			continue
+		}
+		if n.Kind == want {
+			return before
+		}
+		before = append(before, n.Kind)
+	}
+}
+
+// A dynamic executable is noticed at exec and again when its loader has loaded its
+// libraries; once traced, its image replaced and its exit are noticed too.
+func TestNotices(t *testing.T) {
+	w, traced := open(t)
+	// sh execs sleep in place: one process, two images.
+	cmd := exec.Command("/bin/sh", "-c", "read x; exec sleep 0.2")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	// The exec's notice, then the loader's (it calls its hook twice as it starts).
+	until(t, w, pid, Mapped)
+	until(t, w, pid, Mapped)
+	time.Sleep(100 * time.Millisecond) // sh is reading
+	if err := traced.Put(uint32(pid), uint32(0)); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	if before := until(t, w, pid, Execed); slices.Contains(before, Exited) {
+		t.Fatalf("notices %v before the exec", before)
+	}
+	until(t, w, pid, Mapped) // sleep's loader
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if before := until(t, w, pid, Exited); slices.Contains(before, Execed) {
+		t.Fatalf("notices %v before the exit", before)
+	}
+}
+
+// An untraced process's exit is not reported, and Close ends a blocked Read.
+func TestUntracedExitAndClose(t *testing.T) {
+	w, _ := open(t)
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := w.Read(time.Now().Add(300 * time.Millisecond))
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.PID == cmd.Process.Pid && n.Kind != Mapped {
+			t.Fatalf("notice %+v about an untraced process", n)
+		}
+	}
+	done := make(chan error)
+	go func() {
+		_, err := w.Read(time.Now().Add(time.Minute))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	w.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Read returned a notice after Close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end a blocked Read")
+	}
+}
