@@ -61,12 +61,11 @@ func (p *Profiler) readLoop() {
 			p.mu.Lock()
 			p.tele.EventsReceived++
 			p.dispatch(&ev, &t)
-			detached := p.detached
-			p.detached = nil
-			p.mu.Unlock()
-			if err := detached.Close(); err != nil {
-				p.log.Warn("detaching node probes", zap.Error(err))
+			if len(p.detached) > 0 {
+				p.closeLater(p.detached)
+				p.detached = nil
 			}
+			p.mu.Unlock()
 		}
 		if now := time.Now(); now.Sub(last) >= tick || !p.windowDue.IsZero() && !now.Before(p.windowDue) {
 			p.flush(context.Background())

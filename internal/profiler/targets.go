@@ -3,6 +3,7 @@ package profiler
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -246,12 +247,22 @@ func (p *Profiler) reap() {
 	}
 	p.retiring = p.retiring[:0]
 	p.mu.Unlock()
-	// Closing a uprobe waits for the kernel's grace periods, tens of milliseconds each.
 	for _, a := range gone {
-		if err := a.Close(); err != nil {
-			p.log.Debug("closing probes", zap.Int("pid", a.PID), zap.Error(err))
-		}
+		p.closeLater(a)
 	}
+}
+
+// closeLater closes probes on a goroutine of their own: removing a uprobe waits for the
+// kernel's grace periods, about 0.1 s a probe here, and the reader must not stall on it
+// while the ring buffer fills. Until then the probes still fire.
+func (p *Profiler) closeLater(c io.Closer) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := c.Close(); err != nil {
+			p.log.Debug("closing probes", zap.Error(err))
+		}
+	}()
 }
 
 // settle is how long after a Mapped notice its process is looked at: an exec's notice
