@@ -154,8 +154,8 @@ func (a *Attachment) NodesAttached() bool { return len(a.nodes) > 0 }
 
 // DetachNodes takes the node probes out of the attachment and returns them, for the
 // caller to close: closing a uprobe waits for the kernel's grace periods (about 0.3 s
-// for the node probes here), so a caller holding a lock closes them after releasing it.
-// Until then they still fire.
+// for the node probes here), which a caller on a hot path does elsewhere. Until then
+// they still fire.
 func (a *Attachment) DetachNodes() Links {
 	l := a.nodes
 	a.nodes = nil

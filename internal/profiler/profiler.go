@@ -110,7 +110,6 @@ type Profiler struct {
 	tele     export.Telemetry
 	elfCache *elfCache
 	noCount  map[uint32]bool // threads whose counters could not be opened
-	detached probe.Links     // node probes of closed windows, for the reader to have closed
 	retiring []retiring      // processes gone, for the reader to drop once it drained the ring
 	// windowDue is when the next sampling window opens (zero: none waits). Only the
 	// reader writes it, so it reads it unlocked.
@@ -330,7 +329,6 @@ func (p *Profiler) close() {
 		t.attachment.Close()
 		delete(p.tracked, pid)
 	}
-	p.detached.Close() // a window closed as the reader stopped
 	for _, l := range p.sched {
 		l.Close()
 	}

@@ -61,10 +61,6 @@ func (p *Profiler) readLoop() {
 			p.mu.Lock()
 			p.tele.EventsReceived++
 			p.dispatch(&ev, &t)
-			if len(p.detached) > 0 {
-				p.closeLater(p.detached)
-				p.detached = nil
-			}
 			p.mu.Unlock()
 		}
 		if now := time.Now(); now.Sub(last) >= tick || !p.windowDue.IsZero() && !now.Before(p.windowDue) {

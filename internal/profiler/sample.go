@@ -67,7 +67,7 @@ func (p *Profiler) openWindow(t *tracked) bool {
 func (p *Profiler) closeWindow(t *tracked) {
 	p.asm.NodesOff(uint32(t.proc.PID), monotonic())
 	p.window(t, 0)
-	p.detached = append(p.detached, t.attachment.DetachNodes()...)
+	p.closeLater(t.attachment.DetachNodes())
 	t.nextWindow = time.Now().Add(p.cfg.Nodes.Interval)
 	p.due(t.nextWindow)
 }

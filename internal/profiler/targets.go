@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -93,7 +94,7 @@ func (p *Profiler) discover(first bool) error {
 	p.mu.Lock()
 	for pid := range p.tracked {
 		if _, ok := pids[pid]; !ok || !alive(pid) {
-			p.retire(pid, "target exited; probes detached")
+			p.retire(pid, retired[watch.Exited])
 		}
 	}
 	if p.counters != nil {
@@ -133,12 +134,10 @@ func (p *Profiler) discover(first bool) error {
 // configuration selects. A notice means new code, so processes rejected before are looked
 // at again.
 func (p *Profiler) look(noticed []int) {
+	slices.Sort(noticed)
 	named := map[int]bool{}
 	var todo []int
-	for _, pid := range noticed {
-		if _, seen := named[pid]; seen {
-			continue
-		}
+	for _, pid := range slices.Compact(noticed) {
 		ok, isNamed := p.selects(pid)
 		p.mu.Lock()
 		ok = ok && p.tracked[pid] == nil
@@ -270,6 +269,12 @@ func (p *Profiler) closeLater(c io.Closer) {
 // dlopen come in a burst, looked at together.
 const settle = 150 * time.Millisecond
 
+// retired says why a notice retires a traced process.
+var retired = map[watch.Kind]string{
+	watch.Exited: "target exited; probes detached",
+	watch.Execed: "target replaced its image; probes detached",
+}
+
 // watchLoop runs discovery from the kernel hooks' notices, with a full scan of /proc
 // every DiscoveryInterval for anything they missed (a full notice buffer).
 func (p *Profiler) watchLoop(w *watch.Watcher) {
@@ -291,16 +296,16 @@ func (p *Profiler) watchLoop(w *watch.Watcher) {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 		case err != nil:
 			p.log.Warn("reading process notices", zap.Error(err))
-		case n.Kind == watch.Exited:
-			p.mu.Lock()
-			p.retire(n.PID, "target exited; probes detached")
-			p.mu.Unlock()
-		default: // Mapped, or Execed: a new image to look at
-			if n.Kind == watch.Execed {
+		default:
+			if why, gone := retired[n.Kind]; gone {
 				p.mu.Lock()
-				p.retire(n.PID, "target replaced its image; probes detached")
+				p.retire(n.PID, why)
 				p.mu.Unlock()
 			}
+			if n.Kind == watch.Exited {
+				break
+			}
+			// Mapped, or Execed: a new image to look at.
 			if len(noticed) == 0 {
 				due = time.Now().Add(settle)
 			}
