@@ -6,8 +6,10 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/profinfer/profinfer/bpf"
@@ -22,6 +24,24 @@ type Layers struct {
 	Barriers    bool // with the node probes, ggml_barrier: per-thread busy time
 	Scheduler   bool // sched_switch and sched_wakeup, for the traced processes' threads
 	Counters    bool // with the node probes, each thread's graph exit: perf counters per node
+}
+
+// PrepareMulti makes spec's uprobe programs uprobe_multi programs where the kernel has
+// uprobe_multi links (Linux 6.6), and reports whether it did. Closing a perf-event uprobe
+// that a thread is hitting blocks that thread: its handler asks to remove the breakpoint
+// and waits on the uprobe's lock, which the closer holds across an RCU grace period. With
+// a uprobe_multi link the consumer is gone before that, so the thread runs on. The node
+// probes come and go with every sampling window while the model runs through them.
+func PrepareMulti(spec *ebpf.CollectionSpec) bool {
+	if features.HaveBPFLinkUprobeMulti() != nil {
+		return false
+	}
+	for _, p := range spec.Programs {
+		if strings.HasPrefix(p.SectionName, "uprobe/") || strings.HasPrefix(p.SectionName, "uretprobe/") {
+			p.AttachType = ebpf.AttachTraceUprobeMulti
+		}
+	}
+	return true
 }
 
 // Scheduler attaches the scheduler tracepoints, which serve every traced process; the
@@ -107,6 +127,7 @@ type Attachment struct {
 	proc     *discover.Process
 	open     Opener
 	layers   Layers
+	multi    bool // uprobe_multi links, see PrepareMulti
 	exes     map[*discover.Module]*link.Executable
 	links    []link.Link
 	nodes    []link.Link
@@ -122,8 +143,9 @@ func (a *Attachment) Probes() int { return len(a.links) + len(a.nodes) }
 // Attach places the per-process probes of layers on process p. Probes whose symbol is
 // missing are reported in the error, joined, while the others stay attached; an error
 // with nothing attached closes everything.
-func Attach(progs *bpf.ProfinferPrograms, p *discover.Process, open Opener, layers Layers) (*Attachment, error) {
-	a := &Attachment{PID: p.PID, progs: progs, proc: p, open: open, layers: layers,
+// multi says whether the programs were prepared by PrepareMulti.
+func Attach(progs *bpf.ProfinferPrograms, p *discover.Process, open Opener, layers Layers, multi bool) (*Attachment, error) {
+	a := &Attachment{PID: p.PID, progs: progs, proc: p, open: open, layers: layers, multi: multi,
 		exes: map[*discover.Module]*link.Executable{}, emulated: map[string]bool{}}
 	var err error
 	a.links, err = a.attach(func(g group) bool {
@@ -215,22 +237,31 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 		}
 		a.exes[m] = ex
 	}
-	opts := &link.UprobeOptions{PID: a.PID}
-	var l link.Link
-	if s.ret {
-		l, err = ex.Uretprobe(sym.Name, s.prog(a.progs), opts)
-	} else {
-		off, emulated, perr := f.ProbeOffset(sym, s.keep)
-		if perr != nil {
-			return nil, perr
+	var (
+		l        link.Link
+		off      uint64
+		emulated bool
+	)
+	if !s.ret {
+		if off, emulated, err = f.ProbeOffset(sym, s.keep); err != nil {
+			return nil, err
 		}
-		opts.Offset = off
-		if l, err = ex.Uprobe(sym.Name, s.prog(a.progs), opts); err == nil && emulated {
-			a.emulated[s.symbol] = true
-		}
+	}
+	switch {
+	case a.multi && s.ret:
+		l, err = ex.UretprobeMulti([]string{sym.Name}, s.prog(a.progs), &link.UprobeMultiOptions{PID: uint32(a.PID)})
+	case a.multi:
+		l, err = ex.UprobeMulti([]string{sym.Name}, s.prog(a.progs), &link.UprobeMultiOptions{PID: uint32(a.PID), Offsets: []uint64{off}})
+	case s.ret:
+		l, err = ex.Uretprobe(sym.Name, s.prog(a.progs), &link.UprobeOptions{PID: a.PID})
+	default:
+		l, err = ex.Uprobe(sym.Name, s.prog(a.progs), &link.UprobeOptions{PID: a.PID, Offset: off})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("attaching to %s in %s: %w", s.symbol, m.Path, err)
+	}
+	if emulated {
+		a.emulated[s.symbol] = true
 	}
 	return l, nil
 }

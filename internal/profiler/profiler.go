@@ -92,6 +92,7 @@ type Profiler struct {
 	metrics consumer.Metrics
 
 	objs     bpf.ProfinferObjects
+	multi    bool        // uprobe_multi links (probe.PrepareMulti)
 	sched    []link.Link // the scheduler tracepoints
 	reader   *ringbuf.Reader
 	procfs   procfs.FS
@@ -212,6 +213,7 @@ func (p *Profiler) load() error {
 			return fmt.Errorf("profinfer: setting %s: %w", name, err)
 		}
 	}
+	p.multi = probe.PrepareMulti(spec)
 	var ctrMap *ebpf.Map
 	if p.cfg.Layers.Counters {
 		if ctrMap, err = probe.CounterMap(spec); err != nil {

@@ -395,7 +395,7 @@ func (p *Profiler) attach(pid int) error {
 	if err != nil {
 		return fmt.Errorf("pid %d: %w", pid, err)
 	}
-	a, err := probe.Attach(&p.objs.ProfinferPrograms, proc, p.elfCache.open, p.cfg.Layers)
+	a, err := probe.Attach(&p.objs.ProfinferPrograms, proc, p.elfCache.open, p.cfg.Layers, p.multi)
 	if a == nil {
 		return fmt.Errorf("pid %d: %w", pid, err)
 	}
