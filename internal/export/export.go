@@ -181,11 +181,13 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 	a.PutInt("ggml.critical_path.nodes", int64(len(d.Critical)))
 	ids := make([]pcommon.SpanID, len(g.Nodes))
 	critical := d.Critical
+	spans.EnsureCapacity(spans.Len() + len(g.Nodes))
 	for i, n := range g.Nodes {
 		ns := spans.AppendEmpty()
 		s.node(ns, trace, sp.SpanID(), n, g.NThreads)
 		ids[i] = ns.SpanID()
 		// Each node links to the nodes it read the results of: the graph's edges.
+		ns.Links().EnsureCapacity(len(d.Producers[i]))
 		for _, p := range d.Producers[i] {
 			l := ns.Links().AppendEmpty()
 			l.SetTraceID(trace)
@@ -198,9 +200,14 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 	}
 }
 
+// nodeAttrs is about how many attributes a node span gets with the roofline on, so that
+// the map is allocated once: at full tracing the collector builds thousands a second.
+const nodeAttrs = 20
+
 func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, n *assemble.Node, threads int) {
 	s.begin(sp, trace, parent, "ggml.node", n.Start, n.End) // renamed by op below
 	a := sp.Attributes()
+	a.EnsureCapacity(nodeAttrs)
 	a.PutInt("ggml.threads", int64(threads))
 	if len(n.Threads) == threads { // every thread's share was seen: the barrier probe is on
 		busy := a.PutEmptySlice("ggml.thread.busy_ns")

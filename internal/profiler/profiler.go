@@ -99,19 +99,20 @@ type Profiler struct {
 	counters *perfcount.Threads // nil: no perf counters
 	watch    *watch.Watcher     // nil: the process hooks could not attach; discovery polls
 
-	mu       sync.Mutex // guards everything below, shared by the reader and discovery
-	tracked  map[int]*tracked
-	failed   map[int]rejected // PIDs that are not GGML
-	asm      *assemble.Assembler
-	spans    *export.Spans
-	acc      *export.Metrics
-	pending  ptrace.Traces
-	sampled  uint64 // decodes and loose graphs seen, for span sampling
-	traced   uint64 // graphs traced node by node
-	tele     export.Telemetry
-	elfCache *elfCache
-	noCount  map[uint32]bool // threads whose counters could not be opened
-	retiring []retiring      // processes gone, for the reader to drop once it drained the ring
+	mu          sync.Mutex // guards everything below, shared by the reader and discovery
+	tracked     map[int]*tracked
+	failed      map[int]rejected // PIDs that are not GGML
+	asm         *assemble.Assembler
+	spans       *export.Spans
+	acc         *export.Metrics
+	pending     ptrace.Traces
+	pendingFull bool   // pending holds maxPending spans or more
+	sampled     uint64 // decodes and loose graphs seen, for span sampling
+	traced      uint64 // graphs traced node by node
+	tele        export.Telemetry
+	elfCache    *elfCache
+	noCount     map[uint32]bool // threads whose counters could not be opened
+	retiring    []retiring      // processes gone, for the reader to drop once it drained the ring
 	// windowDue is when the next sampling window opens (zero: none waits). Only the
 	// reader writes it, so it reads it unlocked.
 	windowDue time.Time

@@ -68,6 +68,10 @@ func TestProfileLlamaBench(t *testing.T) {
 	ops := map[string]int{}
 	for _, td := range traces.AllTraces() {
 		forEachSpan(td, func(s ptrace.Span) { ops[s.Name()]++ })
+		// A batch closes at the decode that fills it; one decode is some 300 spans.
+		if n := td.SpanCount(); n > maxPending+1024 {
+			t.Errorf("a batch of %d spans; the reader hands them over at %d", n, maxPending)
+		}
 	}
 	t.Logf("spans by name: %v", ops)
 	if ops["llama_decode"] == 0 || ops["ggml.graph_compute"] == 0 || ops["MUL_MAT"] == 0 {
