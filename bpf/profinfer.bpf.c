@@ -14,6 +14,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define TENSOR_MAX 384 /* bytes of struct ggml_tensor copied; larger layouts are refused */
 #define SRC_HEAD 48    /* type and ne[] of a source tensor */
 #define N_SRC 3
+#define IDS_SMALL 512  /* bytes of a MoE router's expert ids copied per node: decode */
+#define IDS_MAX 16384  /* and prefill */
 
 enum kind {
 	EV_DECODE_ENTER = 1,
@@ -26,6 +28,7 @@ enum kind {
 	EV_SCHED_ENTER = 8,
 	EV_SCHED_EXIT = 9,
 	EV_THREAD_EXIT = 10,
+	EV_EXPERTS = 11,
 };
 
 /* Flags on events. */
@@ -75,6 +78,14 @@ struct counted {
 	struct counters counters;
 };
 
+/* The expert ids a MoE node reads: rows of its ids tensor, one per token, each starting
+ * with the ids of the experts used; a is the ids tensor, b its row stride, ith its rows
+ * (tokens), nth the rows copied. A record has room for IDS_SMALL or IDS_MAX bytes. */
+struct experts {
+	struct event ev;
+	u8 rows[IDS_MAX];
+};
+
 /* Referenced so that bpf2go generates Go types for them. */
 const struct event *unused_event __attribute__((unused));
 const struct detail *unused_detail __attribute__((unused));
@@ -84,6 +95,10 @@ const struct counted *unused_counted __attribute__((unused));
 volatile const u32 tensor_size = 336;
 volatile const u32 tensor_src_off = 152;
 volatile const u32 tensor_view_src_off = 232;
+volatile const u32 tensor_ne_off = 16;
+volatile const u32 tensor_nb_off = 48;
+volatile const u32 tensor_data_off = 248;
+volatile const u32 type_i32 = 26; /* enum ggml_type GGML_TYPE_I32 */
 volatile const u32 graph_nnodes_off = 4;
 volatile const u32 cplan_nthreads_off = 16;
 volatile const u32 batch_stack_off = 8; /* llama_batch.n_tokens relative to sp at the probe */
@@ -156,6 +171,7 @@ struct {
 	__type(key, u32);
 	__type(value, u64);
 } drops SEC(".maps");
+
 
 static __always_inline void dropped(void)
 {
@@ -306,6 +322,42 @@ int graph_exit(struct pt_regs *ctx)
 	return emit(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
 }
 
+/* MoE routing: a node whose third source is an I32 tensor (MUL_MAT_ID, ADD_ID) reads the
+ * expert ids the router chose for each token. They are copied as the node starts, after
+ * the router's nodes have finished and before the next token's router overwrites them. */
+/* Copies n rows of nb1 bytes from data into a record with room for cap bytes, a constant
+ * once inlined, as the ring buffer wants. */
+static __always_inline void emit_rows(u32 cap, void *ids, void *data, u64 nb1, s64 rows, u64 n)
+{
+	struct experts *x = bpf_ringbuf_reserve(&events, sizeof(x->ev) + cap, 0);
+	if (!x) {
+		dropped();
+		return;
+	}
+	fill(&x->ev, EV_EXPERTS, (u64)ids, nb1, rows > 0xffff ? 0xffff : (u16)rows, (u16)n, 0);
+	u64 size = n * nb1;
+	if (size > cap || bpf_probe_read_user(x->rows, size, data))
+		x->ev.nth = 0;
+	bpf_ringbuf_submit(x, wakeup());
+}
+
+static __always_inline void emit_experts(void *ids, s64 rows)
+{
+	u64 nb1 = 0;
+	void *data = 0;
+	bpf_probe_read_user(&nb1, sizeof(nb1), ids + tensor_nb_off + 8);
+	bpf_probe_read_user(&data, sizeof(data), ids + tensor_data_off);
+	if (!nb1 || nb1 > IDS_MAX || rows <= 0)
+		return;
+	u64 n = IDS_MAX / nb1; /* rows that fit */
+	if (n > (u64)rows)
+		n = rows;
+	if (n * nb1 <= IDS_SMALL)
+		emit_rows(IDS_SMALL, ids, data, nb1, rows, n);
+	else
+		emit_rows(IDS_MAX, ids, data, nb1, rows, n);
+}
+
 /* A node starts on one thread. Thread 0 also copies the tensor and the heads of its first
  * sources, which is all user space needs to name, type and shape the node, and where those
  * sources' data comes from, which links the node to the nodes that produced it. */
@@ -327,6 +379,8 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 		return 0;
 	}
 	fill(&d->ev, EV_NODE_DETAIL, (u64)tensor, (u64)tensor2, 0, params.nth, flags);
+	void *ids = 0;
+	s64 ids_rows = 0;
 	if (n_counters)
 		d->ev.flags |= read_counters(d->ev.tid, &d->counters);
 	u32 size = tensor_size;
@@ -343,8 +397,14 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 			continue;
 		}
 		bpf_probe_read_user(&d->src_view[i], sizeof(d->src_view[i]), src + tensor_view_src_off);
+		if (i == 2 && *(u32 *)d->src[2] == type_i32) {
+			ids = src;
+			ids_rows = *(s64 *)(d->src[2] + tensor_ne_off + 8); /* ne[1]: tokens */
+		}
 	}
 	bpf_ringbuf_submit(d, wakeup());
+	if (ids)
+		emit_experts(ids, ids_rows);
 	return 0;
 }
 

@@ -97,9 +97,13 @@ const (
 	ProfinferVarFollowSched      = "follow_sched"
 	ProfinferVarGraphNnodesOff   = "graph_nnodes_off"
 	ProfinferVarN_counters       = "n_counters"
+	ProfinferVarTensorDataOff    = "tensor_data_off"
+	ProfinferVarTensorNbOff      = "tensor_nb_off"
+	ProfinferVarTensorNeOff      = "tensor_ne_off"
 	ProfinferVarTensorSize       = "tensor_size"
 	ProfinferVarTensorSrcOff     = "tensor_src_off"
 	ProfinferVarTensorViewSrcOff = "tensor_view_src_off"
+	ProfinferVarTypeI32          = "type_i32"
 	ProfinferVarUnusedCounted    = "unused_counted"
 	ProfinferVarUnusedDetail     = "unused_detail"
 	ProfinferVarUnusedEvent      = "unused_event"
@@ -184,9 +188,13 @@ type ProfinferVariableSpecs struct {
 	FollowSched      *ebpf.VariableSpec `ebpf:"follow_sched"`
 	GraphNnodesOff   *ebpf.VariableSpec `ebpf:"graph_nnodes_off"`
 	N_counters       *ebpf.VariableSpec `ebpf:"n_counters"`
+	TensorDataOff    *ebpf.VariableSpec `ebpf:"tensor_data_off"`
+	TensorNbOff      *ebpf.VariableSpec `ebpf:"tensor_nb_off"`
+	TensorNeOff      *ebpf.VariableSpec `ebpf:"tensor_ne_off"`
 	TensorSize       *ebpf.VariableSpec `ebpf:"tensor_size"`
 	TensorSrcOff     *ebpf.VariableSpec `ebpf:"tensor_src_off"`
 	TensorViewSrcOff *ebpf.VariableSpec `ebpf:"tensor_view_src_off"`
+	TypeI32          *ebpf.VariableSpec `ebpf:"type_i32"`
 	UnusedCounted    *ebpf.VariableSpec `ebpf:"unused_counted"`
 	UnusedDetail     *ebpf.VariableSpec `ebpf:"unused_detail"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -242,9 +250,13 @@ type ProfinferVariables struct {
 	FollowSched      *ebpf.Variable `ebpf:"follow_sched"`
 	GraphNnodesOff   *ebpf.Variable `ebpf:"graph_nnodes_off"`
 	N_counters       *ebpf.Variable `ebpf:"n_counters"`
+	TensorDataOff    *ebpf.Variable `ebpf:"tensor_data_off"`
+	TensorNbOff      *ebpf.Variable `ebpf:"tensor_nb_off"`
+	TensorNeOff      *ebpf.Variable `ebpf:"tensor_ne_off"`
 	TensorSize       *ebpf.Variable `ebpf:"tensor_size"`
 	TensorSrcOff     *ebpf.Variable `ebpf:"tensor_src_off"`
 	TensorViewSrcOff *ebpf.Variable `ebpf:"tensor_view_src_off"`
+	TypeI32          *ebpf.Variable `ebpf:"type_i32"`
 	UnusedCounted    *ebpf.Variable `ebpf:"unused_counted"`
 	UnusedDetail     *ebpf.Variable `ebpf:"unused_detail"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`

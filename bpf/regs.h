@@ -11,6 +11,7 @@ typedef __u16 u16;
 typedef __u32 u32;
 typedef __u64 u64;
 typedef __s32 s32;
+typedef __s64 s64;
 typedef _Bool bool;
 
 struct pt_regs {

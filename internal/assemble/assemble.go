@@ -20,6 +20,7 @@
 package assemble
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/profinfer/profinfer/internal/events"
@@ -83,6 +84,17 @@ type Node struct {
 	// complete when Counted is len(Threads).
 	Counters events.Counters
 	Counted  int
+	Routing  *Routing // MoE nodes: the experts each token was routed to
+}
+
+// Routing is what a MoE router chose: for each token, the experts it is computed by. The
+// MoE nodes of a layer read the same ids tensor and share one Routing.
+type Routing struct {
+	Index   int     // the layer's order among the graph's MoE layers
+	IDs     uint64  // the ids tensor
+	Tokens  int     // tokens routed; Experts covers the first len(Experts)/Used of them
+	Used    int     // experts per token
+	Experts []int32 // token-major, Used per token, in the router's order
 }
 
 // Graph is one CPU-backend graph computation.
@@ -98,6 +110,7 @@ type Graph struct {
 	// previous graph to its first node in this one; nil unless Traced.
 	Outside  []ThreadCounters
 	byTensor map[uint64]*Node
+	routings []*Routing
 }
 
 // Sched is one ggml_backend_sched_graph_compute_async call: the whole graph, which the
@@ -346,6 +359,38 @@ func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor, tensor2 uint64, ith i
 		n.Info = info
 	}
 	t.cur, t.curStart, t.curSched, t.ith, t.lastBarrier = n, ts, sched, ith, 0
+}
+
+// Experts gives the node thread tid last started the expert ids it reads: rows of stride
+// bytes, one per token of the tokens routed, each starting with the ids of the experts
+// used, which is the ids tensor's first dimension (its third source's shape).
+func (a *Assembler) Experts(pid, tid uint32, ids uint64, tokens int, rows []byte, stride int) {
+	p := a.proc(pid)
+	t := p.thread(tid)
+	n := t.cur
+	if p.graph == nil || n == nil || n.Info == nil || len(n.Info.Srcs) < 3 {
+		a.Stats.OrphanEvents++
+		return
+	}
+	for _, r := range p.graph.routings {
+		if r.IDs == ids {
+			n.Routing = r
+			return
+		}
+	}
+	used := int(n.Info.Srcs[2].Shape[0])
+	if used <= 0 || 4*used > stride {
+		a.Stats.OrphanEvents++
+		return
+	}
+	r := &Routing{Index: len(p.graph.routings), IDs: ids, Tokens: tokens, Used: used, Experts: make([]int32, 0, len(rows)/stride*used)}
+	for row := 0; row+stride <= len(rows); row += stride {
+		for j := range used {
+			r.Experts = append(r.Experts, int32(binary.LittleEndian.Uint32(rows[row+4*j:])))
+		}
+	}
+	n.Routing = r
+	p.graph.routings = append(p.graph.routings, r)
 }
 
 // ThreadExit records that a thread left the graph (ggml_graph_compute_thread returned),

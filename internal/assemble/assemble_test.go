@@ -1,7 +1,9 @@
 package assemble
 
 import (
+	"encoding/binary"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/profinfer/profinfer/internal/events"
@@ -149,6 +151,37 @@ func TestNodeWindows(t *testing.T) {
 	}
 	if a.Stats.PartialGraphs != 3 {
 		t.Fatalf("partial graphs %d, want 3", a.Stats.PartialGraphs)
+	}
+}
+
+// Expert ids attach to the node the thread just started; a layer's MoE nodes read the same
+// ids tensor and share its routing, parsed once: the first Used ids of each row.
+func TestExperts(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	a.NodesOn(3, 1)
+	a.GraphEnter(3, 3, 10, 0xa, 3, 1)
+	info := &NodeInfo{Op: "MUL_MAT_ID", Srcs: []Src{NewSrc("q4_0", [4]int64{64, 128, 8, 1}), NewSrc("f32", [4]int64{64, 2, 2, 1}), NewSrc("i32", [4]int64{2, 2, 1, 1})}}
+	rows := make([]byte, 2*32) // two tokens, 8 experts sorted by the router, 2 used
+	for i, e := range []uint32{5, 1, 7, 7, 7, 7, 7, 7, 0, 3, 7, 7, 7, 7, 7, 7} {
+		binary.LittleEndian.PutUint32(rows[4*i:], e)
+	}
+	a.NodeStart(3, 3, 11, 0x1, 0, 0, info, events.Sched{}, nil)
+	a.Experts(3, 3, 0x1d5, 2, rows, 32)
+	a.NodeStart(3, 3, 12, 0x2, 0, 0, info, events.Sched{}, nil)
+	a.Experts(3, 3, 0x1d5, 2, rows, 32)
+	a.Experts(3, 9, 0x1d5, 2, rows, 32) // a thread with no node
+	a.GraphExit(3, 3, 20, events.Sched{})
+	g := s.graphs[0]
+	r := g.Nodes[0].Routing
+	if r == nil || r.Index != 0 || r.Used != 2 || r.Tokens != 2 || !slices.Equal(r.Experts, []int32{5, 1, 0, 3}) {
+		t.Fatalf("routing %+v", r)
+	}
+	if g.Nodes[1].Routing != r {
+		t.Fatalf("second MoE node of the layer has its own routing %+v", g.Nodes[1].Routing)
+	}
+	if a.Stats.OrphanEvents != 1 {
+		t.Fatalf("orphan events %d, want 1", a.Stats.OrphanEvents)
 	}
 }
 

@@ -22,10 +22,11 @@ const (
 	SchedEnter
 	SchedExit
 	ThreadExit
-	lastKind = ThreadExit
+	Experts
+	lastKind = Experts
 )
 
-var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit", "thread_exit"}
+var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit", "thread_exit", "experts"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -82,6 +83,10 @@ type Event struct {
 	// SrcView is each source's view_src (the tensor owning its data; 0 if it owns its
 	// own), little-endian; valid with Detail.
 	SrcView []byte
+	// Rows is, for Experts, Nth rows of B bytes of the ids tensor A, one per token, each
+	// starting with the ids of the experts the router chose; Ith is the tensor's rows. The
+	// record has room for more.
+	Rows []byte
 }
 
 // Counters is one reading of a thread's perf counters.
@@ -131,10 +136,18 @@ func Decode(b []byte, e *Event) error {
 	e.B = le.Uint64(b[32:])
 	e.Sched = Sched{OffCPU: le.Uint64(b[40:]), RunQueue: le.Uint64(b[48:]),
 		Preemptions: le.Uint32(b[56:]), Migrations: le.Uint32(b[60:])}
-	e.Detail, e.Tensor, e.SrcView = nil, nil, nil
+	e.Detail, e.Tensor, e.SrcView, e.Rows = nil, nil, nil, nil
 	e.Src = [NumSrc][]byte{}
 	if e.Kind < DecodeEnter || e.Kind > lastKind {
 		return fmt.Errorf("events: unknown kind %d", uint16(e.Kind))
+	}
+	if e.Kind == Experts {
+		n := uint64(e.Nth) * e.B
+		if e.B == 0 || uint64(len(b)-HeaderSize) < n {
+			return fmt.Errorf("events: experts record of %d bytes for %d rows of %d", len(b), e.Nth, e.B)
+		}
+		e.Rows = b[HeaderSize : HeaderSize+n]
+		return nil
 	}
 	ctr := HeaderSize // where the counters are, if any
 	if e.Kind == NodeDetail {

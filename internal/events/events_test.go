@@ -87,6 +87,28 @@ func TestDecodeCounted(t *testing.T) {
 	}
 }
 
+func TestDecodeExperts(t *testing.T) {
+	b := make([]byte, HeaderSize+512)
+	le := binary.LittleEndian
+	le.PutUint16(b[16:], uint16(Experts))
+	le.PutUint16(b[18:], 3) // rows of the tensor
+	le.PutUint16(b[20:], 2) // rows copied
+	le.PutUint64(b[24:], 0x1d5)
+	le.PutUint64(b[32:], 32) // row stride
+	b[HeaderSize+32] = 5
+	var e Event
+	if err := Decode(b, &e); err != nil || e.Kind != Experts || e.A != 0x1d5 || e.Ith != 3 || len(e.Rows) != 64 || e.Rows[32] != 5 {
+		t.Fatalf("decoded %+v, %v", e, err)
+	}
+	want := "events: experts record of 80 bytes for 2 rows of 32"
+	if err := Decode(b[:HeaderSize+64], &e); err != nil || len(e.Rows) != 64 {
+		t.Fatalf("decoded %d bytes of rows, %v", len(e.Rows), err)
+	}
+	if err := Decode(b[:HeaderSize+16], &e); err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+}
+
 func TestSchedSub(t *testing.T) {
 	a := Sched{OffCPU: 10, RunQueue: 4, Preemptions: 2, Migrations: 1}
 	b := Sched{OffCPU: 25, RunQueue: 9, Preemptions: 5, Migrations: 1}

@@ -249,6 +249,15 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	if info.FusedOp != "" {
 		a.PutStr("ggml.fused.op", info.FusedOp)
 	}
+	if r := n.Routing; r != nil {
+		a.PutInt("ggml.moe.experts_used", int64(r.Used))
+		a.PutInt("ggml.moe.tokens", int64(r.Tokens))
+		ex := a.PutEmptySlice("ggml.moe.experts")
+		ex.EnsureCapacity(len(r.Experts))
+		for _, e := range r.Experts {
+			ex.AppendEmpty().SetInt(int64(e))
+		}
+	}
 	if info.FLOPs == 0 {
 		return
 	}

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -19,6 +20,22 @@ func TestLayer(t *testing.T) {
 	for name, want := range map[string]int{"Qcur-12": 12, "ffn_out-3": 3, "cache_k_l4 (view)": 4, "result_output": -1, "inp_embd": -1, "kq-0": 0} {
 		if got := Layer(name); got != want {
 			t.Errorf("Layer(%q) = %d, want %d", name, got, want)
+		}
+	}
+}
+
+func TestImbalance(t *testing.T) {
+	for _, tc := range []struct {
+		counts []int64
+		want   float64
+	}{
+		{[]int64{4, 4, 4, 4}, 0},
+		{[]int64{0, 0}, 0},
+		{[]int64{8, 0, 0, 0}, math.Sqrt(3)},
+		{[]int64{3, 1}, 0.5},
+	} {
+		if got := Imbalance(tc.counts); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("Imbalance(%v) = %g, want %g", tc.counts, got, tc.want)
 		}
 	}
 }

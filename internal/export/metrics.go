@@ -1,6 +1,8 @@
 package export
 
 import (
+	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -56,6 +58,7 @@ type processMetrics struct {
 	threads   map[threadKey]*events.Counters
 	tokens    [2]int64 // by phase: prefill, decode
 	decodeDur [2]*histogram
+	moe       map[int][]int64 // MoE layer -> selections per expert
 }
 
 type opStats struct {
@@ -124,7 +127,7 @@ func (m *Metrics) process(p *Process) *processMetrics {
 		return pm
 	}
 	pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
-		ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{},
+		ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{}, moe: map[int][]int64{},
 		decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)}}
 	m.procs[p.PID] = pm
 	return pm
@@ -151,7 +154,16 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 	if m.counters != nil {
 		m.threadCounters(pm, g)
 	}
+	var routed []*assemble.Routing // a layer's MoE nodes share its routing: count it once
 	for _, n := range g.Nodes {
+		if r := n.Routing; r != nil && n.Info.Op == "MUL_MAT_ID" && !slices.Contains(routed, r) {
+			routed = append(routed, r)
+			layer := Layer(n.Info.Name)
+			if layer < 0 { // unnamed tensors: the MoE layers in graph order
+				layer = r.Index
+			}
+			pm.route(layer, int(n.Info.Srcs[0].Shape[2]), r)
+		}
 		k := opKey{"unknown", "unknown"}
 		if n.Info != nil {
 			k = opKey{n.Info.Op, n.Info.Type}
@@ -190,6 +202,42 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 			pm.bounds[boundKey{k.op, bounds[c.Bound]}]++
 		}
 	}
+}
+
+// route counts a MoE layer's expert selections; experts is the layer's expert count (the
+// third dimension of MUL_MAT_ID's weights), so that experts never chosen count as zero.
+func (pm *processMetrics) route(layer, experts int, r *assemble.Routing) {
+	c := pm.moe[layer]
+	for _, e := range r.Experts {
+		experts = max(experts, int(e)+1)
+	}
+	if len(c) < experts {
+		c = append(c, make([]int64, experts-len(c))...)
+	}
+	for _, e := range r.Experts {
+		if e >= 0 {
+			c[e]++
+		}
+	}
+	pm.moe[layer] = c
+}
+
+// Imbalance is the coefficient of variation of counts: standard deviation over mean, 0
+// for perfectly even counts (or none).
+func Imbalance(counts []int64) float64 {
+	var sum float64
+	for _, c := range counts {
+		sum += float64(c)
+	}
+	if sum == 0 {
+		return 0
+	}
+	mean := sum / float64(len(counts))
+	var ss float64
+	for _, c := range counts {
+		ss += (float64(c) - mean) * (float64(c) - mean)
+	}
+	return math.Sqrt(ss/float64(len(counts))) / mean
 }
 
 // threadCounters adds each thread's counts in g's nodes, and outside nodes before g.
@@ -249,6 +297,12 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 			for i, name := range m.counters.names {
 				m.mb.RecordGgmlThreadCounterDataPoint(now, int64(c[i]), int64(k.tid), name, k.scope)
 			}
+		}
+		for layer, c := range pm.moe {
+			for e, n := range c {
+				m.mb.RecordGgmlMoeExpertSelectionsDataPoint(now, n, int64(layer), int64(e))
+			}
+			m.mb.RecordGgmlMoeImbalanceDataPoint(now, Imbalance(c), int64(layer))
 		}
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[0], metadata.AttributeLlamaPhasePrefill)
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[1], metadata.AttributeLlamaPhaseDecode)

@@ -15,12 +15,14 @@ type Layout struct {
 	TensorSize int    // sizeof(struct ggml_tensor)
 	Type       int
 	Ne         int
+	Nb         int
 	Op         int
 	OpParams   int
 	Flags      int
 	Src        int
 	MaxSrc     int
 	ViewSrc    int
+	Data       int
 	Name       int
 	MaxName    int
 
@@ -31,6 +33,10 @@ type Layout struct {
 	TypeSize       int // ggml_type_traits.type_size
 }
 
+// TypeI32 is GGML_TYPE_I32, the type of MoE expert ids; its number has not changed since
+// ggml had it.
+const TypeI32 = 26
+
 // objectSize is sizeof(struct ggml_object), which ggml_tensor_overhead() adds to the tensor.
 const objectSize = 32
 
@@ -38,8 +44,8 @@ const objectSize = 32
 // ggml_tensor_overhead() reveals in the target.
 var Layouts = []Layout{{
 	Versions:   "0.9 to 0.25",
-	TensorSize: 336, Type: 0, Ne: 16, Op: 80, OpParams: 84, Flags: 148,
-	Src: 152, MaxSrc: 10, ViewSrc: 232, Name: 256, MaxName: 64,
+	TensorSize: 336, Type: 0, Ne: 16, Nb: 48, Op: 80, OpParams: 84, Flags: 148,
+	Src: 152, MaxSrc: 10, ViewSrc: 232, Data: 248, Name: 256, MaxName: 64,
 	GraphNNodes: 4, CplanNThreads: 16, TypeTraitsSize: 56, TypeBlockSize: 8, TypeSize: 24,
 }}
 

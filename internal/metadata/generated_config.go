@@ -29,6 +29,8 @@ func (ms *MetricConfig) Unmarshal(parser *confmap.Conf) error {
 
 // MetricsConfig provides config for profinfer metrics.
 type MetricsConfig struct {
+	GgmlMoeExpertSelections MetricConfig `mapstructure:"ggml.moe.expert.selections"`
+	GgmlMoeImbalance        MetricConfig `mapstructure:"ggml.moe.imbalance"`
 	GgmlOpBarrierWait       MetricConfig `mapstructure:"ggml.op.barrier_wait"`
 	GgmlOpBound             MetricConfig `mapstructure:"ggml.op.bound"`
 	GgmlOpBytes             MetricConfig `mapstructure:"ggml.op.bytes"`
@@ -52,6 +54,12 @@ type MetricsConfig struct {
 
 func DefaultMetricsConfig() MetricsConfig {
 	return MetricsConfig{
+		GgmlMoeExpertSelections: MetricConfig{
+			Enabled: true,
+		},
+		GgmlMoeImbalance: MetricConfig{
+			Enabled: true,
+		},
 		GgmlOpBarrierWait: MetricConfig{
 			Enabled: true,
 		},

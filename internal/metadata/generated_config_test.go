@@ -27,6 +27,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "all_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GgmlMoeExpertSelections: MetricConfig{
+						Enabled: true,
+					},
+					GgmlMoeImbalance: MetricConfig{
+						Enabled: true,
+					},
 					GgmlOpBarrierWait: MetricConfig{
 						Enabled: true,
 					},
@@ -105,6 +111,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "none_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GgmlMoeExpertSelections: MetricConfig{
+						Enabled: false,
+					},
+					GgmlMoeImbalance: MetricConfig{
+						Enabled: false,
+					},
 					GgmlOpBarrierWait: MetricConfig{
 						Enabled: false,
 					},

@@ -125,6 +125,12 @@ var MapAttributeLlamaPhase = map[string]AttributeLlamaPhase{
 }
 
 var MetricsInfo = metricsInfo{
+	GgmlMoeExpertSelections: metricInfo{
+		Name: "ggml.moe.expert.selections",
+	},
+	GgmlMoeImbalance: metricInfo{
+		Name: "ggml.moe.imbalance",
+	},
 	GgmlOpBarrierWait: metricInfo{
 		Name: "ggml.op.barrier_wait",
 	},
@@ -185,6 +191,8 @@ var MetricsInfo = metricsInfo{
 }
 
 type metricsInfo struct {
+	GgmlMoeExpertSelections metricInfo
+	GgmlMoeImbalance        metricInfo
 	GgmlOpBarrierWait       metricInfo
 	GgmlOpBound             metricInfo
 	GgmlOpBytes             metricInfo
@@ -208,6 +216,113 @@ type metricsInfo struct {
 
 type metricInfo struct {
 	Name string
+}
+
+type metricGgmlMoeExpertSelections struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.moe.expert.selections metric with initial data.
+func (m *metricGgmlMoeExpertSelections) init() {
+	m.data.SetName("ggml.moe.expert.selections")
+	m.data.SetDescription("Number of times the router of a MoE layer chose an expert for a token.")
+	m.data.SetUnit("{selection}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlMoeExpertSelections) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlLayerAttributeValue int64, ggmlMoeExpertAttributeValue int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutInt("ggml.layer", ggmlLayerAttributeValue)
+	dp.Attributes().PutInt("ggml.moe.expert", ggmlMoeExpertAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlMoeExpertSelections) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlMoeExpertSelections) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlMoeExpertSelections(cfg MetricConfig) metricGgmlMoeExpertSelections {
+	m := metricGgmlMoeExpertSelections{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlMoeImbalance struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.moe.imbalance metric with initial data.
+func (m *metricGgmlMoeImbalance) init() {
+	m.data.SetName("ggml.moe.imbalance")
+	m.data.SetDescription("Load imbalance of a MoE layer, the coefficient of variation (standard deviation over mean) of its experts' selection counts so far.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlMoeImbalance) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlLayerAttributeValue int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutInt("ggml.layer", ggmlLayerAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlMoeImbalance) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlMoeImbalance) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlMoeImbalance(cfg MetricConfig) metricGgmlMoeImbalance {
+	m := metricGgmlMoeImbalance{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
 }
 
 type metricGgmlOpBarrierWait struct {
@@ -1246,6 +1361,8 @@ type MetricsBuilder struct {
 	buildInfo                      component.BuildInfo  // contains version information.
 	resourceAttributeIncludeFilter map[string]filter.Filter
 	resourceAttributeExcludeFilter map[string]filter.Filter
+	metricGgmlMoeExpertSelections  metricGgmlMoeExpertSelections
+	metricGgmlMoeImbalance         metricGgmlMoeImbalance
 	metricGgmlOpBarrierWait        metricGgmlOpBarrierWait
 	metricGgmlOpBound              metricGgmlOpBound
 	metricGgmlOpBytes              metricGgmlOpBytes
@@ -1290,6 +1407,8 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		startTime:                      pcommon.NewTimestampFromTime(time.Now()),
 		metricsBuffer:                  pmetric.NewMetrics(),
 		buildInfo:                      settings.BuildInfo,
+		metricGgmlMoeExpertSelections:  newMetricGgmlMoeExpertSelections(mbc.Metrics.GgmlMoeExpertSelections),
+		metricGgmlMoeImbalance:         newMetricGgmlMoeImbalance(mbc.Metrics.GgmlMoeImbalance),
 		metricGgmlOpBarrierWait:        newMetricGgmlOpBarrierWait(mbc.Metrics.GgmlOpBarrierWait),
 		metricGgmlOpBound:              newMetricGgmlOpBound(mbc.Metrics.GgmlOpBound),
 		metricGgmlOpBytes:              newMetricGgmlOpBytes(mbc.Metrics.GgmlOpBytes),
@@ -1453,6 +1572,8 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetName(ScopeName)
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
+	mb.metricGgmlMoeExpertSelections.emit(ils.Metrics())
+	mb.metricGgmlMoeImbalance.emit(ils.Metrics())
 	mb.metricGgmlOpBarrierWait.emit(ils.Metrics())
 	mb.metricGgmlOpBound.emit(ils.Metrics())
 	mb.metricGgmlOpBytes.emit(ils.Metrics())
@@ -1501,6 +1622,16 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 	metrics := mb.metricsBuffer
 	mb.metricsBuffer = pmetric.NewMetrics()
 	return metrics
+}
+
+// RecordGgmlMoeExpertSelectionsDataPoint adds a data point to ggml.moe.expert.selections metric.
+func (mb *MetricsBuilder) RecordGgmlMoeExpertSelectionsDataPoint(ts pcommon.Timestamp, val int64, ggmlLayerAttributeValue int64, ggmlMoeExpertAttributeValue int64) {
+	mb.metricGgmlMoeExpertSelections.recordDataPoint(mb.startTime, ts, val, ggmlLayerAttributeValue, ggmlMoeExpertAttributeValue)
+}
+
+// RecordGgmlMoeImbalanceDataPoint adds a data point to ggml.moe.imbalance metric.
+func (mb *MetricsBuilder) RecordGgmlMoeImbalanceDataPoint(ts pcommon.Timestamp, val float64, ggmlLayerAttributeValue int64) {
+	mb.metricGgmlMoeImbalance.recordDataPoint(mb.startTime, ts, val, ggmlLayerAttributeValue)
 }
 
 // RecordGgmlOpBarrierWaitDataPoint adds a data point to ggml.op.barrier_wait metric.

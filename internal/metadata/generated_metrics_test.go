@@ -69,6 +69,14 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGgmlMoeExpertSelectionsDataPoint(ts, 1, 10, 15)
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlMoeImbalanceDataPoint(ts, 1, 10)
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGgmlOpBarrierWaitDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
@@ -184,6 +192,41 @@ func TestMetricsBuilder(t *testing.T) {
 			validatedMetrics := make(map[string]bool)
 			for _, mi := range allMetricsList {
 				switch mi.Name() {
+				case "ggml.moe.expert.selections":
+					assert.False(t, validatedMetrics["ggml.moe.expert.selections"], "Found a duplicate in the metrics slice: ggml.moe.expert.selections")
+					validatedMetrics["ggml.moe.expert.selections"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Number of times the router of a MoE layer chose an expert for a token.", mi.Description())
+					assert.Equal(t, "{selection}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					ggmlLayerAttrVal, ok := dp.Attributes().Get("ggml.layer")
+					assert.True(t, ok)
+					assert.EqualValues(t, 10, ggmlLayerAttrVal.Int())
+					ggmlMoeExpertAttrVal, ok := dp.Attributes().Get("ggml.moe.expert")
+					assert.True(t, ok)
+					assert.EqualValues(t, 15, ggmlMoeExpertAttrVal.Int())
+				case "ggml.moe.imbalance":
+					assert.False(t, validatedMetrics["ggml.moe.imbalance"], "Found a duplicate in the metrics slice: ggml.moe.imbalance")
+					validatedMetrics["ggml.moe.imbalance"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Load imbalance of a MoE layer, the coefficient of variation (standard deviation over mean) of its experts' selection counts so far.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlLayerAttrVal, ok := dp.Attributes().Get("ggml.layer")
+					assert.True(t, ok)
+					assert.EqualValues(t, 10, ggmlLayerAttrVal.Int())
 				case "ggml.op.barrier_wait":
 					assert.False(t, validatedMetrics["ggml.op.barrier_wait"], "Found a duplicate in the metrics slice: ggml.op.barrier_wait")
 					validatedMetrics["ggml.op.barrier_wait"] = true

@@ -202,6 +202,10 @@ func (p *Profiler) load() error {
 	consts := map[string]any{
 		"tensor_size":        uint32(l.TensorSize),
 		"tensor_src_off":     uint32(l.Src),
+		"tensor_ne_off":      uint32(l.Ne),
+		"tensor_nb_off":      uint32(l.Nb),
+		"tensor_data_off":    uint32(l.Data),
+		"type_i32":           uint32(ggml.TypeI32),
 		"graph_nnodes_off":   uint32(l.GraphNNodes),
 		"cplan_nthreads_off": uint32(l.CplanNThreads),
 		"wakeup_bytes":       uint64(p.cfg.RingBufferSize / 4),

@@ -94,6 +94,8 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, ev.B, int(ev.Ith), nil, ev.Sched, p.counted(ev))
 	case events.NodeDetail:
 		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, ev.B, int(ev.Ith), p.nodeInfo(ev, t), ev.Sched, p.counted(ev))
+	case events.Experts:
+		a.Experts(ev.PID, ev.TID, ev.A, int(ev.Ith), ev.Rows, int(ev.B))
 	case events.ThreadExit:
 		a.ThreadExit(ev.PID, ev.TID, ev.TS, ev.Sched, p.counted(ev))
 	case events.Barrier:
