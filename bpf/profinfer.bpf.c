@@ -172,7 +172,6 @@ struct {
 	__type(value, u64);
 } drops SEC(".maps");
 
-
 static __always_inline void dropped(void)
 {
 	u32 zero = 0;
@@ -322,9 +321,6 @@ int graph_exit(struct pt_regs *ctx)
 	return emit(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
 }
 
-/* MoE routing: a node whose third source is an I32 tensor (MUL_MAT_ID, ADD_ID) reads the
- * expert ids the router chose for each token. They are copied as the node starts, after
- * the router's nodes have finished and before the next token's router overwrites them. */
 /* Copies n rows of nb1 bytes from data into a record with room for cap bytes, a constant
  * once inlined, as the ring buffer wants. */
 static __always_inline void emit_rows(u32 cap, void *ids, void *data, u64 nb1, s64 rows, u64 n)
@@ -341,6 +337,9 @@ static __always_inline void emit_rows(u32 cap, void *ids, void *data, u64 nb1, s
 	bpf_ringbuf_submit(x, wakeup());
 }
 
+/* MoE routing: a node whose third source is an I32 tensor (MUL_MAT_ID, ADD_ID) reads the
+ * expert ids the router chose for each token. They are copied as the node starts, after
+ * the router's nodes have finished and before the next token's router overwrites them. */
 static __always_inline void emit_experts(void *ids, s64 rows)
 {
 	u64 nb1 = 0;

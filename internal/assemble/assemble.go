@@ -90,7 +90,8 @@ type Node struct {
 // Routing is what a MoE router chose: for each token, the experts it is computed by. The
 // MoE nodes of a layer read the same ids tensor and share one Routing.
 type Routing struct {
-	Index   int     // the layer's order among the graph's MoE layers
+	Name    string  // the tensor name of the first node that read it, e.g. ffn_moe_gate-3
+	NExpert int     // the layer's experts, from that node's weights (MUL_MAT_ID), else 0
 	IDs     uint64  // the ids tensor
 	Tokens  int     // tokens routed; Experts covers the first len(Experts)/Used of them
 	Used    int     // experts per token
@@ -108,9 +109,10 @@ type Graph struct {
 	Nodes      []*Node // computed nodes, in order of first start; nil unless Traced
 	// Outside holds, per thread, the perf counter deltas from the thread's exit from the
 	// previous graph to its first node in this one; nil unless Traced.
-	Outside  []ThreadCounters
+	Outside []ThreadCounters
+	// Routings are the graph's MoE layers, in order; nil unless Traced.
+	Routings []*Routing
 	byTensor map[uint64]*Node
-	routings []*Routing
 }
 
 // Sched is one ggml_backend_sched_graph_compute_async call: the whole graph, which the
@@ -322,7 +324,7 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.Sched) {
 		if len(g.Nodes) > 0 {
 			a.Stats.PartialGraphs++
 		}
-		g.Nodes, g.Outside = nil, nil
+		g.Nodes, g.Outside, g.Routings = nil, nil, nil
 	}
 	p.graph = nil
 	if p.decode != nil {
@@ -372,7 +374,7 @@ func (a *Assembler) Experts(pid, tid uint32, ids uint64, tokens int, rows []byte
 		a.Stats.OrphanEvents++
 		return
 	}
-	for _, r := range p.graph.routings {
+	for _, r := range p.graph.Routings {
 		if r.IDs == ids {
 			n.Routing = r
 			return
@@ -383,14 +385,17 @@ func (a *Assembler) Experts(pid, tid uint32, ids uint64, tokens int, rows []byte
 		a.Stats.OrphanEvents++
 		return
 	}
-	r := &Routing{Index: len(p.graph.routings), IDs: ids, Tokens: tokens, Used: used, Experts: make([]int32, 0, len(rows)/stride*used)}
+	r := &Routing{Name: n.Info.Name, IDs: ids, Tokens: tokens, Used: used, Experts: make([]int32, 0, len(rows)/stride*used)}
+	if n.Info.Op == "MUL_MAT_ID" {
+		r.NExpert = int(n.Info.Srcs[0].Shape[2])
+	}
 	for row := 0; row+stride <= len(rows); row += stride {
 		for j := range used {
 			r.Experts = append(r.Experts, int32(binary.LittleEndian.Uint32(rows[row+4*j:])))
 		}
 	}
 	n.Routing = r
-	p.graph.routings = append(p.graph.routings, r)
+	p.graph.Routings = append(p.graph.Routings, r)
 }
 
 // ThreadExit records that a thread left the graph (ggml_graph_compute_thread returned),

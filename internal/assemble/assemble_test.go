@@ -174,7 +174,7 @@ func TestExperts(t *testing.T) {
 	a.GraphExit(3, 3, 20, events.Sched{})
 	g := s.graphs[0]
 	r := g.Nodes[0].Routing
-	if r == nil || r.Index != 0 || r.Used != 2 || r.Tokens != 2 || !slices.Equal(r.Experts, []int32{5, 1, 0, 3}) {
+	if r == nil || len(g.Routings) != 1 || g.Routings[0] != r || r.NExpert != 8 || r.Used != 2 || r.Tokens != 2 || !slices.Equal(r.Experts, []int32{5, 1, 0, 3}) {
 		t.Fatalf("routing %+v", r)
 	}
 	if g.Nodes[1].Routing != r {

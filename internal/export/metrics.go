@@ -2,7 +2,6 @@ package export
 
 import (
 	"math"
-	"slices"
 	"sort"
 	"time"
 
@@ -154,16 +153,14 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 	if m.counters != nil {
 		m.threadCounters(pm, g)
 	}
-	var routed []*assemble.Routing // a layer's MoE nodes share its routing: count it once
-	for _, n := range g.Nodes {
-		if r := n.Routing; r != nil && n.Info.Op == "MUL_MAT_ID" && !slices.Contains(routed, r) {
-			routed = append(routed, r)
-			layer := Layer(n.Info.Name)
-			if layer < 0 { // unnamed tensors: the MoE layers in graph order
-				layer = r.Index
-			}
-			pm.route(layer, int(n.Info.Srcs[0].Shape[2]), r)
+	for i, r := range g.Routings {
+		layer := Layer(r.Name)
+		if layer < 0 { // unnamed tensors: the MoE layers in graph order
+			layer = i
 		}
+		pm.route(layer, r)
+	}
+	for _, n := range g.Nodes {
 		k := opKey{"unknown", "unknown"}
 		if n.Info != nil {
 			k = opKey{n.Info.Op, n.Info.Type}
@@ -204,18 +201,19 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 	}
 }
 
-// route counts a MoE layer's expert selections; experts is the layer's expert count (the
-// third dimension of MUL_MAT_ID's weights), so that experts never chosen count as zero.
-func (pm *processMetrics) route(layer, experts int, r *assemble.Routing) {
+// route counts a MoE layer's expert selections. The layer has at least r.NExpert experts,
+// so that those never chosen count as zero.
+func (pm *processMetrics) route(layer int, r *assemble.Routing) {
 	c := pm.moe[layer]
-	for _, e := range r.Experts {
-		experts = max(experts, int(e)+1)
+	grow := func(n int) {
+		if len(c) < n {
+			c = append(c, make([]int64, n-len(c))...)
+		}
 	}
-	if len(c) < experts {
-		c = append(c, make([]int64, experts-len(c))...)
-	}
+	grow(r.NExpert)
 	for _, e := range r.Experts {
 		if e >= 0 {
+			grow(int(e) + 1)
 			c[e]++
 		}
 	}
