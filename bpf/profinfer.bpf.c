@@ -29,6 +29,10 @@ enum kind {
 	EV_SCHED_EXIT = 9,
 	EV_THREAD_EXIT = 10,
 	EV_EXPERTS = 11,
+	EV_SPLIT_ENTER = 12,
+	EV_SPLIT_EXIT = 13,
+	EV_COPY = 14,
+	EV_COPY_EXIT = 15,
 };
 
 /* Flags on events. */
@@ -98,6 +102,9 @@ volatile const u32 tensor_view_src_off = 232;
 volatile const u32 tensor_ne_off = 16;
 volatile const u32 tensor_nb_off = 48;
 volatile const u32 tensor_data_off = 248;
+volatile const u32 tensor_buffer_off = 8;
+volatile const u32 backend_get_name_off = 8; /* struct ggml_backend.iface.get_name */
+volatile const u32 buffer_get_base_off = 8;  /* struct ggml_backend_buffer.iface.get_base */
 volatile const u32 type_i32 = 26; /* enum ggml_type GGML_TYPE_I32 */
 volatile const u32 graph_nnodes_off = 4;
 volatile const u32 cplan_nthreads_off = 16;
@@ -271,13 +278,14 @@ static __always_inline int emit_counted(u16 kind, u64 a, u64 b, u16 ith, u16 nth
 	return 0;
 }
 
-/* llama_decode(ctx, batch): the batch is passed in memory, n_tokens first. */
+/* llama_decode(ctx, batch): the batch is passed in memory, n_tokens first. The context
+ * pointer lets user space read the context's size and threads once. */
 SEC("uprobe/llama_decode")
 int decode_enter(struct pt_regs *ctx)
 {
 	s32 n = 0;
 	bpf_probe_read_user(&n, sizeof(n), (void *)(PT_REGS_SP(ctx) + batch_stack_off));
-	return emit(EV_DECODE_ENTER, (u64)n, 0, 0, 0, 0);
+	return emit(EV_DECODE_ENTER, (u64)n, PT_REGS_PARM1(ctx), 0, 0, 0);
 }
 
 SEC("uretprobe/llama_decode")
@@ -319,6 +327,67 @@ SEC("uretprobe/ggml_graph_compute")
 int graph_exit(struct pt_regs *ctx)
 {
 	return emit(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
+}
+
+/* ggml_backend_graph_compute_async(backend, cgraph): the scheduler hands one split of the
+ * graph to one backend. The backend is named by its get_name function, which user space
+ * resolves to a symbol of the target (ggml_backend_cpu_get_name, ggml_backend_rpc_name). */
+SEC("uprobe/ggml_backend_graph_compute_async")
+int split_enter(struct pt_regs *ctx)
+{
+	void *backend = (void *)PT_REGS_PARM1(ctx);
+	void *graph = (void *)PT_REGS_PARM2(ctx);
+	u64 get_name = 0;
+	s32 nodes = 0;
+	bpf_probe_read_user(&get_name, sizeof(get_name), backend + backend_get_name_off);
+	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
+	return emit(EV_SPLIT_ENTER, get_name, (u64)nodes, 0, 0, 0);
+}
+
+SEC("uretprobe/ggml_backend_graph_compute_async")
+int split_exit(struct pt_regs *ctx)
+{
+	return emit(EV_SPLIT_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
+}
+
+/* The get_base function of the buffer a tensor lives in: it names the buffer's backend. */
+static __always_inline u64 buffer_fn(void *tensor)
+{
+	void *buffer = 0;
+	u64 fn = 0;
+	bpf_probe_read_user(&buffer, sizeof(buffer), tensor + tensor_buffer_off);
+	if (buffer)
+		bpf_probe_read_user(&fn, sizeof(fn), buffer + buffer_get_base_off);
+	return fn;
+}
+
+/* ggml_backend_tensor_copy(src, dst): the scheduler copies a split's input from the
+ * backend that computed it to the one that reads it. The record carries the source tensor
+ * (name, type and shape give the bytes) and both buffers' get_base functions. */
+SEC("uprobe/ggml_backend_tensor_copy")
+int copy_enter(struct pt_regs *ctx)
+{
+	void *src = (void *)PT_REGS_PARM1(ctx);
+	void *dst = (void *)PT_REGS_PARM2(ctx);
+	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);
+	if (!d) {
+		dropped();
+		return 0;
+	}
+	__builtin_memset(d, 0, sizeof(*d));
+	fill(&d->ev, EV_COPY, buffer_fn(src), buffer_fn(dst), 0, 0, 0);
+	u32 size = tensor_size;
+	if (size > TENSOR_MAX)
+		size = TENSOR_MAX;
+	bpf_probe_read_user(d->tensor, size, src);
+	bpf_ringbuf_submit(d, wakeup());
+	return 0;
+}
+
+SEC("uretprobe/ggml_backend_tensor_copy")
+int copy_exit(struct pt_regs *ctx)
+{
+	return emit(EV_COPY_EXIT, 0, 0, 0, 0, 0);
 }
 
 /* Copies n rows of nb1 bytes from data into a record with room for cap bytes, a constant

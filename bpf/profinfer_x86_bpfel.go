@@ -73,41 +73,48 @@ type ProfinferThread struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	ProfinferMapCounterSlots     = "counter_slots"
-	ProfinferMapCounters         = "counters"
-	ProfinferMapDrops            = "drops"
-	ProfinferMapEvents           = "events"
-	ProfinferMapThreads          = "threads"
-	ProfinferMapTraced           = "traced"
-	ProfinferProgBarrierEnter    = "barrier_enter"
-	ProfinferProgDecodeEnter     = "decode_enter"
-	ProfinferProgDecodeExit      = "decode_exit"
-	ProfinferProgFusedEnter      = "fused_enter"
-	ProfinferProgGraphEnter      = "graph_enter"
-	ProfinferProgGraphExit       = "graph_exit"
-	ProfinferProgNodeEnter       = "node_enter"
-	ProfinferProgSchedEnter      = "sched_enter"
-	ProfinferProgSchedExit       = "sched_exit"
-	ProfinferProgSchedSwitch     = "sched_switch"
-	ProfinferProgSchedWakeup     = "sched_wakeup"
-	ProfinferProgThreadExit      = "thread_exit"
-	ProfinferVarAllThreads       = "all_threads"
-	ProfinferVarBatchStackOff    = "batch_stack_off"
-	ProfinferVarCplanNthreadsOff = "cplan_nthreads_off"
-	ProfinferVarFollowSched      = "follow_sched"
-	ProfinferVarGraphNnodesOff   = "graph_nnodes_off"
-	ProfinferVarN_counters       = "n_counters"
-	ProfinferVarTensorDataOff    = "tensor_data_off"
-	ProfinferVarTensorNbOff      = "tensor_nb_off"
-	ProfinferVarTensorNeOff      = "tensor_ne_off"
-	ProfinferVarTensorSize       = "tensor_size"
-	ProfinferVarTensorSrcOff     = "tensor_src_off"
-	ProfinferVarTensorViewSrcOff = "tensor_view_src_off"
-	ProfinferVarTypeI32          = "type_i32"
-	ProfinferVarUnusedCounted    = "unused_counted"
-	ProfinferVarUnusedDetail     = "unused_detail"
-	ProfinferVarUnusedEvent      = "unused_event"
-	ProfinferVarWakeupBytes      = "wakeup_bytes"
+	ProfinferMapCounterSlots      = "counter_slots"
+	ProfinferMapCounters          = "counters"
+	ProfinferMapDrops             = "drops"
+	ProfinferMapEvents            = "events"
+	ProfinferMapThreads           = "threads"
+	ProfinferMapTraced            = "traced"
+	ProfinferProgBarrierEnter     = "barrier_enter"
+	ProfinferProgCopyEnter        = "copy_enter"
+	ProfinferProgCopyExit         = "copy_exit"
+	ProfinferProgDecodeEnter      = "decode_enter"
+	ProfinferProgDecodeExit       = "decode_exit"
+	ProfinferProgFusedEnter       = "fused_enter"
+	ProfinferProgGraphEnter       = "graph_enter"
+	ProfinferProgGraphExit        = "graph_exit"
+	ProfinferProgNodeEnter        = "node_enter"
+	ProfinferProgSchedEnter       = "sched_enter"
+	ProfinferProgSchedExit        = "sched_exit"
+	ProfinferProgSchedSwitch      = "sched_switch"
+	ProfinferProgSchedWakeup      = "sched_wakeup"
+	ProfinferProgSplitEnter       = "split_enter"
+	ProfinferProgSplitExit        = "split_exit"
+	ProfinferProgThreadExit       = "thread_exit"
+	ProfinferVarAllThreads        = "all_threads"
+	ProfinferVarBackendGetNameOff = "backend_get_name_off"
+	ProfinferVarBatchStackOff     = "batch_stack_off"
+	ProfinferVarBufferGetBaseOff  = "buffer_get_base_off"
+	ProfinferVarCplanNthreadsOff  = "cplan_nthreads_off"
+	ProfinferVarFollowSched       = "follow_sched"
+	ProfinferVarGraphNnodesOff    = "graph_nnodes_off"
+	ProfinferVarN_counters        = "n_counters"
+	ProfinferVarTensorBufferOff   = "tensor_buffer_off"
+	ProfinferVarTensorDataOff     = "tensor_data_off"
+	ProfinferVarTensorNbOff       = "tensor_nb_off"
+	ProfinferVarTensorNeOff       = "tensor_ne_off"
+	ProfinferVarTensorSize        = "tensor_size"
+	ProfinferVarTensorSrcOff      = "tensor_src_off"
+	ProfinferVarTensorViewSrcOff  = "tensor_view_src_off"
+	ProfinferVarTypeI32           = "type_i32"
+	ProfinferVarUnusedCounted     = "unused_counted"
+	ProfinferVarUnusedDetail      = "unused_detail"
+	ProfinferVarUnusedEvent       = "unused_event"
+	ProfinferVarWakeupBytes       = "wakeup_bytes"
 )
 
 // LoadProfinfer returns the embedded CollectionSpec for Profinfer.
@@ -153,6 +160,8 @@ type ProfinferSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferProgramSpecs struct {
 	BarrierEnter *ebpf.ProgramSpec `ebpf:"barrier_enter"`
+	CopyEnter    *ebpf.ProgramSpec `ebpf:"copy_enter"`
+	CopyExit     *ebpf.ProgramSpec `ebpf:"copy_exit"`
 	DecodeEnter  *ebpf.ProgramSpec `ebpf:"decode_enter"`
 	DecodeExit   *ebpf.ProgramSpec `ebpf:"decode_exit"`
 	FusedEnter   *ebpf.ProgramSpec `ebpf:"fused_enter"`
@@ -163,6 +172,8 @@ type ProfinferProgramSpecs struct {
 	SchedExit    *ebpf.ProgramSpec `ebpf:"sched_exit"`
 	SchedSwitch  *ebpf.ProgramSpec `ebpf:"sched_switch"`
 	SchedWakeup  *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
+	SplitEnter   *ebpf.ProgramSpec `ebpf:"split_enter"`
+	SplitExit    *ebpf.ProgramSpec `ebpf:"split_exit"`
 	ThreadExit   *ebpf.ProgramSpec `ebpf:"thread_exit"`
 }
 
@@ -182,23 +193,26 @@ type ProfinferMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferVariableSpecs struct {
-	AllThreads       *ebpf.VariableSpec `ebpf:"all_threads"`
-	BatchStackOff    *ebpf.VariableSpec `ebpf:"batch_stack_off"`
-	CplanNthreadsOff *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
-	FollowSched      *ebpf.VariableSpec `ebpf:"follow_sched"`
-	GraphNnodesOff   *ebpf.VariableSpec `ebpf:"graph_nnodes_off"`
-	N_counters       *ebpf.VariableSpec `ebpf:"n_counters"`
-	TensorDataOff    *ebpf.VariableSpec `ebpf:"tensor_data_off"`
-	TensorNbOff      *ebpf.VariableSpec `ebpf:"tensor_nb_off"`
-	TensorNeOff      *ebpf.VariableSpec `ebpf:"tensor_ne_off"`
-	TensorSize       *ebpf.VariableSpec `ebpf:"tensor_size"`
-	TensorSrcOff     *ebpf.VariableSpec `ebpf:"tensor_src_off"`
-	TensorViewSrcOff *ebpf.VariableSpec `ebpf:"tensor_view_src_off"`
-	TypeI32          *ebpf.VariableSpec `ebpf:"type_i32"`
-	UnusedCounted    *ebpf.VariableSpec `ebpf:"unused_counted"`
-	UnusedDetail     *ebpf.VariableSpec `ebpf:"unused_detail"`
-	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
-	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	AllThreads        *ebpf.VariableSpec `ebpf:"all_threads"`
+	BackendGetNameOff *ebpf.VariableSpec `ebpf:"backend_get_name_off"`
+	BatchStackOff     *ebpf.VariableSpec `ebpf:"batch_stack_off"`
+	BufferGetBaseOff  *ebpf.VariableSpec `ebpf:"buffer_get_base_off"`
+	CplanNthreadsOff  *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
+	FollowSched       *ebpf.VariableSpec `ebpf:"follow_sched"`
+	GraphNnodesOff    *ebpf.VariableSpec `ebpf:"graph_nnodes_off"`
+	N_counters        *ebpf.VariableSpec `ebpf:"n_counters"`
+	TensorBufferOff   *ebpf.VariableSpec `ebpf:"tensor_buffer_off"`
+	TensorDataOff     *ebpf.VariableSpec `ebpf:"tensor_data_off"`
+	TensorNbOff       *ebpf.VariableSpec `ebpf:"tensor_nb_off"`
+	TensorNeOff       *ebpf.VariableSpec `ebpf:"tensor_ne_off"`
+	TensorSize        *ebpf.VariableSpec `ebpf:"tensor_size"`
+	TensorSrcOff      *ebpf.VariableSpec `ebpf:"tensor_src_off"`
+	TensorViewSrcOff  *ebpf.VariableSpec `ebpf:"tensor_view_src_off"`
+	TypeI32           *ebpf.VariableSpec `ebpf:"type_i32"`
+	UnusedCounted     *ebpf.VariableSpec `ebpf:"unused_counted"`
+	UnusedDetail      *ebpf.VariableSpec `ebpf:"unused_detail"`
+	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
+	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // ProfinferObjects contains all objects after they have been loaded into the kernel.
@@ -244,23 +258,26 @@ func (m *ProfinferMaps) Close() error {
 //
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferVariables struct {
-	AllThreads       *ebpf.Variable `ebpf:"all_threads"`
-	BatchStackOff    *ebpf.Variable `ebpf:"batch_stack_off"`
-	CplanNthreadsOff *ebpf.Variable `ebpf:"cplan_nthreads_off"`
-	FollowSched      *ebpf.Variable `ebpf:"follow_sched"`
-	GraphNnodesOff   *ebpf.Variable `ebpf:"graph_nnodes_off"`
-	N_counters       *ebpf.Variable `ebpf:"n_counters"`
-	TensorDataOff    *ebpf.Variable `ebpf:"tensor_data_off"`
-	TensorNbOff      *ebpf.Variable `ebpf:"tensor_nb_off"`
-	TensorNeOff      *ebpf.Variable `ebpf:"tensor_ne_off"`
-	TensorSize       *ebpf.Variable `ebpf:"tensor_size"`
-	TensorSrcOff     *ebpf.Variable `ebpf:"tensor_src_off"`
-	TensorViewSrcOff *ebpf.Variable `ebpf:"tensor_view_src_off"`
-	TypeI32          *ebpf.Variable `ebpf:"type_i32"`
-	UnusedCounted    *ebpf.Variable `ebpf:"unused_counted"`
-	UnusedDetail     *ebpf.Variable `ebpf:"unused_detail"`
-	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
-	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
+	AllThreads        *ebpf.Variable `ebpf:"all_threads"`
+	BackendGetNameOff *ebpf.Variable `ebpf:"backend_get_name_off"`
+	BatchStackOff     *ebpf.Variable `ebpf:"batch_stack_off"`
+	BufferGetBaseOff  *ebpf.Variable `ebpf:"buffer_get_base_off"`
+	CplanNthreadsOff  *ebpf.Variable `ebpf:"cplan_nthreads_off"`
+	FollowSched       *ebpf.Variable `ebpf:"follow_sched"`
+	GraphNnodesOff    *ebpf.Variable `ebpf:"graph_nnodes_off"`
+	N_counters        *ebpf.Variable `ebpf:"n_counters"`
+	TensorBufferOff   *ebpf.Variable `ebpf:"tensor_buffer_off"`
+	TensorDataOff     *ebpf.Variable `ebpf:"tensor_data_off"`
+	TensorNbOff       *ebpf.Variable `ebpf:"tensor_nb_off"`
+	TensorNeOff       *ebpf.Variable `ebpf:"tensor_ne_off"`
+	TensorSize        *ebpf.Variable `ebpf:"tensor_size"`
+	TensorSrcOff      *ebpf.Variable `ebpf:"tensor_src_off"`
+	TensorViewSrcOff  *ebpf.Variable `ebpf:"tensor_view_src_off"`
+	TypeI32           *ebpf.Variable `ebpf:"type_i32"`
+	UnusedCounted     *ebpf.Variable `ebpf:"unused_counted"`
+	UnusedDetail      *ebpf.Variable `ebpf:"unused_detail"`
+	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
+	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // ProfinferPrograms contains all programs after they have been loaded into the kernel.
@@ -268,6 +285,8 @@ type ProfinferVariables struct {
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferPrograms struct {
 	BarrierEnter *ebpf.Program `ebpf:"barrier_enter"`
+	CopyEnter    *ebpf.Program `ebpf:"copy_enter"`
+	CopyExit     *ebpf.Program `ebpf:"copy_exit"`
 	DecodeEnter  *ebpf.Program `ebpf:"decode_enter"`
 	DecodeExit   *ebpf.Program `ebpf:"decode_exit"`
 	FusedEnter   *ebpf.Program `ebpf:"fused_enter"`
@@ -278,12 +297,16 @@ type ProfinferPrograms struct {
 	SchedExit    *ebpf.Program `ebpf:"sched_exit"`
 	SchedSwitch  *ebpf.Program `ebpf:"sched_switch"`
 	SchedWakeup  *ebpf.Program `ebpf:"sched_wakeup"`
+	SplitEnter   *ebpf.Program `ebpf:"split_enter"`
+	SplitExit    *ebpf.Program `ebpf:"split_exit"`
 	ThreadExit   *ebpf.Program `ebpf:"thread_exit"`
 }
 
 func (p *ProfinferPrograms) Close() error {
 	return _ProfinferClose(
 		p.BarrierEnter,
+		p.CopyEnter,
+		p.CopyExit,
 		p.DecodeEnter,
 		p.DecodeExit,
 		p.FusedEnter,
@@ -294,6 +317,8 @@ func (p *ProfinferPrograms) Close() error {
 		p.SchedExit,
 		p.SchedSwitch,
 		p.SchedWakeup,
+		p.SplitEnter,
+		p.SplitExit,
 		p.ThreadExit,
 	)
 }

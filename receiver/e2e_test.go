@@ -37,6 +37,12 @@ const fullTracing = "nodes: {mode: all}"
 // receiver settings, as one YAML flow mapping's contents.
 func startCollector(t *testing.T, ctx context.Context, exe, settings string) *collector {
 	t.Helper()
+	return startCollectorOf(t, ctx, []string{exe}, settings)
+}
+
+// startCollectorOf is startCollector with several target executables.
+func startCollectorOf(t *testing.T, ctx context.Context, exes []string, settings string) *collector {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		testbench.Missing(t, "root (eBPF)")
 	}
@@ -46,11 +52,15 @@ func startCollector(t *testing.T, ctx context.Context, exe, settings string) *co
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
+	targets := make([]string, len(exes))
+	for i, exe := range exes {
+		targets[i] = fmt.Sprintf("{executable: %q}", exe)
+	}
 	// The targets start after the collector, and no scan of /proc comes in the test's
 	// time: the kernel hooks alone must find them.
 	cfg := fmt.Sprintf(`
 receivers:
-  profinfer: {targets: [{executable: %q}], discovery_interval: 1h, collection_interval: 1s, %s}
+  profinfer: {targets: [%s], discovery_interval: 1h, collection_interval: 1s, %s}
 exporters:
   file:
     path: %q
@@ -61,7 +71,7 @@ service:
   pipelines:
     traces: {receivers: [profinfer], exporters: [file]}
     metrics: {receivers: [profinfer], exporters: [file]}
-`, exe, settings, out)
+`, strings.Join(targets, ", "), settings, out)
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -123,6 +133,7 @@ func (c *collector) stop(t *testing.T) ([]ptrace.Traces, []pmetric.Metrics) {
 
 // span is the part of a span the assertions read.
 type span struct {
+	pid              int64 // of the resource
 	name, parent, id string
 	start, end       uint64
 	attrs            map[string]any
@@ -133,12 +144,13 @@ func spans(traces []ptrace.Traces) []span {
 	var out []span
 	for _, td := range traces {
 		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			pid, _ := td.ResourceSpans().At(i).Resource().Attributes().Get("process.pid")
 			ss := td.ResourceSpans().At(i).ScopeSpans()
 			for j := 0; j < ss.Len(); j++ {
 				ps := ss.At(j).Spans()
 				for k := 0; k < ps.Len(); k++ {
 					s := ps.At(k)
-					sp := span{name: s.Name(), parent: s.ParentSpanID().String(), id: s.SpanID().String(),
+					sp := span{pid: pid.Int(), name: s.Name(), parent: s.ParentSpanID().String(), id: s.SpanID().String(),
 						start: uint64(s.StartTimestamp()), end: uint64(s.EndTimestamp()), attrs: s.Attributes().AsRaw()}
 					for l := 0; l < s.Links().Len(); l++ {
 						sp.links = append(sp.links, s.Links().At(l).SpanID().String())
@@ -543,6 +555,9 @@ func checkModel(t *testing.T, traces []ptrace.Traces, log string) {
 	if m := regexp.MustCompile(`threadpool init, n_threads = (\d+)`).FindStringSubmatch(log); m != nil {
 		printed["n_threads"] = m[1]
 	}
+	if m := regexp.MustCompile(`llama_context: n_ctx\s+= (\d+)`).FindStringSubmatch(log); m != nil {
+		printed["n_ctx"] = m[1]
+	}
 	if len(traces) == 0 || traces[0].ResourceSpans().Len() == 0 {
 		t.Fatal("no spans")
 	}
@@ -554,6 +569,8 @@ func checkModel(t *testing.T, traces []ptrace.Traces, log string) {
 		"llama.model.name":           printed["general.name"],
 		"llama.model.context_length": printed["n_ctx_train"],
 		"llama.model.parameters":     printed["model params"],
+		"llama.context.size":         printed["n_ctx"],
+		"llama.context.threads":      printed["n_threads"],
 	} {
 		got := fmt.Sprint(res[attr])
 		if attr == "llama.model.parameters" {

@@ -123,13 +123,37 @@ type Sched struct {
 	Start, End uint64
 }
 
+// Split is one ggml_backend_graph_compute_async call: the part of a scheduler call's
+// graph that one backend computes. On the CPU backend it holds the CPU graph; on others
+// (RPC, GPUs) it is the time the call took to hand the work over, which for an RPC
+// backend includes sending the graph.
+type Split struct {
+	TID        uint32
+	Backend    string
+	NNodes     int
+	Start, End uint64
+}
+
+// Copy is one ggml_backend_tensor_copy: the scheduler moving a split's input from the
+// backend that holds it to the one that reads it.
+type Copy struct {
+	TID        uint32
+	Src, Dst   string // the backends of the source and destination buffers
+	Tensor     string // the source tensor's name
+	Bytes      int64
+	Start, End uint64
+}
+
 // Decode is one llama_decode call.
 type Decode struct {
 	PID, TID   uint32
+	Ctx        uint64 // the llama_context
 	Tokens     int
 	Start, End uint64
 	Result     int
 	Scheds     []Sched
+	Splits     []Split
+	Copies     []Copy
 	Graphs     []*Graph
 }
 
@@ -186,6 +210,8 @@ func (c *counting) read(v *events.Counters) (d *events.Counters) {
 type process struct {
 	decode  *Decode
 	sched   *Sched
+	split   *Split
+	copy    *Copy
 	graph   *Graph
 	threads map[uint32]*thread
 	windows [4]window // the latest node-tracing windows, newest at windows[next-1]
@@ -222,9 +248,9 @@ func (a *Assembler) proc(pid uint32) *process {
 	return p
 }
 
-// DecodeEnter starts a llama_decode of tokens tokens.
-func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int) {
-	a.proc(pid).decode = &Decode{PID: pid, TID: tid, Tokens: tokens, Start: ts}
+// DecodeEnter starts a llama_decode of tokens tokens on context ctx.
+func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int, ctx uint64) {
+	a.proc(pid).decode = &Decode{PID: pid, TID: tid, Ctx: ctx, Tokens: tokens, Start: ts}
 }
 
 // DecodeExit finishes the open llama_decode.
@@ -284,6 +310,41 @@ func (a *Assembler) SchedExit(pid, tid uint32, ts uint64) {
 	p.sched = nil
 	if p.decode != nil {
 		p.decode.Scheds = append(p.decode.Scheds, *s)
+	}
+}
+
+// SplitEnter starts a backend's share of the open scheduler computation.
+func (a *Assembler) SplitEnter(pid, tid uint32, ts uint64, backend string, nodes int) {
+	a.proc(pid).split = &Split{TID: tid, Backend: backend, NNodes: nodes, Start: ts}
+}
+
+// SplitExit finishes the open split, as part of the open decode.
+func (a *Assembler) SplitExit(pid, tid uint32, ts uint64) {
+	p := a.proc(pid)
+	if s := p.split; s != nil && s.TID == tid {
+		s.End = ts
+		p.split = nil
+		if p.decode != nil {
+			p.decode.Splits = append(p.decode.Splits, *s)
+		}
+	}
+}
+
+// CopyEnter starts a copy between backends; only those of a decode are kept.
+func (a *Assembler) CopyEnter(pid uint32, ts uint64, c Copy) {
+	c.Start = ts
+	a.proc(pid).copy = &c
+}
+
+// CopyExit finishes the open copy, as part of the open decode.
+func (a *Assembler) CopyExit(pid, tid uint32, ts uint64) {
+	p := a.proc(pid)
+	if c := p.copy; c != nil && c.TID == tid {
+		c.End = ts
+		p.copy = nil
+		if p.decode != nil {
+			p.decode.Copies = append(p.decode.Copies, *c)
+		}
 	}
 }
 

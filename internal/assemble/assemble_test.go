@@ -26,7 +26,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	add := &NodeInfo{Op: "ADD", Name: "ffn_inp-0", Type: "f32"}
 	norm := &NodeInfo{Op: "RMS_NORM", Name: "norm-0", Type: "f32", FusedOp: "MUL"}
 	a.NodesOn(1, 50)
-	a.DecodeEnter(1, 1, 100, 1)
+	a.DecodeEnter(1, 1, 100, 1, 0)
 	a.SchedEnter(1, 1, 105, 9)
 	a.GraphEnter(1, 1, 110, 0xa, 5, 2)
 	// node 0x1 (MUL_MAT): internal barrier at 130/131, done at 150 and 140.
@@ -104,7 +104,7 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	if a.Stats.OrphanEvents != 2 {
 		t.Fatalf("orphans %d", a.Stats.OrphanEvents)
 	}
-	a.DecodeEnter(7, 7, 30, 4)
+	a.DecodeEnter(7, 7, 30, 4, 0)
 	a.GraphEnter(7, 7, 31, 0xa, 1, 1)
 	a.Exit(7)
 	if a.Stats.DroppedGraphs != 1 || a.Stats.DroppedDecode != 1 || len(s.decodes) != 0 {
@@ -272,5 +272,33 @@ func TestCounters(t *testing.T) {
 	a.GraphExit(1, 1, 90, events.Sched{})
 	if g := s.graphs[3]; len(g.Outside) != 0 || g.Nodes[0].Counters != (events.Counters{100, 10}) {
 		t.Errorf("after a new window: outside %v, node %v", g.Outside, g.Nodes[0].Counters)
+	}
+}
+
+// Splits and copies belong to the decode they ran in; outside one they are not kept.
+func TestSplitsAndCopies(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	a.SplitEnter(1, 1, 5, "CPU", 3) // a graph computed outside llama_decode (an RPC server)
+	a.SplitExit(1, 1, 6)
+	a.DecodeEnter(1, 1, 10, 1, 0xc0)
+	a.SchedEnter(1, 1, 11, 9)
+	a.SplitEnter(1, 1, 12, "CPU", 4)
+	a.SplitExit(1, 1, 20)
+	a.CopyEnter(1, 21, Copy{TID: 1, Src: "CPU", Dst: "RPC", Tensor: "l_out-7", Bytes: 8192})
+	a.CopyExit(1, 2, 22) // another thread's return: not this copy's
+	a.CopyExit(1, 1, 23)
+	a.SplitEnter(1, 1, 24, "RPC", 5)
+	a.SplitExit(1, 1, 30)
+	a.SchedExit(1, 1, 31)
+	a.DecodeExit(1, 1, 32, 0)
+	if len(s.decodes) != 1 {
+		t.Fatalf("%d decodes", len(s.decodes))
+	}
+	d := s.decodes[0]
+	wantSplits := []Split{{TID: 1, Backend: "CPU", NNodes: 4, Start: 12, End: 20}, {TID: 1, Backend: "RPC", NNodes: 5, Start: 24, End: 30}}
+	wantCopies := []Copy{{TID: 1, Src: "CPU", Dst: "RPC", Tensor: "l_out-7", Bytes: 8192, Start: 21, End: 23}}
+	if d.Ctx != 0xc0 || !reflect.DeepEqual(d.Splits, wantSplits) || !reflect.DeepEqual(d.Copies, wantCopies) {
+		t.Errorf("decode ctx %#x, splits %+v, copies %+v", d.Ctx, d.Splits, d.Copies)
 	}
 }

@@ -23,10 +23,15 @@ const (
 	SchedExit
 	ThreadExit
 	Experts
-	lastKind = Experts
+	SplitEnter
+	SplitExit
+	Copy
+	CopyExit
+	lastKind = CopyExit
 )
 
-var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit", "thread_exit", "experts"}
+var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit", "thread_exit", "experts",
+	"split_enter", "split_exit", "copy", "copy_exit"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -67,9 +72,12 @@ type Event struct {
 	Nth   uint16 // threads computing the graph
 	Flags uint16
 	// A is the tensor (node events), the cgraph (graph and sched enter), the token count
-	// (decode enter) or the return value (exits).
+	// (decode enter), the backend's get_name function (split enter), the source buffer's
+	// get_base function (copy) or the return value (exits).
 	A uint64
-	// B is the fused second tensor (node events) or the node count (graph and sched enter).
+	// B is the fused second tensor (node events), the node count (graph, sched and split
+	// enter), the llama_context (decode enter) or the destination buffer's get_base
+	// function (copy).
 	B uint64
 	// Sched is the thread's cumulative scheduler counters (node starts and graph exits,
 	// with the scheduler layer on).
@@ -78,7 +86,7 @@ type Event struct {
 	// since they were opened; set when Flags has FlagCounted.
 	Counters Counters
 	Detail   []byte // Tensor, Src and SrcView together
-	Tensor   []byte
+	Tensor   []byte // the node's tensor, or a copy's source
 	Src      [NumSrc][]byte
 	// SrcView is each source's view_src (the tensor owning its data; 0 if it owns its
 	// own), little-endian; valid with Detail.
@@ -150,9 +158,9 @@ func Decode(b []byte, e *Event) error {
 		return nil
 	}
 	ctr := HeaderSize // where the counters are, if any
-	if e.Kind == NodeDetail {
+	if e.Kind == NodeDetail || e.Kind == Copy {
 		if len(b) < DetailSize {
-			return fmt.Errorf("events: node detail of %d bytes, want %d", len(b), DetailSize)
+			return fmt.Errorf("events: %s of %d bytes, want %d", e.Kind, len(b), DetailSize)
 		}
 		ctr = DetailSize - countersSize
 		e.Detail = b[HeaderSize:ctr]

@@ -55,7 +55,7 @@ func TestDecode(t *testing.T) {
 		want string
 	}{
 		{b[:10], "events: record of 10 bytes is shorter than the 64-byte header"},
-		{b[:HeaderSize], "events: node detail of 64 bytes, want 680"},
+		{b[:HeaderSize], "events: node_detail of 64 bytes, want 680"},
 		{make([]byte, HeaderSize), "events: unknown kind 0"},
 		{counted(Node, HeaderSize), "events: node with counters of 64 bytes, want 128"},
 	} {
@@ -120,6 +120,16 @@ func TestSchedSub(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(make([]byte, DetailSize))
 	f.Add([]byte{1, 2, 3})
+	for k := DecodeEnter; k <= lastKind; k++ { // a record of every kind, with and without counters
+		for _, flags := range []uint16{0, FlagCounted} {
+			b := make([]byte, DetailSize)
+			binary.LittleEndian.PutUint16(b[16:], uint16(k))
+			binary.LittleEndian.PutUint16(b[20:], 2) // nth: rows, for experts
+			binary.LittleEndian.PutUint16(b[22:], flags)
+			binary.LittleEndian.PutUint64(b[32:], 16) // b: row stride, for experts
+			f.Add(b)
+		}
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var e Event
 		_ = Decode(b, &e)

@@ -28,6 +28,9 @@ type Process struct {
 	Exe       string // as the process sees it
 	BuildID   string
 	Model     *model.Info // nil until the process has loaded one
+	// CtxSize and CtxThreads are its llama_context's n_ctx and n_threads; 0 until a
+	// decode showed them.
+	CtxSize, CtxThreads int
 }
 
 // SetResource fills the semantic-convention attributes of p.
@@ -49,6 +52,12 @@ func (p *Process) SetResource(r pcommon.Resource) {
 		a.PutInt("llama.model.parameters", int64(m.Parameters))
 		a.PutStr("llama.model.file_type", m.FileType)
 		a.PutInt("llama.model.context_length", int64(m.ContextLength))
+	}
+	if p.CtxSize > 0 {
+		a.PutInt("llama.context.size", int64(p.CtxSize))
+	}
+	if p.CtxThreads > 0 {
+		a.PutInt("llama.context.threads", int64(p.CtxThreads))
 	}
 }
 
@@ -121,20 +130,43 @@ func (s *Spans) Decode(td ptrace.Traces, p *Process, d *assemble.Decode) {
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage("llama_decode returned " + strconv.Itoa(d.Result))
 	}
-	// Each backend graph runs inside one scheduler call, on the same thread.
+	// Splits and copies run inside one scheduler call and CPU graphs inside one split,
+	// on the same thread.
 	scheds := make([]pcommon.SpanID, len(d.Scheds))
 	for i, sc := range d.Scheds {
 		scheds[i] = s.sched(spans.AppendEmpty(), trace, sp.SpanID(), &sc)
 	}
+	inSched := func(tid uint32, start, end uint64) pcommon.SpanID {
+		return enclosing(sp.SpanID(), scheds, func(i int) (uint32, uint64, uint64) {
+			return d.Scheds[i].TID, d.Scheds[i].Start, d.Scheds[i].End
+		}, tid, start, end)
+	}
+	splits := make([]pcommon.SpanID, len(d.Splits))
+	for i := range d.Splits {
+		sl := &d.Splits[i]
+		splits[i] = s.split(spans.AppendEmpty(), trace, inSched(sl.TID, sl.Start, sl.End), sl)
+	}
+	for i := range d.Copies {
+		c := &d.Copies[i]
+		s.copy(spans.AppendEmpty(), trace, inSched(c.TID, c.Start, c.End), c)
+	}
 	for _, g := range d.Graphs {
-		parent := sp.SpanID()
-		for i, sc := range d.Scheds {
-			if sc.TID == g.TID && sc.Start <= g.Start && g.End <= sc.End {
-				parent = scheds[i]
-			}
-		}
+		parent := enclosing(inSched(g.TID, g.Start, g.End), splits, func(i int) (uint32, uint64, uint64) {
+			return d.Splits[i].TID, d.Splits[i].Start, d.Splits[i].End
+		}, g.TID, g.Start, g.End)
 		s.graph(spans, trace, parent, g)
 	}
+}
+
+// enclosing returns the span among ids whose extent, on thread tid, holds start to end;
+// else parent.
+func enclosing(parent pcommon.SpanID, ids []pcommon.SpanID, extent func(int) (uint32, uint64, uint64), tid uint32, start, end uint64) pcommon.SpanID {
+	for i, id := range ids {
+		if t, s, e := extent(i); t == tid && s <= start && end <= e {
+			return id
+		}
+	}
+	return parent
 }
 
 func (s *Spans) sched(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, sc *assemble.Sched) pcommon.SpanID {
@@ -143,6 +175,25 @@ func (s *Spans) sched(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Span
 	a.PutInt("ggml.graph.nodes", int64(sc.NNodes))
 	a.PutInt("thread.id", int64(sc.TID))
 	return sp.SpanID()
+}
+
+func (s *Spans) split(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, sl *assemble.Split) pcommon.SpanID {
+	s.begin(sp, trace, parent, "ggml.backend.graph_compute", sl.Start, sl.End)
+	a := sp.Attributes()
+	a.PutStr("ggml.backend", sl.Backend)
+	a.PutInt("ggml.graph.nodes", int64(sl.NNodes))
+	a.PutInt("thread.id", int64(sl.TID))
+	return sp.SpanID()
+}
+
+func (s *Spans) copy(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, c *assemble.Copy) {
+	s.begin(sp, trace, parent, "ggml.backend.tensor_copy", c.Start, c.End)
+	a := sp.Attributes()
+	a.PutStr("ggml.backend.source", c.Src)
+	a.PutStr("ggml.backend.destination", c.Dst)
+	a.PutStr("ggml.tensor.name", c.Tensor)
+	a.PutInt("ggml.copy.bytes", c.Bytes)
+	a.PutInt("thread.id", int64(c.TID))
 }
 
 // begin gives sp its identity, name and extent.

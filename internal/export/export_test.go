@@ -161,3 +161,82 @@ func TestCounters(t *testing.T) {
 		t.Error("a partly counted op has ggml.op.counter")
 	}
 }
+
+// A decode that offloads: the CPU graph nests in the CPU split, splits and copies in the
+// scheduler call; the metrics sum them by backend; a process that exited is emitted once
+// more, then dropped.
+func TestOffload(t *testing.T) {
+	d := &assemble.Decode{PID: 1, TID: 1, Ctx: 0xc0, Tokens: 1, Start: 0, End: 100,
+		Scheds: []assemble.Sched{{TID: 1, NNodes: 9, Start: 5, End: 95}},
+		Splits: []assemble.Split{{TID: 1, Backend: "CPU", NNodes: 4, Start: 10, End: 40}, {TID: 1, Backend: "RPC", NNodes: 5, Start: 60, End: 70}},
+		Copies: []assemble.Copy{{TID: 1, Src: "CPU", Dst: "RPC", Tensor: "l_out-7", Bytes: 8192, Start: 45, End: 55}},
+		Graphs: []*assemble.Graph{{TID: 1, NNodes: 4, NThreads: 2, Start: 12, End: 38}},
+	}
+	p := &Process{PID: 1, Exe: "x", CtxSize: 1024, CtxThreads: 2}
+	td := ptrace.NewTraces()
+	NewSpans(Clock{}, true, roofline.Peaks{}, nil).Decode(td, p, d)
+	res := td.ResourceSpans().At(0).Resource().Attributes().AsRaw()
+	if res["llama.context.size"] != int64(1024) || res["llama.context.threads"] != int64(2) {
+		t.Errorf("resource %v", res)
+	}
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	byName := map[string][]ptrace.Span{}
+	for i := 0; i < spans.Len(); i++ {
+		byName[spans.At(i).Name()] = append(byName[spans.At(i).Name()], spans.At(i))
+	}
+	sched := byName["ggml.backend_sched.graph_compute"][0]
+	splits, cp, g := byName["ggml.backend.graph_compute"], byName["ggml.backend.tensor_copy"], byName["ggml.graph_compute"]
+	if len(splits) != 2 || len(cp) != 1 || len(g) != 1 {
+		t.Fatalf("spans %v", byName)
+	}
+	for _, s := range append(splits, cp[0]) {
+		if s.ParentSpanID() != sched.SpanID() {
+			t.Errorf("%s not under the scheduler call", s.Name())
+		}
+	}
+	if g[0].ParentSpanID() != splits[0].SpanID() {
+		t.Error("the CPU graph is not under the CPU split")
+	}
+	if a := cp[0].Attributes().AsRaw(); a["ggml.backend.source"] != "CPU" || a["ggml.backend.destination"] != "RPC" || a["ggml.copy.bytes"] != int64(8192) {
+		t.Errorf("copy %v", a)
+	}
+	if a := splits[1].Attributes().AsRaw(); a["ggml.backend"] != "RPC" || a["ggml.graph.nodes"] != int64(5) {
+		t.Errorf("RPC split %v", a)
+	}
+
+	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Peaks{}, nil)
+	m.Decode(p, d)
+	m.Decode(p, d)
+	m.Forget(1)
+	got := map[string]float64{}
+	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := 0; i < ms.Len(); i++ {
+		mt := ms.At(i)
+		if !strings.HasPrefix(mt.Name(), "ggml.backend.") {
+			continue
+		}
+		for j := 0; j < mt.Sum().DataPoints().Len(); j++ {
+			dp := mt.Sum().DataPoints().At(j)
+			k := mt.Name()
+			dp.Attributes().Range(func(_ string, v pcommon.Value) bool {
+				k += " " + v.AsString()
+				return true
+			})
+			got[k] = dp.DoubleValue() + float64(dp.IntValue())
+		}
+	}
+	for k, want := range map[string]float64{
+		"ggml.backend.split.count CPU":    2,
+		"ggml.backend.split.count RPC":    2,
+		"ggml.backend.split.time RPC":     20e-9,
+		"ggml.backend.copy.bytes CPU RPC": 16384,
+		"ggml.backend.copy.time CPU RPC":  20e-9,
+	} {
+		if math.Abs(got[k]-want) > 1e-15 {
+			t.Errorf("%s = %g, want %g", k, got[k], want)
+		}
+	}
+	if n := m.Emit(Telemetry{}).ResourceMetrics().Len(); n != 1 { // the receiver's own only
+		t.Errorf("an exited process still emitted: %d resources", n)
+	}
+}

@@ -58,6 +58,22 @@ type processMetrics struct {
 	tokens    [2]int64 // by phase: prefill, decode
 	decodeDur [2]*histogram
 	moe       map[int][]int64 // MoE layer -> selections per expert
+	splits    map[string]*span    // by backend
+	copies    map[copyKey]*copied // by source and destination backend
+	exited    bool                // emit once more, then drop
+}
+
+// span counts calls and their time.
+type span struct {
+	count int64
+	ns    uint64
+}
+
+type copyKey struct{ src, dst string }
+
+type copied struct {
+	ns    uint64
+	bytes int64
 }
 
 type opStats struct {
@@ -127,6 +143,7 @@ func (m *Metrics) process(p *Process) *processMetrics {
 	}
 	pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
 		ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{}, moe: map[int][]int64{},
+		splits: map[string]*span{}, copies: map[copyKey]*copied{},
 		decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)}}
 	m.procs[p.PID] = pm
 	return pm
@@ -141,6 +158,25 @@ func (m *Metrics) Decode(p *Process, d *assemble.Decode) {
 	}
 	pm.tokens[ph] += int64(d.Tokens)
 	pm.decodeDur[ph].add(float64(d.End-d.Start) / 1e9)
+	for _, sl := range d.Splits {
+		st := pm.splits[sl.Backend]
+		if st == nil {
+			st = &span{}
+			pm.splits[sl.Backend] = st
+		}
+		st.count++
+		st.ns += sl.End - sl.Start
+	}
+	for _, c := range d.Copies {
+		k := copyKey{c.Src, c.Dst}
+		st := pm.copies[k]
+		if st == nil {
+			st = &copied{}
+			pm.copies[k] = st
+		}
+		st.ns += c.End - c.Start
+		st.bytes += c.Bytes
+	}
 	for _, g := range d.Graphs {
 		m.graph(pm, g)
 	}
@@ -261,8 +297,13 @@ func (m *Metrics) threadCounters(pm *processMetrics, g *assemble.Graph) {
 	}
 }
 
-// Forget drops a process that has exited, after its last export.
-func (m *Metrics) Forget(pid int) { delete(m.procs, pid) }
+// Forget drops a process that has exited once its metrics have been emitted one last
+// time, so that what it did since the previous export is not lost.
+func (m *Metrics) Forget(pid int) {
+	if pm := m.procs[pid]; pm != nil {
+		pm.exited = true
+	}
+}
 
 // Emit returns every cumulative metric as of now.
 func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
@@ -302,6 +343,14 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 			}
 			m.mb.RecordGgmlMoeImbalanceDataPoint(now, Imbalance(c), int64(layer))
 		}
+		for backend, st := range pm.splits {
+			m.mb.RecordGgmlBackendSplitCountDataPoint(now, st.count, backend)
+			m.mb.RecordGgmlBackendSplitTimeDataPoint(now, float64(st.ns)/1e9, backend)
+		}
+		for k, st := range pm.copies {
+			m.mb.RecordGgmlBackendCopyBytesDataPoint(now, st.bytes, k.src, k.dst)
+			m.mb.RecordGgmlBackendCopyTimeDataPoint(now, float64(st.ns)/1e9, k.src, k.dst)
+		}
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[0], metadata.AttributeLlamaPhasePrefill)
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[1], metadata.AttributeLlamaPhaseDecode)
 		rb := m.mb.NewResourceBuilder()
@@ -329,6 +378,11 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 			continue
 		}
 		m.histograms(rm.ScopeMetrics().At(0).Metrics(), pm, now)
+	}
+	for pid, pm := range m.procs {
+		if pm.exited {
+			delete(m.procs, pid)
+		}
 	}
 	return md
 }

@@ -56,3 +56,24 @@ func TestNames(t *testing.T) {
 		t.Errorf("types: %q %q", n.Type(1), n.Type(5))
 	}
 }
+
+// Sizes as ggml_nbytes gives them: contiguous f32 and q4_0 tensors, and a view whose
+// rows are further apart than their length.
+func TestNBytes(t *testing.T) {
+	tg := &Target{Sizes: []TypeSize{0: {Block: 1, Bytes: 4}, 2: {Block: 32, Bytes: 18}}}
+	for _, tc := range []struct {
+		name string
+		x    Tensor
+		want int64
+	}{
+		{"f32 2048x7", Tensor{Type: 0, Ne: [4]int64{2048, 7, 1, 1}, Nb: [4]uint64{4, 8192, 57344, 57344}}, 57344},
+		{"q4_0 2048x2048", Tensor{Type: 2, Ne: [4]int64{2048, 2048, 1, 1}, Nb: [4]uint64{18, 1152, 2359296, 2359296}}, 2359296},
+		{"f32 view 64x3 of 128-wide rows", Tensor{Type: 0, Ne: [4]int64{64, 3, 1, 1}, Nb: [4]uint64{4, 512, 1536, 1536}}, 4 + 63*4 + 2*512},
+		{"empty", Tensor{Type: 0, Ne: [4]int64{0, 1, 1, 1}}, 0},
+		{"unknown type", Tensor{Type: 9, Ne: [4]int64{1, 1, 1, 1}}, 0},
+	} {
+		if got := tg.NBytes(&tc.x); got != tc.want {
+			t.Errorf("%s: %d bytes, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -64,6 +64,7 @@ func LayoutFor(overhead uint64, version string) (Layout, error) {
 type Tensor struct {
 	Type    uint32
 	Ne      [4]int64
+	Nb      [4]uint64 // strides in bytes
 	Op      uint32
 	OpParam int32 // op_params[0]: the unary or GLU op for UNARY and GLU nodes
 	Flags   int32
@@ -78,6 +79,7 @@ func (l *Layout) Tensor(raw []byte, t *Tensor) {
 	t.Type = le.Uint32(raw[l.Type:])
 	for i := range t.Ne {
 		t.Ne[i] = int64(le.Uint64(raw[l.Ne+8*i:]))
+		t.Nb[i] = le.Uint64(raw[l.Nb+8*i:])
 	}
 	t.Op = le.Uint32(raw[l.Op:])
 	t.OpParam = int32(le.Uint32(raw[l.OpParams:]))

@@ -36,6 +36,28 @@ func (n *Names) Op(op uint32, param int32) string {
 // Type returns the name of ggml_type t as ggml_type_name() prints it.
 func (n *Names) Type(t uint32) string { return lookup(n.Types, t, "TYPE") }
 
+// NBytes is the size of a tensor's data as ggml_nbytes computes it, or 0 when its type's
+// size is unknown.
+func (t *Target) NBytes(x *Tensor) int64 {
+	size := t.Size(x.Type)
+	if size.Block == 0 {
+		return 0
+	}
+	for _, n := range x.Ne {
+		if n <= 0 {
+			return 0
+		}
+	}
+	n, first := size.Bytes, 0
+	if size.Block > 1 { // quantised rows are whole blocks
+		n, first = x.Ne[0]*int64(x.Nb[0])/size.Block, 1
+	}
+	for i := first; i < len(x.Ne); i++ {
+		n += (x.Ne[i] - 1) * int64(x.Nb[i])
+	}
+	return n
+}
+
 func lookup(names []string, i uint32, what string) string {
 	if int(i) < len(names) && names[i] != "" {
 		return names[i]

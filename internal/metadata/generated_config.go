@@ -29,6 +29,10 @@ func (ms *MetricConfig) Unmarshal(parser *confmap.Conf) error {
 
 // MetricsConfig provides config for profinfer metrics.
 type MetricsConfig struct {
+	GgmlBackendCopyBytes    MetricConfig `mapstructure:"ggml.backend.copy.bytes"`
+	GgmlBackendCopyTime     MetricConfig `mapstructure:"ggml.backend.copy.time"`
+	GgmlBackendSplitCount   MetricConfig `mapstructure:"ggml.backend.split.count"`
+	GgmlBackendSplitTime    MetricConfig `mapstructure:"ggml.backend.split.time"`
 	GgmlMoeExpertSelections MetricConfig `mapstructure:"ggml.moe.expert.selections"`
 	GgmlMoeImbalance        MetricConfig `mapstructure:"ggml.moe.imbalance"`
 	GgmlOpBarrierWait       MetricConfig `mapstructure:"ggml.op.barrier_wait"`
@@ -54,6 +58,18 @@ type MetricsConfig struct {
 
 func DefaultMetricsConfig() MetricsConfig {
 	return MetricsConfig{
+		GgmlBackendCopyBytes: MetricConfig{
+			Enabled: true,
+		},
+		GgmlBackendCopyTime: MetricConfig{
+			Enabled: true,
+		},
+		GgmlBackendSplitCount: MetricConfig{
+			Enabled: true,
+		},
+		GgmlBackendSplitTime: MetricConfig{
+			Enabled: true,
+		},
 		GgmlMoeExpertSelections: MetricConfig{
 			Enabled: true,
 		},
@@ -148,6 +164,8 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 
 // ResourceAttributesConfig provides config for profinfer resource attributes.
 type ResourceAttributesConfig struct {
+	LlamaContextSize            ResourceAttributeConfig `mapstructure:"llama.context.size"`
+	LlamaContextThreads         ResourceAttributeConfig `mapstructure:"llama.context.threads"`
 	LlamaModelArchitecture      ResourceAttributeConfig `mapstructure:"llama.model.architecture"`
 	LlamaModelContextLength     ResourceAttributeConfig `mapstructure:"llama.model.context_length"`
 	LlamaModelFileType          ResourceAttributeConfig `mapstructure:"llama.model.file_type"`
@@ -164,6 +182,12 @@ type ResourceAttributesConfig struct {
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 	return ResourceAttributesConfig{
+		LlamaContextSize: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		LlamaContextThreads: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		LlamaModelArchitecture: ResourceAttributeConfig{
 			Enabled: true,
 		},

@@ -27,6 +27,18 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "all_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GgmlBackendCopyBytes: MetricConfig{
+						Enabled: true,
+					},
+					GgmlBackendCopyTime: MetricConfig{
+						Enabled: true,
+					},
+					GgmlBackendSplitCount: MetricConfig{
+						Enabled: true,
+					},
+					GgmlBackendSplitTime: MetricConfig{
+						Enabled: true,
+					},
 					GgmlMoeExpertSelections: MetricConfig{
 						Enabled: true,
 					},
@@ -92,6 +104,8 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
+					LlamaContextThreads:         ResourceAttributeConfig{Enabled: true},
 					LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: true},
 					LlamaModelContextLength:     ResourceAttributeConfig{Enabled: true},
 					LlamaModelFileType:          ResourceAttributeConfig{Enabled: true},
@@ -111,6 +125,18 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "none_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GgmlBackendCopyBytes: MetricConfig{
+						Enabled: false,
+					},
+					GgmlBackendCopyTime: MetricConfig{
+						Enabled: false,
+					},
+					GgmlBackendSplitCount: MetricConfig{
+						Enabled: false,
+					},
+					GgmlBackendSplitTime: MetricConfig{
+						Enabled: false,
+					},
 					GgmlMoeExpertSelections: MetricConfig{
 						Enabled: false,
 					},
@@ -176,6 +202,8 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					LlamaContextSize:            ResourceAttributeConfig{Enabled: false},
+					LlamaContextThreads:         ResourceAttributeConfig{Enabled: false},
 					LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: false},
 					LlamaModelContextLength:     ResourceAttributeConfig{Enabled: false},
 					LlamaModelFileType:          ResourceAttributeConfig{Enabled: false},
@@ -223,6 +251,8 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "all_set",
 			want: ResourceAttributesConfig{
+				LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
+				LlamaContextThreads:         ResourceAttributeConfig{Enabled: true},
 				LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: true},
 				LlamaModelContextLength:     ResourceAttributeConfig{Enabled: true},
 				LlamaModelFileType:          ResourceAttributeConfig{Enabled: true},
@@ -240,6 +270,8 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
+				LlamaContextSize:            ResourceAttributeConfig{Enabled: false},
+				LlamaContextThreads:         ResourceAttributeConfig{Enabled: false},
 				LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: false},
 				LlamaModelContextLength:     ResourceAttributeConfig{Enabled: false},
 				LlamaModelFileType:          ResourceAttributeConfig{Enabled: false},

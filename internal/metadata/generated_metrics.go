@@ -125,6 +125,18 @@ var MapAttributeLlamaPhase = map[string]AttributeLlamaPhase{
 }
 
 var MetricsInfo = metricsInfo{
+	GgmlBackendCopyBytes: metricInfo{
+		Name: "ggml.backend.copy.bytes",
+	},
+	GgmlBackendCopyTime: metricInfo{
+		Name: "ggml.backend.copy.time",
+	},
+	GgmlBackendSplitCount: metricInfo{
+		Name: "ggml.backend.split.count",
+	},
+	GgmlBackendSplitTime: metricInfo{
+		Name: "ggml.backend.split.time",
+	},
 	GgmlMoeExpertSelections: metricInfo{
 		Name: "ggml.moe.expert.selections",
 	},
@@ -191,6 +203,10 @@ var MetricsInfo = metricsInfo{
 }
 
 type metricsInfo struct {
+	GgmlBackendCopyBytes    metricInfo
+	GgmlBackendCopyTime     metricInfo
+	GgmlBackendSplitCount   metricInfo
+	GgmlBackendSplitTime    metricInfo
 	GgmlMoeExpertSelections metricInfo
 	GgmlMoeImbalance        metricInfo
 	GgmlOpBarrierWait       metricInfo
@@ -216,6 +232,224 @@ type metricsInfo struct {
 
 type metricInfo struct {
 	Name string
+}
+
+type metricGgmlBackendCopyBytes struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.backend.copy.bytes metric with initial data.
+func (m *metricGgmlBackendCopyBytes) init() {
+	m.data.SetName("ggml.backend.copy.bytes")
+	m.data.SetDescription("Bytes the backend scheduler copied between backends for the splits' inputs.")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlBackendCopyBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlBackendSourceAttributeValue string, ggmlBackendDestinationAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("ggml.backend.source", ggmlBackendSourceAttributeValue)
+	dp.Attributes().PutStr("ggml.backend.destination", ggmlBackendDestinationAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlBackendCopyBytes) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlBackendCopyBytes) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlBackendCopyBytes(cfg MetricConfig) metricGgmlBackendCopyBytes {
+	m := metricGgmlBackendCopyBytes{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlBackendCopyTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.backend.copy.time metric with initial data.
+func (m *metricGgmlBackendCopyTime) init() {
+	m.data.SetName("ggml.backend.copy.time")
+	m.data.SetDescription("Time the backend scheduler spent copying tensors between backends.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlBackendCopyTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlBackendSourceAttributeValue string, ggmlBackendDestinationAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.backend.source", ggmlBackendSourceAttributeValue)
+	dp.Attributes().PutStr("ggml.backend.destination", ggmlBackendDestinationAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlBackendCopyTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlBackendCopyTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlBackendCopyTime(cfg MetricConfig) metricGgmlBackendCopyTime {
+	m := metricGgmlBackendCopyTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlBackendSplitCount struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.backend.split.count metric with initial data.
+func (m *metricGgmlBackendSplitCount) init() {
+	m.data.SetName("ggml.backend.split.count")
+	m.data.SetDescription("Number of graph splits the backend scheduler handed to each backend.")
+	m.data.SetUnit("{split}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlBackendSplitCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlBackendAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("ggml.backend", ggmlBackendAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlBackendSplitCount) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlBackendSplitCount) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlBackendSplitCount(cfg MetricConfig) metricGgmlBackendSplitCount {
+	m := metricGgmlBackendSplitCount{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlBackendSplitTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.backend.split.time metric with initial data.
+func (m *metricGgmlBackendSplitTime) init() {
+	m.data.SetName("ggml.backend.split.time")
+	m.data.SetDescription("Time the backend scheduler's calls to compute a split took, per backend.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlBackendSplitTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlBackendAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.backend", ggmlBackendAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlBackendSplitTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlBackendSplitTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlBackendSplitTime(cfg MetricConfig) metricGgmlBackendSplitTime {
+	m := metricGgmlBackendSplitTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
 }
 
 type metricGgmlMoeExpertSelections struct {
@@ -1361,6 +1595,10 @@ type MetricsBuilder struct {
 	buildInfo                      component.BuildInfo  // contains version information.
 	resourceAttributeIncludeFilter map[string]filter.Filter
 	resourceAttributeExcludeFilter map[string]filter.Filter
+	metricGgmlBackendCopyBytes     metricGgmlBackendCopyBytes
+	metricGgmlBackendCopyTime      metricGgmlBackendCopyTime
+	metricGgmlBackendSplitCount    metricGgmlBackendSplitCount
+	metricGgmlBackendSplitTime     metricGgmlBackendSplitTime
 	metricGgmlMoeExpertSelections  metricGgmlMoeExpertSelections
 	metricGgmlMoeImbalance         metricGgmlMoeImbalance
 	metricGgmlOpBarrierWait        metricGgmlOpBarrierWait
@@ -1407,6 +1645,10 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		startTime:                      pcommon.NewTimestampFromTime(time.Now()),
 		metricsBuffer:                  pmetric.NewMetrics(),
 		buildInfo:                      settings.BuildInfo,
+		metricGgmlBackendCopyBytes:     newMetricGgmlBackendCopyBytes(mbc.Metrics.GgmlBackendCopyBytes),
+		metricGgmlBackendCopyTime:      newMetricGgmlBackendCopyTime(mbc.Metrics.GgmlBackendCopyTime),
+		metricGgmlBackendSplitCount:    newMetricGgmlBackendSplitCount(mbc.Metrics.GgmlBackendSplitCount),
+		metricGgmlBackendSplitTime:     newMetricGgmlBackendSplitTime(mbc.Metrics.GgmlBackendSplitTime),
 		metricGgmlMoeExpertSelections:  newMetricGgmlMoeExpertSelections(mbc.Metrics.GgmlMoeExpertSelections),
 		metricGgmlMoeImbalance:         newMetricGgmlMoeImbalance(mbc.Metrics.GgmlMoeImbalance),
 		metricGgmlOpBarrierWait:        newMetricGgmlOpBarrierWait(mbc.Metrics.GgmlOpBarrierWait),
@@ -1430,6 +1672,18 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricProfinferProbesAttached:  newMetricProfinferProbesAttached(mbc.Metrics.ProfinferProbesAttached),
 		resourceAttributeIncludeFilter: make(map[string]filter.Filter),
 		resourceAttributeExcludeFilter: make(map[string]filter.Filter),
+	}
+	if mbc.ResourceAttributes.LlamaContextSize.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.context.size"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaContextSize.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaContextSize.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.context.size"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaContextSize.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.LlamaContextThreads.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.context.threads"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaContextThreads.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaContextThreads.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.context.threads"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaContextThreads.MetricsExclude)
 	}
 	if mbc.ResourceAttributes.LlamaModelArchitecture.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["llama.model.architecture"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelArchitecture.MetricsInclude)
@@ -1572,6 +1826,10 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetName(ScopeName)
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
+	mb.metricGgmlBackendCopyBytes.emit(ils.Metrics())
+	mb.metricGgmlBackendCopyTime.emit(ils.Metrics())
+	mb.metricGgmlBackendSplitCount.emit(ils.Metrics())
+	mb.metricGgmlBackendSplitTime.emit(ils.Metrics())
 	mb.metricGgmlMoeExpertSelections.emit(ils.Metrics())
 	mb.metricGgmlMoeImbalance.emit(ils.Metrics())
 	mb.metricGgmlOpBarrierWait.emit(ils.Metrics())
@@ -1622,6 +1880,26 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 	metrics := mb.metricsBuffer
 	mb.metricsBuffer = pmetric.NewMetrics()
 	return metrics
+}
+
+// RecordGgmlBackendCopyBytesDataPoint adds a data point to ggml.backend.copy.bytes metric.
+func (mb *MetricsBuilder) RecordGgmlBackendCopyBytesDataPoint(ts pcommon.Timestamp, val int64, ggmlBackendSourceAttributeValue string, ggmlBackendDestinationAttributeValue string) {
+	mb.metricGgmlBackendCopyBytes.recordDataPoint(mb.startTime, ts, val, ggmlBackendSourceAttributeValue, ggmlBackendDestinationAttributeValue)
+}
+
+// RecordGgmlBackendCopyTimeDataPoint adds a data point to ggml.backend.copy.time metric.
+func (mb *MetricsBuilder) RecordGgmlBackendCopyTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlBackendSourceAttributeValue string, ggmlBackendDestinationAttributeValue string) {
+	mb.metricGgmlBackendCopyTime.recordDataPoint(mb.startTime, ts, val, ggmlBackendSourceAttributeValue, ggmlBackendDestinationAttributeValue)
+}
+
+// RecordGgmlBackendSplitCountDataPoint adds a data point to ggml.backend.split.count metric.
+func (mb *MetricsBuilder) RecordGgmlBackendSplitCountDataPoint(ts pcommon.Timestamp, val int64, ggmlBackendAttributeValue string) {
+	mb.metricGgmlBackendSplitCount.recordDataPoint(mb.startTime, ts, val, ggmlBackendAttributeValue)
+}
+
+// RecordGgmlBackendSplitTimeDataPoint adds a data point to ggml.backend.split.time metric.
+func (mb *MetricsBuilder) RecordGgmlBackendSplitTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlBackendAttributeValue string) {
+	mb.metricGgmlBackendSplitTime.recordDataPoint(mb.startTime, ts, val, ggmlBackendAttributeValue)
 }
 
 // RecordGgmlMoeExpertSelectionsDataPoint adds a data point to ggml.moe.expert.selections metric.

@@ -69,6 +69,22 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGgmlBackendCopyBytesDataPoint(ts, 1, "ggml.backend.source-val", "ggml.backend.destination-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlBackendCopyTimeDataPoint(ts, 1, "ggml.backend.source-val", "ggml.backend.destination-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlBackendSplitCountDataPoint(ts, 1, "ggml.backend-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlBackendSplitTimeDataPoint(ts, 1, "ggml.backend-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGgmlMoeExpertSelectionsDataPoint(ts, 1, 10, 15)
 
 			defaultMetricsCount++
@@ -152,6 +168,8 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordProfinferProbesAttachedDataPoint(ts, 1)
 
 			rb := mb.NewResourceBuilder()
+			rb.SetLlamaContextSize(18)
+			rb.SetLlamaContextThreads(21)
 			rb.SetLlamaModelArchitecture("llama.model.architecture-val")
 			rb.SetLlamaModelContextLength(26)
 			rb.SetLlamaModelFileType("llama.model.file_type-val")
@@ -192,6 +210,80 @@ func TestMetricsBuilder(t *testing.T) {
 			validatedMetrics := make(map[string]bool)
 			for _, mi := range allMetricsList {
 				switch mi.Name() {
+				case "ggml.backend.copy.bytes":
+					assert.False(t, validatedMetrics["ggml.backend.copy.bytes"], "Found a duplicate in the metrics slice: ggml.backend.copy.bytes")
+					validatedMetrics["ggml.backend.copy.bytes"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Bytes the backend scheduler copied between backends for the splits' inputs.", mi.Description())
+					assert.Equal(t, "By", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					ggmlBackendSourceAttrVal, ok := dp.Attributes().Get("ggml.backend.source")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.backend.source-val", ggmlBackendSourceAttrVal.Str())
+					ggmlBackendDestinationAttrVal, ok := dp.Attributes().Get("ggml.backend.destination")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.backend.destination-val", ggmlBackendDestinationAttrVal.Str())
+				case "ggml.backend.copy.time":
+					assert.False(t, validatedMetrics["ggml.backend.copy.time"], "Found a duplicate in the metrics slice: ggml.backend.copy.time")
+					validatedMetrics["ggml.backend.copy.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time the backend scheduler spent copying tensors between backends.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlBackendSourceAttrVal, ok := dp.Attributes().Get("ggml.backend.source")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.backend.source-val", ggmlBackendSourceAttrVal.Str())
+					ggmlBackendDestinationAttrVal, ok := dp.Attributes().Get("ggml.backend.destination")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.backend.destination-val", ggmlBackendDestinationAttrVal.Str())
+				case "ggml.backend.split.count":
+					assert.False(t, validatedMetrics["ggml.backend.split.count"], "Found a duplicate in the metrics slice: ggml.backend.split.count")
+					validatedMetrics["ggml.backend.split.count"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Number of graph splits the backend scheduler handed to each backend.", mi.Description())
+					assert.Equal(t, "{split}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					ggmlBackendAttrVal, ok := dp.Attributes().Get("ggml.backend")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.backend-val", ggmlBackendAttrVal.Str())
+				case "ggml.backend.split.time":
+					assert.False(t, validatedMetrics["ggml.backend.split.time"], "Found a duplicate in the metrics slice: ggml.backend.split.time")
+					validatedMetrics["ggml.backend.split.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time the backend scheduler's calls to compute a split took, per backend.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlBackendAttrVal, ok := dp.Attributes().Get("ggml.backend")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.backend-val", ggmlBackendAttrVal.Str())
 				case "ggml.moe.expert.selections":
 					assert.False(t, validatedMetrics["ggml.moe.expert.selections"], "Found a duplicate in the metrics slice: ggml.moe.expert.selections")
 					validatedMetrics["ggml.moe.expert.selections"] = true

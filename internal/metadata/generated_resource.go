@@ -21,6 +21,20 @@ func NewResourceBuilder(rac ResourceAttributesConfig) *ResourceBuilder {
 	}
 }
 
+// SetLlamaContextSize sets provided value as "llama.context.size" attribute.
+func (rb *ResourceBuilder) SetLlamaContextSize(val int64) {
+	if rb.config.LlamaContextSize.Enabled {
+		rb.res.Attributes().PutInt("llama.context.size", val)
+	}
+}
+
+// SetLlamaContextThreads sets provided value as "llama.context.threads" attribute.
+func (rb *ResourceBuilder) SetLlamaContextThreads(val int64) {
+	if rb.config.LlamaContextThreads.Enabled {
+		rb.res.Attributes().PutInt("llama.context.threads", val)
+	}
+}
+
 // SetLlamaModelArchitecture sets provided value as "llama.model.architecture" attribute.
 func (rb *ResourceBuilder) SetLlamaModelArchitecture(val string) {
 	if rb.config.LlamaModelArchitecture.Enabled {

@@ -13,6 +13,8 @@ func TestResourceBuilder(t *testing.T) {
 		t.Run(tt, func(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
+			rb.SetLlamaContextSize(18)
+			rb.SetLlamaContextThreads(21)
 			rb.SetLlamaModelArchitecture("llama.model.architecture-val")
 			rb.SetLlamaModelContextLength(26)
 			rb.SetLlamaModelFileType("llama.model.file_type-val")
@@ -31,14 +33,24 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 12, res.Attributes().Len())
+				assert.Equal(t, 14, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 12, res.Attributes().Len())
+				assert.Equal(t, 14, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
 			default:
 				assert.Failf(t, "unexpected test case: %s", tt)
+			}
+			llamaContextSizeAttrVal, ok := res.Attributes().Get("llama.context.size")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 18, llamaContextSizeAttrVal.Int())
+			}
+			llamaContextThreadsAttrVal, ok := res.Attributes().Get("llama.context.threads")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 21, llamaContextThreadsAttrVal.Int())
 			}
 			llamaModelArchitectureAttrVal, ok := res.Attributes().Get("llama.model.architecture")
 			assert.True(t, ok)

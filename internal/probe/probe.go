@@ -101,10 +101,14 @@ type spec struct {
 type progs = bpf.ProfinferPrograms
 
 var specs = []spec{
-	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.RSP, false},
+	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.RSP | symbols.RDI, false},
 	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
 	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedEnter }, false, symbols.RSI, false},
 	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedExit }, true, 0, false},
+	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitEnter }, false, symbols.RDI | symbols.RSI, false},
+	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitExit }, true, 0, false},
+	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyEnter }, false, symbols.RDI | symbols.RSI, false},
+	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyExit }, true, 0, false},
 	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphEnter }, false, symbols.RDI | symbols.RSI, false},
 	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphExit }, true, 0, false},
 	{node, discover.CPU, "ggml_cpu_extra_compute_forward", func(p *progs) *ebpf.Program { return p.NodeEnter }, false, symbols.RDI | symbols.RSI, false},

@@ -83,7 +83,10 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	a := p.asm
 	switch ev.Kind {
 	case events.DecodeEnter:
-		a.DecodeEnter(ev.PID, ev.TID, ev.TS, int(int32(ev.A)))
+		if tr := p.tracked[int(ev.PID)]; tr != nil {
+			p.readContext(tr, ev.B)
+		}
+		a.DecodeEnter(ev.PID, ev.TID, ev.TS, int(int32(ev.A)), ev.B)
 	case events.DecodeExit:
 		a.DecodeExit(ev.PID, ev.TID, ev.TS, int(int32(ev.A)))
 	case events.GraphEnter:
@@ -104,6 +107,20 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 		a.SchedEnter(ev.PID, ev.TID, ev.TS, int(ev.B))
 	case events.SchedExit:
 		a.SchedExit(ev.PID, ev.TID, ev.TS)
+	case events.SplitEnter:
+		if tr := p.tracked[int(ev.PID)]; tr != nil {
+			a.SplitEnter(ev.PID, ev.TID, ev.TS, tr.backends.Name(ev.A), int(int32(ev.B)))
+		}
+	case events.SplitExit:
+		a.SplitExit(ev.PID, ev.TID, ev.TS)
+	case events.Copy:
+		if tr := p.tracked[int(ev.PID)]; tr != nil && tr.target != nil {
+			tr.target.Layout.Tensor(ev.Tensor, t)
+			a.CopyEnter(ev.PID, ev.TS, assemble.Copy{TID: ev.TID, Src: tr.backends.Name(ev.A), Dst: tr.backends.Name(ev.B),
+				Tensor: string(t.Name), Bytes: tr.target.NBytes(t)})
+		}
+	case events.CopyExit:
+		a.CopyExit(ev.PID, ev.TID, ev.TS)
 	}
 }
 

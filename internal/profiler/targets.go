@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/backends"
 	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/ggml"
@@ -41,6 +42,11 @@ type tracked struct {
 	proc       export.Process
 	target     *ggml.Target
 	attachment *probe.Attachment
+	backends   *backends.Resolver
+	// The llama_context of its latest decode, and where its size and threads are; nil
+	// without libllama or when its getters are not plain loads.
+	ctx       uint64
+	ctxFields *ggml.Context
 	// infos caches node descriptions by the raw detail bytes, for plain and fused
 	// starts: graphs repeat the same tensors every token, so most nodes cost a lookup
 	// instead of a decode and allocations.
@@ -407,7 +413,18 @@ func (p *Profiler) attach(pid int) error {
 		proc:       export.Process{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: buildID},
 		target:     target,
 		attachment: a,
+		backends:   backends.NewResolver(p.procfs, pid, filepath.Join("/proc", strconv.Itoa(pid), "root"), p.elfCache.get),
 		infos:      [2]map[string]*assemble.NodeInfo{{}, {}},
+	}
+	if m := proc.Module(discover.Llama); m != nil && p.cfg.Layers.Application {
+		if lf, err := p.elfCache.open(m); err == nil {
+			c, err := ggml.ContextIn(lf)
+			if err != nil {
+				p.log.Warn("context size and threads not reported", zap.Int("pid", pid), zap.Error(err))
+			} else {
+				t.ctxFields = &c
+			}
+		}
 	}
 	p.mu.Lock()
 	p.tracked[pid] = t
@@ -422,6 +439,28 @@ func (p *Profiler) attach(pid int) error {
 	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("ggml", target.Version),
 		zap.Int("probes", probes), zap.Int("emulated", a.Emulated()))
 	return nil
+}
+
+// readContext reports the size and threads of llama_context ctx, which process t decodes
+// with, when it is not the one seen last. Called with p.mu held.
+func (p *Profiler) readContext(t *tracked, ctx uint64) {
+	if t.ctxFields == nil || ctx == t.ctx || ctx == 0 {
+		return
+	}
+	t.ctx = ctx
+	mem, err := os.Open(filepath.Join("/proc", strconv.Itoa(t.proc.PID), "mem"))
+	if err != nil {
+		p.log.Debug("llama_context not read", zap.Int("pid", t.proc.PID), zap.Error(err))
+		return
+	}
+	defer mem.Close()
+	size, threads, err := t.ctxFields.Read(mem, ctx)
+	if err != nil {
+		p.log.Debug("llama_context not read", zap.Int("pid", t.proc.PID), zap.Error(err))
+		return
+	}
+	t.proc.CtxSize, t.proc.CtxThreads = size, threads
+	p.log.Info("context", zap.Int("pid", t.proc.PID), zap.Int("n_ctx", size), zap.Int("n_threads", threads))
 }
 
 // alive says whether /proc/PID (and the path below it, such as task/TID) exists.

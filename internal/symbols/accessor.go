@@ -76,3 +76,34 @@ func movRet(code []byte) (uint64, bool) {
 	}
 	return 0, false
 }
+
+// FieldReturn returns off if sym is `mov off(%rdi),%eax; ret`, possibly after endbr64: a
+// getter of a 32-bit field of the object its first argument points to, such as
+// llama_context::n_ctx, which tells where the field is in this build.
+func (f *File) FieldReturn(sym Symbol) (uint64, error) {
+	code, err := f.code(sym, len(endbr64)+2*maxInsnLen)
+	if err != nil {
+		return 0, err
+	}
+	code = bytes.TrimPrefix(code, endbr64)
+	if off, ok := fieldRet(code); ok {
+		return off, nil
+	}
+	return 0, fmt.Errorf("symbols: %s: %s is not `mov off(%%rdi),%%eax; ret`", f.name, sym.Name)
+}
+
+func fieldRet(code []byte) (uint64, bool) {
+	mov, err := decode(code)
+	if err != nil || mov.Op != x86asm.MOV || mov.Args[0] != x86asm.EAX {
+		return 0, false
+	}
+	m, ok := mov.Args[1].(x86asm.Mem)
+	if !ok || m.Base != x86asm.RDI || m.Index != 0 || m.Segment != 0 || m.Disp < 0 {
+		return 0, false
+	}
+	ret, err := decode(code[mov.Len:])
+	if err != nil || ret.Op != x86asm.RET || ret.Args[0] != nil {
+		return 0, false
+	}
+	return uint64(m.Disp), true
+}

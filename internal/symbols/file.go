@@ -5,6 +5,7 @@ package symbols
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // File is an opened ELF object.
@@ -21,6 +23,7 @@ type File struct {
 	closer  io.Closer
 	syms    map[string]Symbol
 	buildID string
+	byAddr  func() []Symbol // sized symbols sorted by address, built on first use
 }
 
 // Symbol is a defined function or object.
@@ -52,6 +55,7 @@ func NewFile(r io.ReaderAt, name string) (*File, error) {
 		return nil, err
 	}
 	f := &File{name: name, elf: ef, syms: map[string]Symbol{}}
+	f.byAddr = sync.OnceValue(f.sortByAddr)
 	// .symtab first: it also has the local symbols (static tables such as
 	// GGML_OP_NAME) that .dynsym lacks.
 	for _, load := range []func() ([]elf.Symbol, error){ef.Symbols, ef.DynamicSymbols} {
@@ -96,6 +100,27 @@ func (f *File) add(syms []elf.Symbol) {
 		replaceable[s.Name] = local
 		f.syms[s.Name] = Symbol{Name: s.Name, Value: s.Value, Size: s.Size}
 	}
+}
+
+func (f *File) sortByAddr() []Symbol {
+	var syms []Symbol
+	for _, s := range f.syms {
+		if s.Size > 0 {
+			syms = append(syms, s)
+		}
+	}
+	slices.SortFunc(syms, func(a, b Symbol) int { return cmp.Compare(a.Value, b.Value) })
+	return syms
+}
+
+// At returns the symbol whose extent holds the link-time address addr.
+func (f *File) At(addr uint64) (Symbol, bool) {
+	syms := f.byAddr()
+	i, _ := slices.BinarySearchFunc(syms, addr, func(s Symbol, a uint64) int { return cmp.Compare(s.Value, a+1) })
+	if i == 0 || addr >= syms[i-1].Value+syms[i-1].Size {
+		return Symbol{}, false
+	}
+	return syms[i-1], true
 }
 
 // Close closes the underlying file if Open opened it.

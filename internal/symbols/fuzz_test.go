@@ -31,6 +31,10 @@ func FuzzNewFile(f *testing.F) {
 			}
 			file.RIPTarget(sym)
 			file.ImmediateReturn(sym)
+			file.FieldReturn(sym)
+			if at, ok := file.At(sym.Value); sym.Size > 0 && (!ok || at.Value != sym.Value) {
+				t.Fatalf("At(%#x) = %+v, %v; want a symbol at %#x", sym.Value, at, ok, sym.Value)
+			}
 			file.CString(sym.Value)
 		}
 		file.Missing(names...)

@@ -116,3 +116,31 @@ func TestBenchDefines(t *testing.T) {
 		t.Errorf("Defines on a Go file: %v", err)
 	}
 }
+
+// The llama_context getters give where n_ctx and n_threads are in both builds, and a
+// backend's function pointer resolves back to its symbol.
+func TestBenchFieldsAndAt(t *testing.T) {
+	for _, lib := range []string{llamaBin + "libllama.so", nlcBin + "libllama.v0.5.0.so"} {
+		t.Run(filepath.Base(lib), func(t *testing.T) {
+			f := openBench(t, lib)
+			for name, want := range map[string]uint64{"_ZNK13llama_context5n_ctxEv": 8, "_ZNK13llama_context9n_threadsEv": 0x28} {
+				if off, err := f.FieldReturn(mustSymbol(t, f, name)); off != want || err != nil {
+					t.Errorf("FieldReturn(%s) = %#x, %v; want %#x", name, off, err, want)
+				}
+			}
+			if _, err := f.FieldReturn(mustSymbol(t, f, "llama_decode")); err == nil {
+				t.Error("FieldReturn(llama_decode) succeeded")
+			}
+		})
+	}
+	f := openBench(t, llamaBin+"libggml-rpc.so")
+	want := mustSymbol(t, f, "_ZL21ggml_backend_rpc_nameP12ggml_backend")
+	for _, addr := range []uint64{want.Value, want.Value + want.Size - 1} {
+		if got, ok := f.At(addr); !ok || got.Name != want.Name {
+			t.Errorf("At(%#x) = %+v, %v; want %s", addr, got, ok, want.Name)
+		}
+	}
+	if got, ok := f.At(0); ok {
+		t.Errorf("At(0) = %+v", got)
+	}
+}

@@ -1,0 +1,121 @@
+// Package backends names the GGML backends a process computes on. A backend, and each
+// buffer of tensors, points to its implementation's functions (ggml_backend_cpu_get_name,
+// ggml_backend_rpc_buffer_get_base, …); the name is read from the symbol that such a
+// function pointer lands on in the target's own binaries, so no backend list is built in.
+package backends
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/ianlancetaylor/demangle"
+	"github.com/prometheus/procfs"
+
+	"github.com/profinfer/profinfer/internal/symbols"
+)
+
+// Unknown names a backend whose function could not be resolved.
+const Unknown = "unknown"
+
+var implementation = regexp.MustCompile(`^ggml_backend_([a-z0-9]+)_`)
+
+// Name returns the backend a function symbol implements, upper-cased as ggml prints
+// backend names: ggml_backend_cpu_get_name and ggml_backend_cpu_buffer_get_base give
+// "CPU", the C++ symbol of ggml_backend_rpc_name gives "RPC"; "" if it is no backend's.
+func Name(symbol string) string {
+	m := implementation.FindStringSubmatch(demangle.Filter(symbol, demangle.NoParams))
+	if m == nil {
+		return ""
+	}
+	return strings.ToUpper(m[1])
+}
+
+// Opener opens the ELF file at a host path, identified by device and inode for caching.
+type Opener func(path string, dev, inode uint64) (*symbols.File, error)
+
+// Resolver names the backends of one process by function address. It reads the GGML
+// objects the process maps when it is made, so that the events of a process that has
+// exited by the time they are read still resolve; an address outside them makes it look
+// at the mappings again, for a backend loaded since.
+type Resolver struct {
+	fs    procfs.FS
+	pid   int
+	root  string // the process's root directory as the host sees it: /proc/PID/root
+	open  Opener
+	code  []code
+	names map[uint64]string
+}
+
+// code is one executable mapping of a GGML object.
+type code struct {
+	start, end, bias uint64
+	file             *symbols.File
+}
+
+// NewResolver returns a resolver for process pid of fs, whose files are reached under root.
+func NewResolver(fs procfs.FS, pid int, root string, open Opener) *Resolver {
+	r := &Resolver{fs: fs, pid: pid, root: root, open: open, names: map[uint64]string{}}
+	r.mappings()
+	return r
+}
+
+// mappings reads the executable mappings of the objects that may hold backends: GGML's
+// libraries and the executable, which holds them all when it is linked statically.
+func (r *Resolver) mappings() {
+	proc, err := r.fs.Proc(r.pid)
+	if err != nil {
+		return
+	}
+	maps, err := proc.ProcMaps()
+	if err != nil {
+		return
+	}
+	exe, _ := proc.Executable()
+	bias := map[string]uint64{} // the mapping at file offset 0 gives the load bias
+	for _, m := range maps {
+		if m.Offset == 0 && m.Pathname != "" {
+			bias[m.Pathname] = uint64(m.StartAddr)
+		}
+	}
+	r.code = r.code[:0]
+	for _, m := range maps {
+		if !m.Perms.Execute || m.Inode == 0 || !strings.Contains(filepath.Base(m.Pathname), "ggml") && m.Pathname != exe {
+			continue
+		}
+		f, err := r.open(r.root+m.Pathname, uint64(m.Dev), m.Inode)
+		if err != nil {
+			continue
+		}
+		r.code = append(r.code, code{uint64(m.StartAddr), uint64(m.EndAddr), bias[m.Pathname], f})
+	}
+}
+
+// Name returns the backend whose function is at run-time address addr, or Unknown.
+func (r *Resolver) Name(addr uint64) string {
+	if name, ok := r.names[addr]; ok {
+		return name
+	}
+	name := r.resolve(addr)
+	if name == "" {
+		r.mappings()
+		name = r.resolve(addr)
+	}
+	if name == "" {
+		name = Unknown
+	}
+	r.names[addr] = name
+	return name
+}
+
+// resolve names addr from the mappings read so far; "" if none holds it.
+func (r *Resolver) resolve(addr uint64) string {
+	for _, c := range r.code {
+		if c.start <= addr && addr < c.end {
+			if sym, ok := c.file.At(addr - c.bias); ok {
+				return Name(sym.Name)
+			}
+		}
+	}
+	return ""
+}
