@@ -1,10 +1,10 @@
 package receiver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,19 +97,25 @@ func (c *collector) stop(t *testing.T) ([]ptrace.Traces, []pmetric.Metrics) {
 	if !strings.Contains(c.proc.Stderr.String(), "attached") {
 		t.Fatalf("the receiver never attached:\n%s", c.proc.Stderr.String())
 	}
-	f, err := os.Open(c.out)
-	if err != nil {
+	return c.read(t, false)
+}
+
+// read parses what the collector exported so far. While it runs (running true), the
+// last line may be half written, and is left for a later read.
+func (c *collector) read(t *testing.T, running bool) ([]ptrace.Traces, []pmetric.Metrics) {
+	t.Helper()
+	raw, err := os.ReadFile(c.out)
+	if err != nil && !(running && os.IsNotExist(err)) {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	if i := bytes.LastIndexByte(raw, '\n'); running {
+		raw = raw[:i+1]
+	}
 	var (
 		traces  []ptrace.Traces
 		metrics []pmetric.Metrics
 	)
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 256<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
+	for _, line := range bytes.Split(raw, []byte("\n")) {
 		switch {
 		case bytes.Contains(line[:min(len(line), 32)], []byte("resourceSpans")):
 			td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(line)
@@ -124,9 +130,6 @@ func (c *collector) stop(t *testing.T) ([]ptrace.Traces, []pmetric.Metrics) {
 			}
 			metrics = append(metrics, md)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return traces, metrics
 }
@@ -634,6 +637,40 @@ func TestE2ENoPrivileges(t *testing.T) {
 	}
 }
 
+type counterKey struct {
+	tid     int64
+	counter string
+}
+
+// counterExport is one export of ggml.thread.counter: node and outside summed, and
+// outside alone, per thread and counter.
+type counterExport struct {
+	at     time.Time
+	totals map[counterKey]int64
+	out    map[counterKey]int64
+}
+
+func threadCounterExports(metrics []pmetric.Metrics) []counterExport {
+	var exports []counterExport
+	eachMetric(metrics, "ggml.thread.counter", func(m pmetric.Metric) {
+		x := counterExport{totals: map[counterKey]int64{}, out: map[counterKey]int64{}}
+		for i := 0; i < m.Sum().DataPoints().Len(); i++ {
+			dp := m.Sum().DataPoints().At(i)
+			tid, _ := dp.Attributes().Get("thread.id")
+			name, _ := dp.Attributes().Get("perf.counter")
+			scope, _ := dp.Attributes().Get("ggml.scope")
+			k := counterKey{tid.Int(), name.Str()}
+			x.at = dp.Timestamp().AsTime()
+			x.totals[k] += dp.IntValue()
+			if scope.Str() == "outside" {
+				x.out[k] += dp.IntValue()
+			}
+		}
+		exports = append(exports, x)
+	})
+	return exports
+}
+
 // Perf counters per node, reconciled with perf stat: for each inference thread of a
 // llama-server, the counts profinfer attributes to nodes plus those outside nodes, over
 // a window of requests, match what perf stat counts for the same thread over the same
@@ -668,7 +705,20 @@ func TestE2ECounters(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	time.Sleep(2500 * time.Millisecond) // idle, and at least one metric export
+	// Idle until every count of the warm-up has been exported: two exports in a row with
+	// the same totals. A count still in flight when perf stat starts would be profinfer's
+	// and not perf's: the reader delivers a decode up to a second after it, and the export
+	// follows up to a second later, more when the machine is busy.
+	warmed := time.Now()
+	for deadline := warmed.Add(30 * time.Second); ; time.Sleep(time.Second) {
+		_, ms := c.read(t, true)
+		if x := threadCounterExports(ms); len(x) >= 2 && x[len(x)-2].at.After(warmed) && maps.Equal(x[len(x)-1].totals, x[len(x)-2].totals) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the thread counters did not settle after the warm-up")
+		}
+	}
 	before := time.Now()
 	out := filepath.Join(t.TempDir(), "perf.csv")
 	ps, err := testbench.Start(perf, "stat", "--per-thread", "-x", ",", "-o", out,
@@ -689,34 +739,8 @@ func TestE2ECounters(t *testing.T) {
 
 	// profinfer's per-thread counts over the window: the final export minus the last
 	// export before perf stat started.
-	type key struct {
-		tid     int64
-		counter string
-	}
-	end, outside := map[key]int64{}, map[key]int64{}
-	// Sum node and outside per export, then keep the last before the window and the last.
-	type export struct {
-		at     time.Time
-		totals map[key]int64
-		out    map[key]int64
-	}
-	var exports []export
-	eachMetric(metrics, "ggml.thread.counter", func(m pmetric.Metric) {
-		x := export{totals: map[key]int64{}, out: map[key]int64{}}
-		for i := 0; i < m.Sum().DataPoints().Len(); i++ {
-			dp := m.Sum().DataPoints().At(i)
-			tid, _ := dp.Attributes().Get("thread.id")
-			name, _ := dp.Attributes().Get("perf.counter")
-			scope, _ := dp.Attributes().Get("ggml.scope")
-			k := key{tid.Int(), name.Str()}
-			x.at = dp.Timestamp().AsTime()
-			x.totals[k] += dp.IntValue()
-			if scope.Str() == "outside" {
-				x.out[k] += dp.IntValue()
-			}
-		}
-		exports = append(exports, x)
-	})
+	end, outside := map[counterKey]int64{}, map[counterKey]int64{}
+	exports := threadCounterExports(metrics)
 	if len(exports) < 2 {
 		t.Fatalf("%d exports of ggml.thread.counter", len(exports))
 	}
@@ -742,7 +766,7 @@ func TestE2ECounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perfCount := map[key]float64{}
+	perfCount := map[counterKey]float64{}
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Split(line, ",")
 		if len(f) < 4 || strings.HasPrefix(line, "#") {
@@ -757,12 +781,12 @@ func TestE2ECounters(t *testing.T) {
 		if f[3] == "task-clock" && f[2] == "msec" {
 			v *= 1e6 // profinfer counts task-clock in ns
 		}
-		perfCount[key{tid, f[3]}] = v
+		perfCount[counterKey{tid, f[3]}] = v
 	}
 	checked := 0
 	for _, counter := range []string{"task-clock", "context-switches"} {
 		for k, got := range end {
-			if k.counter != counter || end[key{k.tid, "task-clock"}] < 1e8 { // inference threads: busy for 0.1 s at least
+			if k.counter != counter || end[counterKey{k.tid, "task-clock"}] < 1e8 { // inference threads: busy for 0.1 s at least
 				continue
 			}
 			want := perfCount[k]
