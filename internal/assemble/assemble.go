@@ -147,7 +147,6 @@ type Copy struct {
 // Decode is one llama_decode call.
 type Decode struct {
 	PID, TID   uint32
-	Ctx        uint64 // the llama_context
 	Tokens     int
 	Start, End uint64
 	Result     int
@@ -248,9 +247,9 @@ func (a *Assembler) proc(pid uint32) *process {
 	return p
 }
 
-// DecodeEnter starts a llama_decode of tokens tokens on context ctx.
-func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int, ctx uint64) {
-	a.proc(pid).decode = &Decode{PID: pid, TID: tid, Ctx: ctx, Tokens: tokens, Start: ts}
+// DecodeEnter starts a llama_decode of tokens tokens.
+func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int) {
+	a.proc(pid).decode = &Decode{PID: pid, TID: tid, Tokens: tokens, Start: ts}
 }
 
 // DecodeExit finishes the open llama_decode.

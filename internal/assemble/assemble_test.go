@@ -26,7 +26,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	add := &NodeInfo{Op: "ADD", Name: "ffn_inp-0", Type: "f32"}
 	norm := &NodeInfo{Op: "RMS_NORM", Name: "norm-0", Type: "f32", FusedOp: "MUL"}
 	a.NodesOn(1, 50)
-	a.DecodeEnter(1, 1, 100, 1, 0)
+	a.DecodeEnter(1, 1, 100, 1)
 	a.SchedEnter(1, 1, 105, 9)
 	a.GraphEnter(1, 1, 110, 0xa, 5, 2)
 	// node 0x1 (MUL_MAT): internal barrier at 130/131, done at 150 and 140.
@@ -104,7 +104,7 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	if a.Stats.OrphanEvents != 2 {
 		t.Fatalf("orphans %d", a.Stats.OrphanEvents)
 	}
-	a.DecodeEnter(7, 7, 30, 4, 0)
+	a.DecodeEnter(7, 7, 30, 4)
 	a.GraphEnter(7, 7, 31, 0xa, 1, 1)
 	a.Exit(7)
 	if a.Stats.DroppedGraphs != 1 || a.Stats.DroppedDecode != 1 || len(s.decodes) != 0 {
@@ -281,7 +281,7 @@ func TestSplitsAndCopies(t *testing.T) {
 	a := New(s)
 	a.SplitEnter(1, 1, 5, "CPU", 3) // a graph computed outside llama_decode (an RPC server)
 	a.SplitExit(1, 1, 6)
-	a.DecodeEnter(1, 1, 10, 1, 0xc0)
+	a.DecodeEnter(1, 1, 10, 1)
 	a.SchedEnter(1, 1, 11, 9)
 	a.SplitEnter(1, 1, 12, "CPU", 4)
 	a.SplitExit(1, 1, 20)
@@ -298,7 +298,7 @@ func TestSplitsAndCopies(t *testing.T) {
 	d := s.decodes[0]
 	wantSplits := []Split{{TID: 1, Backend: "CPU", NNodes: 4, Start: 12, End: 20}, {TID: 1, Backend: "RPC", NNodes: 5, Start: 24, End: 30}}
 	wantCopies := []Copy{{TID: 1, Src: "CPU", Dst: "RPC", Tensor: "l_out-7", Bytes: 8192, Start: 21, End: 23}}
-	if d.Ctx != 0xc0 || !reflect.DeepEqual(d.Splits, wantSplits) || !reflect.DeepEqual(d.Copies, wantCopies) {
-		t.Errorf("decode ctx %#x, splits %+v, copies %+v", d.Ctx, d.Splits, d.Copies)
+	if !reflect.DeepEqual(d.Splits, wantSplits) || !reflect.DeepEqual(d.Copies, wantCopies) {
+		t.Errorf("decode splits %+v, copies %+v", d.Splits, d.Copies)
 	}
 }

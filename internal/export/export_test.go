@@ -166,7 +166,7 @@ func TestCounters(t *testing.T) {
 // scheduler call; the metrics sum them by backend; a process that exited is emitted once
 // more, then dropped.
 func TestOffload(t *testing.T) {
-	d := &assemble.Decode{PID: 1, TID: 1, Ctx: 0xc0, Tokens: 1, Start: 0, End: 100,
+	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 100,
 		Scheds: []assemble.Sched{{TID: 1, NNodes: 9, Start: 5, End: 95}},
 		Splits: []assemble.Split{{TID: 1, Backend: "CPU", NNodes: 4, Start: 10, End: 40}, {TID: 1, Backend: "RPC", NNodes: 5, Start: 60, End: 70}},
 		Copies: []assemble.Copy{{TID: 1, Src: "CPU", Dst: "RPC", Tensor: "l_out-7", Bytes: 8192, Start: 45, End: 55}},

@@ -30,6 +30,19 @@ func testConfig() Config {
 	}
 }
 
+// start runs a profiler with cfg, logging to the test, that hands what it assembles to
+// traces and metrics.
+func start(t *testing.T, ctx context.Context, cfg Config, traces *consumertest.TracesSink, metrics *consumertest.MetricsSink) *Profiler {
+	t.Helper()
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zaptest.NewLogger(t)
+	p := New(cfg, set, traces, metrics)
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func requireRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testbench.Missing(t, "root (eBPF)")
@@ -47,12 +60,7 @@ func TestProfileLlamaBench(t *testing.T) {
 	traces, metrics := new(consumertest.TracesSink), new(consumertest.MetricsSink)
 	cfg := testConfig()
 	cfg.Targets = []Target{{Executable: e.Bin("llama-bench")}}
-	set := receivertest.NewNopSettings(metadata.Type)
-	set.Logger = zaptest.NewLogger(t)
-	p := New(cfg, set, traces, metrics)
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	p := start(t, ctx, cfg, traces, metrics)
 	// Discovery attaches while the model loads, before the first decode.
 	bench, err := testbench.Start(e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 8, 2, 1)...)
 	if err != nil {

@@ -86,7 +86,7 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 		if tr := p.tracked[int(ev.PID)]; tr != nil {
 			p.readContext(tr, ev.B)
 		}
-		a.DecodeEnter(ev.PID, ev.TID, ev.TS, int(int32(ev.A)), ev.B)
+		a.DecodeEnter(ev.PID, ev.TID, ev.TS, int(int32(ev.A)))
 	case events.DecodeExit:
 		a.DecodeExit(ev.PID, ev.TID, ev.TS, int(int32(ev.A)))
 	case events.GraphEnter:

@@ -11,10 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/receiver/receivertest"
-	"go.uber.org/zap/zaptest"
 
-	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
@@ -32,12 +29,7 @@ func TestShutdownLeavesNoBPF(t *testing.T) {
 	cfg := testConfig()
 	cfg.Nodes = Nodes{Mode: NodesSampled, Interval: 50 * time.Millisecond, Graphs: 2}
 	cfg.Targets = []Target{{Executable: e.Bin("llama-bench")}}
-	set := receivertest.NewNopSettings(metadata.Type)
-	set.Logger = zaptest.NewLogger(t)
-	p := New(cfg, set, new(consumertest.TracesSink), new(consumertest.MetricsSink))
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	p := start(t, ctx, cfg, new(consumertest.TracesSink), new(consumertest.MetricsSink))
 	bench, err := testbench.Start(e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 0, 128, 2, 1)...)
 	if err != nil {
 		t.Fatal(err)

@@ -10,10 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/receiver/receivertest"
-	"go.uber.org/zap/zaptest"
 
-	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
@@ -32,12 +29,7 @@ func TestWindowsNeverBlockTarget(t *testing.T) {
 	cfg.Nodes = Nodes{Mode: NodesSampled, Interval: 20 * time.Millisecond, Graphs: 2}
 	cfg.Layers.Barriers, cfg.Layers.Scheduler = false, false
 	cfg.Targets = []Target{{Executable: e.Bin("llama-bench")}}
-	set := receivertest.NewNopSettings(metadata.Type)
-	set.Logger = zaptest.NewLogger(t)
-	p := New(cfg, set, new(consumertest.TracesSink), new(consumertest.MetricsSink))
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	p := start(t, ctx, cfg, new(consumertest.TracesSink), new(consumertest.MetricsSink))
 	defer p.Shutdown(ctx)
 	if !p.multi {
 		testbench.Missing(t, "uprobe_multi links (Linux 6.6)")
