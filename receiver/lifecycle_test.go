@@ -1,7 +1,12 @@
 package receiver
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -104,4 +109,74 @@ func TestE2ERestartedServer(t *testing.T) {
 	if len(decodes) != len(pids) {
 		t.Errorf("llama_decode spans by pid %v, want exactly the servers' %v", decodes, pids)
 	}
+}
+
+// A llama-bench whose executable and GGML libraries are replaced on disk while it runs,
+// as a package upgrade replaces them, is still profiled: the files at those paths now are
+// other programs, so the probes must go on the files the process maps (map_files).
+func TestE2EReplacedBinary(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	if out, err := exec.Command("cp", "-a", filepath.Dir(e.Bin("llama-bench"))+"/.", dir).CombinedOutput(); err != nil {
+		t.Fatalf("copying the build: %v: %s", err, out)
+	}
+	exe := filepath.Join(dir, "llama-bench")
+	// LD_LIBRARY_PATH: the build's RUNPATH names the original directory.
+	bench, err := testbench.Start("env", append([]string{"LD_LIBRARY_PATH=" + dir, exe},
+		e.BenchArgs("llama-1b-q4_0", 16, 16, 2, 8)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bench.Stop()
+	replaced := []string{"llama-bench", "libggml-base.so.0.25.1", "libggml-cpu.so.0.25.1", "libllama.so.0.5.0"}
+	for !mapsAll(bench.PID(), dir, replaced) {
+		if bench.Exited() || ctx.Err() != nil {
+			t.Fatalf("llama-bench never mapped its libraries from %s: %s", dir, bench.Stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Replace each file as package managers do: write the new one aside, rename it over.
+	other, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range replaced {
+		tmp := filepath.Join(dir, ".new")
+		if err := os.WriteFile(tmp, other, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := time.Now()
+	c := startCollector(t, ctx, exe, fullTracing)
+	waitLogged(t, c, "attached", bench.PID(), started, 10*time.Second)
+	if err := bench.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
+	traces, metrics := c.stop(t)
+	checkProfile(t, traces, metrics, 16)
+	for _, s := range spans(traces) {
+		if s.pid != int64(bench.PID()) {
+			t.Fatalf("span %s from pid %d, want only llama-bench's %d", s.name, s.pid, bench.PID())
+		}
+	}
+}
+
+// mapsAll says whether process pid maps each of the named files in dir.
+func mapsAll(pid int, dir string, names []string) bool {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return false
+	}
+	for _, name := range names {
+		if !bytes.Contains(maps, []byte(filepath.Join(dir, name)+"\n")) {
+			return false
+		}
+	}
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ianlancetaylor/demangle"
 	"github.com/prometheus/procfs"
 
+	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/symbols"
 )
 
@@ -41,7 +42,7 @@ type Opener func(path string, dev, inode uint64) (*symbols.File, error)
 type Resolver struct {
 	fs    procfs.FS
 	pid   int
-	root  string // the process's root directory as the host sees it: /proc/PID/root
+	root  string // where fs is mounted: /proc
 	open  Opener
 	code  []code
 	names map[uint64]string
@@ -53,9 +54,9 @@ type code struct {
 	file             *symbols.File
 }
 
-// NewResolver returns a resolver for process pid of fs, whose files are reached under root.
-func NewResolver(fs procfs.FS, pid int, root string, open Opener) *Resolver {
-	r := &Resolver{fs: fs, pid: pid, root: root, open: open, names: map[uint64]string{}}
+// NewResolver returns a resolver for process pid of fs, which is mounted at root.
+func NewResolver(fs procfs.FS, root string, pid int, open Opener) *Resolver {
+	r := &Resolver{fs: fs, root: root, pid: pid, open: open, names: map[uint64]string{}}
 	r.mappings()
 	return r
 }
@@ -71,7 +72,7 @@ func (r *Resolver) mappings() {
 	if err != nil {
 		return
 	}
-	exe, _ := proc.Executable()
+	exe, _ := discover.Executable(proc)
 	bias := map[string]uint64{} // the mapping at file offset 0 gives the load bias
 	for _, m := range maps {
 		if m.Offset == 0 && m.Pathname != "" {
@@ -80,10 +81,14 @@ func (r *Resolver) mappings() {
 	}
 	r.code = r.code[:0]
 	for _, m := range maps {
-		if !m.Perms.Execute || m.Inode == 0 || !strings.Contains(filepath.Base(m.Pathname), "ggml") && m.Pathname != exe {
+		if !m.Perms.Execute || m.Inode == 0 {
 			continue
 		}
-		f, err := r.open(r.root+m.Pathname, uint64(m.Dev), m.Inode)
+		path, host := discover.Mapped(r.root, r.pid, m)
+		if !strings.Contains(filepath.Base(path), "ggml") && path != exe {
+			continue
+		}
+		f, err := r.open(host, uint64(m.Dev), m.Inode)
 		if err != nil {
 			continue
 		}

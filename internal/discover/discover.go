@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // Role is what a mapped object provides.
@@ -64,7 +65,7 @@ func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process,
 	if err != nil {
 		return nil, fmt.Errorf("discover: reading maps of pid %d: %w", pid, err)
 	}
-	exe, _ := proc.Executable()
+	exe, _ := Executable(proc)
 	p := &Process{PID: pid, VPID: nsPID(root, pid), Exe: exe}
 	// The lowest mapping of each file gives its load address.
 	lowest := map[string]*procfs.ProcMap{}
@@ -77,20 +78,20 @@ func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process,
 		}
 	}
 	for _, m := range maps {
-		if !m.Perms.Execute || m.Pathname == "" || m.Inode == 0 || strings.HasSuffix(m.Pathname, " (deleted)") {
+		if !m.Perms.Execute || m.Pathname == "" || m.Inode == 0 {
 			continue
 		}
-		if !candidate(m.Pathname, exe) {
+		path, host := Mapped(root, pid, m)
+		if !candidate(path, exe) {
 			continue
 		}
-		host := filepath.Join(root, strconv.Itoa(pid), "root", m.Pathname)
 		dev := uint64(m.Dev)
 		roles, err := classify(host, dev, m.Inode)
 		if err != nil {
 			continue // not ELF, or unreadable: not ours
 		}
 		low := lowest[m.Pathname]
-		mod := &Module{Path: m.Pathname, HostPath: host, Dev: dev, Inode: m.Inode,
+		mod := &Module{Path: path, HostPath: host, Dev: dev, Inode: m.Inode,
 			Bias: uint64(low.StartAddr) - uint64(low.Offset)}
 		for _, r := range roles {
 			if p.Modules[r] == nil {
@@ -102,6 +103,26 @@ func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process,
 		return nil, nil
 	}
 	return p, nil
+}
+
+// deleted is what the kernel appends to the path of a mapped or executed file that was
+// removed or replaced on disk since.
+const deleted = " (deleted)"
+
+// Mapped returns the path of the file mapping m maps, as its process sees it, and a path
+// that reaches that very file from profinfer (for ELF reads and uprobes, which follow
+// the link): under /proc/PID/root while the path still names the mapped file, else
+// through /proc/PID/map_files. The latter covers a binary replaced or deleted on disk
+// while the process runs, and a root that shows the file with another identity.
+func Mapped(root string, pid int, m *procfs.ProcMap) (path, host string) {
+	path = strings.TrimSuffix(m.Pathname, deleted)
+	dir := filepath.Join(root, strconv.Itoa(pid))
+	host = filepath.Join(dir, "root", path)
+	var st unix.Stat_t
+	if path == m.Pathname && unix.Stat(host, &st) == nil && st.Ino == m.Inode && st.Dev == uint64(m.Dev) {
+		return path, host
+	}
+	return path, filepath.Join(dir, "map_files", fmt.Sprintf("%x-%x", m.StartAddr, m.EndAddr))
 }
 
 // candidate filters mappings before any ELF is opened: GGML and llama libraries by name,
@@ -128,8 +149,15 @@ func nsPID(root string, pid int) int {
 	return pid
 }
 
+// Executable returns the path of the program process proc runs, as its link in /proc
+// shows it, without the mark of a program replaced on disk since it started.
+func Executable(proc procfs.Proc) (string, error) {
+	exe, err := proc.Executable()
+	return strings.TrimSuffix(exe, deleted), err
+}
+
 // PIDs lists the processes, or those running exe when exe is set (matched by path as the
-// host sees it through /proc/PID/exe).
+// host sees it through /proc/PID/exe, also after the file was replaced on disk).
 func PIDs(fs procfs.FS, exe string) ([]int, error) {
 	procs, err := fs.AllProcs()
 	if err != nil {
@@ -142,7 +170,7 @@ func PIDs(fs procfs.FS, exe string) ([]int, error) {
 			continue
 		}
 		if exe != "" {
-			if e, err := p.Executable(); err != nil || e != exe {
+			if e, err := Executable(p); err != nil || e != exe {
 				continue
 			}
 		}

@@ -57,7 +57,7 @@ type processMetrics struct {
 	threads   map[threadKey]*events.Counters
 	tokens    [2]int64 // by phase: prefill, decode
 	decodeDur [2]*histogram
-	moe       map[int][]int64 // MoE layer -> selections per expert
+	moe       map[int][]int64     // MoE layer -> selections per expert
 	splits    map[string]*span    // by backend
 	copies    map[copyKey]*copied // by source and destination backend
 	exited    bool                // emit once more, then drop

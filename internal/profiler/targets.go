@@ -177,7 +177,7 @@ func (p *Profiler) selects(pid int) (selected, named bool) {
 			if err != nil {
 				return false, false
 			}
-			if exe, err = proc.Executable(); err != nil {
+			if exe, err = discover.Executable(proc); err != nil {
 				return false, false
 			}
 		}
@@ -413,7 +413,7 @@ func (p *Profiler) attach(pid int) error {
 		proc:       export.Process{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: buildID},
 		target:     target,
 		attachment: a,
-		backends:   backends.NewResolver(p.procfs, pid, filepath.Join("/proc", strconv.Itoa(pid), "root"), p.elfCache.get),
+		backends:   backends.NewResolver(p.procfs, "/proc", pid, p.elfCache.get),
 		infos:      [2]map[string]*assemble.NodeInfo{{}, {}},
 	}
 	if m := proc.Module(discover.Llama); m != nil && p.cfg.Layers.Application {
