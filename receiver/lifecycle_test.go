@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,4 +181,79 @@ func mapsAll(pid int, dir string, names []string) bool {
 		}
 	}
 	return true
+}
+
+// A llama-bench in a container of its own making (new mount and PID namespaces, made with
+// unshare) runs binaries and a model from paths that exist only in its mount namespace.
+// It is found and profiled from outside: its files are reached through /proc/PID/root,
+// and its resource has the PID as the host sees it, and as process.vpid its own (1).
+func TestE2EContainer(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		testbench.Missing(t, "unshare (util-linux)")
+	}
+	c := startCollectorOf(t, ctx, nil, fullTracing) // no targets: discover every GGML process
+	root := t.TempDir()                             // empty on the host; the container mounts over it
+	model := filepath.Join(root, "models", "llama-1b-q4_0.gguf")
+	script := `set -e
+mount -t tmpfs tmpfs "$1"
+mkdir "$1/bin" "$1/models"
+mount --bind "$2" "$1/bin"
+mount --bind "$3" "$1/models"
+cd "$1"
+shift 3
+LD_LIBRARY_PATH="$PWD/bin" exec "$PWD/bin/llama-bench" "$@"`
+	bin, _ := filepath.EvalSymlinks(filepath.Dir(e.Bin("llama-bench")))
+	args := append([]string{"--mount", "--pid", "--fork", "--mount-proc", "sh", "-c", script, "sh",
+		root, bin, filepath.Dir(e.Model("llama-1b-q4_0"))}, e.BenchArgs("llama-1b-q4_0", 16, 16, 2, 3)...)
+	args[slices.Index(args, e.Model("llama-1b-q4_0"))] = model
+	box, err := testbench.Start(unshare, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Stop()
+	// unshare forks the shell, which becomes llama-bench: the target is its child.
+	var child int
+	for child == 0 && !box.Exited() {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", box.PID(), box.PID()))
+		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		time.Sleep(time.Millisecond)
+	}
+	if err := box.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "bin", "llama-bench")); !os.IsNotExist(err) {
+		t.Fatalf("the container's files are visible on the host (%v): the test would prove nothing", err)
+	}
+	time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
+	traces, metrics := c.stop(t)
+	checkProfile(t, traces, metrics, 16)
+	var res []map[string]any
+	for _, td := range traces {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			res = append(res, td.ResourceSpans().At(i).Resource().Attributes().AsRaw())
+		}
+	}
+	models := 0
+	for _, r := range res {
+		if r["process.pid"] != int64(child) || r["process.vpid"] != int64(1) {
+			t.Fatalf("resource process.pid %v, process.vpid %v: want %d, as the host sees it, and 1", r["process.pid"], r["process.vpid"], child)
+		}
+		if r["process.executable.path"] != filepath.Join(root, "bin", "llama-bench") {
+			t.Fatalf("resource process.executable.path %v: want the path inside the container", r["process.executable.path"])
+		}
+		if m, ok := r["llama.model.path"]; ok {
+			models++
+			if m != model {
+				t.Fatalf("resource llama.model.path %v: want the path inside the container, %s", m, model)
+			}
+		}
+	}
+	t.Logf("%d of %d resources name the model", models, len(res))
+	if models == 0 {
+		t.Error("no resource names the model: it was not found through the container's root")
+	}
 }
