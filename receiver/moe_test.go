@@ -21,7 +21,7 @@ func TestE2EMoE(t *testing.T) {
 		t.Run(model, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			layers, used, experts := moeShape(t, e.Model(model))
+			layers, used, experts := modelShape(t, e.Model(model))
 			c := startCollector(t, ctx, e.Bin("llama-server"), "nodes: {mode: all}")
 			started := time.Now()
 			srv, err := e.StartServer(ctx, e.Bin("llama-server"), model, 2)
@@ -124,8 +124,9 @@ func tracedTokens(t *testing.T, all []span) (tokens, decodes int64) {
 	return tokens, decodes
 }
 
-// moeShape returns a model's MoE layers, experts used per token and experts per layer.
-func moeShape(t *testing.T, path string) (layers, used, experts int64) {
+// modelShape returns a model's layers (those with experts, in an MoE model), the experts
+// used per token and the experts per layer.
+func modelShape(t *testing.T, path string) (layers, used, experts int64) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

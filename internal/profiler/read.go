@@ -85,6 +85,13 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	case events.DecodeEnter:
 		if tr := p.tracked[int(ev.PID)]; tr != nil {
 			p.readContext(tr, ev.B)
+			// A decode means a loaded model: look for it now, so that this decode's
+			// spans name it, rather than at the next tick. Once per process.
+			if tr.proc.Model == nil && !tr.noModel {
+				if m, changed := lookForModel(p.procfs, int(ev.PID), tr.modelVSize); changed {
+					p.setModel(tr, m)
+				}
+			}
 		}
 		a.DecodeEnter(ev.PID, ev.TID, ev.TS, int(int32(ev.A)))
 	case events.DecodeExit:

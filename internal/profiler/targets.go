@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
+	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/assemble"
@@ -349,30 +350,55 @@ func (p *Profiler) findModels() {
 	}
 	p.mu.Unlock()
 	for _, l := range todo {
-		vsize, err := discover.VSize(p.procfs, l.pid)
-		if err != nil || vsize == l.vsize {
+		m, changed := lookForModel(p.procfs, l.pid, l.vsize)
+		if !changed {
 			continue
-		}
-		path, host, ok := model.Find(p.procfs, "/proc", l.pid)
-		var info model.Info
-		if ok {
-			info, err = model.Read(host, path)
 		}
 		p.mu.Lock()
 		if t := p.tracked[l.pid]; t != nil {
-			switch {
-			case !ok:
-				t.modelVSize = vsize
-			case err != nil:
-				t.noModel = true // unreadable: say so once, and go on without
-				p.log.Warn("model file not described", zap.Int("pid", l.pid), zap.Error(err))
-			default:
-				t.proc.Model = &info
-				p.log.Info("model", zap.Int("pid", l.pid), zap.String("path", path), zap.String("architecture", info.Architecture),
-					zap.Uint64("parameters", info.Parameters), zap.String("file_type", info.FileType))
-			}
+			p.setModel(t, m)
 		}
 		p.mu.Unlock()
+	}
+}
+
+// modelLook is what a look for a process's model file found.
+type modelLook struct {
+	vsize uint64 // the process's virtual size when it was looked at
+	found bool
+	path  string
+	info  model.Info
+	err   error
+}
+
+// lookForModel looks for the model file of process pid, unless its virtual size is still
+// vsize, which it had when none was found (changed false).
+func lookForModel(fs procfs.FS, pid int, vsize uint64) (m modelLook, changed bool) {
+	v, err := discover.VSize(fs, pid)
+	if err != nil || v == vsize {
+		return m, false
+	}
+	m.vsize = v
+	var host string
+	if m.path, host, m.found = model.Find(fs, "/proc", pid); m.found {
+		m.info, m.err = model.Read(host, m.path)
+	}
+	return m, true
+}
+
+// setModel records what a look for t's model found. Called with p.mu held.
+func (p *Profiler) setModel(t *tracked, m modelLook) {
+	pid := t.proc.PID
+	switch {
+	case !m.found:
+		t.modelVSize = m.vsize
+	case m.err != nil:
+		t.noModel = true // unreadable: say so once, and go on without
+		p.log.Warn("model file not described", zap.Int("pid", pid), zap.Error(m.err))
+	default:
+		t.proc.Model = &m.info
+		p.log.Info("model", zap.Int("pid", pid), zap.String("path", m.path), zap.String("architecture", m.info.Architecture),
+			zap.Uint64("parameters", m.info.Parameters), zap.String("file_type", m.info.FileType))
 	}
 }
 
