@@ -31,7 +31,7 @@ func lastGauge(metrics []pmetric.Metrics, name string) (v int64, found bool) {
 
 // logged returns when the collector logged msg about pid, if it did.
 func logged(c *collector, msg string, pid int) (time.Time, bool) {
-	re := regexp.MustCompile(`(?m)^(\S+)\s+info\s+\S+\s+` + regexp.QuoteMeta(msg) + `\s+\{.*"pid": ` + strconv.Itoa(pid) + `[,}]`)
+	re := regexp.MustCompile(`(?m)^(\S+)\s+(?:info|warn)\s+\S+\s+` + regexp.QuoteMeta(msg) + `\s+\{.*"pid": ` + strconv.Itoa(pid) + `[,}]`)
 	m := re.FindStringSubmatch(c.proc.Stderr.String())
 	if m == nil {
 		return time.Time{}, false

@@ -5,6 +5,7 @@
 package backends
 
 import (
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -119,6 +120,11 @@ func (r *Resolver) resolve(addr uint64) string {
 		if c.start <= addr && addr < c.end {
 			if sym, ok := c.file.At(addr - c.bias); ok {
 				return Name(sym.Name)
+			}
+			// A stripped object: a backend that names itself with a constant (the
+			// CPU's) is still known by that.
+			if name, err := c.file.StringReturn(symbols.Symbol{Name: fmt.Sprintf("%#x", addr-c.bias), Value: addr - c.bias}); err == nil {
+				return name
 			}
 		}
 	}

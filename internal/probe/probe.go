@@ -6,6 +6,8 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -117,6 +119,25 @@ var specs = []spec{
 	{counted, discover.CPU, "ggml_graph_compute_thread", func(p *progs) *ebpf.Program { return p.ThreadExit }, true, 0, false},
 }
 
+// loses says what is not reported without each probed symbol.
+var loses = map[string]string{
+	"llama_decode":                           "tokens or llama_decode spans",
+	"ggml_backend_sched_graph_compute_async": "scheduler spans",
+	"ggml_backend_graph_compute_async":       "backend split spans",
+	"ggml_backend_tensor_copy":               "tensor copies",
+	"ggml_graph_compute":                     "graph spans",
+	"ggml_cpu_extra_compute_forward":         "node spans or per-op metrics",
+	"ggml_barrier":                           "barrier waits",
+	"ggml_graph_compute_thread":              "counts outside nodes",
+}
+
+// missingSymbol is a probed symbol an object lacks.
+type missingSymbol struct{ path, symbol string }
+
+func (m *missingSymbol) Error() string {
+	return fmt.Sprintf("%s: symbol %s not found", m.path, m.symbol)
+}
+
 // Opener returns the parsed ELF of a module, cached by the caller.
 type Opener func(m *discover.Module) (*symbols.File, error)
 
@@ -196,20 +217,35 @@ func (l Links) Close() error { return closeAll(l) }
 
 func (a *Attachment) attach(want func(group) bool) ([]link.Link, error) {
 	var (
-		links []link.Link
-		errs  []error
+		links   []link.Link
+		errs    []error
+		missing = map[string][]string{} // by object: the symbols it lacks
 	)
 	for _, s := range specs {
 		if !want(s.group) {
 			continue
 		}
 		l, err := a.place(s)
-		if err != nil {
+		var ms *missingSymbol
+		switch {
+		case errors.As(err, &ms):
+			if !slices.Contains(missing[ms.path], ms.symbol) {
+				missing[ms.path] = append(missing[ms.path], ms.symbol)
+			}
+		case err != nil:
 			errs = append(errs, err)
 		}
 		if l != nil {
 			links = append(links, l)
 		}
+	}
+	for _, path := range slices.Sorted(maps.Keys(missing)) {
+		var lost []string
+		for _, sym := range missing[path] {
+			lost = append(lost, loses[sym])
+		}
+		errs = append(errs, fmt.Errorf("%s lacks %s (stripped?): no %s", path,
+			strings.Join(missing[path], ", "), strings.Join(lost, ", ")))
 	}
 	return links, errors.Join(errs...)
 }
@@ -232,7 +268,7 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 		if s.optional {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("%s: symbol %s not found (stripped binary?)", m.Path, s.symbol)
+		return nil, &missingSymbol{m.Path, s.symbol}
 	}
 	ex := a.exes[m]
 	if ex == nil {

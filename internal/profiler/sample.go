@@ -49,7 +49,11 @@ func (p *Profiler) due(when time.Time) {
 func (p *Profiler) openWindow(t *tracked) bool {
 	err := t.attachment.AttachNodes()
 	if err != nil && !t.warned {
-		p.log.Warn("node probes not attached", zap.Int("pid", t.proc.PID), zap.Error(err))
+		msg := "node probes not attached"
+		if t.attachment.NodesAttached() {
+			msg = "some node probes not attached"
+		}
+		p.log.Warn(msg, zap.Int("pid", t.proc.PID), zap.Error(err))
 		t.warned = true
 	}
 	if !t.attachment.NodesAttached() {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -206,8 +207,13 @@ func (p *Profiler) attachAll(named map[int]bool, todo []int, first bool) error {
 		p.mu.Unlock()
 		if !named[pid] || again {
 			// Found by discovery, not named: most processes are not GGML, and some
-			// (init, other namespaces' helpers) cannot even be read.
-			p.log.Debug("process not attached", zap.Int("pid", pid), zap.Error(err))
+			// (init, other namespaces' helpers) cannot even be read. A stripped GGML
+			// build is worth a word, once.
+			if errors.Is(err, errStripped) && !again {
+				p.log.Warn("process not attached", zap.Int("pid", pid), zap.Error(err))
+			} else {
+				p.log.Debug("process not attached", zap.Int("pid", pid), zap.Error(err))
+			}
 			continue
 		}
 		if err := p.targetError(err); err != nil && first {
@@ -331,7 +337,25 @@ func (p *Profiler) watchLoop(w *watch.Watcher) {
 	}
 }
 
-var errNotGGML = errors.New("maps no GGML CPU backend")
+var (
+	errNotGGML  = errors.New("maps no GGML CPU backend")
+	errStripped = errors.New("stripped of its symbol table")
+)
+
+// notGGML says why process pid, which maps no GGML CPU backend, cannot be profiled. Its
+// executable may be a static GGML build that was stripped: that is told apart (by
+// reading its read-only data) when the configuration names targets, or when the
+// executable's name says llama or ggml, so that discovery does not read every program.
+func (p *Profiler) notGGML(pid int) error {
+	exe, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
+	base := filepath.Base(exe)
+	if (len(p.cfg.Targets) > 0 || strings.Contains(base, "llama") || strings.Contains(base, "ggml")) &&
+		symbols.StrippedGGML(filepath.Join("/proc", strconv.Itoa(pid), "exe")) {
+		return fmt.Errorf("pid %d: %s is a GGML build %w: it defines none of %s; profile an unstripped build",
+			pid, exe, errStripped, strings.Join(discover.RoleSymbol[:], ", "))
+	}
+	return fmt.Errorf("pid %d is not a GGML process: it %w", pid, errNotGGML)
+}
 
 // findModels looks for the model file of each traced process that has none yet: a server
 // loads its model some time after it starts, and after profinfer attached. A process is
@@ -408,7 +432,7 @@ func (p *Profiler) attach(pid int) error {
 		return fmt.Errorf("pid %d: %w", pid, err)
 	}
 	if proc == nil {
-		return fmt.Errorf("pid %d is not a GGML process: it %w", pid, errNotGGML)
+		return p.notGGML(pid)
 	}
 	base := proc.Module(discover.Base)
 	if base == nil {

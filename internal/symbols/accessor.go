@@ -43,10 +43,10 @@ func (f *File) RIPTarget(sym Symbol) (uint64, error) {
 // form), possibly after endbr64: how ggml reports compile-time constants
 // such as ggml_tensor_overhead.
 func (f *File) ImmediateReturn(sym Symbol) (uint64, error) {
-	return f.movRet(sym, "mov $imm,%eax", func(mov x86asm.Inst) (uint64, bool) {
+	return f.loadRet(sym, "mov $imm,%eax", func(mov x86asm.Inst, _ uint64) (uint64, bool) {
 		imm, ok := mov.Args[1].(x86asm.Imm)
 		switch {
-		case !ok:
+		case !ok || mov.Op != x86asm.MOV:
 			return 0, false
 		case mov.Args[0] == x86asm.EAX: // x86asm sign-extends imm32; a 32-bit write zero-extends
 			return uint64(uint32(imm)), true
@@ -61,26 +61,47 @@ func (f *File) ImmediateReturn(sym Symbol) (uint64, error) {
 // getter of a 32-bit field of the object its first argument points to, such as
 // llama_context::n_ctx, which tells where the field is in this build.
 func (f *File) FieldReturn(sym Symbol) (uint64, error) {
-	return f.movRet(sym, "mov off(%rdi),%eax", func(mov x86asm.Inst) (uint64, bool) {
+	return f.loadRet(sym, "mov off(%rdi),%eax", func(mov x86asm.Inst, _ uint64) (uint64, bool) {
 		m, ok := mov.Args[1].(x86asm.Mem)
-		if !ok || mov.Args[0] != x86asm.EAX || m.Base != x86asm.RDI || m.Index != 0 || m.Segment != 0 || m.Disp < 0 {
+		if !ok || mov.Op != x86asm.MOV || mov.Args[0] != x86asm.EAX || m.Base != x86asm.RDI || m.Index != 0 || m.Segment != 0 || m.Disp < 0 {
 			return 0, false
 		}
 		return uint64(m.Disp), true
 	})
 }
 
-// movRet returns what match makes of sym's first instruction if sym is a mov that match
-// accepts and then ret, possibly after endbr64; shape names the mov in the error.
-func (f *File) movRet(sym Symbol, shape string, match func(mov x86asm.Inst) (uint64, bool)) (uint64, error) {
+// StringReturn returns the string sym returns if sym is `lea str(%rip),%rax; ret`,
+// possibly after endbr64: a getter of a constant name, such as the CPU backend's
+// get_name. Name only sym's address when its file has no symbol for it.
+func (f *File) StringReturn(sym Symbol) (string, error) {
+	addr, err := f.loadRet(sym, "lea str(%rip),%rax", func(lea x86asm.Inst, next uint64) (uint64, bool) {
+		m, ok := lea.Args[1].(x86asm.Mem)
+		if !ok || lea.Op != x86asm.LEA || lea.Args[0] != x86asm.RAX || m.Base != x86asm.RIP {
+			return 0, false
+		}
+		return next + uint64(int64(int32(m.Disp))), true // x86asm zero-extends the displacement
+	})
+	if err != nil {
+		return "", err
+	}
+	return f.CString(addr)
+}
+
+// loadRet returns what match makes of sym's first instruction if match accepts it and
+// a ret follows, possibly after endbr64; match is also given the address of the next
+// instruction, which RIP-relative operands count from. shape names the load in the error.
+func (f *File) loadRet(sym Symbol, shape string, match func(load x86asm.Inst, next uint64) (uint64, bool)) (uint64, error) {
 	code, err := f.code(sym, len(endbr64)+2*maxInsnLen)
 	if err != nil {
 		return 0, err
 	}
-	code = bytes.TrimPrefix(code, endbr64)
-	if mov, err := decode(code); err == nil && mov.Op == x86asm.MOV {
-		if v, ok := match(mov); ok {
-			if ret, err := decode(code[mov.Len:]); err == nil && ret.Op == x86asm.RET && ret.Args[0] == nil {
+	at := sym.Value
+	if bytes.HasPrefix(code, endbr64) {
+		code, at = code[len(endbr64):], at+uint64(len(endbr64))
+	}
+	if load, err := decode(code); err == nil {
+		if v, ok := match(load, at+uint64(load.Len)); ok {
+			if ret, err := decode(code[load.Len:]); err == nil && ret.Op == x86asm.RET && ret.Args[0] == nil {
 				return v, nil
 			}
 		}

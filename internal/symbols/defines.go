@@ -73,3 +73,28 @@ func scan(f *elf.File, typ elf.SectionType, names []string, found []bool) error 
 	}
 	return nil
 }
+
+// ggmlMark is in every GGML build's read-only data: GGML_ASSERT's message.
+var ggmlMark = []byte("GGML_ASSERT(%s) failed")
+
+// StrippedGGML says whether the ELF file at path is a GGML build stripped of its symbol
+// table: it has no .symtab, and its read-only data holds GGML's assertion message. Such a
+// file (a static executable: a shared library keeps GGML's API in .dynsym) defines none
+// of the functions profinfer probes as far as any tool can tell.
+func StrippedGGML(path string) bool {
+	osf, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer osf.Close()
+	f, err := newELF(osf, path)
+	if err != nil || f.SectionByType(elf.SHT_SYMTAB) != nil {
+		return false
+	}
+	ro := f.Section(".rodata")
+	if ro == nil || ro.Type == elf.SHT_NOBITS {
+		return false
+	}
+	data, err := ro.Data()
+	return err == nil && bytes.Contains(data, ggmlMark)
+}

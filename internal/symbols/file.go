@@ -116,8 +116,15 @@ func (f *File) sortByAddr() []Symbol {
 // At returns the symbol whose extent holds the link-time address addr.
 func (f *File) At(addr uint64) (Symbol, bool) {
 	syms := f.byAddr()
-	i, _ := slices.BinarySearchFunc(syms, addr, func(s Symbol, a uint64) int { return cmp.Compare(s.Value, a+1) })
-	if i == 0 || addr >= syms[i-1].Value+syms[i-1].Size {
+	// i: the first symbol above addr. Differences, not sums: a corrupt file's extents
+	// may run past the top of the address space.
+	i, _ := slices.BinarySearchFunc(syms, addr, func(s Symbol, a uint64) int {
+		if s.Value <= a {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 || addr-syms[i-1].Value >= syms[i-1].Size {
 		return Symbol{}, false
 	}
 	return syms[i-1], true

@@ -118,7 +118,7 @@ func TestBenchDefines(t *testing.T) {
 }
 
 // The llama_context getters give where n_ctx and n_threads are in both builds, and a
-// backend's function pointer resolves back to its symbol.
+// backend's function pointer resolves back to its symbol, or the CPU's to its name.
 func TestBenchFieldsAndAt(t *testing.T) {
 	for _, lib := range []string{llamaBin + "libllama.so", nlcBin + "libllama.v0.5.0.so"} {
 		t.Run(filepath.Base(lib), func(t *testing.T) {
@@ -142,5 +142,15 @@ func TestBenchFieldsAndAt(t *testing.T) {
 	}
 	if got, ok := f.At(0); ok {
 		t.Errorf("At(0) = %+v", got)
+	}
+	// The CPU backend names itself with a constant, which a stripped build still shows
+	// (by address alone); the RPC backend's name comes from its context.
+	if name, err := f.StringReturn(Symbol{Value: want.Value}); err == nil {
+		t.Errorf("StringReturn(ggml_backend_rpc_name) = %q", name)
+	}
+	cpu := openBench(t, llamaBin+"libggml-cpu.so")
+	get := mustSymbol(t, cpu, "_ZL25ggml_backend_cpu_get_nameP12ggml_backend")
+	if name, err := cpu.StringReturn(Symbol{Value: get.Value}); name != "CPU" || err != nil {
+		t.Errorf("StringReturn(ggml_backend_cpu_get_name) = %q, %v; want CPU", name, err)
 	}
 }
