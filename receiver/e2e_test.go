@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -43,6 +44,13 @@ func startCollector(t *testing.T, ctx context.Context, exe, settings string) *co
 // startCollectorOf is startCollector with several target executables.
 func startCollectorOf(t *testing.T, ctx context.Context, exes []string, settings string) *collector {
 	t.Helper()
+	return startCollectorTo(t, ctx, exes, settings, "")
+}
+
+// startCollectorTo is startCollectorOf with the spans sent to an otlphttp exporter with
+// settings otlp (one YAML flow mapping's contents) instead of the file, when otlp is set.
+func startCollectorTo(t *testing.T, ctx context.Context, exes []string, settings, otlp string) *collector {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		testbench.Missing(t, "root (eBPF)")
 	}
@@ -58,20 +66,25 @@ func startCollectorOf(t *testing.T, ctx context.Context, exes []string, settings
 	}
 	// The targets start after the collector, and no scan of /proc comes in the test's
 	// time: the kernel hooks alone must find them.
+	spans := "file"
+	if otlp != "" {
+		spans = "otlphttp"
+	}
 	cfg := fmt.Sprintf(`
 receivers:
   profinfer: {targets: [%s], discovery_interval: 1h, collection_interval: 1s, %s}
 exporters:
   file:
     path: %q
+  otlphttp: {%s}
 service:
   telemetry:
     metrics:
       level: none
   pipelines:
-    traces: {receivers: [profinfer], exporters: [file]}
+    traces: {receivers: [profinfer], exporters: [%s]}
     metrics: {receivers: [profinfer], exporters: [file]}
-`, strings.Join(targets, ", "), settings, out)
+`, strings.Join(targets, ", "), settings, out, cmp.Or(otlp, "endpoint: http://127.0.0.1:1"), spans)
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ var bounds = map[roofline.Bound]metadata.AttributeGgmlRooflineBound{
 
 // Telemetry is the receiver's own health, exported beside the process metrics.
 type Telemetry struct {
-	EventsReceived, EventsDropped, GraphsDropped, GraphsTraced, AttachFailures uint64
+	EventsReceived, EventsDropped, GraphsDropped, GraphsTraced, AttachFailures, SpansDropped uint64
 	ProbesAttached                                                             int
 }
 
@@ -361,6 +361,7 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 	m.mb.RecordProfinferEventsReceivedDataPoint(now, int64(t.EventsReceived))
 	m.mb.RecordProfinferEventsDroppedDataPoint(now, int64(t.EventsDropped))
 	m.mb.RecordProfinferGraphsDroppedDataPoint(now, int64(t.GraphsDropped))
+	m.mb.RecordProfinferSpansDroppedDataPoint(now, int64(t.SpansDropped))
 	m.mb.RecordProfinferGraphsTracedDataPoint(now, int64(t.GraphsTraced))
 	m.mb.RecordProfinferAttachFailuresDataPoint(now, int64(t.AttachFailures))
 	m.mb.RecordProfinferProbesAttachedDataPoint(now, int64(t.ProbesAttached))

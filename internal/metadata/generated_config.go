@@ -54,6 +54,7 @@ type MetricsConfig struct {
 	ProfinferGraphsDropped  MetricConfig `mapstructure:"profinfer.graphs.dropped"`
 	ProfinferGraphsTraced   MetricConfig `mapstructure:"profinfer.graphs.traced"`
 	ProfinferProbesAttached MetricConfig `mapstructure:"profinfer.probes.attached"`
+	ProfinferSpansDropped   MetricConfig `mapstructure:"profinfer.spans.dropped"`
 }
 
 func DefaultMetricsConfig() MetricsConfig {
@@ -131,6 +132,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		ProfinferProbesAttached: MetricConfig{
+			Enabled: true,
+		},
+		ProfinferSpansDropped: MetricConfig{
 			Enabled: true,
 		},
 	}

@@ -102,6 +102,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProfinferProbesAttached: MetricConfig{
 						Enabled: true,
 					},
+					ProfinferSpansDropped: MetricConfig{
+						Enabled: true,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
@@ -198,6 +201,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					ProfinferProbesAttached: MetricConfig{
+						Enabled: false,
+					},
+					ProfinferSpansDropped: MetricConfig{
 						Enabled: false,
 					},
 				},

@@ -200,6 +200,9 @@ var MetricsInfo = metricsInfo{
 	ProfinferProbesAttached: metricInfo{
 		Name: "profinfer.probes.attached",
 	},
+	ProfinferSpansDropped: metricInfo{
+		Name: "profinfer.spans.dropped",
+	},
 }
 
 type metricsInfo struct {
@@ -228,6 +231,7 @@ type metricsInfo struct {
 	ProfinferGraphsDropped  metricInfo
 	ProfinferGraphsTraced   metricInfo
 	ProfinferProbesAttached metricInfo
+	ProfinferSpansDropped   metricInfo
 }
 
 type metricInfo struct {
@@ -1585,6 +1589,58 @@ func newMetricProfinferProbesAttached(cfg MetricConfig) metricProfinferProbesAtt
 	return m
 }
 
+type metricProfinferSpansDropped struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills profinfer.spans.dropped metric with initial data.
+func (m *metricProfinferSpansDropped) init() {
+	m.data.SetName("profinfer.spans.dropped")
+	m.data.SetDescription("Number of spans not handed to the pipeline because it was still busy with earlier ones.")
+	m.data.SetUnit("{span}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+}
+
+func (m *metricProfinferSpansDropped) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricProfinferSpansDropped) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricProfinferSpansDropped) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricProfinferSpansDropped(cfg MetricConfig) metricProfinferSpansDropped {
+	m := metricProfinferSpansDropped{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 // MetricsBuilder provides an interface for scrapers to report metrics while taking care of all the transformations
 // required to produce metric representation defined in metadata and user config.
 type MetricsBuilder struct {
@@ -1620,6 +1676,7 @@ type MetricsBuilder struct {
 	metricProfinferGraphsDropped   metricProfinferGraphsDropped
 	metricProfinferGraphsTraced    metricProfinferGraphsTraced
 	metricProfinferProbesAttached  metricProfinferProbesAttached
+	metricProfinferSpansDropped    metricProfinferSpansDropped
 }
 
 // MetricBuilderOption applies changes to default metrics builder.
@@ -1670,6 +1727,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricProfinferGraphsDropped:   newMetricProfinferGraphsDropped(mbc.Metrics.ProfinferGraphsDropped),
 		metricProfinferGraphsTraced:    newMetricProfinferGraphsTraced(mbc.Metrics.ProfinferGraphsTraced),
 		metricProfinferProbesAttached:  newMetricProfinferProbesAttached(mbc.Metrics.ProfinferProbesAttached),
+		metricProfinferSpansDropped:    newMetricProfinferSpansDropped(mbc.Metrics.ProfinferSpansDropped),
 		resourceAttributeIncludeFilter: make(map[string]filter.Filter),
 		resourceAttributeExcludeFilter: make(map[string]filter.Filter),
 	}
@@ -1851,6 +1909,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricProfinferGraphsDropped.emit(ils.Metrics())
 	mb.metricProfinferGraphsTraced.emit(ils.Metrics())
 	mb.metricProfinferProbesAttached.emit(ils.Metrics())
+	mb.metricProfinferSpansDropped.emit(ils.Metrics())
 
 	for _, op := range options {
 		op.apply(rm)
@@ -2005,6 +2064,11 @@ func (mb *MetricsBuilder) RecordProfinferGraphsTracedDataPoint(ts pcommon.Timest
 // RecordProfinferProbesAttachedDataPoint adds a data point to profinfer.probes.attached metric.
 func (mb *MetricsBuilder) RecordProfinferProbesAttachedDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricProfinferProbesAttached.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordProfinferSpansDroppedDataPoint adds a data point to profinfer.spans.dropped metric.
+func (mb *MetricsBuilder) RecordProfinferSpansDroppedDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricProfinferSpansDropped.recordDataPoint(mb.startTime, ts, val)
 }
 
 // Reset resets metrics builder to its initial state. It should be used when external metrics source is restarted,

@@ -167,6 +167,10 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount++
 			mb.RecordProfinferProbesAttachedDataPoint(ts, 1)
 
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordProfinferSpansDroppedDataPoint(ts, 1)
+
 			rb := mb.NewResourceBuilder()
 			rb.SetLlamaContextSize(18)
 			rb.SetLlamaContextThreads(21)
@@ -660,6 +664,20 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, "Number of uprobes currently attached.", mi.Description())
 					assert.Equal(t, "{probe}", mi.Unit())
 					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "profinfer.spans.dropped":
+					assert.False(t, validatedMetrics["profinfer.spans.dropped"], "Found a duplicate in the metrics slice: profinfer.spans.dropped")
+					validatedMetrics["profinfer.spans.dropped"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Number of spans not handed to the pipeline because it was still busy with earlier ones.", mi.Description())
+					assert.Equal(t, "{span}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())

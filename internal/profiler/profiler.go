@@ -117,15 +117,32 @@ type Profiler struct {
 	// reader writes it, so it reads it unlocked.
 	windowDue time.Time
 
+	// out queues span batches for the exporting goroutine, so that a slow pipeline never
+	// holds up the reader; exportCtx ends what that goroutine and the metrics ticker hand
+	// the pipeline when Shutdown runs out of time.
+	out          chan ptrace.Traces
+	exportCtx    context.Context
+	cancelExport context.CancelFunc
+	exported     sync.WaitGroup
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
 
+// shutdownGrace bounds how long Shutdown waits for the pipeline to take what is queued.
+const shutdownGrace = 2 * time.Second
+
+// exportQueue is how many span batches (of up to maxPending spans) wait for a busy
+// pipeline before more are dropped.
+const exportQueue = 2
+
 // New returns a profiler that delivers to the given consumers, either of which may be nil.
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
-	return &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
+	p := &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
 		tracked: map[int]*tracked{}, failed: map[int]rejected{}, elfCache: newELFCache(),
-		noCount: map[uint32]bool{}, stop: make(chan struct{})}
+		noCount: map[uint32]bool{}, stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue)}
+	p.exportCtx, p.cancelExport = context.WithCancel(context.Background())
+	return p
 }
 
 // Start loads the eBPF programs, attaches to the targets present now and starts the
@@ -176,6 +193,8 @@ func (p *Profiler) Start(ctx context.Context) error {
 		p.close()
 		return err
 	}
+	p.exported.Add(1)
+	go p.exportLoop()
 	p.wg.Add(3)
 	go p.readLoop()
 	if p.watch != nil {
@@ -183,7 +202,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 	} else {
 		go p.every(p.cfg.DiscoveryInterval, func() { _ = p.discover(false) })
 	}
-	go p.every(p.cfg.CollectionInterval, func() { p.emitMetrics(context.Background()) })
+	go p.every(p.cfg.CollectionInterval, func() { p.emitMetrics(p.exportCtx) })
 	return nil
 }
 
@@ -310,6 +329,10 @@ func (p *Profiler) Shutdown(ctx context.Context) error {
 	default:
 	}
 	close(p.stop)
+	// A pipeline that hangs (an exporter down, blocking) is cut off when ctx ends, or
+	// after shutdownGrace: the collector's own shutdown context has no deadline.
+	defer context.AfterFunc(ctx, p.cancelExport)()
+	defer time.AfterFunc(shutdownGrace, p.cancelExport).Stop()
 	if p.asm == nil { // Start failed or never ran
 		p.close()
 		return nil
@@ -323,9 +346,12 @@ func (p *Profiler) Shutdown(ctx context.Context) error {
 		p.reader.Close()
 	}
 	p.wg.Wait()
-	p.flush(ctx)
+	p.flush(true)
+	close(p.out)
+	p.exported.Wait()
 	p.emitMetrics(ctx)
 	p.close()
+	p.cancelExport()
 	return nil
 }
 

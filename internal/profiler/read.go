@@ -1,7 +1,6 @@
 package profiler
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -64,11 +63,11 @@ func (p *Profiler) readLoop() {
 			full := p.pendingFull
 			p.mu.Unlock()
 			if full {
-				p.flush(context.Background())
+				p.flush(false)
 			}
 		}
 		if now := time.Now(); now.Sub(last) >= tick || !p.windowDue.IsZero() && !now.Before(p.windowDue) {
-			p.flush(context.Background())
+			p.flush(false)
 			if p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime {
 				p.sample()
 			}
@@ -259,7 +258,7 @@ func (s sink) sampled() bool {
 }
 
 // flush hands the pending spans to the pipeline.
-func (p *Profiler) flush(ctx context.Context) {
+func (p *Profiler) flush(final bool) {
 	p.mu.Lock()
 	td := p.pending
 	if td.SpanCount() == 0 {
@@ -269,7 +268,31 @@ func (p *Profiler) flush(ctx context.Context) {
 	p.pending = ptrace.NewTraces()
 	p.pendingFull = false
 	p.mu.Unlock()
-	if err := p.traces.ConsumeTraces(ctx, td); err != nil {
-		p.log.Warn("spans not accepted by the pipeline", zap.Error(err))
+	if final { // Shutdown: wait for room, as long as its context lasts
+		select {
+		case p.out <- td:
+		case <-p.exportCtx.Done():
+		}
+		return
+	}
+	select {
+	case p.out <- td:
+	default:
+		p.mu.Lock()
+		if p.tele.SpansDropped == 0 {
+			p.log.Warn("the pipeline is not keeping up: spans dropped (see profinfer.spans.dropped)")
+		}
+		p.tele.SpansDropped += uint64(td.SpanCount())
+		p.mu.Unlock()
+	}
+}
+
+// exportLoop hands the queued span batches to the pipeline until Shutdown closes the queue.
+func (p *Profiler) exportLoop() {
+	defer p.exported.Done()
+	for td := range p.out {
+		if err := p.traces.ConsumeTraces(p.exportCtx, td); err != nil {
+			p.log.Warn("spans not accepted by the pipeline", zap.Error(err))
+		}
 	}
 }
