@@ -59,7 +59,7 @@ struct event {
 	u16 nth;
 	u16 flags;
 	u64 a; /* tensor, cgraph, token count or return value, by kind */
-	u64 b; /* second tensor, node count */
+	u64 b; /* second tensor, node count, or at exits the process's lost records */
 	struct sched sched; /* node starts and graph exits: the thread's counters */
 };
 
@@ -179,12 +179,33 @@ struct {
 	__type(value, u64);
 } drops SEC(".maps");
 
+/* Records of each traced process the ring buffer had no room for (tgid to count); user
+ * space adds and removes the processes. Graph and decode exits carry the count, so that
+ * user space drops whole whatever a loss fell into, rather than emit it half built. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, u64);
+} lost SEC(".maps");
+
 static __always_inline void dropped(void)
 {
-	u32 zero = 0;
+	u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
 	u64 *n = bpf_map_lookup_elem(&drops, &zero);
 	if (n)
 		(*n)++;
+	n = bpf_map_lookup_elem(&lost, &tgid);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+/* The calling process's lost records so far. */
+static __always_inline u64 lost_so_far(void)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	u64 *n = bpf_map_lookup_elem(&lost, &tgid);
+	return n ? *n : 0;
 }
 
 /* Copies the calling thread's scheduler counters, zero if the scheduler layer is off. */
@@ -291,7 +312,7 @@ int decode_enter(struct pt_regs *ctx)
 SEC("uretprobe/llama_decode")
 int decode_exit(struct pt_regs *ctx)
 {
-	return emit(EV_DECODE_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
+	return emit(EV_DECODE_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, 0, 0);
 }
 
 /* ggml_backend_sched_graph_compute_async(sched, cgraph): the whole graph, before the
@@ -326,7 +347,7 @@ int graph_enter(struct pt_regs *ctx)
 SEC("uretprobe/ggml_graph_compute")
 int graph_exit(struct pt_regs *ctx)
 {
-	return emit(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
+	return emit(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, 0, 0);
 }
 
 /* ggml_backend_graph_compute_async(backend, cgraph): the scheduler hands one split of the

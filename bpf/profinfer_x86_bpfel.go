@@ -77,6 +77,7 @@ const (
 	ProfinferMapCounters          = "counters"
 	ProfinferMapDrops             = "drops"
 	ProfinferMapEvents            = "events"
+	ProfinferMapLost              = "lost"
 	ProfinferMapThreads           = "threads"
 	ProfinferMapTraced            = "traced"
 	ProfinferProgBarrierEnter     = "barrier_enter"
@@ -185,6 +186,7 @@ type ProfinferMapSpecs struct {
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	Drops        *ebpf.MapSpec `ebpf:"drops"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
+	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
 }
@@ -239,6 +241,7 @@ type ProfinferMaps struct {
 	Counters     *ebpf.Map `ebpf:"counters"`
 	Drops        *ebpf.Map `ebpf:"drops"`
 	Events       *ebpf.Map `ebpf:"events"`
+	Lost         *ebpf.Map `ebpf:"lost"`
 	Threads      *ebpf.Map `ebpf:"threads"`
 	Traced       *ebpf.Map `ebpf:"traced"`
 }
@@ -249,6 +252,7 @@ func (m *ProfinferMaps) Close() error {
 		m.Counters,
 		m.Drops,
 		m.Events,
+		m.Lost,
 		m.Threads,
 		m.Traced,
 	)

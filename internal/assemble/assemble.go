@@ -168,8 +168,8 @@ type Sink interface {
 // Stats counts what could not be assembled.
 type Stats struct {
 	OrphanEvents  uint64 // node or barrier events with no graph open
-	DroppedGraphs uint64 // graphs left unfinished because their process exited
-	DroppedDecode uint64 // decodes left unfinished because their process exited
+	DroppedGraphs uint64 // graphs not delivered: records of theirs were lost, or their process exited
+	DroppedDecode uint64 // decodes not delivered, likewise
 	PartialGraphs uint64 // graphs whose nodes were dropped: the node probes came or went mid-graph
 }
 
@@ -215,6 +215,9 @@ type process struct {
 	threads map[uint32]*thread
 	windows [4]window // the latest node-tracing windows, newest at windows[next-1]
 	next    int
+	// lost is the count of the process's lost records at the last exit delivered or
+	// dropped: an exit that carries another lost some of what it closes.
+	lost uint64
 }
 
 // window is a span of time during which the node probes were attached; Off is 0 while
@@ -247,21 +250,37 @@ func (a *Assembler) proc(pid uint32) *process {
 	return p
 }
 
-// DecodeEnter starts a llama_decode of tokens tokens.
+// DecodeEnter starts a llama_decode of tokens tokens. A decode still open lost its exit.
 func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int) {
-	a.proc(pid).decode = &Decode{PID: pid, TID: tid, Tokens: tokens, Start: ts}
+	p := a.proc(pid)
+	if p.decode != nil {
+		a.dropDecode(p.decode)
+	}
+	p.decode = &Decode{PID: pid, TID: tid, Tokens: tokens, Start: ts}
 }
 
-// DecodeExit finishes the open llama_decode.
-func (a *Assembler) DecodeExit(pid, tid uint32, ts uint64, result int) {
+// DecodeExit finishes the open llama_decode. lost is the count of the process's lost
+// records: if it grew since the last exit, the decode is dropped whole.
+func (a *Assembler) DecodeExit(pid, tid uint32, ts uint64, result int, lost uint64) {
 	p := a.proc(pid)
 	d := p.decode
 	if d == nil || d.TID != tid {
-		return // entered before profinfer attached
+		p.lost = lost
+		return // entered before profinfer attached, or its entry was lost
+	}
+	p.decode = nil
+	if lost != p.lost {
+		p.lost = lost
+		a.dropDecode(d)
+		return
 	}
 	d.End, d.Result = ts, result
-	p.decode = nil
 	a.sink.Decode(d)
+}
+
+func (a *Assembler) dropDecode(d *Decode) {
+	a.Stats.DroppedDecode++
+	a.Stats.DroppedGraphs += uint64(len(d.Graphs))
 }
 
 // NodesOn records that the node probes of process pid were attached by ts: graphs that
@@ -347,9 +366,13 @@ func (a *Assembler) CopyExit(pid, tid uint32, ts uint64) {
 	}
 }
 
-// GraphEnter starts a graph computation on the calling thread.
+// GraphEnter starts a graph computation on the calling thread. A graph still open lost
+// its exit.
 func (a *Assembler) GraphEnter(pid, tid uint32, ts, ptr uint64, nodes, threads int) {
 	p := a.proc(pid)
+	if p.graph != nil {
+		a.Stats.DroppedGraphs++
+	}
 	p.graph = &Graph{PID: pid, TID: tid, Ptr: ptr, NNodes: nodes, NThreads: threads, Start: ts,
 		byTensor: make(map[uint64]*Node, nodes)}
 	for tid, t := range p.threads {
@@ -358,11 +381,19 @@ func (a *Assembler) GraphEnter(pid, tid uint32, ts, ptr uint64, nodes, threads i
 }
 
 // GraphExit finishes the open graph: each thread's last node ends at its last barrier.
-// sched is the calling thread's scheduler counters.
-func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.Sched) {
+// sched is the calling thread's scheduler counters. lost is the count of the process's
+// lost records: a graph of a decode goes with its decode, whose exit checks it; one
+// outside any decode is dropped whole if it grew since the last exit.
+func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.Sched, lost uint64) {
 	p := a.proc(pid)
 	g := p.graph
 	if g == nil || g.TID != tid {
+		return
+	}
+	if p.decode == nil && lost != p.lost {
+		p.lost = lost
+		p.graph = nil
+		a.Stats.DroppedGraphs++
 		return
 	}
 	for id, t := range p.threads {

@@ -46,9 +46,9 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	a.NodeStart(1, 2, 162, 0x3, 0, 1, nil, events.Sched{}, nil)
 	a.Barrier(1, 2, 170)
 	a.Barrier(1, 1, 175)
-	a.GraphExit(1, 1, 180, events.Sched{})
+	a.GraphExit(1, 1, 180, events.Sched{}, 0)
 	a.SchedExit(1, 1, 185)
-	a.DecodeExit(1, 1, 190, 0)
+	a.DecodeExit(1, 1, 190, 0, 0)
 
 	if len(s.decodes) != 1 || len(s.graphs) != 0 {
 		t.Fatalf("got %d decodes, %d loose graphs", len(s.decodes), len(s.graphs))
@@ -97,7 +97,7 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	a.NodeStart(7, 7, 2, 0x1, 0, 0, nil, events.Sched{}, nil)
 	a.GraphEnter(7, 7, 10, 0xa, 1, 1)
 	a.NodeStart(7, 7, 11, 0x1, 0, 0, nil, events.Sched{}, nil)
-	a.GraphExit(7, 7, 20, events.Sched{}) // no barrier: the node ends at graph exit
+	a.GraphExit(7, 7, 20, events.Sched{}, 0) // no barrier: the node ends at graph exit
 	if n := s.graphs[0].Nodes[0]; len(s.graphs) != 1 || n.End != 20 || n.Threads[0].Busy != 20 {
 		t.Fatalf("graphs %+v", s.graphs)
 	}
@@ -111,9 +111,50 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 		t.Fatalf("stats %+v", a.Stats)
 	}
 	// A decode exit with no matching enter (attached mid-call) is ignored.
-	a.DecodeExit(7, 7, 40, 0)
+	a.DecodeExit(7, 7, 40, 0, 0)
 	if len(s.decodes) != 0 {
 		t.Fatal("decode emitted without an enter")
+	}
+}
+
+// Records lost in the ring buffer: whatever they fell into is dropped whole and counted,
+// never delivered half built. The exits carry the process's count of lost records.
+func TestLostRecords(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	decode := func(start uint64, lost uint64) {
+		a.DecodeEnter(1, 1, start, 1)
+		a.GraphEnter(1, 1, start+1, 0xa, 1, 1)
+		a.GraphExit(1, 1, start+2, events.Sched{}, lost)
+		a.DecodeExit(1, 1, start+3, 0, lost)
+	}
+	decode(10, 0) // nothing lost
+	decode(20, 3) // three records lost since: this decode and its graph are dropped
+	decode(30, 3) // none since
+	if len(s.decodes) != 2 || s.decodes[1].Start != 30 || a.Stats.DroppedDecode != 1 || a.Stats.DroppedGraphs != 1 {
+		t.Fatalf("decodes %d, stats %+v", len(s.decodes), a.Stats)
+	}
+	// A lost graph exit: the graph is dropped when the next one starts, and the decode
+	// when its own exit shows the loss.
+	a.DecodeEnter(1, 1, 40, 1)
+	a.GraphEnter(1, 1, 41, 0xa, 1, 1)
+	a.GraphEnter(1, 1, 42, 0xa, 1, 1)
+	a.GraphExit(1, 1, 43, events.Sched{}, 4)
+	a.DecodeExit(1, 1, 44, 0, 4)
+	// A lost decode exit: the decode is dropped when the next one starts.
+	a.DecodeEnter(1, 1, 50, 1)
+	decode(60, 5)
+	decode(70, 5)
+	if len(s.decodes) != 3 || s.decodes[2].Start != 70 || a.Stats.DroppedDecode != 4 || a.Stats.DroppedGraphs != 4 {
+		t.Fatalf("decodes %d, stats %+v", len(s.decodes), a.Stats)
+	}
+	// A graph outside any decode is checked at its own exit.
+	a.GraphEnter(1, 1, 80, 0xb, 1, 1)
+	a.GraphExit(1, 1, 81, events.Sched{}, 6)
+	a.GraphEnter(1, 1, 82, 0xb, 1, 1)
+	a.GraphExit(1, 1, 83, events.Sched{}, 6)
+	if len(s.graphs) != 1 || s.graphs[0].Start != 82 || a.Stats.DroppedGraphs != 5 {
+		t.Fatalf("loose graphs %d, stats %+v", len(s.graphs), a.Stats)
 	}
 }
 
@@ -125,7 +166,7 @@ func TestNodeWindows(t *testing.T) {
 	graph := func(start, end uint64) *Graph {
 		a.GraphEnter(3, 3, start, 0xa, 1, 1)
 		a.NodeStart(3, 3, start+1, 0x1, 0, 0, nil, events.Sched{}, nil)
-		a.GraphExit(3, 3, end, events.Sched{})
+		a.GraphExit(3, 3, end, events.Sched{}, 0)
 		return s.graphs[len(s.graphs)-1]
 	}
 	if g := graph(10, 20); g.Traced || g.Nodes != nil {
@@ -171,7 +212,7 @@ func TestExperts(t *testing.T) {
 	a.NodeStart(3, 3, 12, 0x2, 0, 0, info, events.Sched{}, nil)
 	a.Experts(3, 3, 0x1d5, 2, rows, 32)
 	a.Experts(3, 9, 0x1d5, 2, rows, 32) // a thread with no node
-	a.GraphExit(3, 3, 20, events.Sched{})
+	a.GraphExit(3, 3, 20, events.Sched{}, 0)
 	g := s.graphs[0]
 	r := g.Nodes[0].Routing
 	if r == nil || len(g.Routings) != 1 || g.Routings[0] != r || r.NExpert != 8 || r.Used != 2 || r.Tokens != 2 || !slices.Equal(r.Experts, []int32{5, 1, 0, 3}) {
@@ -196,7 +237,7 @@ func TestNodeSched(t *testing.T) {
 	a.NodeStart(5, 2, 12, 0x1, 0, 1, nil, events.Sched{OffCPU: 7}, nil)
 	a.NodeStart(5, 1, 20, 0x2, 0, 0, nil, events.Sched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1}, nil)
 	a.NodeStart(5, 2, 21, 0x2, 0, 1, nil, events.Sched{OffCPU: 17}, nil)
-	a.GraphExit(5, 1, 30, events.Sched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1})
+	a.GraphExit(5, 1, 30, events.Sched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1}, 0)
 	g := s.graphs[0]
 	if got, want := g.Nodes[0].Sched, (events.Sched{OffCPU: 310, RunQueue: 200, Preemptions: 1, Migrations: 1}); got != want {
 		t.Errorf("node 1: %+v, want %+v", got, want)
@@ -221,13 +262,13 @@ func TestCounters(t *testing.T) {
 	a.NodeStart(1, 2, 21, 0x2, 0, 1, nil, events.Sched{}, c(1200))
 	a.ThreadExit(1, 2, 28, events.Sched{}, c(1900))
 	a.ThreadExit(1, 1, 29, events.Sched{}, c(2400))
-	a.GraphExit(1, 1, 30, events.Sched{})
+	a.GraphExit(1, 1, 30, events.Sched{}, 0)
 
 	a.GraphEnter(1, 1, 40, 0xa, 1, 2)
 	a.NodeStart(1, 1, 41, 0x1, 0, 0, nil, events.Sched{}, c(2500))
 	a.NodeStart(1, 2, 42, 0x1, 0, 1, nil, events.Sched{}, c(2000))
 	a.ThreadExit(1, 1, 49, events.Sched{}, c(3000))
-	a.GraphExit(1, 1, 50, events.Sched{})
+	a.GraphExit(1, 1, 50, events.Sched{}, 0)
 	a.ThreadExit(1, 2, 51, events.Sched{}, c(2700))
 	if len(s.graphs) != 2 {
 		t.Fatalf("%d graphs", len(s.graphs))
@@ -260,7 +301,7 @@ func TestCounters(t *testing.T) {
 	a.GraphEnter(1, 1, 60, 0xa, 1, 1)
 	a.NodeStart(1, 1, 61, 0x1, 0, 0, nil, events.Sched{}, nil)
 	a.ThreadExit(1, 1, 69, events.Sched{}, c(4000))
-	a.GraphExit(1, 1, 70, events.Sched{})
+	a.GraphExit(1, 1, 70, events.Sched{}, 0)
 	if g := s.graphs[2]; g.Nodes[0].Counted != 0 || len(g.Outside) != 0 {
 		t.Errorf("uncounted start: node counted %d, outside %v", g.Nodes[0].Counted, g.Outside)
 	}
@@ -269,7 +310,7 @@ func TestCounters(t *testing.T) {
 	a.GraphEnter(1, 1, 80, 0xa, 1, 1)
 	a.NodeStart(1, 1, 81, 0x1, 0, 0, nil, events.Sched{}, c(9000))
 	a.ThreadExit(1, 1, 89, events.Sched{}, c(9100))
-	a.GraphExit(1, 1, 90, events.Sched{})
+	a.GraphExit(1, 1, 90, events.Sched{}, 0)
 	if g := s.graphs[3]; len(g.Outside) != 0 || g.Nodes[0].Counters != (events.Counters{100, 10}) {
 		t.Errorf("after a new window: outside %v, node %v", g.Outside, g.Nodes[0].Counters)
 	}
@@ -291,7 +332,7 @@ func TestSplitsAndCopies(t *testing.T) {
 	a.SplitEnter(1, 1, 24, "RPC", 5)
 	a.SplitExit(1, 1, 30)
 	a.SchedExit(1, 1, 31)
-	a.DecodeExit(1, 1, 32, 0)
+	a.DecodeExit(1, 1, 32, 0, 0)
 	if len(s.decodes) != 1 {
 		t.Fatalf("%d decodes", len(s.decodes))
 	}

@@ -62,13 +62,14 @@ func Scheduler(progs *bpf.ProfinferPrograms) ([]link.Link, error) {
 }
 
 // Trace adds process pid to the traced processes, whose threads the scheduler programs
-// follow and whose exit the process hooks report, or removes it.
+// follow, whose exit the process hooks report and whose lost records are counted, or
+// removes it.
 func Trace(maps *bpf.ProfinferMaps, pid int, on bool) error {
 	key := uint32(pid)
 	if on {
-		return maps.Traced.Put(key, uint32(0))
+		return errors.Join(maps.Traced.Put(key, uint32(0)), maps.Lost.Put(key, uint64(0)))
 	}
-	return maps.Traced.Delete(key)
+	return errors.Join(maps.Traced.Delete(key), maps.Lost.Delete(key))
 }
 
 // Window tells the programs that a sampling window on traced process pid lasts until

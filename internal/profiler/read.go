@@ -94,11 +94,11 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 		}
 		a.DecodeEnter(ev.PID, ev.TID, ev.TS, int(int32(ev.A)))
 	case events.DecodeExit:
-		a.DecodeExit(ev.PID, ev.TID, ev.TS, int(int32(ev.A)))
+		a.DecodeExit(ev.PID, ev.TID, ev.TS, int(int32(ev.A)), ev.B)
 	case events.GraphEnter:
 		a.GraphEnter(ev.PID, ev.TID, ev.TS, ev.A, int(ev.B), int(ev.Nth))
 	case events.GraphExit:
-		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched)
+		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched, ev.B)
 	case events.Node:
 		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, ev.B, int(ev.Ith), nil, ev.Sched, p.counted(ev))
 	case events.NodeDetail:
