@@ -68,7 +68,12 @@ func TestWindowsNeverBlockTarget(t *testing.T) {
 	}
 }
 
-// uninterruptible returns the wait channels of pid's threads in state D.
+// pageIn are the wait channels of a page fault reading the mmapped model from disk, which
+// a loaded machine's page cache makes happen mid-run, probes or not.
+var pageIn = map[string]bool{"folio_wait_bit_common": true, "io_schedule": true}
+
+// uninterruptible returns the wait channels of pid's threads in state D, other than
+// paging in.
 func uninterruptible(pid int) []string {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, _ := os.ReadDir(dir)
@@ -80,6 +85,9 @@ func uninterruptible(pid int) []string {
 			continue
 		}
 		wchan, _ := os.ReadFile(filepath.Join(dir, task.Name(), "wchan"))
+		if pageIn[string(wchan)] {
+			continue
+		}
 		out = append(out, string(wchan))
 	}
 	return out
