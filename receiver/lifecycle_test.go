@@ -256,3 +256,76 @@ LD_LIBRARY_PATH="$PWD/bin" exec "$PWD/bin/llama-bench" "$@"`
 		t.Errorf("%d of %d resources name the model: it was not found through the container's root", models, len(res))
 	}
 }
+
+// A GGML process that loads libllama with dlopen after profinfer attached to it (as a
+// binding may): testdata/lateload.c links GGML's CPU backend, waits until the test has
+// seen it attached, then dlopens libllama, and once the test has seen the probes added,
+// decodes eight tokens. The probes on libllama are added on the loader's notice, so the
+// decodes are traced, with the graphs inside them.
+func TestE2ELateLoad(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		testbench.Missing(t, "a C compiler (cc)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Dir(e.Bin("llama-bench"))
+	src := filepath.Join(e.Root, "llama.cpp", "src")
+	exe := filepath.Join(dir, "lateload")
+	if out, err := exec.Command(cc, "-O1", "-o", exe, "testdata/lateload.c",
+		"-I", filepath.Join(src, "include"), "-I", filepath.Join(src, "ggml", "include"),
+		"-L", bin, "-lggml-cpu", "-lggml-base", "-ldl", "-Wl,-rpath,"+bin).CombinedOutput(); err != nil {
+		t.Fatalf("compiling lateload: %v: %s", err, out)
+	}
+	c := startCollector(t, ctx, exe, fullTracing)
+	started := time.Now()
+	p, err := testbench.Start(exe, filepath.Join(bin, "libllama.so"), e.Model("tiny-dense"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	waitLogged(t, c, "attached", p.PID(), started, 10*time.Second)
+	if maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.PID())); bytes.Contains(maps, []byte("libllama")) {
+		t.Fatal("lateload mapped libllama before it was told to: the test would prove nothing")
+	}
+	loaded := time.Now()
+	if err := os.WriteFile(filepath.Join(dir, "load"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitLogged(t, c, "probes added on code loaded since attach", p.PID(), loaded, 10*time.Second)
+	if err := os.WriteFile(filepath.Join(dir, "decode"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
+	traces, _ := c.stop(t)
+	decodes, graphs := 0, 0
+	byID := map[string]span{}
+	all := spans(traces)
+	for _, s := range all {
+		byID[s.id] = s
+	}
+	for _, s := range all {
+		switch s.name {
+		case "llama_decode":
+			decodes++
+		case "ggml.graph_compute":
+			for up := byID[s.parent]; up.id != ""; up = byID[up.parent] {
+				if up.name == "llama_decode" {
+					graphs++
+					break
+				}
+			}
+		}
+	}
+	// Each single-token decode computes one graph; the warm-up decode llama.cpp runs when
+	// it makes the context may come too.
+	t.Logf("%d llama_decode spans, %d graphs inside them", decodes, graphs)
+	if decodes < 8 || graphs < 8 {
+		t.Errorf("%d llama_decode spans with %d graphs inside, want the 8 decodes lateload made, each with its graph", decodes, graphs)
+	}
+}

@@ -174,9 +174,7 @@ func Attach(progs *bpf.ProfinferPrograms, p *discover.Process, open Opener, laye
 	a := &Attachment{PID: p.PID, progs: progs, proc: p, open: open, layers: layers, multi: multi,
 		exes: map[*discover.Module]*link.Executable{}, emulated: map[string]bool{}}
 	var err error
-	a.links, err = a.attach(func(g group) bool {
-		return g == app && layers.Application || g == graph && layers.Runtime
-	})
+	a.links, err = a.attach(func(s spec) bool { return a.always(s.group) })
 	if len(a.links) == 0 && err != nil {
 		return nil, err
 	}
@@ -191,10 +189,35 @@ func (a *Attachment) AttachNodes() error {
 		return nil
 	}
 	var err error
-	a.nodes, err = a.attach(func(g group) bool {
-		return g == node || g == barrier && a.layers.Barriers || g == counted && a.layers.Counters
+	a.nodes, err = a.attach(func(s spec) bool {
+		return s.group == node || s.group == barrier && a.layers.Barriers || s.group == counted && a.layers.Counters
 	})
 	return err
+}
+
+// always says whether the probes of group g stay for the life of the process.
+func (a *Attachment) always(g group) bool {
+	return g == app && a.layers.Application || g == graph && a.layers.Runtime
+}
+
+// Extend adds what process p, as inspected again, maps and the attachment lacks: an
+// object that plays a role none did when it was made, such as libllama loaded with
+// dlopen by a binding after profinfer attached. It attaches that object's lasting
+// probes and returns the roles added; node probes on it come with the next AttachNodes.
+func (a *Attachment) Extend(p *discover.Process) ([]discover.Role, error) {
+	var added []discover.Role
+	for r, m := range p.Modules {
+		if m != nil && a.proc.Modules[r] == nil {
+			a.proc.Modules[r] = m
+			added = append(added, discover.Role(r))
+		}
+	}
+	if len(added) == 0 {
+		return nil, nil
+	}
+	links, err := a.attach(func(s spec) bool { return a.always(s.group) && slices.Contains(added, s.role) })
+	a.links = append(a.links, links...)
+	return added, err
 }
 
 // NodesAttached says whether the node probes are in place.
@@ -216,14 +239,14 @@ type Links []link.Link
 // Close closes every link.
 func (l Links) Close() error { return closeAll(l) }
 
-func (a *Attachment) attach(want func(group) bool) ([]link.Link, error) {
+func (a *Attachment) attach(want func(spec) bool) ([]link.Link, error) {
 	var (
 		links   []link.Link
 		errs    []error
 		missing = map[string][]string{} // by object: the symbols it lacks
 	)
 	for _, s := range specs {
-		if !want(s.group) {
+		if !want(s) {
 			continue
 		}
 		l, err := a.place(s)

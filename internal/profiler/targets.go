@@ -148,14 +148,64 @@ func (p *Profiler) look(noticed []int) {
 	for _, pid := range slices.Compact(noticed) {
 		ok, isNamed := p.selects(pid)
 		p.mu.Lock()
-		ok = ok && p.tracked[pid] == nil
+		traced := p.tracked[pid] != nil
 		p.mu.Unlock()
-		if ok {
+		switch {
+		case !ok:
+		case traced:
+			p.extend(pid)
+		default:
 			named[pid] = isNamed
 			todo = append(todo, pid)
 		}
 	}
 	_ = p.attachAll(named, todo, false)
+}
+
+// extend adds to traced process pid the probes on GGML objects it mapped since profinfer
+// attached: a binding that loads libllama with dlopen after its backend.
+func (p *Profiler) extend(pid int) {
+	proc, err := discover.Inspect(p.procfs, "/proc", pid, p.elfCache.classify)
+	if err != nil || proc == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.tracked[pid]
+	if t == nil {
+		return
+	}
+	added, err := t.attachment.Extend(proc)
+	if err != nil {
+		p.log.Warn("some probes not attached", zap.Int("pid", pid), zap.Error(err))
+	}
+	if len(added) == 0 {
+		return
+	}
+	if slices.Contains(added, discover.Llama) {
+		t.ctxFields = p.contextFields(pid, proc)
+	}
+	p.log.Info("probes added on code loaded since attach", zap.Int("pid", pid), zap.Stringers("roles", added),
+		zap.Int("probes", t.attachment.Probes()))
+}
+
+// contextFields finds where process pid's llama_context keeps its size and threads; nil
+// without libllama or the application layer, or when its getters are not plain loads.
+func (p *Profiler) contextFields(pid int, proc *discover.Process) *ggml.Context {
+	m := proc.Module(discover.Llama)
+	if m == nil || !p.cfg.Layers.Application {
+		return nil
+	}
+	lf, err := p.elfCache.open(m)
+	if err != nil {
+		return nil
+	}
+	c, err := ggml.ContextIn(lf)
+	if err != nil {
+		p.log.Warn("context size and threads not reported", zap.Int("pid", pid), zap.Error(err))
+		return nil
+	}
+	return &c
 }
 
 // selects says whether the configuration selects process pid, and whether by its PID.
@@ -466,16 +516,7 @@ func (p *Profiler) attach(pid int) error {
 		backends:   backends.NewResolver(p.procfs, "/proc", pid, p.elfCache.get),
 		infos:      [2]map[string]*assemble.NodeInfo{{}, {}},
 	}
-	if m := proc.Module(discover.Llama); m != nil && p.cfg.Layers.Application {
-		if lf, err := p.elfCache.open(m); err == nil {
-			c, err := ggml.ContextIn(lf)
-			if err != nil {
-				p.log.Warn("context size and threads not reported", zap.Int("pid", pid), zap.Error(err))
-			} else {
-				t.ctxFields = &c
-			}
-		}
-	}
+	t.ctxFields = p.contextFields(pid, proc)
 	p.mu.Lock()
 	p.tracked[pid] = t
 	if err := probe.Trace(&p.objs.ProfinferMaps, pid, true); err != nil {
