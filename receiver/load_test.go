@@ -114,4 +114,3 @@ func tps(rs []testbench.BenchResult) []int {
 	}
 	return out
 }
-

@@ -110,7 +110,7 @@ var bounds = map[roofline.Bound]metadata.AttributeGgmlRooflineBound{
 // Telemetry is the receiver's own health, exported beside the process metrics.
 type Telemetry struct {
 	EventsReceived, EventsDropped, GraphsDropped, GraphsTraced, AttachFailures, SpansDropped uint64
-	ProbesAttached                                                             int
+	ProbesAttached                                                                           int
 }
 
 // Metrics accumulates cumulative metrics per process. It is not safe for concurrent use.
