@@ -120,17 +120,9 @@ func TestE2EReplacedBinary(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	if out, err := exec.Command("cp", "-a", filepath.Dir(e.Bin("llama-bench"))+"/.", dir).CombinedOutput(); err != nil {
-		t.Fatalf("copying the build: %v: %s", err, out)
-	}
+	dir := copyBuild(t, e)
 	exe := filepath.Join(dir, "llama-bench")
-	// LD_LIBRARY_PATH: the build's RUNPATH names the original directory.
-	bench, err := testbench.Start("env", append([]string{"LD_LIBRARY_PATH=" + dir, exe},
-		e.BenchArgs("llama-1b-q4_0", 16, 16, 2, 8)...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bench := startBenchIn(t, dir, e.BenchArgs("llama-1b-q4_0", 16, 16, 2, 8)...)
 	defer bench.Stop()
 	replaced := []string{"llama-bench", "libggml-base.so.0.25.1", "libggml-cpu.so.0.25.1", "libllama.so.0.5.0"}
 	for !mapsAll(bench.PID(), dir, replaced) {
@@ -167,6 +159,28 @@ func TestE2EReplacedBinary(t *testing.T) {
 			t.Fatalf("span %s from pid %d, want only llama-bench's %d", s.name, s.pid, bench.PID())
 		}
 	}
+}
+
+// copyBuild copies the test bench's llama.cpp binaries and libraries to a new directory,
+// and returns it.
+func copyBuild(t *testing.T, e *testbench.Env) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("cp", "-a", filepath.Dir(e.Bin("llama-bench"))+"/.", dir).CombinedOutput(); err != nil {
+		t.Fatalf("copying the build: %v: %s", err, out)
+	}
+	return dir
+}
+
+// startBenchIn starts the llama-bench of a copied build with its own libraries: the
+// build's RUNPATH names the original directory, which LD_LIBRARY_PATH overrides.
+func startBenchIn(t *testing.T, dir string, args ...string) *testbench.Process {
+	t.Helper()
+	p, err := testbench.Start("env", append([]string{"LD_LIBRARY_PATH=" + dir, filepath.Join(dir, "llama-bench")}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // mapsAll says whether process pid maps each of the named files in dir.

@@ -20,10 +20,7 @@ func TestE2EStripped(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	if out, err := exec.Command("cp", "-a", filepath.Dir(e.Bin("llama-bench"))+"/.", dir).CombinedOutput(); err != nil {
-		t.Fatalf("copying the build: %v: %s", err, out)
-	}
+	dir := copyBuild(t, e)
 	static := filepath.Join(dir, "llama-server-static")
 	if out, err := exec.Command("cp", e.StaticServer(), static).CombinedOutput(); err != nil {
 		t.Fatalf("copying the static server: %v: %s", err, out)
@@ -36,10 +33,7 @@ func TestE2EStripped(t *testing.T) {
 	bench := filepath.Join(dir, "llama-bench")
 	c := startCollectorOf(t, ctx, []string{bench, static}, "nodes: {mode: all, barriers: true}, counters: [task-clock]")
 
-	b, err := testbench.Start("env", append([]string{"LD_LIBRARY_PATH=" + dir, bench}, e.BenchArgs("llama-1b-q4_0", 16, 16, 2, 2)...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := startBenchIn(t, dir, e.BenchArgs("llama-1b-q4_0", 16, 16, 2, 2)...)
 	defer b.Stop()
 	if err := b.Wait(ctx); err != nil {
 		t.Fatal(err)

@@ -85,11 +85,10 @@ func (r *Resolver) mappings() {
 		if !m.Perms.Execute || m.Inode == 0 {
 			continue
 		}
-		path, host := discover.Mapped(r.root, r.pid, m)
-		if !strings.Contains(filepath.Base(path), "ggml") && path != exe {
+		if path := discover.Path(m); !strings.Contains(filepath.Base(path), "ggml") && path != exe {
 			continue
 		}
-		f, err := r.open(host, uint64(m.Dev), m.Inode)
+		f, err := r.open(discover.Host(r.root, r.pid, m), uint64(m.Dev), m.Inode)
 		if err != nil {
 			continue
 		}

@@ -81,10 +81,11 @@ func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process,
 		if !m.Perms.Execute || m.Pathname == "" || m.Inode == 0 {
 			continue
 		}
-		path, host := Mapped(root, pid, m)
+		path := Path(m)
 		if !candidate(path, exe) {
 			continue
 		}
+		host := Host(root, pid, m)
 		dev := uint64(m.Dev)
 		roles, err := classify(host, dev, m.Inode)
 		if err != nil {
@@ -109,20 +110,22 @@ func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process,
 // removed or replaced on disk since.
 const deleted = " (deleted)"
 
-// Mapped returns the path of the file mapping m maps, as its process sees it, and a path
-// that reaches that very file from profinfer (for ELF reads and uprobes, which follow
-// the link): under /proc/PID/root while the path still names the mapped file, else
-// through /proc/PID/map_files. The latter covers a binary replaced or deleted on disk
-// while the process runs, and a root that shows the file with another identity.
-func Mapped(root string, pid int, m *procfs.ProcMap) (path, host string) {
-	path = strings.TrimSuffix(m.Pathname, deleted)
+// Path returns the path of the file mapping m maps, as its process sees it.
+func Path(m *procfs.ProcMap) string { return strings.TrimSuffix(m.Pathname, deleted) }
+
+// Host returns a path that reaches the very file mapping m of process pid maps, from
+// profinfer (for ELF reads and uprobes, which follow the link): under /proc/PID/root
+// while the path still names the mapped file, else through /proc/PID/map_files. The
+// latter covers a binary replaced or deleted on disk while the process runs, and a root
+// that shows the file with another identity.
+func Host(root string, pid int, m *procfs.ProcMap) string {
 	dir := filepath.Join(root, strconv.Itoa(pid))
-	host = filepath.Join(dir, "root", path)
+	host := filepath.Join(dir, "root", m.Pathname)
 	var st unix.Stat_t
-	if path == m.Pathname && unix.Stat(host, &st) == nil && st.Ino == m.Inode && st.Dev == uint64(m.Dev) {
-		return path, host
+	if !strings.HasSuffix(m.Pathname, deleted) && unix.Stat(host, &st) == nil && st.Ino == m.Inode && st.Dev == uint64(m.Dev) {
+		return host
 	}
-	return path, filepath.Join(dir, "map_files", fmt.Sprintf("%x-%x", m.StartAddr, m.EndAddr))
+	return filepath.Join(dir, "map_files", fmt.Sprintf("%x-%x", m.StartAddr, m.EndAddr))
 }
 
 // candidate filters mappings before any ELF is opened: GGML and llama libraries by name,

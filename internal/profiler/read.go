@@ -82,15 +82,8 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	a := p.asm
 	switch ev.Kind {
 	case events.DecodeEnter:
-		if tr := p.tracked[int(ev.PID)]; tr != nil {
-			p.readContext(tr, ev.B)
-			// A decode means a loaded model: look for it now, so that this decode's
-			// spans name it, rather than at the next tick. Once per process.
-			if tr.proc.Model == nil && !tr.noModel {
-				if m, changed := lookForModel(p.procfs, int(ev.PID), tr.modelVSize); changed {
-					p.setModel(tr, m)
-				}
-			}
+		if tr := p.tracked[int(ev.PID)]; tr != nil && ev.B != tr.ctx && ev.B != 0 {
+			p.newContext(tr, ev.B)
 		}
 		a.DecodeEnter(ev.PID, ev.TID, ev.TS, int(int32(ev.A)))
 	case events.DecodeExit:

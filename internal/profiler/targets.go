@@ -45,8 +45,8 @@ type tracked struct {
 	target     *ggml.Target
 	attachment *probe.Attachment
 	backends   *backends.Resolver
-	// The llama_context of its latest decode, and where its size and threads are; nil
-	// without libllama or when its getters are not plain loads.
+	// The llama_context of its latest decode, and where its size and threads are (nil
+	// without libllama or when its getters are not plain loads).
 	ctx       uint64
 	ctxFields *ggml.Context
 	// infos caches node descriptions by the raw detail bytes, for plain and fused
@@ -532,13 +532,20 @@ func (p *Profiler) attach(pid int) error {
 	return nil
 }
 
-// readContext reports the size and threads of llama_context ctx, which process t decodes
-// with, when it is not the one seen last. Called with p.mu held.
-func (p *Profiler) readContext(t *tracked, ctx uint64) {
-	if t.ctxFields == nil || ctx == t.ctx || ctx == 0 {
+// newContext notes that process t decodes with llama_context ctx, new to profinfer: it
+// reports the context's size and threads, and since a context means a loaded model,
+// looks for the model file now, so that this decode's spans name it. Called with p.mu
+// held, once per context: per decode it would cost every token syscalls.
+func (p *Profiler) newContext(t *tracked, ctx uint64) {
+	t.ctx = ctx
+	if t.proc.Model == nil && !t.noModel {
+		if m, changed := lookForModel(p.procfs, t.proc.PID, t.modelVSize); changed {
+			p.setModel(t, m)
+		}
+	}
+	if t.ctxFields == nil {
 		return
 	}
-	t.ctx = ctx
 	mem, err := os.Open(filepath.Join("/proc", strconv.Itoa(t.proc.PID), "mem"))
 	if err != nil {
 		p.log.Debug("llama_context not read", zap.Int("pid", t.proc.PID), zap.Error(err))
