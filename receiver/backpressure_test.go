@@ -37,7 +37,7 @@ func TestE2EExporterDown(t *testing.T) {
 	otlp := fmt.Sprintf("endpoint: %q, timeout: 10m, sending_queue: {enabled: false}, retry_on_failure: {enabled: false}", sink.URL)
 	c := startCollectorTo(t, ctx, []string{e.Bin("llama-bench")},
 		"nodes: {mode: sampled, sample_interval: 300ms, sample_graphs: 2}", otlp)
-	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 16, 128, 2, 1)...); err != nil {
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 16, 256, 2, 1)...); err != nil {
 		t.Fatal(err)
 	}
 	ended := time.Now()
@@ -64,8 +64,8 @@ func TestE2EExporterDown(t *testing.T) {
 	}
 	// Windows of 2 graphs, 300 ms apart, over a run of several seconds: many windows, and
 	// far from every graph.
-	if traced < 10 || traced > 80 {
-		t.Errorf("profinfer.graphs.traced = %d, want the windows to go on opening and closing (10 to 80)", traced)
+	if traced < 10 || traced > 160 {
+		t.Errorf("profinfer.graphs.traced = %d, want the windows to go on opening and closing (10 to 160)", traced)
 	}
 	// And they go on to the end of the run, long after the pipeline stuck (its first
 	// request, then two queued batches: a couple of seconds in).
