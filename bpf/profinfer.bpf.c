@@ -16,6 +16,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define N_SRC 3
 #define IDS_SMALL 512  /* bytes of a MoE router's expert ids copied per node: decode */
 #define IDS_MAX 16384  /* and prefill */
+#define GRAPHS_MAX 4096 /* graphs whose nodes' detail was sent, over all processes */
+#define SLOTS 1024      /* threads computing a graph at once; a power of two */
 
 enum kind {
 	EV_DECODE_ENTER = 1,
@@ -38,6 +40,7 @@ enum kind {
 /* Flags on events. */
 #define NODE_FUSED 1 /* started by a fused kernel; tensor2 is the second node */
 #define COUNTED 2    /* the record carries the thread's perf counter values */
+#define NODE_KNOWN 4 /* thread 0's start of a node whose detail was sent since the last graph build */
 
 #define MAX_COUNTERS 8
 #define COUNTER_SLOTS 256 /* threads with counters open at once */
@@ -189,6 +192,57 @@ struct {
 	__type(value, u64);
 } lost SEC(".maps");
 
+/* Traced processes whose graph builds are probed (tgid to 1); user space adds them. Their
+ * thread 0 sends a node's detail (its tensor and sources) once per graph build, not at
+ * every start: graphs are reused token after token, and the copy is most of what a node
+ * start costs thread 0, on the critical path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, u8);
+} remember SEC(".maps");
+
+/* When a traced process last built a graph, or user space last asked for every detail
+ * again (ns). One stamp for all processes: builds are rare. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} built SEC(".maps");
+
+struct graph_key {
+	u32 tgid;
+	u32 pad;
+	u64 graph;
+};
+
+/* Graphs whose nodes sent their detail, with the stamp they were computed under: computed
+ * again under the same stamp, their nodes are those already described. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GRAPHS_MAX);
+	__type(key, struct graph_key);
+	__type(value, u64);
+} described SEC(".maps");
+
+/* What thread 0 of each graph being computed may skip, by tid modulo SLOTS: decided once
+ * per graph, read at every node start. An array lookup is inlined, and costs one cache
+ * line that inference has long evicted; a hash lookup costs several. */
+struct slot {
+	u32 tid;
+	u32 known; /* the graph's nodes were described under the current stamp */
+	u64 graph;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLOTS);
+	__type(key, u32);
+	__type(value, struct slot);
+} slots SEC(".maps");
+
 static __always_inline void dropped(void)
 {
 	u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
@@ -333,6 +387,33 @@ int sched_exit(struct pt_regs *ctx)
 }
 
 /* ggml_graph_compute(cgraph, cplan): the CPU backend's graph, on the calling thread. */
+/* Decides, as the calling thread (thread 0) starts computing graph, whether its node
+ * starts may skip the detail: the graph was computed before under the current stamp, so
+ * its nodes were described then. Otherwise they will be now. */
+static __always_inline void remember_graph(void *graph)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 zero = 0, tid = (u32)id, tgid = id >> 32, at = tid & (SLOTS - 1);
+	struct slot *sl = bpf_map_lookup_elem(&slots, &at);
+	u64 *stamp = bpf_map_lookup_elem(&built, &zero);
+	if (!sl || !stamp)
+		return;
+	sl->tid = tid;
+	sl->known = 0;
+	sl->graph = 0;
+	if (!bpf_map_lookup_elem(&remember, &tgid))
+		return;
+	struct graph_key key = {.tgid = tgid, .graph = (u64)graph};
+	u64 *seen = bpf_map_lookup_elem(&described, &key);
+	if (seen && *seen == *stamp) {
+		sl->known = 1;
+		return;
+	}
+	sl->graph = (u64)graph;
+	u64 now = *stamp;
+	bpf_map_update_elem(&described, &key, &now, BPF_ANY);
+}
+
 SEC("uprobe/ggml_graph_compute")
 int graph_enter(struct pt_regs *ctx)
 {
@@ -341,6 +422,7 @@ int graph_enter(struct pt_regs *ctx)
 	s32 nodes = 0, threads = 0;
 	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
 	bpf_probe_read_user(&threads, sizeof(threads), plan + cplan_nthreads_off);
+	remember_graph(graph);
 	return emit(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, 0, (u16)threads, 0);
 }
 
@@ -462,6 +544,12 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 		return emit_counted(EV_NODE, (u64)tensor, (u64)tensor2, params.ith, params.nth, flags);
 	}
 
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tid = (u32)id, at = tid & (SLOTS - 1);
+	struct slot *sl = bpf_map_lookup_elem(&slots, &at);
+	if (sl && sl->tid == tid && sl->known)
+		return emit_counted(EV_NODE, (u64)tensor, (u64)tensor2, 0, params.nth, flags | NODE_KNOWN);
+
 	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);
 	if (!d) {
 		dropped();
@@ -478,8 +566,11 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 	if (bpf_probe_read_user(d->tensor, size, tensor))
 		__builtin_memset(d->tensor, 0, sizeof(d->tensor));
 	for (int i = 0; i < N_SRC; i++) {
+		/* The source pointers are in the copy already: no user read. */
+		u32 off = tensor_src_off + 8 * i;
 		void *src = 0;
-		bpf_probe_read_user(&src, sizeof(src), tensor + tensor_src_off + 8 * i);
+		if (off <= TENSOR_MAX - 8)
+			src = *(void **)(d->tensor + off);
 		d->src_view[i] = 0;
 		if (!src || bpf_probe_read_user(d->src[i], SRC_HEAD, src)) {
 			__builtin_memset(d->src[i], 0, SRC_HEAD);
@@ -492,8 +583,15 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 		}
 	}
 	bpf_ringbuf_submit(d, wakeup());
-	if (ids)
+	if (ids) {
 		emit_experts(ids, ids_rows);
+		/* Routing changes every token and is read at the node start: a graph with MoE
+		 * nodes is described at every computation. */
+		if (sl && sl->tid == tid && sl->graph) {
+			struct graph_key g = {.tgid = id >> 32, .graph = sl->graph};
+			bpf_map_delete_elem(&described, &g);
+		}
+	}
 	return 0;
 }
 
@@ -511,6 +609,18 @@ SEC("uprobe/ggml_compute_forward_rms_norm_mul_fused")
 int fused_enter(struct pt_regs *ctx)
 {
 	return node_start(ctx, (void *)PT_REGS_PARM2(ctx), (void *)PT_REGS_PARM3(ctx), NODE_FUSED);
+}
+
+/* ggml_new_graph_custom(ctx, size, grads): a graph is built, and with it the tensors it
+ * computes, which may sit where the last build's did: their detail is sent again. */
+SEC("uprobe/ggml_new_graph_custom")
+int graph_new(struct pt_regs *ctx)
+{
+	u32 zero = 0;
+	u64 *b = bpf_map_lookup_elem(&built, &zero);
+	if (b)
+		*b = bpf_ktime_get_ns();
+	return 0;
 }
 
 /* ggml_barrier(threadpool): every thread calls it after every node (and inside some

@@ -54,6 +54,20 @@ type ProfinferEvent struct {
 	}
 }
 
+type ProfinferGraphKey struct {
+	_     structs.HostLayout
+	Tgid  uint32
+	Pad   uint32
+	Graph uint64
+}
+
+type ProfinferSlot struct {
+	_     structs.HostLayout
+	Tid   uint32
+	Known uint32
+	Graph uint64
+}
+
 type ProfinferThread struct {
 	_     structs.HostLayout
 	Sched struct {
@@ -73,11 +87,15 @@ type ProfinferThread struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	ProfinferMapBuilt             = "built"
 	ProfinferMapCounterSlots      = "counter_slots"
 	ProfinferMapCounters          = "counters"
+	ProfinferMapDescribed         = "described"
 	ProfinferMapDrops             = "drops"
 	ProfinferMapEvents            = "events"
 	ProfinferMapLost              = "lost"
+	ProfinferMapRemember          = "remember"
+	ProfinferMapSlots             = "slots"
 	ProfinferMapThreads           = "threads"
 	ProfinferMapTraced            = "traced"
 	ProfinferProgBarrierEnter     = "barrier_enter"
@@ -88,6 +106,7 @@ const (
 	ProfinferProgFusedEnter       = "fused_enter"
 	ProfinferProgGraphEnter       = "graph_enter"
 	ProfinferProgGraphExit        = "graph_exit"
+	ProfinferProgGraphNew         = "graph_new"
 	ProfinferProgNodeEnter        = "node_enter"
 	ProfinferProgSchedEnter       = "sched_enter"
 	ProfinferProgSchedExit        = "sched_exit"
@@ -168,6 +187,7 @@ type ProfinferProgramSpecs struct {
 	FusedEnter   *ebpf.ProgramSpec `ebpf:"fused_enter"`
 	GraphEnter   *ebpf.ProgramSpec `ebpf:"graph_enter"`
 	GraphExit    *ebpf.ProgramSpec `ebpf:"graph_exit"`
+	GraphNew     *ebpf.ProgramSpec `ebpf:"graph_new"`
 	NodeEnter    *ebpf.ProgramSpec `ebpf:"node_enter"`
 	SchedEnter   *ebpf.ProgramSpec `ebpf:"sched_enter"`
 	SchedExit    *ebpf.ProgramSpec `ebpf:"sched_exit"`
@@ -182,11 +202,15 @@ type ProfinferProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferMapSpecs struct {
+	Built        *ebpf.MapSpec `ebpf:"built"`
 	CounterSlots *ebpf.MapSpec `ebpf:"counter_slots"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	Described    *ebpf.MapSpec `ebpf:"described"`
 	Drops        *ebpf.MapSpec `ebpf:"drops"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	Remember     *ebpf.MapSpec `ebpf:"remember"`
+	Slots        *ebpf.MapSpec `ebpf:"slots"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
 }
@@ -237,22 +261,30 @@ func (o *ProfinferObjects) Close() error {
 //
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferMaps struct {
+	Built        *ebpf.Map `ebpf:"built"`
 	CounterSlots *ebpf.Map `ebpf:"counter_slots"`
 	Counters     *ebpf.Map `ebpf:"counters"`
+	Described    *ebpf.Map `ebpf:"described"`
 	Drops        *ebpf.Map `ebpf:"drops"`
 	Events       *ebpf.Map `ebpf:"events"`
 	Lost         *ebpf.Map `ebpf:"lost"`
+	Remember     *ebpf.Map `ebpf:"remember"`
+	Slots        *ebpf.Map `ebpf:"slots"`
 	Threads      *ebpf.Map `ebpf:"threads"`
 	Traced       *ebpf.Map `ebpf:"traced"`
 }
 
 func (m *ProfinferMaps) Close() error {
 	return _ProfinferClose(
+		m.Built,
 		m.CounterSlots,
 		m.Counters,
+		m.Described,
 		m.Drops,
 		m.Events,
 		m.Lost,
+		m.Remember,
+		m.Slots,
 		m.Threads,
 		m.Traced,
 	)
@@ -296,6 +328,7 @@ type ProfinferPrograms struct {
 	FusedEnter   *ebpf.Program `ebpf:"fused_enter"`
 	GraphEnter   *ebpf.Program `ebpf:"graph_enter"`
 	GraphExit    *ebpf.Program `ebpf:"graph_exit"`
+	GraphNew     *ebpf.Program `ebpf:"graph_new"`
 	NodeEnter    *ebpf.Program `ebpf:"node_enter"`
 	SchedEnter   *ebpf.Program `ebpf:"sched_enter"`
 	SchedExit    *ebpf.Program `ebpf:"sched_exit"`
@@ -316,6 +349,7 @@ func (p *ProfinferPrograms) Close() error {
 		p.FusedEnter,
 		p.GraphEnter,
 		p.GraphExit,
+		p.GraphNew,
 		p.NodeEnter,
 		p.SchedEnter,
 		p.SchedExit,

@@ -322,12 +322,15 @@ func TestE2ELlamaBench(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := startCollector(t, ctx, e.Bin("llama-bench"), "nodes: {mode: all, barriers: true}")
-	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 32, 16, 2, 1)...); err != nil {
+	// -pg: a prompt, then tokens, in one context: the graph is rebuilt for each in the
+	// same memory, and reused token after token.
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 32, 16, 2, 1, "-pg", "32,16")...); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
 	traces, metrics := c.stop(t)
 	checkProfile(t, traces, metrics, 16)
+	checkShapes(t, traces)
 	checkDAG(t, traces)
 	// With the barrier probe every node span splits each thread's busy time from its wait.
 	for _, s := range spans(traces) {
@@ -339,6 +342,49 @@ func TestE2ELlamaBench(t *testing.T) {
 			t.Fatalf("MUL_MAT span busy time %v over %d ns, want 2 positive shares within it", busy, s.end-s.start)
 		}
 	}
+}
+
+// checkShapes asserts that every layer matmul but the last layer's has as many columns as
+// its decode has tokens (the last computes only the rows whose logits are wanted). Thread
+// 0 describes a graph's nodes once per build and names them by tensor after: a
+// description kept past a rebuild would give a token the prompt's shapes.
+func checkShapes(t *testing.T, traces []ptrace.Traces) {
+	t.Helper()
+	all := spans(traces)
+	byID := map[string]span{}
+	last := int64(0)
+	for _, s := range all {
+		byID[s.id] = s
+		if l, ok := s.attrs["ggml.layer"].(int64); ok {
+			last = max(last, l)
+		}
+	}
+	phases := map[string]int{}
+	for _, s := range all {
+		if s.name == "ggml.node" {
+			t.Fatalf("a node span without its description: %v", s.attrs)
+		}
+		if l, ok := s.attrs["ggml.layer"].(int64); s.name != "MUL_MAT" || !ok || l == last {
+			continue
+		}
+		d := byID[s.parent]
+		for d.name != "llama_decode" && d.parent != "" {
+			d = byID[d.parent]
+		}
+		if d.name != "llama_decode" {
+			continue
+		}
+		shape, _ := s.attrs["ggml.tensor.shape"].([]any)
+		tokens := d.attrs["llama.batch.tokens"].(int64)
+		if len(shape) != 4 || shape[1].(int64) != tokens {
+			t.Fatalf("%s %s has shape %v in a decode of %d tokens", s.name, s.attrs["ggml.tensor.name"], shape, tokens)
+		}
+		phases[d.attrs["llama.phase"].(string)]++
+	}
+	if phases["prefill"] == 0 || phases["decode"] == 0 {
+		t.Fatalf("layer matmuls checked by phase: %v, want both", phases)
+	}
+	t.Logf("layer matmul shapes match their decodes: %v", phases)
 }
 
 // checkDAG asserts that every traced graph's nodes link to their producers within the

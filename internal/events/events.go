@@ -44,6 +44,7 @@ func (k Kind) String() string {
 const (
 	FlagFused   = 1 // a node started by a fused kernel; B is then the second node's tensor
 	FlagCounted = 2 // Counters holds the thread's perf counter values
+	FlagKnown   = 4 // a Node of thread 0 whose NodeDetail came since the process last built a graph
 )
 
 // MaxCounters is how many perf counters a record carries.

@@ -285,6 +285,7 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	a.PutStr("ggml.tensor.name", info.Name)
 	a.PutStr("ggml.tensor.type", info.Type)
 	shape := a.PutEmptySlice("ggml.tensor.shape")
+	shape.EnsureCapacity(len(info.Shape))
 	for _, d := range info.Shape {
 		shape.AppendEmpty().SetInt(d)
 	}
@@ -293,6 +294,7 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	}
 	if len(info.Srcs) > 0 {
 		srcs := a.PutEmptySlice("ggml.src")
+		srcs.EnsureCapacity(len(info.Srcs))
 		for _, src := range info.Srcs {
 			srcs.AppendEmpty().SetStr(src.Text)
 		}

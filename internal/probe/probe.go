@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/bpf"
 	"github.com/profinfer/profinfer/internal/discover"
@@ -69,7 +70,23 @@ func Trace(maps *bpf.ProfinferMaps, pid int, on bool) error {
 	if on {
 		return errors.Join(maps.Traced.Put(key, uint32(0)), maps.Lost.Put(key, uint64(0)))
 	}
-	return errors.Join(maps.Traced.Delete(key), maps.Lost.Delete(key))
+	err := maps.Remember.Delete(key)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		err = nil
+	}
+	return errors.Join(maps.Traced.Delete(key), maps.Lost.Delete(key), err)
+}
+
+// Remember lets the node programs send each node's detail of process pid once per graph
+// build instead of at every node start, from now on; the build probe (see SeesBuilds)
+// must be attached. Calling it again has every detail sent again.
+func Remember(maps *bpf.ProfinferMaps, pid int) error {
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		return err
+	}
+	// A new stamp forgets what was sent to a process that had pid before, or before now.
+	return errors.Join(maps.Built.Put(uint32(0), uint64(now.Nano())), maps.Remember.Put(uint32(pid), uint8(1)))
 }
 
 // Window tells the programs that a sampling window on traced process pid lasts until
@@ -112,6 +129,7 @@ var specs = []spec{
 	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitExit }, true, 0, false},
 	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyEnter }, false, symbols.RDI | symbols.RSI, false},
 	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyExit }, true, 0, false},
+	{graph, discover.Base, buildSymbol, func(p *progs) *ebpf.Program { return p.GraphNew }, false, 0, true},
 	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphEnter }, false, symbols.RDI | symbols.RSI, false},
 	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphExit }, true, 0, false},
 	{node, discover.CPU, "ggml_cpu_extra_compute_forward", func(p *progs) *ebpf.Program { return p.NodeEnter }, false, symbols.RDI | symbols.RSI, false},
@@ -119,6 +137,10 @@ var specs = []spec{
 	{barrier, discover.CPU, "ggml_barrier", func(p *progs) *ebpf.Program { return p.BarrierEnter }, false, 0, false},
 	{counted, discover.CPU, "ggml_graph_compute_thread", func(p *progs) *ebpf.Program { return p.ThreadExit }, true, 0, false},
 }
+
+// buildSymbol is where a graph is built: once per build, not per token, where graphs are
+// reused.
+const buildSymbol = "ggml_new_graph_custom"
 
 // loses says what is not reported without each probed symbol.
 var loses = map[string]string{
@@ -154,6 +176,7 @@ type Attachment struct {
 	open     Opener
 	layers   Layers
 	multi    bool // uprobe_multi links, see PrepareMulti
+	builds   bool // the build probe is attached
 	exes     map[*discover.Module]*link.Executable
 	links    []link.Link
 	nodes    []link.Link
@@ -219,6 +242,9 @@ func (a *Attachment) Extend(p *discover.Process) ([]discover.Role, error) {
 	a.links = append(a.links, links...)
 	return added, err
 }
+
+// SeesBuilds says whether graph builds are probed, which Remember needs.
+func (a *Attachment) SeesBuilds() bool { return a.builds }
 
 // NodesAttached says whether the node probes are in place.
 func (a *Attachment) NodesAttached() bool { return len(a.nodes) > 0 }
@@ -327,6 +353,7 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 	if emulated {
 		a.emulated[s.symbol] = true
 	}
+	a.builds = a.builds || s.symbol == buildSymbol
 	return l, nil
 }
 

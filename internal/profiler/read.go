@@ -14,6 +14,7 @@ import (
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/ggml"
+	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
@@ -93,7 +94,11 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	case events.GraphExit:
 		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched, ev.B)
 	case events.Node:
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, ev.B, int(ev.Ith), nil, ev.Sched, p.counted(ev))
+		var info *assemble.NodeInfo
+		if ev.Flags&events.FlagKnown != 0 {
+			info = p.nodeInfo(ev, t)
+		}
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, ev.B, int(ev.Ith), info, ev.Sched, p.counted(ev))
 	case events.NodeDetail:
 		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, ev.B, int(ev.Ith), p.nodeInfo(ev, t), ev.Sched, p.counted(ev))
 	case events.Experts:
@@ -150,12 +155,35 @@ func (p *Profiler) counted(ev *events.Event) *events.Counters {
 	return nil
 }
 
-// nodeInfo names, types and shapes a node from the raw tensor copy in ev.
+// nodeInfo names, types and shapes a node from the raw tensor copy in ev, or for a known
+// node from the copy last sent for its tensor.
 func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo {
 	tr := p.tracked[int(ev.PID)]
 	if tr == nil || tr.target == nil {
 		return nil
 	}
+	key := knownNode{ev.A, ev.Flags & events.FlagFused}
+	if ev.Kind == events.Node {
+		info := tr.known[key]
+		// Never described: the node probes came mid-graph, or the cache was cleared. Have
+		// every graph described again, once until a description comes.
+		if info == nil && !tr.redescribe {
+			tr.redescribe = true
+			_ = probe.Remember(&p.objs.ProfinferMaps, int(ev.PID))
+		}
+		return info
+	}
+	tr.redescribe = false
+	if len(tr.known) >= maxKnown {
+		clear(tr.known)
+	}
+	info := p.describe(tr, ev, t)
+	tr.known[key] = info
+	return info
+}
+
+// describe decodes a node's detail, through the cache of descriptions by detail bytes.
+func (p *Profiler) describe(tr *tracked, ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo {
 	fused := ev.Flags & events.FlagFused
 	cache := tr.infos[fused]
 	if info, ok := cache[string(ev.Detail)]; ok {

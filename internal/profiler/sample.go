@@ -59,6 +59,13 @@ func (p *Profiler) openWindow(t *tracked) bool {
 	if !t.attachment.NodesAttached() {
 		return false
 	}
+	// A graph in flight as the probes came was described from the middle on: every
+	// graph is described again from its start.
+	if t.attachment.SeesBuilds() {
+		if err := probe.Remember(&p.objs.ProfinferMaps, t.proc.PID); err != nil {
+			p.log.Debug("node details sent at every node start", zap.Int("pid", t.proc.PID), zap.Error(err))
+		}
+	}
 	t.windowGraphs = 0
 	p.asm.NodesOn(uint32(t.proc.PID), monotonic())
 	// One graph end more than the window traces: a graph in flight as it opens ends in

@@ -53,6 +53,10 @@ type tracked struct {
 	// starts: graphs repeat the same tensors every token, so most nodes cost a lookup
 	// instead of a decode and allocations.
 	infos [2]map[string]*assemble.NodeInfo
+	// known holds the description last sent for each node's tensor: while the process
+	// reuses a graph, thread 0 sends its nodes' detail once per build (probe.Remember).
+	known      map[knownNode]*assemble.NodeInfo
+	redescribe bool // a known node was met without a description; all asked again
 	// Node sampling: graphs traced in the current window, when the next one opens, and
 	// whether a failure to attach the node probes was logged.
 	windowGraphs int
@@ -64,6 +68,16 @@ type tracked struct {
 
 // maxInfos bounds each cache; shapes that grow with the context (KV views) add entries.
 const maxInfos = 4096
+
+// knownNode is a node's tensor, and whether a fused kernel started it.
+type knownNode struct {
+	tensor uint64
+	fused  uint16
+}
+
+// maxKnown bounds the descriptions kept per process: a known node met without one has
+// every graph described again.
+const maxKnown = 65536
 
 // candidates returns the PIDs the configuration selects, and for each whether it was named
 // explicitly (so that "not GGML" is an error rather than a skip).
@@ -515,6 +529,7 @@ func (p *Profiler) attach(pid int) error {
 		attachment: a,
 		backends:   backends.NewResolver(p.procfs, "/proc", pid, p.elfCache.get),
 		infos:      [2]map[string]*assemble.NodeInfo{{}, {}},
+		known:      map[knownNode]*assemble.NodeInfo{},
 	}
 	t.ctxFields = p.contextFields(pid, proc)
 	p.mu.Lock()
