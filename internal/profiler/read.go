@@ -165,7 +165,7 @@ func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo
 	key := knownNode{ev.A, ev.Flags & events.FlagFused}
 	if ev.Kind == events.Node {
 		info := tr.known[key]
-		// Never described: the node probes came mid-graph, or the cache was cleared. Have
+		// Never described: its detail record was lost, or the cache was cleared. Have
 		// every graph described again, once until a description comes.
 		if info == nil && !tr.redescribe {
 			tr.redescribe = true
