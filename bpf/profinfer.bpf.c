@@ -132,8 +132,8 @@ struct {
 } events SEC(".maps");
 
 /* Processes being traced (tgid), filled by user space: the scheduler programs look at
- * their threads only. The value counts the graph ends left to the process's open
- * sampling window; 0 when none is open. */
+ * their threads only. The value counts the graph starts left to the process's open
+ * sampling window (then WINDOW_LAST and WINDOW_SPENT); 0 when none is open. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -297,16 +297,38 @@ static __always_inline u64 wakeup(void)
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
-/* The last graph end of a sampling window wakes the reader, which closes the window:
- * every graph traced past it costs a probe hit per node. One wakeup per window, not per
- * graph: each takes a context switch on the cores the model runs on. */
-static __always_inline u64 graph_end_wakeup(u32 tgid)
+/* A sampling window counts the graphs that start in it; the end of the last wakes the
+ * reader, which closes the window: every graph traced past it costs a probe hit per node.
+ * One wakeup per window, not per graph: each takes a context switch on the cores the
+ * model runs on. A graph computed by llama_decode reaches the reader only with its
+ * decode's exit, which may come after the reader has woken for the graph's: until the
+ * reader closes the window, its spent count (WINDOW_SPENT) has every graph and decode end
+ * wake it. */
+#define WINDOW_LAST 0xfffffffe  /* the graph being computed is the window's last */
+#define WINDOW_SPENT 0xffffffff /* the window's graphs are computed */
+
+/* Counts a graph start into the calling process's window. */
+static __always_inline void window_graph(void)
 {
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	u32 *left = bpf_map_lookup_elem(&traced, &tgid);
 	/* Not atomic: one thread computes a process's graphs. Were two to race, the wakeup
 	 * would come a graph late, or the reader's own tick would close the window. */
-	if (left && *left && --*left == 0)
+	if (left && *left && *left < WINDOW_LAST && --*left == 0)
+		*left = WINDOW_LAST;
+}
+
+static __always_inline u64 window_wakeup(u32 tgid, bool graph_end)
+{
+	u32 *left = bpf_map_lookup_elem(&traced, &tgid);
+	if (!left)
+		return wakeup();
+	if (*left == WINDOW_SPENT)
 		return BPF_RB_FORCE_WAKEUP;
+	if (graph_end && *left == WINDOW_LAST) {
+		*left = WINDOW_SPENT;
+		return BPF_RB_FORCE_WAKEUP;
+	}
 	return wakeup();
 }
 
@@ -333,7 +355,7 @@ static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 fl
 		return 0;
 	}
 	fill(e, kind, a, b, ith, nth, flags);
-	bpf_ringbuf_submit(e, kind == EV_GRAPH_EXIT ? graph_end_wakeup(e->pid) : wakeup());
+	bpf_ringbuf_submit(e, kind == EV_GRAPH_EXIT || kind == EV_DECODE_EXIT ? window_wakeup(e->pid, kind == EV_GRAPH_EXIT) : wakeup());
 	return 0;
 }
 
@@ -423,6 +445,7 @@ int graph_enter(struct pt_regs *ctx)
 	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
 	bpf_probe_read_user(&threads, sizeof(threads), plan + cplan_nthreads_off);
 	remember_graph(graph);
+	window_graph();
 	return emit(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, 0, (u16)threads, 0);
 }
 

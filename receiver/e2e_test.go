@@ -306,7 +306,8 @@ func checkProfileOf(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metr
 		t.Fatalf("no traced graph among %d graph spans", len(graphs))
 	}
 	if n, _ := lastSum(metrics, "profinfer.graphs.traced"); n != int64(traced) {
-		t.Errorf("profinfer.graphs.traced = %d, but %d traced graph spans were exported", n, traced)
+		dropped, _ := lastSum(metrics, "profinfer.spans.dropped")
+		t.Errorf("profinfer.graphs.traced = %d, but %d traced graph spans were exported (%d spans dropped)", n, traced, dropped)
 	}
 	if d, ok := lastSum(metrics, "profinfer.events.dropped"); !ok || d != 0 {
 		t.Errorf("profinfer.events.dropped = %d (exported: %v), want 0", d, ok)
@@ -445,7 +446,7 @@ func checkDAG(t *testing.T, traces []ptrace.Traces) {
 }
 
 // Roofline classification without a PMU: decode matmuls stream their quantised weights
-// and are memory-bound, at or under the measured bandwidth; prefill matmuls reach a far
+// and are memory-bound, at or near the measured bandwidth; prefill matmuls reach a far
 // higher FLOP rate.
 func TestE2ERoofline(t *testing.T) {
 	e := testbench.Require(t)
@@ -480,7 +481,9 @@ func TestE2ERoofline(t *testing.T) {
 		decode++
 		if s.attrs["ggml.roofline.bound"] == "memory" {
 			memory++
-			if f := s.attrs["ggml.roofline.peak_fraction"].(float64); f > 1 {
+			// The peak is the start-up probe's copies; a kernel that only reads can beat
+			// them by a few percent.
+			if f := s.attrs["ggml.roofline.peak_fraction"].(float64); f > 1.1 {
 				t.Errorf("decode %s moved %.2f times the measured peak bandwidth", s.attrs["ggml.tensor.name"], f)
 			}
 		}
@@ -561,22 +564,31 @@ func TestE2ESampledNodes(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := startCollector(t, ctx, e.Bin("llama-bench"), "nodes: {sample_interval: 500ms, sample_graphs: 3}")
-	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 32, 64, 2, 1)...); err != nil {
+	c := startCollector(t, ctx, e.Bin("llama-bench"), "nodes: {sample_interval: 200ms, sample_graphs: 3}")
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 32, 128, 2, 1)...); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond)
 	traces, metrics := c.stop(t)
 	graphs := checkProfile(t, traces, metrics, 16)
-	traced := 0
+	slices.SortFunc(graphs, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	traced, run, longest := 0, 0, 0
 	for _, g := range graphs {
-		if g.attrs["ggml.graph.traced"] == true {
-			traced++
+		if g.attrs["ggml.graph.traced"] != true {
+			run = 0
+			continue
 		}
+		traced++
+		run++
+		longest = max(longest, run)
 	}
-	// 64 decode graphs at ~20 ms take over a second: several windows, never all graphs.
+	// 128 decode graphs at ~20 ms take a few seconds: several windows, never all graphs.
 	if traced < 6 || traced >= len(graphs)/2 {
 		t.Errorf("%d of %d graphs traced, want at least two windows of 3 and well under half", traced, len(graphs))
+	}
+	// A window closes as its third graph is read, not at the reader's next tick.
+	if longest > 3 {
+		t.Errorf("%d graphs traced in a row, want windows of 3", longest)
 	}
 }
 

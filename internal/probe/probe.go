@@ -89,8 +89,9 @@ func Remember(maps *bpf.ProfinferMaps, pid int) error {
 	return errors.Join(maps.Built.Put(uint32(0), uint64(now.Nano())), maps.Remember.Put(uint32(pid), uint8(1)))
 }
 
-// Window tells the programs that a sampling window on traced process pid lasts until
-// graphs more graph ends, the last of which wakes the reader to close it; 0 means no
+// Window tells the programs that a sampling window on traced process pid lasts for
+// graphs more graph computations, the end of the last of which wakes the reader to close
+// it (and so does every graph or decode end after it, until the reader does); 0 means no
 // window is open.
 func Window(maps *bpf.ProfinferMaps, pid, graphs int) error {
 	return maps.Traced.Update(uint32(pid), uint32(graphs), ebpf.UpdateExist)

@@ -133,8 +133,10 @@ type Profiler struct {
 const shutdownGrace = 2 * time.Second
 
 // exportQueue is how many span batches (of up to maxPending spans) wait for a busy
-// pipeline before more are dropped.
-const exportQueue = 2
+// pipeline before more are dropped: about a second of full tracing, which the reader
+// builds in a burst when it drains the ring buffer (the file exporter, writing JSON,
+// took 2 of them too few).
+const exportQueue = 8
 
 // New returns a profiler that delivers to the given consumers, either of which may be nil.
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {

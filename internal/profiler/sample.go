@@ -47,6 +47,14 @@ func (p *Profiler) due(when time.Time) {
 // openWindow attaches the node probes of t and says whether any are in place. Called
 // with p.mu held.
 func (p *Profiler) openWindow(t *tracked) bool {
+	// A graph in flight as the probes come is described from the middle on: every graph
+	// is described again from its start. Before the attach, so that nothing delays the
+	// window's start past the next graph's.
+	if t.attachment.SeesBuilds() {
+		if err := probe.Remember(&p.objs.ProfinferMaps, t.proc.PID); err != nil {
+			p.log.Debug("node details sent at every node start", zap.Int("pid", t.proc.PID), zap.Error(err))
+		}
+	}
 	err := t.attachment.AttachNodes()
 	if err != nil && !t.warned {
 		msg := "node probes not attached"
@@ -59,18 +67,12 @@ func (p *Profiler) openWindow(t *tracked) bool {
 	if !t.attachment.NodesAttached() {
 		return false
 	}
-	// A graph in flight as the probes came was described from the middle on: every
-	// graph is described again from its start.
-	if t.attachment.SeesBuilds() {
-		if err := probe.Remember(&p.objs.ProfinferMaps, t.proc.PID); err != nil {
-			p.log.Debug("node details sent at every node start", zap.Int("pid", t.proc.PID), zap.Error(err))
-		}
-	}
-	t.windowGraphs = 0
-	p.asm.NodesOn(uint32(t.proc.PID), monotonic())
-	// One graph end more than the window traces: a graph in flight as it opens ends in
-	// it, untraced.
-	p.window(t, p.cfg.Nodes.Graphs+1)
+	// The programs count the graphs that start from here on, all traced but one that
+	// starts before the window's time below; should one, every graph and decode end
+	// after the count wakes the reader until it has read enough.
+	p.window(t, p.cfg.Nodes.Graphs)
+	t.windowGraphs, t.windowOn = 0, monotonic()
+	p.asm.NodesOn(uint32(t.proc.PID), t.windowOn)
 	return true
 }
 
@@ -90,14 +92,17 @@ func (p *Profiler) countTraced(t *tracked, g *assemble.Graph) {
 		return
 	}
 	p.traced++
+	if g.Start < t.windowOn {
+		return // the last window's, read after this one opened
+	}
 	t.windowGraphs++
 	if p.cfg.Nodes.Mode == NodesSampled && t.windowGraphs >= p.cfg.Nodes.Graphs && t.attachment.NodesAttached() {
 		p.closeWindow(t)
 	}
 }
 
-// window tells the programs how many graph ends are left to the sampling window on t,
-// for them to wake the reader at the last. Called with p.mu held.
+// window tells the programs how many graphs are left to start in the sampling window on
+// t, for them to wake the reader as the last ends. Called with p.mu held.
 func (p *Profiler) window(t *tracked, graphs int) {
 	if p.cfg.Nodes.Mode != NodesSampled {
 		return // no window to close

@@ -60,6 +60,7 @@ type tracked struct {
 	// Node sampling: graphs traced in the current window, when the next one opens, and
 	// whether a failure to attach the node probes was logged.
 	windowGraphs int
+	windowOn     uint64 // when the window opened (monotonic ns)
 	nextWindow   time.Time
 	warned       bool
 	noModel      bool   // its model file could not be read

@@ -73,7 +73,8 @@ func TestWindowsNeverBlockTarget(t *testing.T) {
 var pageIn = map[string]bool{"folio_wait_bit_common": true, "io_schedule": true}
 
 // uninterruptible returns the wait channels of pid's threads in state D, other than
-// paging in.
+// paging in. A wait channel of "0" is a thread that woke between the two reads: its sleep
+// was too short to name, unlike the stall this looks for, which lasts milliseconds.
 func uninterruptible(pid int) []string {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, _ := os.ReadDir(dir)
@@ -85,7 +86,7 @@ func uninterruptible(pid int) []string {
 			continue
 		}
 		wchan, _ := os.ReadFile(filepath.Join(dir, task.Name(), "wchan"))
-		if pageIn[string(wchan)] {
+		if pageIn[string(wchan)] || string(wchan) == "0" {
 			continue
 		}
 		out = append(out, string(wchan))
