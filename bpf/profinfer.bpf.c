@@ -570,7 +570,10 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tid = (u32)id, at = tid & (SLOTS - 1);
 	struct slot *sl = bpf_map_lookup_elem(&slots, &at);
-	if (sl && sl->tid == tid && sl->known)
+	/* Not with perf counters: with the short record taken, most counter reads of every
+	 * thread failed (TestE2ECounters; why is not understood yet), and counters already
+	 * cost more than the detail. */
+	if (!n_counters && sl && sl->tid == tid && sl->known)
 		return emit_counted(EV_NODE, (u64)tensor, (u64)tensor2, 0, params.nth, flags | NODE_KNOWN);
 
 	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);

@@ -39,7 +39,9 @@ type Opener func(path string, dev, inode uint64) (*symbols.File, error)
 // Resolver names the backends of one process by function address. It reads the GGML
 // objects the process maps when it is made, so that the events of a process that has
 // exited by the time they are read still resolve; an address outside them makes it look
-// at the mappings again, for a backend loaded since.
+// at the mappings again, for a backend loaded since. The executable is read only when an
+// address lands in it: a statically linked one holds the backends (and its probes had it
+// read already), but a binding's (node's) is large and holds none.
 type Resolver struct {
 	fs    procfs.FS
 	pid   int
@@ -49,10 +51,12 @@ type Resolver struct {
 	names map[uint64]string
 }
 
-// code is one executable mapping of a GGML object.
+// code is one executable mapping of a GGML object, or of the executable.
 type code struct {
 	start, end, bias uint64
 	file             *symbols.File
+	path             string // to open file from when it is first needed
+	dev, inode       uint64
 }
 
 // NewResolver returns a resolver for process pid of fs, which is mounted at root.
@@ -85,14 +89,17 @@ func (r *Resolver) mappings() {
 		if !m.Perms.Execute || m.Inode == 0 {
 			continue
 		}
-		if path := discover.Path(m); !strings.Contains(filepath.Base(path), "ggml") && path != exe {
+		path := discover.Path(m)
+		ggml := strings.Contains(filepath.Base(path), "ggml")
+		if !ggml && path != exe {
 			continue
 		}
-		f, err := r.open(discover.Host(r.root, r.pid, m), uint64(m.Dev), m.Inode)
-		if err != nil {
+		c := code{start: uint64(m.StartAddr), end: uint64(m.EndAddr), bias: bias[m.Pathname],
+			path: discover.Host(r.root, r.pid, m), dev: uint64(m.Dev), inode: m.Inode}
+		if ggml && !c.load(r.open) {
 			continue
 		}
-		r.code = append(r.code, code{uint64(m.StartAddr), uint64(m.EndAddr), bias[m.Pathname], f})
+		r.code = append(r.code, c)
 	}
 }
 
@@ -101,10 +108,10 @@ func (r *Resolver) Name(addr uint64) string {
 	if name, ok := r.names[addr]; ok {
 		return name
 	}
-	name := r.resolve(addr)
-	if name == "" {
+	name, mapped := r.resolve(addr)
+	if !mapped {
 		r.mappings()
-		name = r.resolve(addr)
+		name, _ = r.resolve(addr)
 	}
 	if name == "" {
 		name = Unknown
@@ -113,19 +120,31 @@ func (r *Resolver) Name(addr uint64) string {
 	return name
 }
 
-// resolve names addr from the mappings read so far; "" if none holds it.
-func (r *Resolver) resolve(addr uint64) string {
-	for _, c := range r.code {
-		if c.start <= addr && addr < c.end {
-			if sym, ok := c.file.At(addr - c.bias); ok {
-				return Name(sym.Name)
-			}
-			// A stripped object: a backend that names itself with a constant (the
-			// CPU's) is still known by that.
-			if name, err := c.file.StringReturn(symbols.Symbol{Name: fmt.Sprintf("%#x", addr-c.bias), Value: addr - c.bias}); err == nil {
-				return name
-			}
-		}
+// load opens c's file, and says whether it could.
+func (c *code) load(open Opener) bool {
+	if c.file == nil {
+		c.file, _ = open(c.path, c.dev, c.inode)
 	}
-	return ""
+	return c.file != nil
+}
+
+// resolve names addr from the mappings read so far, and says whether one holds it.
+func (r *Resolver) resolve(addr uint64) (string, bool) {
+	for i := range r.code {
+		c := &r.code[i]
+		if addr < c.start || addr >= c.end {
+			continue
+		}
+		if !c.load(r.open) {
+			return "", true
+		}
+		if sym, ok := c.file.At(addr - c.bias); ok {
+			return Name(sym.Name), true
+		}
+		// A stripped object: a backend that names itself with a constant (the CPU's) is
+		// still known by that.
+		name, _ := c.file.StringReturn(symbols.Symbol{Name: fmt.Sprintf("%#x", addr-c.bias), Value: addr - c.bias})
+		return name, true
+	}
+	return "", false
 }

@@ -1,6 +1,14 @@
 package backends
 
-import "testing"
+import (
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/prometheus/procfs"
+
+	"github.com/profinfer/profinfer/internal/symbols"
+)
 
 func TestName(t *testing.T) {
 	for sym, want := range map[string]string{
@@ -15,5 +23,29 @@ func TestName(t *testing.T) {
 		if got := Name(sym); got != want {
 			t.Errorf("Name(%s) = %q, want %q", sym, got, want)
 		}
+	}
+}
+
+// The executable is read only when an address lands in it: a binding's (node's) is large
+// and holds no backend. This test binary maps no GGML object, only itself.
+func TestResolverReadsExecutableOnDemand(t *testing.T) {
+	fs, err := procfs.NewFS("/proc")
+	if err != nil {
+		t.Skip(err)
+	}
+	var opened []string
+	open := func(path string, dev, inode uint64) (*symbols.File, error) {
+		opened = append(opened, path)
+		return symbols.Open(path)
+	}
+	r := NewResolver(fs, "/proc", os.Getpid(), open)
+	if len(opened) != 0 {
+		t.Fatalf("opened %v before any address needed them", opened)
+	}
+	if got := r.Name(uint64(reflect.ValueOf(TestName).Pointer())); got != Unknown {
+		t.Errorf("a test function names backend %q, want %q", got, Unknown)
+	}
+	if len(opened) != 1 {
+		t.Errorf("opened %v for an address in the executable, want it alone", opened)
 	}
 }
