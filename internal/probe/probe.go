@@ -13,7 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/bpf"
 	"github.com/profinfer/profinfer/internal/discover"
@@ -78,15 +77,12 @@ func Trace(maps *bpf.ProfinferMaps, pid int, on bool) error {
 }
 
 // Remember lets the node programs send each node's detail of process pid once per graph
-// build instead of at every node start, from now on; the build probe (see SeesBuilds)
-// must be attached. Calling it again has every detail sent again.
-func Remember(maps *bpf.ProfinferMaps, pid int) error {
-	var now unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
-		return err
-	}
+// build instead of at every node start, from now on (now is CLOCK_MONOTONIC in ns); the
+// build probe (see SeesBuilds) must be attached. Calling it again has every detail sent
+// again.
+func Remember(maps *bpf.ProfinferMaps, pid int, now uint64) error {
 	// A new stamp forgets what was sent to a process that had pid before, or before now.
-	return errors.Join(maps.Built.Put(uint32(0), uint64(now.Nano())), maps.Remember.Put(uint32(pid), uint8(1)))
+	return errors.Join(maps.Built.Put(uint32(0), now), maps.Remember.Put(uint32(pid), uint8(1)))
 }
 
 // Window tells the programs that a sampling window on traced process pid lasts for

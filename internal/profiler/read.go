@@ -169,7 +169,7 @@ func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo
 		// every graph described again, once until a description comes.
 		if info == nil && !tr.redescribe {
 			tr.redescribe = true
-			_ = probe.Remember(&p.objs.ProfinferMaps, int(ev.PID))
+			_ = probe.Remember(&p.objs.ProfinferMaps, int(ev.PID), monotonic())
 		}
 		return info
 	}

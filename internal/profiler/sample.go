@@ -51,7 +51,7 @@ func (p *Profiler) openWindow(t *tracked) bool {
 	// is described again from its start. Before the attach, so that nothing delays the
 	// window's start past the next graph's.
 	if t.attachment.SeesBuilds() {
-		if err := probe.Remember(&p.objs.ProfinferMaps, t.proc.PID); err != nil {
+		if err := probe.Remember(&p.objs.ProfinferMaps, t.proc.PID, monotonic()); err != nil {
 			p.log.Debug("node details sent at every node start", zap.Int("pid", t.proc.PID), zap.Error(err))
 		}
 	}
