@@ -885,9 +885,18 @@ func TestE2ECounters(t *testing.T) {
 	}
 
 	// Node spans carry the software counters, never more CPU time than their threads
-	// had wall time.
+	// had wall time. A graph ends as its threads pass the last barrier; a worker's share
+	// of the last node runs on to its own exit from the graph, a return probe away (1-4 µs
+	// seen, once 104).
 	counted := 0
-	for _, sp := range spans(traces) {
+	all := spans(traces)
+	lastNode := map[string]uint64{} // graph span ID: end of its last node
+	for _, sp := range all {
+		if _, ok := sp.attrs["ggml.op"]; ok {
+			lastNode[sp.parent] = max(lastNode[sp.parent], sp.end)
+		}
+	}
+	for _, sp := range all {
 		tc, ok := sp.attrs["perf.task_clock"].(int64)
 		if !ok || sp.name != "MUL_MAT" {
 			continue
@@ -896,8 +905,12 @@ func TestE2ECounters(t *testing.T) {
 		if _, ok := sp.attrs["perf.page_faults"]; !ok {
 			t.Errorf("MUL_MAT span without perf.page_faults: %v", sp.attrs)
 		}
-		if uint64(tc) > 2*(sp.end-sp.start)+100_000 {
-			t.Errorf("MUL_MAT span of %d ns on 2 threads has %d ns of task-clock", sp.end-sp.start, tc)
+		slack := uint64(100_000)
+		if sp.end == lastNode[sp.parent] {
+			slack = 1_000_000
+		}
+		if uint64(tc) > 2*(sp.end-sp.start)+slack {
+			t.Errorf("MUL_MAT span %v of %d ns on 2 threads has %d ns of task-clock", sp.attrs["ggml.tensor.name"], sp.end-sp.start, tc)
 		}
 	}
 	if counted == 0 {
