@@ -49,13 +49,40 @@ func TestSummarize(t *testing.T) {
 	}
 	base := []Run{run(100, 50, nan), run(200, 40, nan)}
 	got := Summarize("default", []Run{run(90, 40, 0), run(150, 36, 7)}, base)
-	want := Row{Config: "default", PP: 120, TG: 38, PPRatio: 0.825, TGRatio: 0.85,
+	want := Row{Config: "default", PP: 120, TG: 38, PPRatio: 0.825, TGRatio: 0.85, TGLow: nan, TGHigh: nan,
 		CPUPerToken: nan, TracerCPU: nan, TracerPeakRSS: nan, EventsPerSec: nan, Dropped: 7}
 	if d := cmp.Diff(want, got, cmpopts.EquateNaNs(), cmpopts.EquateApprox(0, 1e-12)); d != "" {
 		t.Errorf("Summarize (-want +got):\n%s", d)
 	}
 	if got := Summarize("baseline", base, base); got.TGRatio != 1 || !math.IsNaN(got.Dropped) {
 		t.Errorf("baseline row: tg ratio %v, dropped %v; want 1 and unmeasured", got.TGRatio, got.Dropped)
+	}
+}
+
+// The interval is order statistics of the values: the extremes of 8 (99.2% coverage), the
+// third from each end of 12 (96.1%), none below 6 values.
+func TestMedianInterval(t *testing.T) {
+	seq := func(n int) []float64 {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = float64(n - i) // descending: the interval must sort them
+		}
+		return xs
+	}
+	for _, c := range []struct {
+		xs     []float64
+		lo, hi float64
+	}{
+		{seq(5), nan, nan},
+		{seq(6), 1, 6},
+		{seq(8), 1, 8},
+		{seq(12), 3, 10},
+		{append(seq(8), nan, nan), 1, 8}, // unmeasured values do not count
+	} {
+		lo, hi := MedianInterval(c.xs)
+		if !same(lo, c.lo) || !same(hi, c.hi) {
+			t.Errorf("MedianInterval(%v) = %v, %v; want %v, %v", c.xs, lo, hi, c.lo, c.hi)
+		}
 	}
 }
 
@@ -97,15 +124,15 @@ func TestOrder(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	rows := []Row{
-		{Config: "baseline", PP: 170.04, TG: 49.96, PPRatio: 1, TGRatio: 1, CPUPerToken: 0.04512,
+		{Config: "baseline", PP: 170.04, TG: 49.96, PPRatio: 1, TGRatio: 1, TGLow: nan, TGHigh: nan, CPUPerToken: 0.04512,
 			TracerCPU: nan, TracerPeakRSS: nan, EventsPerSec: nan, Dropped: nan},
-		{Config: "node-default", PP: nan, TG: 30, PPRatio: nan, TGRatio: 0.75, CPUPerToken: 0.1,
+		{Config: "node-default", PP: nan, TG: 30, PPRatio: nan, TGRatio: 0.75, TGLow: 0.7, TGHigh: 0.8, CPUPerToken: 0.1,
 			TracerCPU: 0.123, TracerPeakRSS: 64 << 20, EventsPerSec: 12345.6, Dropped: 0},
 	}
-	want := `| config | pp512 t/s | tg128 t/s | pp ratio | tg ratio | target CPU ms/token | tracer CPU % of a core | tracer peak RSS MiB | events/s | drops |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-| baseline | 170.0 | 50.0 | 1.000 | 1.000 | 45.12 | — | — | — | — |
-| node-default | — | 30.0 | — | 0.750 | 100.00 | 12.3 | 64 | 12346 | 0 |
+	want := `| config | pp512 t/s | tg128 t/s | pp ratio | tg ratio | tg ratio 95% CI | target CPU ms/token | tracer CPU % of a core | tracer peak RSS MiB | events/s | drops |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| baseline | 170.0 | 50.0 | 1.000 | 1.000 | — | 45.12 | — | — | — | — |
+| node-default | — | 30.0 | — | 0.750 | 0.700–0.800 | 100.00 | 12.3 | 64 | 12346 | 0 |
 `
 	if d := cmp.Diff(want, Table(rows, 512, 128)); d != "" {
 		t.Errorf("Table (-want +got):\n%s", d)

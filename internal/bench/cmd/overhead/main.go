@@ -194,7 +194,9 @@ func (r *runner) measure(ctx context.Context, configs []string, pairs int) (stri
 	fmt.Fprintf(&b, `
 Medians of %d alternating rounds, each running every configuration once, in an order
 shuffled per round (seeded by the round). Ratios are medians of the per-round ratios to the configuration's
-baseline (baseline; node-baseline for node-default). Model %s, %d threads. Target CPU per
+baseline (baseline; node-baseline for node-default); the tg ratio's interval is the
+distribution-free one for a median (order statistics of the per-round ratios; at least 6
+rounds). Model %s, %d threads. Target CPU per
 token: the decode process's user+system CPU over the tokens it generated, model load
 included (llama-bench tg%d; for node, the whole driver). Tracer: the collector (bpftrace for
 naive), its CPU over the workload's wall time.
