@@ -42,11 +42,11 @@ type Row struct {
 	// TGLow and TGHigh bound TGRatio's population median with 95% confidence or more
 	// (MedianInterval); NaN with too few rounds.
 	TGLow, TGHigh float64
-	CPUPerToken      float64
-	TracerCPU        float64
-	TracerPeakRSS    float64
-	EventsPerSec     float64
-	Dropped          float64 // total over the rounds
+	CPUPerToken   float64
+	TracerCPU     float64
+	TracerPeakRSS float64
+	EventsPerSec  float64
+	Dropped       float64 // total over the rounds
 }
 
 // Summarize reduces a configuration's rounds to its row. base are its baseline's runs in the
@@ -54,13 +54,14 @@ type Row struct {
 func Summarize(config string, runs, base []Run) Row {
 	pp := func(r Run) float64 { return r.PP }
 	tg := func(r Run) float64 { return r.TG }
-	lo, hi := MedianInterval(ratios(column(runs, tg), column(base, tg)))
+	tgRatios := ratios(column(runs, tg), column(base, tg))
+	lo, hi := MedianInterval(tgRatios)
 	return Row{
 		Config:        config,
 		PP:            Median(column(runs, pp)),
 		TG:            Median(column(runs, tg)),
 		PPRatio:       PairedRatio(column(runs, pp), column(base, pp)),
-		TGRatio:       PairedRatio(column(runs, tg), column(base, tg)),
+		TGRatio:       Median(tgRatios),
 		TGLow:         lo,
 		TGHigh:        hi,
 		CPUPerToken:   Median(column(runs, func(r Run) float64 { return r.CPUPerToken })),
