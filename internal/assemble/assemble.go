@@ -170,7 +170,7 @@ type Stats struct {
 	OrphanEvents  uint64 // node or barrier events with no graph open
 	DroppedGraphs uint64 // graphs not delivered: records of theirs were lost, or their process exited
 	DroppedDecode uint64 // decodes not delivered, likewise
-	PartialGraphs uint64 // graphs whose nodes were dropped: the node probes came or went mid-graph
+	PartialGraphs uint64 // graphs whose nodes were dropped: the node probes came or went mid-graph, or their window was full
 }
 
 type thread struct {
@@ -221,8 +221,13 @@ type process struct {
 }
 
 // window is a span of time during which the node probes were attached; Off is 0 while
-// they still are.
-type window struct{ On, Off uint64 }
+// they still are. It traces the first Graphs graphs that start and end in it (all if 0):
+// probes detached a moment after its last graph may see another whole, when the machine
+// is slow to wake the reader.
+type window struct {
+	On, Off        uint64
+	Graphs, traced int
+}
 
 func (w window) covers(start, end uint64) bool {
 	return w.On != 0 && w.On <= start && (w.Off == 0 || end <= w.Off)
@@ -283,15 +288,15 @@ func (a *Assembler) dropDecode(d *Decode) {
 	a.Stats.DroppedGraphs += uint64(len(d.Graphs))
 }
 
-// NodesOn records that the node probes of process pid were attached by ts: graphs that
-// start after it are traced until NodesOff. Counter readings start afresh: what the
-// threads did meanwhile was not traced.
-func (a *Assembler) NodesOn(pid uint32, ts uint64) {
+// NodesOn records that the node probes of process pid were attached by ts: the first
+// graphs graphs (all if 0) that start after it are traced until NodesOff. Counter
+// readings start afresh: what the threads did meanwhile was not traced.
+func (a *Assembler) NodesOn(pid uint32, ts uint64, graphs int) {
 	p := a.proc(pid)
 	for _, t := range p.threads {
 		t.ctr = counting{}
 	}
-	p.windows[p.next%len(p.windows)] = window{On: ts}
+	p.windows[p.next%len(p.windows)] = window{On: ts, Graphs: graphs}
 	p.next++
 }
 
@@ -303,9 +308,14 @@ func (a *Assembler) NodesOff(pid uint32, ts uint64) {
 	}
 }
 
+// traced says whether a graph, ended now, is traced, and counts it into its window.
 func (p *process) traced(start, end uint64) bool {
-	for _, w := range p.windows {
-		if w.covers(start, end) {
+	for i := range p.windows {
+		if w := &p.windows[i]; w.covers(start, end) {
+			if w.Graphs > 0 && w.traced >= w.Graphs {
+				return false
+			}
+			w.traced++
 			return true
 		}
 	}

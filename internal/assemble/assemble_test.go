@@ -25,7 +25,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	mm := &NodeInfo{Op: "MUL_MAT", Name: "Qcur-0", Type: "f32"}
 	add := &NodeInfo{Op: "ADD", Name: "ffn_inp-0", Type: "f32"}
 	norm := &NodeInfo{Op: "RMS_NORM", Name: "norm-0", Type: "f32", FusedOp: "MUL"}
-	a.NodesOn(1, 50)
+	a.NodesOn(1, 50, 0)
 	a.DecodeEnter(1, 1, 100, 1)
 	a.SchedEnter(1, 1, 105, 9)
 	a.GraphEnter(1, 1, 110, 0xa, 5, 2)
@@ -92,7 +92,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 func TestLooseGraphOrphansAndExit(t *testing.T) {
 	s := &sink{}
 	a := New(s)
-	a.NodesOn(7, 1)
+	a.NodesOn(7, 1, 0)
 	a.Barrier(7, 7, 1)
 	a.NodeStart(7, 7, 2, 0x1, 0, 0, nil, events.Sched{}, nil)
 	a.GraphEnter(7, 7, 10, 0xa, 1, 1)
@@ -172,7 +172,7 @@ func TestNodeWindows(t *testing.T) {
 	if g := graph(10, 20); g.Traced || g.Nodes != nil {
 		t.Fatalf("graph before any window: %+v", g)
 	}
-	a.NodesOn(3, 25)
+	a.NodesOn(3, 25, 0)
 	if g := graph(30, 40); !g.Traced || len(g.Nodes) != 1 {
 		t.Fatalf("graph inside an open window: %+v", g)
 	}
@@ -180,7 +180,7 @@ func TestNodeWindows(t *testing.T) {
 	if g := graph(42, 50); g.Traced || g.Nodes != nil {
 		t.Fatalf("graph cut by the window's end: %+v", g)
 	}
-	a.NodesOn(3, 62)
+	a.NodesOn(3, 62, 0)
 	if g := graph(60, 70); g.Traced || g.Nodes != nil {
 		t.Fatalf("graph begun before the window: %+v", g)
 	}
@@ -190,8 +190,18 @@ func TestNodeWindows(t *testing.T) {
 	if g := graph(75, 85); !g.Traced || len(g.Nodes) != 1 {
 		t.Fatalf("graph inside a closed window: %+v", g)
 	}
-	if a.Stats.PartialGraphs != 3 {
-		t.Fatalf("partial graphs %d, want 3", a.Stats.PartialGraphs)
+	// A window of 2 graphs traces the first two that start in it, not a third that
+	// ended before the probes came off.
+	a.NodesOn(3, 100, 2)
+	for i, want := range []bool{true, true, false} {
+		start := uint64(110 + 10*i)
+		if g := graph(start, start+5); g.Traced != want {
+			t.Fatalf("graph %d of a window of 2: traced %v", i+1, g.Traced)
+		}
+	}
+	a.NodesOff(3, 150)
+	if a.Stats.PartialGraphs != 4 {
+		t.Fatalf("partial graphs %d, want 4", a.Stats.PartialGraphs)
 	}
 }
 
@@ -200,7 +210,7 @@ func TestNodeWindows(t *testing.T) {
 func TestExperts(t *testing.T) {
 	s := &sink{}
 	a := New(s)
-	a.NodesOn(3, 1)
+	a.NodesOn(3, 1, 0)
 	a.GraphEnter(3, 3, 10, 0xa, 3, 1)
 	info := &NodeInfo{Op: "MUL_MAT_ID", Srcs: []Src{NewSrc("q4_0", [4]int64{64, 128, 8, 1}), NewSrc("f32", [4]int64{64, 2, 2, 1}), NewSrc("i32", [4]int64{2, 2, 1, 1})}}
 	rows := make([]byte, 2*32) // two tokens, 8 experts sorted by the router, 2 used
@@ -231,7 +241,7 @@ func TestExperts(t *testing.T) {
 func TestNodeSched(t *testing.T) {
 	s := &sink{}
 	a := New(s)
-	a.NodesOn(5, 1)
+	a.NodesOn(5, 1, 0)
 	a.GraphEnter(5, 1, 10, 0xa, 2, 2)
 	a.NodeStart(5, 1, 11, 0x1, 0, 0, nil, events.Sched{OffCPU: 100, RunQueue: 50, Preemptions: 1}, nil)
 	a.NodeStart(5, 2, 12, 0x1, 0, 1, nil, events.Sched{OffCPU: 7}, nil)
@@ -254,7 +264,7 @@ func TestCounters(t *testing.T) {
 	s := &sink{}
 	a := New(s)
 	c := func(task uint64) *events.Counters { return &events.Counters{task, task / 10} }
-	a.NodesOn(1, 1)
+	a.NodesOn(1, 1, 0)
 	a.GraphEnter(1, 1, 10, 0xa, 2, 2)
 	a.NodeStart(1, 1, 11, 0x1, 0, 0, nil, events.Sched{}, c(1000)) // first readings: baselines
 	a.NodeStart(1, 2, 12, 0x1, 0, 1, nil, events.Sched{}, c(500))
@@ -306,7 +316,7 @@ func TestCounters(t *testing.T) {
 		t.Errorf("uncounted start: node counted %d, outside %v", g.Nodes[0].Counted, g.Outside)
 	}
 	// A new window starts afresh: the untraced time between is nobody's.
-	a.NodesOn(1, 75)
+	a.NodesOn(1, 75, 0)
 	a.GraphEnter(1, 1, 80, 0xa, 1, 1)
 	a.NodeStart(1, 1, 81, 0x1, 0, 0, nil, events.Sched{}, c(9000))
 	a.ThreadExit(1, 1, 89, events.Sched{}, c(9100))

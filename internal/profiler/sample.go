@@ -72,7 +72,11 @@ func (p *Profiler) openWindow(t *tracked) bool {
 	// after the count wakes the reader until it has read enough.
 	p.window(t, p.cfg.Nodes.Graphs)
 	t.windowGraphs, t.windowOn = 0, monotonic()
-	p.asm.NodesOn(uint32(t.proc.PID), t.windowOn)
+	graphs := 0 // NodesAll: one window, every graph
+	if p.cfg.Nodes.Mode == NodesSampled {
+		graphs = p.cfg.Nodes.Graphs
+	}
+	p.asm.NodesOn(uint32(t.proc.PID), t.windowOn, graphs)
 	return true
 }
 
