@@ -105,8 +105,10 @@ type Graph struct {
 	NNodes     int // nodes in the graph, computed or not
 	NThreads   int
 	Start, End uint64
-	Traced     bool    // node probes were attached for the whole graph
-	Nodes      []*Node // computed nodes, in order of first start; nil unless Traced
+	Traced     bool // node probes were attached for the whole graph
+	// FillsWindow marks the last graph the newest sampling window traces: it can close.
+	FillsWindow bool
+	Nodes       []*Node // computed nodes, in order of first start; nil unless Traced
 	// Outside holds, per thread, the perf counter deltas from the thread's exit from the
 	// previous graph to its first node in this one; nil unless Traced.
 	Outside []ThreadCounters
@@ -308,18 +310,19 @@ func (a *Assembler) NodesOff(pid uint32, ts uint64) {
 	}
 }
 
-// traced says whether a graph, ended now, is traced, and counts it into its window.
-func (p *process) traced(start, end uint64) bool {
+// traced says whether a graph, ended now, is traced, counting it into its window, and
+// whether it is the last the newest window traces.
+func (p *process) traced(start, end uint64) (traced, fills bool) {
 	for i := range p.windows {
 		if w := &p.windows[i]; w.covers(start, end) {
 			if w.Graphs > 0 && w.traced >= w.Graphs {
-				return false
+				return false, false
 			}
 			w.traced++
-			return true
+			return true, w.traced == w.Graphs && i == (p.next-1)%len(p.windows)
 		}
 	}
-	return false
+	return false, false
 }
 
 // SchedEnter starts a scheduler graph computation.
@@ -420,7 +423,7 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.Sched, lo
 	}
 	g.End = ts
 	g.byTensor = nil
-	g.Traced = p.traced(g.Start, g.End)
+	g.Traced, g.FillsWindow = p.traced(g.Start, g.End)
 	if !g.Traced {
 		if len(g.Nodes) > 0 {
 			a.Stats.PartialGraphs++

@@ -195,8 +195,8 @@ func TestNodeWindows(t *testing.T) {
 	a.NodesOn(3, 100, 2)
 	for i, want := range []bool{true, true, false} {
 		start := uint64(110 + 10*i)
-		if g := graph(start, start+5); g.Traced != want {
-			t.Fatalf("graph %d of a window of 2: traced %v", i+1, g.Traced)
+		if g := graph(start, start+5); g.Traced != want || g.FillsWindow != (i == 1) {
+			t.Fatalf("graph %d of a window of 2: traced %v, fills it %v", i+1, g.Traced, g.FillsWindow)
 		}
 	}
 	a.NodesOff(3, 150)

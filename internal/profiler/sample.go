@@ -71,12 +71,11 @@ func (p *Profiler) openWindow(t *tracked) bool {
 	// starts before the window's time below; should one, every graph and decode end
 	// after the count wakes the reader until it has read enough.
 	p.window(t, p.cfg.Nodes.Graphs)
-	t.windowGraphs, t.windowOn = 0, monotonic()
 	graphs := 0 // NodesAll: one window, every graph
 	if p.cfg.Nodes.Mode == NodesSampled {
 		graphs = p.cfg.Nodes.Graphs
 	}
-	p.asm.NodesOn(uint32(t.proc.PID), t.windowOn, graphs)
+	p.asm.NodesOn(uint32(t.proc.PID), monotonic(), graphs)
 	return true
 }
 
@@ -96,11 +95,7 @@ func (p *Profiler) countTraced(t *tracked, g *assemble.Graph) {
 		return
 	}
 	p.traced++
-	if g.Start < t.windowOn {
-		return // the last window's, read after this one opened
-	}
-	t.windowGraphs++
-	if p.cfg.Nodes.Mode == NodesSampled && t.windowGraphs >= p.cfg.Nodes.Graphs && t.attachment.NodesAttached() {
+	if g.FillsWindow && t.attachment.NodesAttached() {
 		p.closeWindow(t)
 	}
 }

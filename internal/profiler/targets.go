@@ -57,14 +57,12 @@ type tracked struct {
 	// reuses a graph, thread 0 sends its nodes' detail once per build (probe.Remember).
 	known      map[knownNode]*assemble.NodeInfo
 	redescribe bool // a known node was met without a description; all asked again
-	// Node sampling: graphs traced in the current window, when the next one opens, and
-	// whether a failure to attach the node probes was logged.
-	windowGraphs int
-	windowOn     uint64 // when the window opened (monotonic ns)
-	nextWindow   time.Time
-	warned       bool
-	noModel      bool   // its model file could not be read
-	modelVSize   uint64 // its virtual size when no model was found: look again once it grows
+	// Node sampling: when the next window opens, and whether a failure to attach the node
+	// probes was logged.
+	nextWindow time.Time
+	warned     bool
+	noModel    bool   // its model file could not be read
+	modelVSize uint64 // its virtual size when no model was found: look again once it grows
 }
 
 // maxInfos bounds each cache; shapes that grow with the context (KV views) add entries.
