@@ -284,6 +284,9 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	a.PutStr("ggml.op", info.Op)
 	a.PutStr("ggml.tensor.name", info.Name)
 	a.PutStr("ggml.tensor.type", info.Type)
+	if w := WeightType(info); w != "" {
+		a.PutStr("ggml.weight.type", w)
+	}
 	shape := a.PutEmptySlice("ggml.tensor.shape")
 	shape.EnsureCapacity(len(info.Shape))
 	for _, d := range info.Shape {
@@ -324,6 +327,19 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	a.PutDouble("ggml.roofline.peak_fraction", c.Fraction)
 	a.PutDouble("ggml.roofline.flops_per_second", c.FLOPS)
 	a.PutDouble("ggml.roofline.bytes_per_second", c.Bandwidth)
+}
+
+// WeightType is the type of the matrix a node reads its rows from: the weights'
+// quantisation for a layer's matmuls, which decides their speed far more than the f32
+// they write. Empty for ops that read no such matrix.
+func WeightType(info *assemble.NodeInfo) string {
+	switch info.Op {
+	case "MUL_MAT", "MUL_MAT_ID", "OUT_PROD", "GET_ROWS":
+		if len(info.Srcs) > 0 {
+			return info.Srcs[0].Type
+		}
+	}
+	return ""
 }
 
 // BarrierWait is the time a node's threads spent in its closing barrier waiting for the

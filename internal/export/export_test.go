@@ -71,7 +71,7 @@ func TestDecodeSpans(t *testing.T) {
 		t.Errorf("timestamps %d %d", dec.StartTimestamp(), node.EndTimestamp())
 	}
 	a := node.Attributes().AsRaw()
-	if node.Name() != "MUL_MAT" || a["ggml.layer"] != int64(1) || a["ggml.tensor.type"] != "f32" {
+	if node.Name() != "MUL_MAT" || a["ggml.layer"] != int64(1) || a["ggml.tensor.type"] != "f32" || a["ggml.weight.type"] != "q4_0" {
 		t.Errorf("node %s %v", node.Name(), a)
 	}
 	if busy := a["ggml.thread.busy_ns"].([]any); busy[0] != int64(45) || busy[1] != int64(39) {
@@ -91,6 +91,24 @@ func TestDecodeSpans(t *testing.T) {
 	}
 	if dec.Attributes().AsRaw()["llama.phase"] != "prefill" {
 		t.Error("32 tokens is prefill")
+	}
+
+	// The op metrics name a matmul by its weights' type as well as its output's.
+	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Peaks{}, nil)
+	m.Decode(&Process{PID: 1, Exe: "x"}, d)
+	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	found := false
+	for i := 0; i < ms.Len(); i++ {
+		if mt := ms.At(i); mt.Name() == "ggml.op.count" {
+			a := mt.Sum().DataPoints().At(0).Attributes().AsRaw()
+			found = a["ggml.weight.type"] == "q4_0" && a["ggml.tensor.type"] == "f32"
+			if !found {
+				t.Errorf("ggml.op.count attributes %v", a)
+			}
+		}
+	}
+	if !found {
+		t.Error("no ggml.op.count")
 	}
 }
 
@@ -149,15 +167,15 @@ func TestCounters(t *testing.T) {
 		"ggml.thread.counter 7 task-clock node":    550,
 		"ggml.thread.counter 7 task-clock outside": 100,
 		"ggml.thread.counter 8 task-clock node":    400,
-		"ggml.op.counter MUL_MAT f32 task-clock":   900,
+		"ggml.op.counter MUL_MAT none f32 task-clock":   900,
 		"ggml.op.counters.bound MUL_MAT memory":    1,
-		"ggml.op.counter MUL_MAT f32 instructions": 1000,
+		"ggml.op.counter MUL_MAT none f32 instructions": 1000,
 	} {
 		if got[k] != want {
 			t.Errorf("%s = %d, want %d", k, got[k], want)
 		}
 	}
-	if _, ok := got["ggml.op.counter ADD f32 task-clock"]; ok {
+	if _, ok := got["ggml.op.counter ADD none f32 task-clock"]; ok {
 		t.Error("a partly counted op has ggml.op.counter")
 	}
 }

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"cmp"
 	"math"
 	"sort"
 	"time"
@@ -46,7 +47,7 @@ func (h *histogram) put(dp pmetric.HistogramDataPoint) {
 	dp.BucketCounts().FromRaw(h.counts)
 }
 
-type opKey struct{ op, typ string }
+type opKey struct{ op, weight, typ string }
 
 // processMetrics is the cumulative state of one process.
 type processMetrics struct {
@@ -197,9 +198,9 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 		pm.route(layer, r)
 	}
 	for _, n := range g.Nodes {
-		k := opKey{"unknown", "unknown"}
+		k := opKey{"unknown", "none", "unknown"}
 		if n.Info != nil {
-			k = opKey{n.Info.Op, n.Info.Type}
+			k = opKey{n.Info.Op, cmp.Or(WeightType(n.Info), "none"), n.Info.Type}
 		}
 		st := pm.ops[k]
 		if st == nil {
@@ -310,19 +311,19 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 	now := pcommon.NewTimestampFromTime(time.Now())
 	for _, pm := range m.procs {
 		for k, st := range pm.ops {
-			m.mb.RecordGgmlOpCountDataPoint(now, st.count, k.op, k.typ)
-			m.mb.RecordGgmlOpOffCPUTimeDataPoint(now, float64(st.sched.OffCPU)/1e9, k.op, k.typ)
-			m.mb.RecordGgmlOpRunqueueTimeDataPoint(now, float64(st.sched.RunQueue)/1e9, k.op, k.typ)
-			m.mb.RecordGgmlOpPreemptionsDataPoint(now, int64(st.sched.Preemptions), k.op, k.typ)
-			m.mb.RecordGgmlOpMigrationsDataPoint(now, int64(st.sched.Migrations), k.op, k.typ)
-			m.mb.RecordGgmlOpBarrierWaitDataPoint(now, float64(st.barrierWait)/1e9, k.op, k.typ)
+			m.mb.RecordGgmlOpCountDataPoint(now, st.count, k.op, k.weight, k.typ)
+			m.mb.RecordGgmlOpOffCPUTimeDataPoint(now, float64(st.sched.OffCPU)/1e9, k.op, k.weight, k.typ)
+			m.mb.RecordGgmlOpRunqueueTimeDataPoint(now, float64(st.sched.RunQueue)/1e9, k.op, k.weight, k.typ)
+			m.mb.RecordGgmlOpPreemptionsDataPoint(now, int64(st.sched.Preemptions), k.op, k.weight, k.typ)
+			m.mb.RecordGgmlOpMigrationsDataPoint(now, int64(st.sched.Migrations), k.op, k.weight, k.typ)
+			m.mb.RecordGgmlOpBarrierWaitDataPoint(now, float64(st.barrierWait)/1e9, k.op, k.weight, k.typ)
 			if st.flops > 0 {
-				m.mb.RecordGgmlOpFlopsDataPoint(now, st.flops, k.op, k.typ)
-				m.mb.RecordGgmlOpBytesDataPoint(now, st.bytes, k.op, k.typ)
+				m.mb.RecordGgmlOpFlopsDataPoint(now, st.flops, k.op, k.weight, k.typ)
+				m.mb.RecordGgmlOpBytesDataPoint(now, st.bytes, k.op, k.weight, k.typ)
 			}
 			if st.counted {
 				for i, name := range m.counters.names {
-					m.mb.RecordGgmlOpCounterDataPoint(now, int64(st.counters[i]), k.op, k.typ, name)
+					m.mb.RecordGgmlOpCounterDataPoint(now, int64(st.counters[i]), k.op, k.weight, k.typ, name)
 				}
 			}
 		}
@@ -396,6 +397,7 @@ func (m *Metrics) histograms(ms pmetric.MetricSlice, pm *processMetrics, now pco
 		dp.SetStartTimestamp(m.start)
 		dp.SetTimestamp(now)
 		dp.Attributes().PutStr("ggml.op", k.op)
+		dp.Attributes().PutStr("ggml.weight.type", k.weight)
 		dp.Attributes().PutStr("ggml.tensor.type", k.typ)
 		h.put(dp)
 	}

@@ -54,6 +54,7 @@ type MetricsConfig struct {
 	ProfinferGraphsDropped  MetricConfig `mapstructure:"profinfer.graphs.dropped"`
 	ProfinferGraphsTraced   MetricConfig `mapstructure:"profinfer.graphs.traced"`
 	ProfinferProbesAttached MetricConfig `mapstructure:"profinfer.probes.attached"`
+	ProfinferRooflinePeak   MetricConfig `mapstructure:"profinfer.roofline.peak"`
 	ProfinferSpansDropped   MetricConfig `mapstructure:"profinfer.spans.dropped"`
 }
 
@@ -132,6 +133,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		ProfinferProbesAttached: MetricConfig{
+			Enabled: true,
+		},
+		ProfinferRooflinePeak: MetricConfig{
 			Enabled: true,
 		},
 		ProfinferSpansDropped: MetricConfig{

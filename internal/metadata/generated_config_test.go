@@ -102,6 +102,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProfinferProbesAttached: MetricConfig{
 						Enabled: true,
 					},
+					ProfinferRooflinePeak: MetricConfig{
+						Enabled: true,
+					},
 					ProfinferSpansDropped: MetricConfig{
 						Enabled: true,
 					},
@@ -201,6 +204,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					ProfinferProbesAttached: MetricConfig{
+						Enabled: false,
+					},
+					ProfinferRooflinePeak: MetricConfig{
 						Enabled: false,
 					},
 					ProfinferSpansDropped: MetricConfig{

@@ -72,6 +72,36 @@ var MapAttributeGgmlRooflineBound = map[string]AttributeGgmlRooflineBound{
 	"overhead": AttributeGgmlRooflineBoundOverhead,
 }
 
+// AttributeGgmlRooflineRoof specifies the value ggml.roofline.roof attribute.
+type AttributeGgmlRooflineRoof int
+
+const (
+	_ AttributeGgmlRooflineRoof = iota
+	AttributeGgmlRooflineRoofFlops
+	AttributeGgmlRooflineRoofBandwidth
+	AttributeGgmlRooflineRoofInt8
+)
+
+// String returns the string representation of the AttributeGgmlRooflineRoof.
+func (av AttributeGgmlRooflineRoof) String() string {
+	switch av {
+	case AttributeGgmlRooflineRoofFlops:
+		return "flops"
+	case AttributeGgmlRooflineRoofBandwidth:
+		return "bandwidth"
+	case AttributeGgmlRooflineRoofInt8:
+		return "int8"
+	}
+	return ""
+}
+
+// MapAttributeGgmlRooflineRoof is a helper map of string to AttributeGgmlRooflineRoof attribute value.
+var MapAttributeGgmlRooflineRoof = map[string]AttributeGgmlRooflineRoof{
+	"flops":     AttributeGgmlRooflineRoofFlops,
+	"bandwidth": AttributeGgmlRooflineRoofBandwidth,
+	"int8":      AttributeGgmlRooflineRoofInt8,
+}
+
 // AttributeGgmlScope specifies the value ggml.scope attribute.
 type AttributeGgmlScope int
 
@@ -200,6 +230,9 @@ var MetricsInfo = metricsInfo{
 	ProfinferProbesAttached: metricInfo{
 		Name: "profinfer.probes.attached",
 	},
+	ProfinferRooflinePeak: metricInfo{
+		Name: "profinfer.roofline.peak",
+	},
 	ProfinferSpansDropped: metricInfo{
 		Name: "profinfer.spans.dropped",
 	},
@@ -231,6 +264,7 @@ type metricsInfo struct {
 	ProfinferGraphsDropped  metricInfo
 	ProfinferGraphsTraced   metricInfo
 	ProfinferProbesAttached metricInfo
+	ProfinferRooflinePeak   metricInfo
 	ProfinferSpansDropped   metricInfo
 }
 
@@ -580,7 +614,7 @@ func (m *metricGgmlOpBarrierWait) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpBarrierWait) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+func (m *metricGgmlOpBarrierWait) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -589,6 +623,7 @@ func (m *metricGgmlOpBarrierWait) recordDataPoint(start pcommon.Timestamp, ts pc
 	dp.SetTimestamp(ts)
 	dp.SetDoubleValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.weight.type", ggmlWeightTypeAttributeValue)
 	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
@@ -690,7 +725,7 @@ func (m *metricGgmlOpBytes) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+func (m *metricGgmlOpBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -699,6 +734,7 @@ func (m *metricGgmlOpBytes) recordDataPoint(start pcommon.Timestamp, ts pcommon.
 	dp.SetTimestamp(ts)
 	dp.SetDoubleValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.weight.type", ggmlWeightTypeAttributeValue)
 	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
@@ -745,7 +781,7 @@ func (m *metricGgmlOpCount) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+func (m *metricGgmlOpCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -754,6 +790,7 @@ func (m *metricGgmlOpCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.
 	dp.SetTimestamp(ts)
 	dp.SetIntValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.weight.type", ggmlWeightTypeAttributeValue)
 	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
@@ -800,7 +837,7 @@ func (m *metricGgmlOpCounter) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpCounter) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string, perfCounterAttributeValue string) {
+func (m *metricGgmlOpCounter) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string, perfCounterAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -809,6 +846,7 @@ func (m *metricGgmlOpCounter) recordDataPoint(start pcommon.Timestamp, ts pcommo
 	dp.SetTimestamp(ts)
 	dp.SetIntValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.weight.type", ggmlWeightTypeAttributeValue)
 	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 	dp.Attributes().PutStr("perf.counter", perfCounterAttributeValue)
 }
@@ -911,7 +949,7 @@ func (m *metricGgmlOpFlops) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpFlops) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+func (m *metricGgmlOpFlops) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -920,6 +958,7 @@ func (m *metricGgmlOpFlops) recordDataPoint(start pcommon.Timestamp, ts pcommon.
 	dp.SetTimestamp(ts)
 	dp.SetDoubleValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.weight.type", ggmlWeightTypeAttributeValue)
 	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
@@ -966,7 +1005,7 @@ func (m *metricGgmlOpMigrations) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpMigrations) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+func (m *metricGgmlOpMigrations) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -975,6 +1014,7 @@ func (m *metricGgmlOpMigrations) recordDataPoint(start pcommon.Timestamp, ts pco
 	dp.SetTimestamp(ts)
 	dp.SetIntValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.weight.type", ggmlWeightTypeAttributeValue)
 	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
@@ -1021,7 +1061,7 @@ func (m *metricGgmlOpOffCPUTime) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpOffCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+func (m *metricGgmlOpOffCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1030,6 +1070,7 @@ func (m *metricGgmlOpOffCPUTime) recordDataPoint(start pcommon.Timestamp, ts pco
 	dp.SetTimestamp(ts)
 	dp.SetDoubleValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.weight.type", ggmlWeightTypeAttributeValue)
 	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
@@ -1076,7 +1117,7 @@ func (m *metricGgmlOpPreemptions) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpPreemptions) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+func (m *metricGgmlOpPreemptions) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1085,6 +1126,7 @@ func (m *metricGgmlOpPreemptions) recordDataPoint(start pcommon.Timestamp, ts pc
 	dp.SetTimestamp(ts)
 	dp.SetIntValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.weight.type", ggmlWeightTypeAttributeValue)
 	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
@@ -1131,7 +1173,7 @@ func (m *metricGgmlOpRunqueueTime) init() {
 	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricGgmlOpRunqueueTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
+func (m *metricGgmlOpRunqueueTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1140,6 +1182,7 @@ func (m *metricGgmlOpRunqueueTime) recordDataPoint(start pcommon.Timestamp, ts p
 	dp.SetTimestamp(ts)
 	dp.SetDoubleValue(val)
 	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+	dp.Attributes().PutStr("ggml.weight.type", ggmlWeightTypeAttributeValue)
 	dp.Attributes().PutStr("ggml.tensor.type", ggmlTensorTypeAttributeValue)
 }
 
@@ -1589,6 +1632,60 @@ func newMetricProfinferProbesAttached(cfg MetricConfig) metricProfinferProbesAtt
 	return m
 }
 
+type metricProfinferRooflinePeak struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills profinfer.roofline.peak metric with initial data.
+func (m *metricProfinferRooflinePeak) init() {
+	m.data.SetName("profinfer.roofline.peak")
+	m.data.SetDescription("The roofs nodes are classified under, in FLOP/s (flops), bytes/s (bandwidth) or int8 operations/s (int8), all cores together.")
+	m.data.SetUnit("1/s")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricProfinferRooflinePeak) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlRooflineRoofAttributeValue string, profinferRooflineSourceAttributeValue string, profinferRooflineMeasuredAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.roofline.roof", ggmlRooflineRoofAttributeValue)
+	dp.Attributes().PutStr("profinfer.roofline.source", profinferRooflineSourceAttributeValue)
+	dp.Attributes().PutStr("profinfer.roofline.measured", profinferRooflineMeasuredAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricProfinferRooflinePeak) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricProfinferRooflinePeak) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricProfinferRooflinePeak(cfg MetricConfig) metricProfinferRooflinePeak {
+	m := metricProfinferRooflinePeak{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricProfinferSpansDropped struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -1676,6 +1773,7 @@ type MetricsBuilder struct {
 	metricProfinferGraphsDropped   metricProfinferGraphsDropped
 	metricProfinferGraphsTraced    metricProfinferGraphsTraced
 	metricProfinferProbesAttached  metricProfinferProbesAttached
+	metricProfinferRooflinePeak    metricProfinferRooflinePeak
 	metricProfinferSpansDropped    metricProfinferSpansDropped
 }
 
@@ -1727,6 +1825,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricProfinferGraphsDropped:   newMetricProfinferGraphsDropped(mbc.Metrics.ProfinferGraphsDropped),
 		metricProfinferGraphsTraced:    newMetricProfinferGraphsTraced(mbc.Metrics.ProfinferGraphsTraced),
 		metricProfinferProbesAttached:  newMetricProfinferProbesAttached(mbc.Metrics.ProfinferProbesAttached),
+		metricProfinferRooflinePeak:    newMetricProfinferRooflinePeak(mbc.Metrics.ProfinferRooflinePeak),
 		metricProfinferSpansDropped:    newMetricProfinferSpansDropped(mbc.Metrics.ProfinferSpansDropped),
 		resourceAttributeIncludeFilter: make(map[string]filter.Filter),
 		resourceAttributeExcludeFilter: make(map[string]filter.Filter),
@@ -1909,6 +2008,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricProfinferGraphsDropped.emit(ils.Metrics())
 	mb.metricProfinferGraphsTraced.emit(ils.Metrics())
 	mb.metricProfinferProbesAttached.emit(ils.Metrics())
+	mb.metricProfinferRooflinePeak.emit(ils.Metrics())
 	mb.metricProfinferSpansDropped.emit(ils.Metrics())
 
 	for _, op := range options {
@@ -1972,8 +2072,8 @@ func (mb *MetricsBuilder) RecordGgmlMoeImbalanceDataPoint(ts pcommon.Timestamp, 
 }
 
 // RecordGgmlOpBarrierWaitDataPoint adds a data point to ggml.op.barrier_wait metric.
-func (mb *MetricsBuilder) RecordGgmlOpBarrierWaitDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
-	mb.metricGgmlOpBarrierWait.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpBarrierWaitDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpBarrierWait.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlWeightTypeAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpBoundDataPoint adds a data point to ggml.op.bound metric.
@@ -1982,18 +2082,18 @@ func (mb *MetricsBuilder) RecordGgmlOpBoundDataPoint(ts pcommon.Timestamp, val i
 }
 
 // RecordGgmlOpBytesDataPoint adds a data point to ggml.op.bytes metric.
-func (mb *MetricsBuilder) RecordGgmlOpBytesDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
-	mb.metricGgmlOpBytes.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpBytesDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpBytes.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlWeightTypeAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpCountDataPoint adds a data point to ggml.op.count metric.
-func (mb *MetricsBuilder) RecordGgmlOpCountDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
-	mb.metricGgmlOpCount.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpCountDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpCount.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlWeightTypeAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpCounterDataPoint adds a data point to ggml.op.counter metric.
-func (mb *MetricsBuilder) RecordGgmlOpCounterDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string, perfCounterAttributeValue string) {
-	mb.metricGgmlOpCounter.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue, perfCounterAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpCounterDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string, perfCounterAttributeValue string) {
+	mb.metricGgmlOpCounter.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlWeightTypeAttributeValue, ggmlTensorTypeAttributeValue, perfCounterAttributeValue)
 }
 
 // RecordGgmlOpCountersBoundDataPoint adds a data point to ggml.op.counters.bound metric.
@@ -2002,28 +2102,28 @@ func (mb *MetricsBuilder) RecordGgmlOpCountersBoundDataPoint(ts pcommon.Timestam
 }
 
 // RecordGgmlOpFlopsDataPoint adds a data point to ggml.op.flops metric.
-func (mb *MetricsBuilder) RecordGgmlOpFlopsDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
-	mb.metricGgmlOpFlops.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpFlopsDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpFlops.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlWeightTypeAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpMigrationsDataPoint adds a data point to ggml.op.migrations metric.
-func (mb *MetricsBuilder) RecordGgmlOpMigrationsDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
-	mb.metricGgmlOpMigrations.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpMigrationsDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpMigrations.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlWeightTypeAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpOffCPUTimeDataPoint adds a data point to ggml.op.off_cpu.time metric.
-func (mb *MetricsBuilder) RecordGgmlOpOffCPUTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
-	mb.metricGgmlOpOffCPUTime.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpOffCPUTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpOffCPUTime.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlWeightTypeAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpPreemptionsDataPoint adds a data point to ggml.op.preemptions metric.
-func (mb *MetricsBuilder) RecordGgmlOpPreemptionsDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
-	mb.metricGgmlOpPreemptions.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpPreemptionsDataPoint(ts pcommon.Timestamp, val int64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpPreemptions.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlWeightTypeAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlOpRunqueueTimeDataPoint adds a data point to ggml.op.runqueue.time metric.
-func (mb *MetricsBuilder) RecordGgmlOpRunqueueTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlTensorTypeAttributeValue string) {
-	mb.metricGgmlOpRunqueueTime.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlTensorTypeAttributeValue)
+func (mb *MetricsBuilder) RecordGgmlOpRunqueueTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlOpAttributeValue string, ggmlWeightTypeAttributeValue string, ggmlTensorTypeAttributeValue string) {
+	mb.metricGgmlOpRunqueueTime.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlWeightTypeAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
 // RecordGgmlThreadCounterDataPoint adds a data point to ggml.thread.counter metric.
@@ -2064,6 +2164,11 @@ func (mb *MetricsBuilder) RecordProfinferGraphsTracedDataPoint(ts pcommon.Timest
 // RecordProfinferProbesAttachedDataPoint adds a data point to profinfer.probes.attached metric.
 func (mb *MetricsBuilder) RecordProfinferProbesAttachedDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricProfinferProbesAttached.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordProfinferRooflinePeakDataPoint adds a data point to profinfer.roofline.peak metric.
+func (mb *MetricsBuilder) RecordProfinferRooflinePeakDataPoint(ts pcommon.Timestamp, val float64, ggmlRooflineRoofAttributeValue AttributeGgmlRooflineRoof, profinferRooflineSourceAttributeValue string, profinferRooflineMeasuredAttributeValue string) {
+	mb.metricProfinferRooflinePeak.recordDataPoint(mb.startTime, ts, val, ggmlRooflineRoofAttributeValue.String(), profinferRooflineSourceAttributeValue, profinferRooflineMeasuredAttributeValue)
 }
 
 // RecordProfinferSpansDroppedDataPoint adds a data point to profinfer.spans.dropped metric.

@@ -93,7 +93,7 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpBarrierWaitDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+			mb.RecordGgmlOpBarrierWaitDataPoint(ts, 1, "ggml.op-val", "ggml.weight.type-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -101,15 +101,15 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpBytesDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+			mb.RecordGgmlOpBytesDataPoint(ts, 1, "ggml.op-val", "ggml.weight.type-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpCountDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+			mb.RecordGgmlOpCountDataPoint(ts, 1, "ggml.op-val", "ggml.weight.type-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpCounterDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val", "perf.counter-val")
+			mb.RecordGgmlOpCounterDataPoint(ts, 1, "ggml.op-val", "ggml.weight.type-val", "ggml.tensor.type-val", "perf.counter-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -117,23 +117,23 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpFlopsDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+			mb.RecordGgmlOpFlopsDataPoint(ts, 1, "ggml.op-val", "ggml.weight.type-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpMigrationsDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+			mb.RecordGgmlOpMigrationsDataPoint(ts, 1, "ggml.op-val", "ggml.weight.type-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpOffCPUTimeDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+			mb.RecordGgmlOpOffCPUTimeDataPoint(ts, 1, "ggml.op-val", "ggml.weight.type-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpPreemptionsDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+			mb.RecordGgmlOpPreemptionsDataPoint(ts, 1, "ggml.op-val", "ggml.weight.type-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGgmlOpRunqueueTimeDataPoint(ts, 1, "ggml.op-val", "ggml.tensor.type-val")
+			mb.RecordGgmlOpRunqueueTimeDataPoint(ts, 1, "ggml.op-val", "ggml.weight.type-val", "ggml.tensor.type-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -166,6 +166,10 @@ func TestMetricsBuilder(t *testing.T) {
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordProfinferProbesAttachedDataPoint(ts, 1)
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordProfinferRooflinePeakDataPoint(ts, 1, AttributeGgmlRooflineRoofFlops, "profinfer.roofline.source-val", "profinfer.roofline.measured-val")
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -340,6 +344,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlWeightTypeAttrVal, ok := dp.Attributes().Get("ggml.weight.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.weight.type-val", ggmlWeightTypeAttrVal.Str())
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
@@ -380,6 +387,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlWeightTypeAttrVal, ok := dp.Attributes().Get("ggml.weight.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.weight.type-val", ggmlWeightTypeAttrVal.Str())
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
@@ -400,6 +410,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlWeightTypeAttrVal, ok := dp.Attributes().Get("ggml.weight.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.weight.type-val", ggmlWeightTypeAttrVal.Str())
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
@@ -420,6 +433,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlWeightTypeAttrVal, ok := dp.Attributes().Get("ggml.weight.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.weight.type-val", ggmlWeightTypeAttrVal.Str())
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
@@ -463,6 +479,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlWeightTypeAttrVal, ok := dp.Attributes().Get("ggml.weight.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.weight.type-val", ggmlWeightTypeAttrVal.Str())
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
@@ -483,6 +502,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlWeightTypeAttrVal, ok := dp.Attributes().Get("ggml.weight.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.weight.type-val", ggmlWeightTypeAttrVal.Str())
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
@@ -503,6 +525,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlWeightTypeAttrVal, ok := dp.Attributes().Get("ggml.weight.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.weight.type-val", ggmlWeightTypeAttrVal.Str())
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
@@ -523,6 +548,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlWeightTypeAttrVal, ok := dp.Attributes().Get("ggml.weight.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.weight.type-val", ggmlWeightTypeAttrVal.Str())
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
@@ -543,6 +571,9 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
+					ggmlWeightTypeAttrVal, ok := dp.Attributes().Get("ggml.weight.type")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.weight.type-val", ggmlWeightTypeAttrVal.Str())
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
@@ -668,6 +699,27 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
+				case "profinfer.roofline.peak":
+					assert.False(t, validatedMetrics["profinfer.roofline.peak"], "Found a duplicate in the metrics slice: profinfer.roofline.peak")
+					validatedMetrics["profinfer.roofline.peak"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "The roofs nodes are classified under, in FLOP/s (flops), bytes/s (bandwidth) or int8 operations/s (int8), all cores together.", mi.Description())
+					assert.Equal(t, "1/s", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlRooflineRoofAttrVal, ok := dp.Attributes().Get("ggml.roofline.roof")
+					assert.True(t, ok)
+					assert.Equal(t, "flops", ggmlRooflineRoofAttrVal.Str())
+					profinferRooflineSourceAttrVal, ok := dp.Attributes().Get("profinfer.roofline.source")
+					assert.True(t, ok)
+					assert.Equal(t, "profinfer.roofline.source-val", profinferRooflineSourceAttrVal.Str())
+					profinferRooflineMeasuredAttrVal, ok := dp.Attributes().Get("profinfer.roofline.measured")
+					assert.True(t, ok)
+					assert.Equal(t, "profinfer.roofline.measured-val", profinferRooflineMeasuredAttrVal.Str())
 				case "profinfer.spans.dropped":
 					assert.False(t, validatedMetrics["profinfer.spans.dropped"], "Found a duplicate in the metrics slice: profinfer.spans.dropped")
 					validatedMetrics["profinfer.spans.dropped"] = true
