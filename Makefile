@@ -27,11 +27,13 @@ all: build
 
 generate:
 	$(GOFLAGS_E) $(TOOL) mdatagen metadata.yaml
+	$(GOFLAGS_E) $(TOOL) mdatagen viewexporter/metadata.yaml
 	@# mdatagen also writes component tests for a Go package next to
 	@# metadata.yaml; the repository root has none, so they cannot compile.
 	rm -f generated_component_test.go generated_package_test.go
 	$(GO) generate ./bpf/...
-	gofmt -w internal/metadata bpf
+	scripts/vendor-web.sh
+	gofmt -w internal/metadata viewexporter bpf
 
 build:
 	mkdir -p build bin
@@ -54,9 +56,9 @@ bench: testenv build
 	$(GO) run ./internal/bench/cmd/overhead -pairs $(PAIRS) -o build/bench.md
 
 check-generated: generate
-	@if [ -n "$$(git status --porcelain -- internal/metadata bpf documentation.md)" ]; then \
+	@if [ -n "$$(git status --porcelain -- internal/metadata viewexporter bpf documentation.md internal/page/assets)" ]; then \
 		echo "generated files differ from the committed ones; run 'make generate' and commit:"; \
-		git status --porcelain -- internal/metadata bpf documentation.md; \
+		git status --porcelain -- internal/metadata viewexporter bpf documentation.md internal/page/assets; \
 		exit 1; \
 	fi
 

@@ -1,0 +1,324 @@
+'use strict';
+// Renders the view JSON (summary.View) into the page. Every string from the data goes
+// into the DOM as text (textContent), into charts drawn on canvas, or into tooltips
+// rendered as rich text on the canvas: never as markup.
+(function () {
+  const errors = document.getElementById('page-errors');
+  function pageError(msg) { errors.hidden = false; errors.textContent += msg + '\n'; }
+  window.addEventListener('error', (e) => pageError(String(e.message)));
+  window.addEventListener('unhandledrejection', (e) => pageError(String(e.reason)));
+
+  let view = JSON.parse(document.getElementById('profinfer-data').textContent);
+  let selected = null;
+  let charts = [];
+
+  function el(tag, cls, ...children) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    for (const c of children) {
+      if (c === null || c === undefined) continue;
+      e.append(typeof c === 'string' || typeof c === 'number' ? document.createTextNode(String(c)) : c);
+    }
+    return e;
+  }
+  function section(title, id) {
+    const s = el('section', null, el('h2', null, title));
+    if (id) s.id = id;
+    return s;
+  }
+  const num = (x, d) => (x === undefined || x === null || !isFinite(x)) ? '–' : x.toFixed(d);
+  const pct = (x) => num(100 * x, 1) + '%';
+  function si(x, unit) {
+    if (!x) return '–';
+    const steps = [[1e12, 'T'], [1e9, 'G'], [1e6, 'M'], [1e3, 'k']];
+    for (const [v, p] of steps) if (Math.abs(x) >= v) return (x / v).toFixed(1) + ' ' + p + unit;
+    return x.toFixed(1) + ' ' + unit;
+  }
+  // rate names an op's achieved rate by what bounds it, as the terminal report does.
+  function rate(o) {
+    if (!o.bound) return '–';
+    const r = o.bound === 'compute' ? si(o.flops_per_second, 'FLOP/s') : si(o.bytes_per_second, 'B/s');
+    return o.peak_fraction ? r + ' (' + pct(o.peak_fraction) + ' of roof)' : r;
+  }
+  function chart(container, option, cls) {
+    const div = el('div', 'chart' + (cls ? ' ' + cls : ''));
+    container.append(div);
+    // Charts render after the div is in the document, so that it has a size.
+    requestAnimationFrame(() => {
+      const c = echarts.init(div, null, { renderer: 'canvas' });
+      c.setOption(Object.assign({ animation: false, tooltip: { renderMode: 'richText' } }, option));
+      charts.push(c);
+    });
+  }
+  function table(headers, rows, id) {
+    const t = el('table');
+    if (id) t.id = id;
+    const head = el('tr');
+    for (const h of headers) head.append(el('th', null, h));
+    t.append(el('thead', null, head));
+    const body = el('tbody');
+    for (const r of rows) {
+      const tr = el('tr');
+      for (const c of r) tr.append(c instanceof Node ? el('td', null, c) : el('td', null, String(c)));
+      body.append(tr);
+    }
+    t.append(body);
+    return t;
+  }
+  function tile(value, label) { return el('div', 'tile', el('b', null, value), el('span', null, label)); }
+
+  function render() {
+    const scroll = window.scrollY;
+    requestAnimationFrame(() => requestAnimationFrame(() => window.scrollTo(0, scroll)));
+    for (const c of charts) c.dispose();
+    charts = [];
+    document.getElementById('generated').textContent = 'updated ' + new Date(view.generated).toLocaleString() + (window.PROFINFER_LIVE ? ' · live' : '');
+    const procs = view.processes || [];
+    const nav = document.getElementById('processes');
+    nav.replaceChildren();
+    if (!procs.some((p) => p.id === selected)) selected = procs.length ? procs[0].id : null;
+    for (const p of procs) {
+      const b = el('button', p.id === selected ? 'active' : null, p.title + (p.model ? ' · ' + p.model : ''));
+      b.addEventListener('click', () => { selected = p.id; render(); });
+      nav.append(b);
+    }
+    const main = document.getElementById('main');
+    main.replaceChildren();
+    const p = procs.find((x) => x.id === selected);
+    if (!p) {
+      main.append(el('p', 'empty', 'No profiled process yet: start llama.cpp (llama-server, llama-cli, llama-bench, a binding) and its decodes appear here.'));
+      return;
+    }
+    renderProcess(main, p);
+  }
+
+  function renderProcess(main, p) {
+    const head = section(p.title, 'process');
+    if (p.model) head.append(el('p', null, 'Model: ', el('b', 'model-name', p.model)));
+    const kv = el('div', 'kv');
+    for (const a of p.resource || []) kv.append(el('div', null, a.k + ' = ', el('code', null, a.v)));
+    const details = el('details', null, el('summary', null, 'Resource attributes'), kv);
+    head.append(details);
+    main.append(head);
+
+    const fs = section('Findings: what to change', 'findings');
+    if (!p.findings.length) fs.append(el('p', 'empty', 'No rule fired: nothing stands out in the measured figures.'));
+    for (const f of p.findings) {
+      const ul = el('ul');
+      for (const e of f.evidence) ul.append(el('li', null, e));
+      fs.append(el('div', 'finding ' + f.severity, el('h3', null, f.title), el('p', null, f.advice), ul));
+      fs.lastChild.dataset.rule = f.id;
+    }
+    main.append(fs);
+
+    renderThroughput(main, p);
+    for (const ph of p.phases || []) renderPhase(main, p, ph);
+    renderRoofline(main, p);
+    renderTimeline(main, p);
+    renderMoE(main, p);
+    renderBackends(main, p);
+    renderSched(main, p);
+  }
+
+  function phaseOf(p, name) { return (p.phases || []).find((x) => x.name === name); }
+
+  function renderThroughput(main, p) {
+    const s = section('Tokens per second and decode latency', 'throughput');
+    const tiles = el('div', 'tiles');
+    for (const name of ['prefill', 'decode']) {
+      const ph = phaseOf(p, name);
+      if (ph) tiles.append(tile(num(ph.tokens_per_second, 1), name + ' tokens/s over ' + ph.decodes + ' llama_decode calls'));
+    }
+    const l = p.latency;
+    if (l.count) {
+      tiles.append(tile(num(l.p50, 1) + ' ms', 'decode latency p50'), tile(num(l.p90, 1) + ' ms', 'p90'),
+        tile(num(l.p99, 1) + ' ms', 'p99'), tile(num(l.max, 1) + ' ms', 'max, of ' + l.count + ' decodes'));
+    }
+    s.append(tiles);
+    if ((p.rate || []).length > 1) {
+      const xs = p.rate.map((r) => r.t * 1000);
+      chart(s, {
+        legend: {}, grid: { left: 50, right: 20, top: 30, bottom: 30 },
+        xAxis: { type: 'time' }, yAxis: { type: 'value', name: 'tokens/s' },
+        tooltip: { trigger: 'axis', renderMode: 'richText' },
+        series: ['prefill', 'decode'].map((k) => ({ name: k, type: 'line', showSymbol: false, data: p.rate.map((r, i) => [xs[i], r[k]]) })),
+      });
+    }
+    main.append(s);
+  }
+
+  function renderPhase(main, p, ph) {
+    const s = section('Where ' + (ph.name === 'outside decode' ? 'graphs outside llama_decode' : 'a ' + ph.name + ' token') + '\'s time goes', 'phase-' + ph.name.replace(/ /g, '-'));
+    s.append(el('p', null, ph.traced_graphs + ' graphs traced node by node, ' + num(ph.graph_seconds * 1e3, 1) + ' ms of graph time' +
+      (ph.tokens ? '; ' + ph.tokens + ' tokens in ' + ph.decodes + ' decodes' : '')));
+    const rows = (ph.ops || []).map((o) => [o.op, o.weight, o.calls, num(o.total_ms, 2), num(o.mean_us, 1), pct(o.share),
+      el('span', 'bound-' + (o.bound || 'none'), o.bound || '–'), rate(o)]);
+    s.append(table(['op', 'weight type', 'calls', 'total ms', 'mean µs', '% of graph time', 'bound', 'achieved rate'], rows, 'ops-' + ph.name.replace(/ /g, '-')));
+    const grid = el('div', 'grid2');
+    s.append(grid);
+    const top = (ph.ops || []).slice(0, 15).reverse();
+    const byOp = el('div');
+    grid.append(byOp);
+    chart(byOp, {
+      title: { text: 'share by op', textStyle: { fontSize: 13 } }, grid: { left: 150, right: 30, top: 30, bottom: 20 },
+      xAxis: { type: 'value', axisLabel: { formatter: (v) => (100 * v).toFixed(0) + '%' } },
+      yAxis: { type: 'category', data: top.map((o) => o.op + ' ' + o.weight) },
+      series: [{ type: 'bar', data: top.map((o) => o.share) }],
+    });
+    const byLayer = el('div');
+    grid.append(byLayer);
+    if ((ph.layers || []).length) {
+      chart(byLayer, {
+        title: { text: 'share by layer', textStyle: { fontSize: 13 } }, grid: { left: 50, right: 20, top: 30, bottom: 30 },
+        xAxis: { type: 'category', data: ph.layers.map((l) => l.layer) },
+        yAxis: { type: 'value', axisLabel: { formatter: (v) => (100 * v).toFixed(0) + '%' } },
+        series: [{ type: 'bar', data: ph.layers.map((l) => l.share) }],
+      });
+    }
+    const m = ph.op_layer;
+    if (m && m.ops.length) {
+      const data = [];
+      let hi = 0;
+      m.seconds.forEach((row, i) => row.forEach((v, j) => { data.push([j, i, v * 1e3]); hi = Math.max(hi, v * 1e3); }));
+      s.append(el('h3', null, 'op × layer, ms'));
+      chart(s, {
+        grid: { left: 150, right: 30, top: 10, bottom: 60 },
+        xAxis: { type: 'category', data: m.layers, name: 'layer' }, yAxis: { type: 'category', data: m.ops },
+        visualMap: { min: 0, max: hi || 1, calculable: true, orient: 'horizontal', left: 'center', bottom: 0 },
+        series: [{ type: 'heatmap', data }],
+      });
+    }
+    main.append(s);
+  }
+
+  function renderRoofline(main, p) {
+    const r = p.roofs;
+    const s = section('Roofline: each op against this machine\'s roofs', 'roofline');
+    if (!r.flops || !r.bandwidth) {
+      s.append(el('p', 'empty', 'No roofs known: the roofline layer is off, or no classified node was seen yet.'));
+      main.append(s);
+      return;
+    }
+    s.append(el('p', null, 'Roofs: ' + si(r.flops, 'FLOP/s') + ' compute, ' + si(r.bandwidth, 'B/s') + ' memory bandwidth' +
+      (r.int8 ? ', ' + si(r.int8, 'OP/s') + ' int8' : '') + '; ' + (r.source || 'source unknown') + (r.measured ? ', measured ' + r.measured : '') +
+      '. Ridge point ' + num(r.flops / r.bandwidth, 1) + ' FLOP/byte.'));
+    const series = [];
+    for (const ph of p.phases || []) {
+      const pts = (ph.ops || []).filter((o) => o.intensity > 0 && o.flops_per_second > 0)
+        .map((o) => ({ value: [o.intensity, o.flops_per_second / 1e9], name: o.op + ' ' + o.weight + ' (' + ph.name + ', ' + (o.bound || '?') + ')' }));
+      series.push({ name: ph.name, type: 'scatter', data: pts, symbolSize: 9 });
+    }
+    const roof = [];
+    for (let x = 0.01; x <= 10000; x *= 1.25) roof.push([x, Math.min(r.flops, x * r.bandwidth) / 1e9]);
+    series.push({ name: 'roof', type: 'line', data: roof, showSymbol: false, lineStyle: { color: '#333' } });
+    chart(s, {
+      legend: {}, grid: { left: 70, right: 30, top: 30, bottom: 40 },
+      tooltip: { trigger: 'item', renderMode: 'richText', formatter: (x) => x.name + '\n' + num(x.value[0], 2) + ' FLOP/B, ' + num(x.value[1], 2) + ' GFLOP/s' },
+      xAxis: { type: 'log', name: 'FLOP per byte', nameLocation: 'middle', nameGap: 25 },
+      yAxis: { type: 'log', name: 'GFLOP/s' }, series,
+    }, 'tall');
+    main.append(s);
+  }
+
+  function renderTimeline(main, p) {
+    const t = p.timeline;
+    const s = section('One traced token across threads', 'timeline');
+    if (!t || !t.nodes.length) {
+      s.append(el('p', 'empty', 'No graph traced node by node yet (nodes.mode off, or the next sampling window has not come).'));
+      main.append(s);
+      return;
+    }
+    s.append(el('p', null, 'A ' + t.phase + ' graph of ' + t.nodes.length + ' nodes' + (t.tokens ? ' (' + t.tokens + ' tokens)' : '') + ', ' +
+      num(t.duration_us / 1e3, 2) + ' ms on ' + t.threads + ' threads; critical path ' + num(t.critical_us / 1e3, 2) + ' ms, in red.' +
+      (t.nodes.some((n) => n.busy) ? ' Each thread\'s bar is its computing time before the barrier.' : ' Thread 0 delimits nodes (nodes.barriers off: per-thread busy time not probed).')));
+    const lanes = ['critical path'];
+    const threads = Math.max(1, t.threads);
+    for (let i = 0; i < threads; i++) lanes.push('thread ' + i);
+    const data = [];
+    const ops = [...new Set(t.nodes.map((n) => n.op))];
+    const palette = ['#5470c6', '#91cc75', '#fac858', '#73c0de', '#3ba272', '#fc8452', '#9a60b4', '#ea7ccc', '#8d6e63', '#26a69a'];
+    t.nodes.forEach((n) => {
+      const color = palette[ops.indexOf(n.op) % palette.length];
+      if (n.c) data.push({ value: [0, n.s, n.s + n.d, n.d], name: n.op + ' ' + n.tensor, itemStyle: { color: '#d62728' } });
+      for (let i = 0; i < threads; i++) {
+        let d = n.busy ? n.busy[i] : (i === 0 ? n.d : 0);
+        if (d > 0) data.push({ value: [i + 1, n.s, n.s + d, d], name: n.op + ' ' + n.tensor, itemStyle: { color } });
+      }
+    });
+    chart(s, {
+      grid: { left: 100, right: 30, top: 10, bottom: 60 },
+      tooltip: { renderMode: 'richText', formatter: (x) => x.name + '\n' + num(x.value[3], 1) + ' µs at ' + num(x.value[1], 1) + ' µs' },
+      dataZoom: [{ type: 'slider', filterMode: 'weakFilter', bottom: 5 }, { type: 'inside', filterMode: 'weakFilter' }],
+      xAxis: { type: 'value', name: 'µs', min: 0, max: Math.ceil(t.duration_us) },
+      yAxis: { type: 'category', data: lanes, inverse: true },
+      series: [{
+        type: 'custom', encode: { x: [1, 2], y: 0 }, data,
+        renderItem: (params, api) => {
+          const lane = api.value(0);
+          const a = api.coord([api.value(1), lane]);
+          const b = api.coord([api.value(2), lane]);
+          const h = api.size([0, 1])[1] * 0.7;
+          const rect = echarts.graphic.clipRectByRect({ x: a[0], y: a[1] - h / 2, width: Math.max(b[0] - a[0], 0.5), height: h },
+            { x: params.coordSys.x, y: params.coordSys.y, width: params.coordSys.width, height: params.coordSys.height });
+          return rect && { type: 'rect', shape: rect, style: api.style() };
+        },
+      }],
+    }, 'tall');
+    main.append(s);
+  }
+
+  function renderMoE(main, p) {
+    if (!(p.moe || []).length) return;
+    const s = section('MoE routing: expert selections per layer', 'moe');
+    const data = [];
+    let experts = 0;
+    let hi = 0;
+    p.moe.forEach((l, i) => l.selections.forEach((v, e) => { data.push([e, i, v]); experts = Math.max(experts, e + 1); hi = Math.max(hi, v); }));
+    chart(s, {
+      grid: { left: 60, right: 30, top: 10, bottom: 70 },
+      xAxis: { type: 'category', name: 'expert', data: [...Array(experts).keys()] },
+      yAxis: { type: 'category', name: 'layer', data: p.moe.map((l) => l.layer) },
+      visualMap: { min: 0, max: hi || 1, calculable: true, orient: 'horizontal', left: 'center', bottom: 0 },
+      series: [{ type: 'heatmap', data }],
+    }, 'tall');
+    s.append(table(['layer', 'experts', 'selections', 'imbalance (CV)'],
+      p.moe.map((l) => [l.layer, l.selections.length, l.selections.reduce((a, b) => a + b, 0), num(l.imbalance, 2)]), 'moe-table'));
+    main.append(s);
+  }
+
+  function renderBackends(main, p) {
+    if (!(p.backends || []).length && !(p.copies || []).length) return;
+    const s = section('Backends: splits and the copies between them', 'backends');
+    if ((p.backends || []).length) {
+      s.append(table(['backend', '', 'splits', 'seconds'], p.backends.map((b) => [b.backend, '', b.splits, num(b.seconds, 3)]), 'backend-table'));
+    }
+    if ((p.copies || []).length) {
+      s.append(el('h3', null, 'Tensor copies'));
+      s.append(table(['from', 'to', 'copies', 'MB', 'seconds'], p.copies.map((c) => [c.source, c.destination, c.copies, num(c.bytes / 1e6, 2), num(c.seconds, 3)]), 'copy-table'));
+    }
+    main.append(s);
+  }
+
+  function renderSched(main, p) {
+    const phases = (p.phases || []).filter((ph) => ph.sched.off_cpu || ph.sched.barrier_wait || (p.counters || []).length);
+    if (!phases.length) return;
+    const s = section('Scheduler, barriers and counters per op', 'sched');
+    for (const ph of phases) {
+      s.append(el('h3', null, ph.name + ': ' + pct((ph.sched.off_cpu + ph.sched.runqueue) / (ph.sched.thread_time || 1)) + ' of thread time off the CPU, ' +
+        pct(ph.sched.barrier_wait / (ph.sched.thread_time || 1)) + ' waiting at barriers; ' + ph.sched.preemptions + ' preemptions, ' + ph.sched.migrations + ' migrations'));
+      const counters = p.counters || [];
+      const rows = (ph.ops || []).map((o) => [o.op, o.weight, num(o.sched.off_cpu * 1e3, 2), num(o.sched.runqueue * 1e3, 2), num(o.sched.barrier_wait * 1e3, 2),
+        o.sched.preemptions, o.sched.migrations, ...counters.map((c) => (o.counters && o.counters[c]) || 0)]);
+      s.append(table(['op', 'weight type', 'off-CPU ms', 'run queue ms', 'barrier wait ms', 'preemptions', 'migrations', ...counters], rows));
+    }
+    main.append(s);
+  }
+
+  render();
+  if (window.PROFINFER_LIVE) {
+    setInterval(() => {
+      fetch('api/view').then((r) => r.ok ? r.json() : Promise.reject(new Error('api/view: ' + r.status)))
+        .then((v) => { view = v; render(); }, (e) => console.warn(e));
+    }, 3000);
+  }
+})();

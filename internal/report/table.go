@@ -1,0 +1,110 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"unicode"
+
+	"github.com/profinfer/profinfer/internal/summary"
+)
+
+// Table prints, per process and phase, the op table: op and weight type, calls, total
+// ms, mean µs, % of graph time, bound verdict and achieved rate; then the findings.
+func Table(w io.Writer, v *summary.View) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if len(v.Processes) == 0 {
+		fmt.Fprintln(tw, "no profiled process in the input")
+	}
+	for _, p := range v.Processes {
+		fmt.Fprintf(tw, "%s\n", Text(p.Title))
+		if p.Model != "" {
+			fmt.Fprintf(tw, "model: %s\n", Text(p.Model))
+		}
+		if r := p.Roofs; r.FLOPS > 0 {
+			fmt.Fprintf(tw, "roofs: %.1f GFLOP/s, %.1f GB/s (%s%s)\n", r.FLOPS/1e9, r.Bandwidth/1e9, Text(r.Source), measured(r.Measured))
+		}
+		if l := p.Latency; l.Count > 0 {
+			fmt.Fprintf(tw, "decode latency: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %d decodes\n", l.P50, l.P90, l.P99, l.Count)
+		}
+		for _, ph := range p.Phases {
+			fmt.Fprintf(tw, "\n%s: %d tokens in %d decodes, %.1f tokens/s; %d graphs traced, %.1f ms\n",
+				ph.Name, ph.Tokens, ph.Decodes, ph.TokensPerSec, ph.TracedGraphs, ph.GraphSeconds*1e3)
+			if len(ph.Ops) == 0 {
+				continue
+			}
+			fmt.Fprintln(tw, "op\tweight\tcalls\ttotal ms\tmean µs\t% graph\tbound\tachieved rate\t")
+			for _, o := range ph.Ops {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.1f\t%.1f%%\t%s\t%s\t\n", Text(o.Op), Text(o.Weight), o.Calls, o.TotalMS, o.MeanUS,
+					100*o.Share, orDash(o.Bound), Rate(o))
+			}
+		}
+		if len(p.Findings) > 0 {
+			fmt.Fprintln(tw, "\nfindings:")
+		}
+		for _, f := range p.Findings {
+			fmt.Fprintf(tw, "- %s\n  %s\n", f.Title, f.Advice)
+			for _, e := range f.Evidence {
+				fmt.Fprintf(tw, "    · %s\n", Text(e))
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func measured(at string) string {
+	if at == "" {
+		return ""
+	}
+	return ", " + Text(at)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+// Rate is an op's achieved rate, named by what bounds it, as the page shows it.
+func Rate(o *summary.Op) string {
+	if o.Bound == "" {
+		return "–"
+	}
+	r := si(o.Bandwidth, "B/s")
+	if o.Bound == "compute" {
+		r = si(o.FLOPS, "FLOP/s")
+	}
+	if o.PeakFrac > 0 {
+		r += fmt.Sprintf(" (%.1f%% of roof)", 100*o.PeakFrac)
+	}
+	return r
+}
+
+func si(x float64, unit string) string {
+	if x == 0 {
+		return "–"
+	}
+	for _, s := range []struct {
+		v float64
+		p string
+	}{{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if x >= s.v {
+			return fmt.Sprintf("%.1f %s%s", x/s.v, s.p, unit)
+		}
+	}
+	return fmt.Sprintf("%.1f %s", x, unit)
+}
+
+// Text makes a string from the target safe for a terminal: control characters, escape
+// sequences among them, are shown as Go escapes, so a model name cannot move the cursor
+// or recolour the screen.
+func Text(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) {
+		return s
+	}
+	q := fmt.Sprintf("%+q", s)
+	return q[1 : len(q)-1]
+}

@@ -1,0 +1,659 @@
+package summary
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/export"
+)
+
+// Limits bound the aggregator's memory.
+const (
+	maxProcesses = 64    // the least recently seen beyond these are forgotten
+	maxTraces    = 8192  // trace → phase entries remembered, for nodes whose decode came earlier
+	maxNodes     = 8192  // nodes kept of the timeline's graph
+	rateSeconds  = 600   // seconds of tokens-per-second history
+	maxOps       = 256   // op rows per phase; the rest count as "other"
+	maxLayers    = 1024  // layers per phase
+	maxExperts   = 4096  // experts per MoE layer
+	outside      = "outside decode"
+	prefill      = "prefill"
+	decode       = "decode"
+	critical     = "ggml.critical_path"
+	unknownValue = "unknown"
+)
+
+// Aggregator folds pdata into per-process aggregates. It is not safe for concurrent
+// use.
+type Aggregator struct {
+	procs  map[string]*proc
+	phases *phaseMemo
+}
+
+// New returns an empty aggregator.
+func New() *Aggregator {
+	return &Aggregator{procs: map[string]*proc{}, phases: newPhaseMemo(maxTraces)}
+}
+
+type opKey struct{ op, weight string }
+
+type proc struct {
+	id, title, model string
+	resource         []KV
+	lastSeen         time.Time
+	phases           map[string]*phase
+	latency          *logHistogram
+	rate             []Rate // ring by second
+	roofs, derived   Roofs
+	timeline         *Timeline
+	moeSpans         map[int][]int64
+	moeMetric        map[int][]int64
+	backends         map[string]*Backend
+	copies           map[[2]string]*Copy
+	counters         map[string]bool
+}
+
+type phase struct {
+	Phase
+	ops     map[opKey]*Op
+	layers  map[int]float64
+	opLayer map[opKey]map[int]float64 // by op alone: weight ""
+}
+
+func (a *Aggregator) process(res pcommon.Resource) *proc {
+	attrs := res.Attributes()
+	str := func(k string) string {
+		if v, ok := attrs.Get(k); ok {
+			return v.AsString()
+		}
+		return ""
+	}
+	pid := str("process.pid")
+	id := strings.Join([]string{str("host.name"), str("service.instance.id"), pid, str("process.executable.path")}, "\x00")
+	p := a.procs[id]
+	if p == nil {
+		if len(a.procs) >= maxProcesses {
+			a.forgetOldest()
+		}
+		p = &proc{id: id, phases: map[string]*phase{}, latency: newLogHistogram(),
+			moeSpans: map[int][]int64{}, moeMetric: map[int][]int64{},
+			backends: map[string]*Backend{}, copies: map[[2]string]*Copy{}, counters: map[string]bool{}}
+		a.procs[id] = p
+	}
+	// The model and context become known after the first decodes: refresh.
+	p.title = cmp.Or(str("service.name"), str("process.executable.name"), "process") + " (pid " + cmp.Or(pid, "?") + ")"
+	if h := str("host.name"); h != "" {
+		p.title += " on " + h
+	}
+	p.model = cmp.Or(str("llama.model.name"), str("llama.model.path"), p.model)
+	p.resource = p.resource[:0]
+	attrs.Range(func(k string, v pcommon.Value) bool {
+		p.resource = append(p.resource, KV{k, v.AsString()})
+		return len(p.resource) < 64
+	})
+	slices.SortFunc(p.resource, func(x, y KV) int { return strings.Compare(x.Key, y.Key) })
+	p.lastSeen = time.Now()
+	return p
+}
+
+func (a *Aggregator) forgetOldest() {
+	var oldest *proc
+	for _, p := range a.procs {
+		if oldest == nil || p.lastSeen.Before(oldest.lastSeen) {
+			oldest = p
+		}
+	}
+	delete(a.procs, oldest.id)
+}
+
+func (p *proc) phase(name string) *phase {
+	ph := p.phases[name]
+	if ph == nil {
+		ph = &phase{Phase: Phase{Name: name}, ops: map[opKey]*Op{}, layers: map[int]float64{},
+			opLayer: map[opKey]map[int]float64{}}
+		p.phases[name] = ph
+	}
+	return ph
+}
+
+// Traces folds a batch of spans in.
+func (a *Aggregator) Traces(td ptrace.Traces) {
+	for i := 0; i < td.ResourceSpans().Len(); i++ {
+		rs := td.ResourceSpans().At(i)
+		p := a.process(rs.Resource())
+		// Decodes first: their phase is their nodes' phase.
+		a.eachSpan(rs, func(s ptrace.Span) {
+			if s.Name() == "llama_decode" {
+				a.decode(p, s)
+			}
+		})
+		graphs := map[pcommon.SpanID]*graphRef{}
+		a.eachSpan(rs, func(s ptrace.Span) {
+			switch s.Name() {
+			case "llama_decode", "ggml.backend_sched.graph_compute":
+			case "ggml.graph_compute":
+				graphs[s.SpanID()] = a.graph(p, s)
+			case "ggml.backend.graph_compute":
+				a.split(p, s)
+			case "ggml.backend.tensor_copy":
+				a.copy(p, s)
+			default:
+				a.node(p, s, graphs[s.ParentSpanID()])
+			}
+		})
+		for _, g := range graphs {
+			if g.timeline != nil && len(g.timeline.Nodes) > 0 {
+				p.timeline = g.timeline
+			}
+		}
+	}
+}
+
+func (a *Aggregator) eachSpan(rs ptrace.ResourceSpans, f func(ptrace.Span)) {
+	for j := 0; j < rs.ScopeSpans().Len(); j++ {
+		spans := rs.ScopeSpans().At(j).Spans()
+		for k := 0; k < spans.Len(); k++ {
+			f(spans.At(k))
+		}
+	}
+}
+
+func dur(s ptrace.Span) float64 {
+	if s.EndTimestamp() < s.StartTimestamp() {
+		return 0
+	}
+	return float64(s.EndTimestamp()-s.StartTimestamp()) / 1e9
+}
+
+func (a *Aggregator) decode(p *proc, s ptrace.Span) {
+	attrs := s.Attributes()
+	name := strAttr(attrs, "llama.phase")
+	if name != prefill && name != decode {
+		name = decode
+	}
+	tokens := intAttr(attrs, "llama.batch.tokens")
+	a.phases.put(s.TraceID(), name, tokens)
+	ph := p.phase(name)
+	ph.Decodes++
+	ph.Tokens += tokens
+	ph.DecodeSeconds += dur(s)
+	if name == decode {
+		p.latency.add(dur(s))
+	}
+	p.addRate(s.EndTimestamp().AsTime().Unix(), name, tokens)
+}
+
+func (p *proc) addRate(sec int64, name string, tokens int64) {
+	if n := len(p.rate); n == 0 || p.rate[n-1].Time < sec {
+		p.rate = append(p.rate, Rate{Time: sec})
+		if len(p.rate) > rateSeconds {
+			p.rate = slices.Delete(p.rate, 0, len(p.rate)-rateSeconds)
+		}
+	}
+	// Late batches land in their own second, or are dropped past the window.
+	i, found := slices.BinarySearchFunc(p.rate, sec, func(r Rate, t int64) int { return cmp.Compare(r.Time, t) })
+	if !found {
+		if i == 0 && len(p.rate) >= rateSeconds {
+			return
+		}
+		p.rate = slices.Insert(p.rate, i, Rate{Time: sec})
+	}
+	if name == prefill {
+		p.rate[i].Prefill += tokens
+	} else {
+		p.rate[i].Decode += tokens
+	}
+}
+
+// graphRef is what a graph's nodes need of it.
+type graphRef struct {
+	phase    *phase
+	start    pcommon.Timestamp
+	timeline *Timeline
+}
+
+func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
+	attrs := s.Attributes()
+	name, tokens := a.phases.get(s.TraceID())
+	ph := p.phase(name)
+	g := &graphRef{phase: ph, start: s.StartTimestamp()}
+	if !boolAttr(attrs, "ggml.graph.traced") {
+		return g
+	}
+	ph.TracedGraphs++
+	ph.GraphSeconds += dur(s)
+	if name == outside && p.timeline != nil {
+		return g // a decode's graph is the better example of a token
+	}
+	g.timeline = &Timeline{Phase: name, Tokens: tokens, Start: int64(s.StartTimestamp()),
+		Duration: dur(s) * 1e6, Threads: int(intAttr(attrs, "ggml.threads")),
+		Critical: float64(intAttr(attrs, "ggml.critical_path.duration_ns")) / 1e3}
+	return g
+}
+
+func (a *Aggregator) split(p *proc, s ptrace.Span) {
+	backend := cmp.Or(strAttr(s.Attributes(), "ggml.backend"), unknownValue)
+	b := p.backends[backend]
+	if b == nil {
+		if len(p.backends) >= 64 {
+			return
+		}
+		b = &Backend{Backend: backend}
+		p.backends[backend] = b
+	}
+	b.Splits++
+	b.Seconds += dur(s)
+	if backend != "CPU" {
+		name, _ := a.phases.get(s.TraceID())
+		p.phase(name).SplitSeconds += dur(s)
+	}
+}
+
+func (a *Aggregator) copy(p *proc, s ptrace.Span) {
+	attrs := s.Attributes()
+	k := [2]string{cmp.Or(strAttr(attrs, "ggml.backend.source"), unknownValue), cmp.Or(strAttr(attrs, "ggml.backend.destination"), unknownValue)}
+	c := p.copies[k]
+	if c == nil {
+		if len(p.copies) >= 64 {
+			return
+		}
+		c = &Copy{Source: k[0], Destination: k[1]}
+		p.copies[k] = c
+	}
+	c.Copies++
+	c.Bytes += intAttr(attrs, "ggml.copy.bytes")
+	c.Seconds += dur(s)
+	name, _ := a.phases.get(s.TraceID())
+	p.phase(name).CopySeconds += dur(s)
+}
+
+var boundIndex = map[string]int{"memory": 0, "compute": 1, "overhead": 2}
+
+// BoundNames are the verdicts by index.
+var boundNames = [3]string{"memory", "compute", "overhead"}
+
+func (a *Aggregator) node(p *proc, s ptrace.Span, g *graphRef) {
+	attrs := s.Attributes()
+	op := strAttr(attrs, "ggml.op")
+	if op == "" {
+		return // not a node span: a span some other receiver put in the pipeline
+	}
+	var ph *phase
+	if g != nil {
+		ph = g.phase
+	} else {
+		name, _ := a.phases.get(s.TraceID())
+		ph = p.phase(name)
+	}
+	k := opKey{op, cmp.Or(strAttr(attrs, "ggml.weight.type"), "none")}
+	o := ph.ops[k]
+	if o == nil {
+		if len(ph.ops) >= maxOps {
+			k = opKey{"other", "none"}
+			o = ph.ops[k]
+		}
+		if o == nil {
+			o = &Op{Op: k.op, Weight: k.weight}
+			ph.ops[k] = o
+		}
+	}
+	d := dur(s)
+	ns := int64(d * 1e9)
+	o.Calls++
+	o.TotalMS += d * 1e3
+	ph.NodeSeconds += d
+	o.flops += doubleAttr(attrs, "ggml.flops")
+	o.byt += doubleAttr(attrs, "ggml.bytes")
+	if b, ok := boundIndex[strAttr(attrs, "ggml.roofline.bound")]; ok {
+		o.boundNS[b] += ns
+		p.derive(attrs, b)
+	}
+	threads := float64(max(intAttr(attrs, "ggml.threads"), 1))
+	sc := SchedSums{
+		OffCPU:      float64(intAttr(attrs, "ggml.sched.off_cpu_ns")) / 1e9,
+		RunQueue:    float64(intAttr(attrs, "ggml.sched.runqueue_ns")) / 1e9,
+		BarrierWait: float64(intAttr(attrs, "ggml.barrier.wait_ns")) / 1e9,
+		ThreadTime:  d * threads,
+		Preemptions: intAttr(attrs, "ggml.sched.preemptions"),
+		Migrations:  intAttr(attrs, "ggml.sched.migrations"),
+	}
+	o.Sched.add(sc)
+	ph.Sched.add(sc)
+	attrs.Range(func(key string, v pcommon.Value) bool {
+		if c, ok := strings.CutPrefix(key, "perf."); ok && v.Type() == pcommon.ValueTypeInt {
+			if o.Counters == nil {
+				o.Counters = map[string]int64{}
+			}
+			if len(o.Counters) < 16 {
+				o.Counters[c] += v.Int()
+				p.counters[c] = true
+			}
+		}
+		return true
+	})
+	if l, ok := attrs.Get("ggml.layer"); ok {
+		layer := int(l.Int())
+		if _, seen := ph.layers[layer]; seen || len(ph.layers) < maxLayers {
+			ph.layers[layer] += d
+			byOp := ph.opLayer[opKey{op: k.op}]
+			if byOp == nil {
+				byOp = map[int]float64{}
+				ph.opLayer[opKey{op: k.op}] = byOp
+			}
+			byOp[layer] += d
+		}
+	}
+	if ex, ok := attrs.Get("ggml.moe.experts"); ok && ex.Type() == pcommon.ValueTypeSlice {
+		layer := int(intAttr(attrs, "ggml.layer"))
+		counts := p.moeSpans[layer]
+		for i := 0; i < ex.Slice().Len(); i++ {
+			e := int(ex.Slice().At(i).Int())
+			if e < 0 || e >= maxExperts {
+				continue
+			}
+			if e >= len(counts) {
+				counts = append(counts, make([]int64, e+1-len(counts))...)
+			}
+			counts[e]++
+		}
+		if len(p.moeSpans) < maxLayers {
+			p.moeSpans[layer] = counts
+		}
+	}
+	if g != nil && g.timeline != nil && len(g.timeline.Nodes) < maxNodes {
+		n := Node{Op: op, Tensor: strAttr(attrs, "ggml.tensor.name"),
+			Start:    float64(int64(s.StartTimestamp())-int64(g.start)) / 1e3,
+			Duration: d * 1e6, Critical: boolAttr(attrs, critical)}
+		if busy, ok := attrs.Get("ggml.thread.busy_ns"); ok && busy.Type() == pcommon.ValueTypeSlice {
+			for i := 0; i < busy.Slice().Len() && i < 256; i++ {
+				n.Busy = append(n.Busy, float64(busy.Slice().At(i).Int())/1e3)
+			}
+		}
+		g.timeline.Nodes = append(g.timeline.Nodes, n)
+	}
+}
+
+func (s *SchedSums) add(o SchedSums) {
+	s.OffCPU += o.OffCPU
+	s.RunQueue += o.RunQueue
+	s.BarrierWait += o.BarrierWait
+	s.ThreadTime += o.ThreadTime
+	s.Preemptions += o.Preemptions
+	s.Migrations += o.Migrations
+}
+
+// derive recovers a roof from a classified node (its achieved rate over the fraction of
+// the roof it reached), for input that lacks profinfer.roofline.peak.
+func (p *proc) derive(attrs pcommon.Map, bound int) {
+	frac := doubleAttr(attrs, "ggml.roofline.peak_fraction")
+	if frac <= 0 {
+		return
+	}
+	switch bound {
+	case 0:
+		p.derived.Bandwidth = doubleAttr(attrs, "ggml.roofline.bytes_per_second") / frac
+	case 1:
+		p.derived.FLOPS = doubleAttr(attrs, "ggml.roofline.flops_per_second") / frac
+	}
+}
+
+// Metrics folds a batch of metrics in: the roofs, and MoE selections, which count every
+// traced graph even where spans are thinned.
+func (a *Aggregator) Metrics(md pmetric.Metrics) {
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		if _, ok := rm.Resource().Attributes().Get("process.pid"); !ok {
+			continue // the receiver's own health
+		}
+		var p *proc
+		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
+			ms := rm.ScopeMetrics().At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				m := ms.At(k)
+				switch m.Name() {
+				case "profinfer.roofline.peak":
+					p = cmp.Or(p, a.process(rm.Resource()))
+					p.roof(m.Gauge().DataPoints())
+				case "ggml.moe.expert.selections":
+					p = cmp.Or(p, a.process(rm.Resource()))
+					p.selections(m.Sum().DataPoints())
+				}
+			}
+		}
+	}
+}
+
+func (p *proc) roof(dps pmetric.NumberDataPointSlice) {
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		attrs := dp.Attributes()
+		v := dp.DoubleValue()
+		switch strAttr(attrs, "ggml.roofline.roof") {
+		case "flops":
+			p.roofs.FLOPS = v
+		case "bandwidth":
+			p.roofs.Bandwidth = v
+		case "int8":
+			p.roofs.Int8 = v
+		}
+		p.roofs.Source = strAttr(attrs, "profinfer.roofline.source")
+		p.roofs.Measured = strAttr(attrs, "profinfer.roofline.measured")
+	}
+}
+
+func (p *proc) selections(dps pmetric.NumberDataPointSlice) {
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		layer := int(intAttr(dp.Attributes(), "ggml.layer"))
+		e := int(intAttr(dp.Attributes(), "ggml.moe.expert"))
+		if e < 0 || e >= maxExperts || layer < 0 || layer >= maxLayers {
+			continue
+		}
+		c := p.moeMetric[layer]
+		if e >= len(c) {
+			c = append(c, make([]int64, e+1-len(c))...)
+		}
+		c[e] = dp.IntValue() // cumulative: the newest count is the count
+		p.moeMetric[layer] = c
+	}
+}
+
+// Snapshot returns the view as of now, processes by title.
+func (a *Aggregator) Snapshot() *View {
+	v := &View{Generated: time.Now().UTC()}
+	for _, p := range a.procs {
+		v.Processes = append(v.Processes, p.snapshot())
+	}
+	slices.SortFunc(v.Processes, func(x, y *Process) int { return strings.Compare(x.Title+x.ID, y.Title+y.ID) })
+	return v
+}
+
+func (p *proc) snapshot() *Process {
+	out := &Process{ID: p.id, Title: p.title, Model: p.model, Resource: slices.Clone(p.resource),
+		Roofs: p.roofs, Rate: slices.Clone(p.rate), Timeline: p.timeline, LastSeen: p.lastSeen.UTC(),
+		Latency: p.latency.quantiles(), Findings: []Finding{}}
+	if out.Roofs.FLOPS == 0 && out.Roofs.Bandwidth == 0 && p.derived != (Roofs{}) {
+		out.Roofs = p.derived
+		out.Roofs.Source = "derived from the spans' peak fractions"
+	}
+	for _, name := range []string{prefill, decode, outside} {
+		if ph := p.phases[name]; ph != nil {
+			out.Phases = append(out.Phases, ph.snapshot(out.Roofs))
+		}
+	}
+	moe := p.moeMetric
+	if len(moe) == 0 {
+		moe = p.moeSpans
+	}
+	for layer, c := range moe {
+		out.MoE = append(out.MoE, MoELayer{Layer: layer, Selections: slices.Clone(c), Imbalance: export.Imbalance(c)})
+	}
+	slices.SortFunc(out.MoE, func(x, y MoELayer) int { return cmp.Compare(x.Layer, y.Layer) })
+	for _, b := range p.backends {
+		out.Backends = append(out.Backends, *b)
+	}
+	slices.SortFunc(out.Backends, func(x, y Backend) int { return strings.Compare(x.Backend, y.Backend) })
+	for _, c := range p.copies {
+		out.Copies = append(out.Copies, *c)
+	}
+	slices.SortFunc(out.Copies, func(x, y Copy) int {
+		return strings.Compare(x.Source+"\x00"+x.Destination, y.Source+"\x00"+y.Destination)
+	})
+	for c := range p.counters {
+		out.Counters = append(out.Counters, c)
+	}
+	slices.Sort(out.Counters)
+	return out
+}
+
+func (ph *phase) snapshot(roofs Roofs) *Phase {
+	out := ph.Phase
+	out.Ops = nil
+	if out.DecodeSeconds > 0 {
+		out.TokensPerSec = float64(out.Tokens) / out.DecodeSeconds
+	}
+	total := cmp.Or(out.GraphSeconds, out.NodeSeconds)
+	for _, o := range ph.ops {
+		r := *o
+		if r.Counters != nil {
+			r.Counters = maps(o.Counters)
+		}
+		r.MeanUS = r.TotalMS * 1e3 / float64(max(r.Calls, 1))
+		if total > 0 {
+			r.Share = r.TotalMS / 1e3 / total
+		}
+		if secs := r.TotalMS / 1e3; secs > 0 && r.flops > 0 {
+			r.FLOPS = r.flops / secs
+			r.Bandwidth = r.byt / secs
+		}
+		if r.byt > 0 {
+			r.Intensity = r.flops / r.byt
+		}
+		r.Bound, r.PeakFrac = verdict(&r, roofs)
+		out.Ops = append(out.Ops, &r)
+	}
+	slices.SortFunc(out.Ops, func(x, y *Op) int {
+		return cmp.Or(cmp.Compare(y.TotalMS, x.TotalMS), strings.Compare(x.Op+x.Weight, y.Op+y.Weight))
+	})
+	for l, secs := range ph.layers {
+		out.Layers = append(out.Layers, Layer{Layer: l, Seconds: secs, Share: secs / max(total, 1e-12)})
+	}
+	slices.SortFunc(out.Layers, func(x, y Layer) int { return cmp.Compare(x.Layer, y.Layer) })
+	out.OpLayer = ph.opLayerMatrix(out.Layers)
+	return &out
+}
+
+// verdict is the bound that held for most of an op's time, as the receiver classified
+// its nodes, and how close its aggregate rate came to that roof.
+func verdict(o *Op, roofs Roofs) (string, float64) {
+	best := -1
+	for i, ns := range o.boundNS {
+		if ns > 0 && (best < 0 || ns > o.boundNS[best]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", 0
+	}
+	frac := 0.0
+	switch {
+	case o.Intensity > 0 && roofs.Bandwidth > 0 && roofs.FLOPS > 0 && o.Intensity < roofs.FLOPS/roofs.Bandwidth:
+		frac = o.Bandwidth / roofs.Bandwidth
+	case roofs.FLOPS > 0:
+		frac = o.FLOPS / roofs.FLOPS
+	}
+	return boundNames[best], frac
+}
+
+// opLayerMatrix keeps the ops that took the most layer time, at most 16 rows.
+func (ph *phase) opLayerMatrix(layers []Layer) *OpLayer {
+	if len(layers) == 0 {
+		return nil
+	}
+	type row struct {
+		op    string
+		secs  float64
+		cells map[int]float64
+	}
+	var rows []row
+	for k, cells := range ph.opLayer {
+		r := row{op: k.op, cells: cells}
+		for _, s := range cells {
+			r.secs += s
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(x, y row) int { return cmp.Or(cmp.Compare(y.secs, x.secs), strings.Compare(x.op, y.op)) })
+	rows = rows[:min(len(rows), 16)]
+	m := &OpLayer{}
+	for _, l := range layers {
+		m.Layers = append(m.Layers, l.Layer)
+	}
+	for _, r := range rows {
+		m.Ops = append(m.Ops, r.op)
+		cells := make([]float64, len(layers))
+		for i, l := range layers {
+			cells[i] = r.cells[l.Layer]
+		}
+		m.Seconds = append(m.Seconds, cells)
+	}
+	return m
+}
+
+func maps(m map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func strAttr(m pcommon.Map, k string) string {
+	if v, ok := m.Get(k); ok {
+		return v.AsString()
+	}
+	return ""
+}
+
+func intAttr(m pcommon.Map, k string) int64 {
+	v, ok := m.Get(k)
+	if !ok {
+		return 0
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int()
+	case pcommon.ValueTypeDouble:
+		return int64(v.Double())
+	case pcommon.ValueTypeStr:
+		n, _ := strconv.ParseInt(v.Str(), 10, 64) // OTLP JSON may carry ints as strings
+		return n
+	}
+	return 0
+}
+
+func doubleAttr(m pcommon.Map, k string) float64 {
+	v, ok := m.Get(k)
+	if !ok {
+		return 0
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeDouble:
+		return v.Double()
+	case pcommon.ValueTypeInt:
+		return float64(v.Int())
+	}
+	return 0
+}
+
+func boolAttr(m pcommon.Map, k string) bool {
+	v, ok := m.Get(k)
+	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()
+}

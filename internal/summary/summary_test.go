@@ -1,0 +1,236 @@
+package summary
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/export"
+	"github.com/profinfer/profinfer/internal/roofline"
+)
+
+var peaks = roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}
+
+func node(op, name, weight string, start, end uint64, flops, bytes float64) *assemble.Node {
+	info := &assemble.NodeInfo{Op: op, Name: name, Type: "f32", Shape: [4]int64{2048, 1, 1, 1}, FLOPs: flops, Bytes: bytes}
+	if weight != "" {
+		info.Srcs = []assemble.Src{assemble.NewSrc(weight, [4]int64{2048, 2048, 1, 1})}
+	}
+	return &assemble.Node{Info: info, Start: start, End: end}
+}
+
+// decodeOf is a decode of tokens whose one traced graph runs the nodes, all spans built
+// by the receiver's own span builder.
+func decodeOf(tokens int, start uint64, nodes ...*assemble.Node) *assemble.Decode {
+	end := nodes[len(nodes)-1].End
+	return &assemble.Decode{PID: 1, TID: 1, Tokens: tokens, Start: start, End: end + 10,
+		Graphs: []*assemble.Graph{{TID: 1, NNodes: len(nodes), NThreads: 2, Start: start + 1, End: end + 5, Traced: true, Nodes: nodes}}}
+}
+
+func traces(p *export.Process, ds ...*assemble.Decode) ptrace.Traces {
+	s := export.NewSpans(export.Clock{Offset: 1e18}, true, peaks, nil)
+	td := ptrace.NewTraces()
+	for _, d := range ds {
+		s.Decode(td, p, d)
+	}
+	return td
+}
+
+var server = &export.Process{PID: 7, VPID: 7, Exe: "/bin/llama-server"}
+
+func TestFold(t *testing.T) {
+	a := New()
+	// A prefill of 32 tokens: a q4_0 matmul of layer 0 taking 3/4 of the nodes' time.
+	a.Traces(traces(server, decodeOf(32, 1000,
+		node("MUL_MAT", "Qcur-0", "q4_0", 1010, 1310, 60e9*300e-9, 10e9*300e-9),
+		node("ADD", "ffn_out-0", "", 1310, 1410, 1e3, 2e9*100e-9))))
+	// Four decodes of one token, each 1 ms.
+	for i := range 4 {
+		st := uint64(1e6 * (i + 1))
+		a.Traces(traces(server, decodeOf(1, st, node("MUL_MAT", "Qcur-1", "q4_0", st+10, st+1e6-20, 1e6, 18e9*1e-3))))
+	}
+	v := a.Snapshot()
+	if len(v.Processes) != 1 {
+		t.Fatalf("%d processes", len(v.Processes))
+	}
+	p := v.Processes[0]
+	if p.Title != "llama-server (pid 7)" {
+		t.Errorf("title %q", p.Title)
+	}
+	if len(p.Phases) != 2 || p.Phases[0].Name != "prefill" || p.Phases[1].Name != "decode" {
+		t.Fatalf("phases %+v", p.Phases)
+	}
+	pre, dec := p.Phases[0], p.Phases[1]
+	if pre.Tokens != 32 || pre.Decodes != 1 || dec.Tokens != 4 || dec.Decodes != 4 || dec.TracedGraphs != 4 {
+		t.Errorf("counts: prefill %+v decode %+v", pre, dec)
+	}
+	if len(pre.Ops) != 2 || pre.Ops[0].Op != "MUL_MAT" || pre.Ops[0].Weight != "q4_0" || pre.Ops[1].Weight != "none" {
+		t.Fatalf("prefill ops %+v %+v", pre.Ops[0], pre.Ops[1])
+	}
+	mm := pre.Ops[0]
+	graph := float64(1410+5-1001) / 1e9
+	if mm.Calls != 1 || math.Abs(mm.TotalMS-300e-6) > 1e-12 || math.Abs(mm.Share-300e-9/graph) > 1e-9 {
+		t.Errorf("prefill matmul %+v, graph %g s", mm, graph)
+	}
+	// 60 GFLOP/s against a 100 G roof at 6 FLOP/byte, above the ridge of 5: compute-bound.
+	if mm.Bound != "compute" || math.Abs(mm.FLOPS-60e9) > 1 || math.Abs(mm.PeakFrac-0.6) > 1e-9 {
+		t.Errorf("prefill matmul verdict %+v", mm)
+	}
+	if len(pre.Layers) != 1 || pre.Layers[0].Layer != 0 || pre.OpLayer == nil || len(pre.OpLayer.Ops) != 2 {
+		t.Errorf("layers %+v op×layer %+v", pre.Layers, pre.OpLayer)
+	}
+	dm := dec.Ops[0]
+	if dm.Bound != "memory" || math.Abs(dm.PeakFrac-dm.Bandwidth/20e9) > 1e-9 || dm.Calls != 4 {
+		t.Errorf("decode matmul %+v", dm)
+	}
+	if p.Latency.Count != 4 || math.Abs(p.Latency.P50-1.0)/1.0 > 0.05 {
+		t.Errorf("latency %+v", p.Latency)
+	}
+	if p.Roofs.Bandwidth != 20e9 || p.Roofs.FLOPS != 100e9 {
+		t.Errorf("roofs derived from spans %+v", p.Roofs)
+	}
+	if tl := p.Timeline; tl == nil || tl.Phase != "decode" || len(tl.Nodes) != 1 || tl.Tokens != 1 {
+		t.Errorf("timeline %+v", p.Timeline)
+	}
+	if dec.TokensPerSec < 990 || dec.TokensPerSec > 1001 {
+		t.Errorf("decode tokens/s %g", dec.TokensPerSec)
+	}
+}
+
+// Nodes whose decode came in an earlier batch keep its phase; a graph no decode holds
+// is "outside decode".
+func TestPhaseAcrossBatches(t *testing.T) {
+	td := traces(server, decodeOf(8, 1000, node("MUL_MAT", "x-0", "q8_0", 1010, 1100, 1, 1)))
+	first, second := ptrace.NewTraces(), ptrace.NewTraces()
+	rs := td.ResourceSpans().At(0)
+	for _, out := range []ptrace.Traces{first, second} {
+		o := out.ResourceSpans().AppendEmpty()
+		rs.Resource().CopyTo(o.Resource())
+		o.ScopeSpans().AppendEmpty()
+	}
+	spans := rs.ScopeSpans().At(0).Spans()
+	for i := 0; i < spans.Len(); i++ {
+		dst := first
+		if spans.At(i).Name() != "llama_decode" {
+			dst = second
+		}
+		spans.At(i).CopyTo(dst.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty())
+	}
+	a := New()
+	a.Traces(first)
+	a.Traces(second)
+	g := &assemble.Graph{TID: 3, NThreads: 1, Start: 5000, End: 6000, Traced: true, Nodes: []*assemble.Node{node("ADD", "y", "", 5001, 5900, 1, 1)}}
+	out := ptrace.NewTraces()
+	export.NewSpans(export.Clock{}, true, peaks, nil).Graph(out, server, g)
+	a.Traces(out)
+	p := a.Snapshot().Processes[0]
+	if len(p.Phases) != 2 || p.Phases[0].Name != "prefill" || p.Phases[0].Ops[0].Weight != "q8_0" || p.Phases[1].Name != "outside decode" {
+		t.Fatalf("phases %+v", p.Phases)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	server.SetResource(rm.Resource())
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	g := ms.AppendEmpty()
+	g.SetName("profinfer.roofline.peak")
+	g.SetEmptyGauge()
+	for roof, v := range map[string]float64{"flops": 2e11, "bandwidth": 5e10} {
+		dp := g.Gauge().DataPoints().AppendEmpty()
+		dp.SetDoubleValue(v)
+		dp.Attributes().PutStr("ggml.roofline.roof", roof)
+		dp.Attributes().PutStr("profinfer.roofline.source", "stored")
+		dp.Attributes().PutStr("profinfer.roofline.measured", "2026-11-23T10:00:00Z")
+	}
+	sel := ms.AppendEmpty()
+	sel.SetName("ggml.moe.expert.selections")
+	sel.SetEmptySum()
+	for e, n := range []int64{10, 0, 0, 2} {
+		dp := sel.Sum().DataPoints().AppendEmpty()
+		dp.SetIntValue(n)
+		dp.Attributes().PutInt("ggml.layer", 3)
+		dp.Attributes().PutInt("ggml.moe.expert", int64(e))
+	}
+	a := New()
+	a.Metrics(md)
+	p := a.Snapshot().Processes[0]
+	if p.Roofs.FLOPS != 2e11 || p.Roofs.Bandwidth != 5e10 || p.Roofs.Source != "stored" || p.Roofs.Measured == "" {
+		t.Errorf("roofs %+v", p.Roofs)
+	}
+	if len(p.MoE) != 1 || p.MoE[0].Layer != 3 || len(p.MoE[0].Selections) != 4 || p.MoE[0].Imbalance < 1 {
+		t.Errorf("moe %+v", p.MoE)
+	}
+}
+
+// However long it runs, the state stays bounded: processes, ops per phase, traces
+// remembered, rate history.
+func TestBounded(t *testing.T) {
+	a := New()
+	for pid := range 3 * maxProcesses {
+		p := &export.Process{PID: pid + 1, Exe: "/x"}
+		var nodes []*assemble.Node
+		if pid == 0 {
+			for i := range 2 * maxOps {
+				nodes = append(nodes, node(fmt.Sprintf("OP%d", i), "t", "", uint64(100+2*i), uint64(101+2*i), 1, 1))
+			}
+		} else {
+			nodes = []*assemble.Node{node("ADD", "t", "", 100, 101, 1, 1)}
+		}
+		a.Traces(traces(p, decodeOf(1, 99, nodes...)))
+		if pid == 0 {
+			if ops := len(a.Snapshot().Processes[0].Phases[0].Ops); ops != maxOps+1 {
+				t.Errorf("%d op rows, want %d and other", ops, maxOps)
+			}
+		}
+	}
+	if n := len(a.procs); n != maxProcesses {
+		t.Errorf("%d processes kept", n)
+	}
+	if n := len(a.phases.byTrace); n > maxTraces {
+		t.Errorf("%d traces remembered", n)
+	}
+	var p proc
+	for s := range int64(3 * rateSeconds) {
+		p.addRate(s, decode, 1)
+	}
+	p.addRate(0, decode, 1) // far in the past: dropped
+	if len(p.rate) != rateSeconds || p.rate[0].Time != 2*rateSeconds {
+		t.Errorf("rate history %d seconds from %d", len(p.rate), p.rate[0].Time)
+	}
+}
+
+func TestLatencyQuantiles(t *testing.T) {
+	h := newLogHistogram()
+	for i := 1; i <= 1000; i++ {
+		h.add(float64(i) * 1e-3)
+	}
+	q := h.quantiles()
+	for _, c := range []struct{ got, want float64 }{{q.P50, 500}, {q.P90, 900}, {q.P99, 990}, {q.Max, 1000}} {
+		if math.Abs(c.got-c.want)/c.want > 0.05 {
+			t.Errorf("quantile %g ms, want %g within 5%%", c.got, c.want)
+		}
+	}
+}
+
+// A span from another receiver (no ggml.op) is not a node.
+func TestForeignSpans(t *testing.T) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "web")
+	s := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	s.SetName("GET /")
+	s.SetStartTimestamp(pcommon.Timestamp(1))
+	s.SetEndTimestamp(pcommon.Timestamp(2))
+	a := New()
+	a.Traces(td)
+	if p := a.Snapshot().Processes[0]; len(p.Phases) != 0 {
+		t.Errorf("phases from a foreign span: %+v", p.Phases)
+	}
+}

@@ -1,0 +1,185 @@
+// Package summary folds profinfer's spans and metrics, as pdata, into what a person
+// reads first: per process and model, where each token's time goes, by phase, op and
+// layer, how close each op runs to this machine's roofs, one traced token's timeline,
+// MoE routing, backend splits and copies. Its state is bounded however long it runs:
+// aggregates keyed by op, layer and expert, plus the newest traced graph.
+//
+// It reads pdata only, so it works the same on the collector that runs the receiver, on
+// a gateway that receives OTLP from many, and on the file exporter's JSON lines.
+package summary
+
+import "time"
+
+// View is a snapshot of everything the page and the report show. It marshals to the
+// JSON the page's script renders.
+type View struct {
+	Generated time.Time  `json:"generated"`
+	Processes []*Process `json:"processes"`
+}
+
+// Process is one profiled process (on one host) and the model it serves.
+type Process struct {
+	ID       string     `json:"id"`    // host, pid and executable
+	Title    string     `json:"title"` // e.g. "llama-server (pid 1234)"
+	Model    string     `json:"model,omitempty"`
+	Resource []KV       `json:"resource"`
+	Roofs    Roofs      `json:"roofs"`
+	Phases   []*Phase   `json:"phases"`             // prefill, decode and graphs outside a decode, those seen
+	Latency  Quantiles  `json:"latency"`            // of decode-phase llama_decode calls
+	Rate     []Rate     `json:"rate"`               // tokens per second over the last minutes
+	Timeline *Timeline  `json:"timeline,omitempty"` // the newest traced decode-phase graph
+	MoE      []MoELayer `json:"moe,omitempty"`
+	Backends []Backend  `json:"backends,omitempty"`
+	Copies   []Copy     `json:"copies,omitempty"`
+	Counters []string   `json:"counters,omitempty"` // perf counter names the ops carry
+	Findings []Finding  `json:"findings"`
+	LastSeen time.Time  `json:"last_seen"`
+}
+
+// KV is one resource attribute, as text.
+type KV struct {
+	Key   string `json:"k"`
+	Value string `json:"v"`
+}
+
+// Roofs are the machine's peaks the verdicts stand on, and how they were obtained.
+type Roofs struct {
+	FLOPS     float64 `json:"flops,omitempty"`     // FLOP/s, all cores
+	Bandwidth float64 `json:"bandwidth,omitempty"` // bytes/s
+	Int8      float64 `json:"int8,omitempty"`      // int8 operations/s, when measured
+	Source    string  `json:"source,omitempty"`    // measured, stored, configured, or derived from spans
+	Measured  string  `json:"measured,omitempty"`  // RFC 3339, when measured
+}
+
+// Phase is where the time of one kind of llama_decode went.
+type Phase struct {
+	Name          string  `json:"name"` // prefill, decode, or "outside decode"
+	Decodes       int64   `json:"decodes"`
+	Tokens        int64   `json:"tokens"`
+	DecodeSeconds float64 `json:"decode_seconds"`
+	TokensPerSec  float64 `json:"tokens_per_second"`
+	// Graphs traced node by node and their time, the denominator of every share.
+	TracedGraphs int64   `json:"traced_graphs"`
+	GraphSeconds float64 `json:"graph_seconds"`
+	NodeSeconds  float64 `json:"node_seconds"`
+	// Time the phase's decodes spent in backend splits other than the CPU's, and
+	// copying tensors between backends.
+	SplitSeconds float64   `json:"split_seconds,omitempty"`
+	CopySeconds  float64   `json:"copy_seconds,omitempty"`
+	Ops          []*Op     `json:"ops"`    // by time, largest first
+	Layers       []Layer   `json:"layers"` // by layer number
+	OpLayer      *OpLayer  `json:"op_layer,omitempty"`
+	Sched        SchedSums `json:"sched"`
+}
+
+// Op is one operator on one weight type within a phase: a row of the op table.
+type Op struct {
+	Op         string  `json:"op"`
+	Weight     string  `json:"weight"` // the weights' type for matmuls, else "none"
+	Calls      int64   `json:"calls"`
+	TotalMS    float64 `json:"total_ms"`
+	MeanUS     float64 `json:"mean_us"`
+	Share      float64 `json:"share"` // of the phase's traced graph time
+	Bound      string  `json:"bound,omitempty"`
+	FLOPS      float64 `json:"flops_per_second,omitempty"` // achieved, over its time
+	Bandwidth  float64 `json:"bytes_per_second,omitempty"`
+	Intensity  float64 `json:"intensity,omitempty"`     // FLOPs per byte
+	PeakFrac   float64 `json:"peak_fraction,omitempty"` // of the roof that bounds it
+	Sched      SchedSums        `json:"sched"`
+	Counters   map[string]int64 `json:"counters,omitempty"`
+	boundNS    [3]int64
+	flops, byt float64
+}
+
+// SchedSums are what the scheduler layer and the barrier probe saw, in seconds.
+type SchedSums struct {
+	OffCPU      float64 `json:"off_cpu"`
+	RunQueue    float64 `json:"runqueue"`
+	BarrierWait float64 `json:"barrier_wait"`
+	ThreadTime  float64 `json:"thread_time"` // node time times threads: what the others are shares of
+	Preemptions int64   `json:"preemptions"`
+	Migrations  int64   `json:"migrations"`
+}
+
+// Layer is a model layer's time within a phase.
+type Layer struct {
+	Layer   int     `json:"layer"`
+	Seconds float64 `json:"seconds"`
+	Share   float64 `json:"share"`
+}
+
+// OpLayer is the op × layer matrix of seconds, for the heatmap.
+type OpLayer struct {
+	Ops     []string    `json:"ops"`
+	Layers  []int       `json:"layers"`
+	Seconds [][]float64 `json:"seconds"` // [op][layer]
+}
+
+// Quantiles of decode latency, in milliseconds.
+type Quantiles struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// Rate is the tokens computed in one second of wall time, by phase.
+type Rate struct {
+	Time    int64 `json:"t"` // unix seconds
+	Prefill int64 `json:"prefill"`
+	Decode  int64 `json:"decode"`
+}
+
+// Timeline is one traced graph, node by node, across its threads.
+type Timeline struct {
+	Phase    string  `json:"phase"`
+	Tokens   int64   `json:"tokens"`
+	Start    int64   `json:"start"` // unix ns
+	Duration float64 `json:"duration_us"`
+	Threads  int     `json:"threads"`
+	Critical float64 `json:"critical_us"` // the critical path's length
+	Nodes    []Node  `json:"nodes"`
+}
+
+// Node is one node of the timeline; times in µs from the graph's start.
+type Node struct {
+	Op       string    `json:"op"`
+	Tensor   string    `json:"tensor"`
+	Start    float64   `json:"s"`
+	Duration float64   `json:"d"`
+	Busy     []float64 `json:"busy,omitempty"` // per thread, µs computing before its barrier
+	Critical bool      `json:"c,omitempty"`
+}
+
+// MoELayer is one MoE layer's expert selections.
+type MoELayer struct {
+	Layer      int     `json:"layer"`
+	Selections []int64 `json:"selections"`
+	Imbalance  float64 `json:"imbalance"` // coefficient of variation
+}
+
+// Backend is the time a backend computed splits.
+type Backend struct {
+	Backend string  `json:"backend"`
+	Splits  int64   `json:"splits"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Copy is the tensor copies from one backend to another.
+type Copy struct {
+	Source      string  `json:"source"`
+	Destination string  `json:"destination"`
+	Copies      int64   `json:"copies"`
+	Bytes       int64   `json:"bytes"`
+	Seconds     float64 `json:"seconds"`
+}
+
+// Finding is a rule's conclusion: what to change, and the figures it stands on.
+type Finding struct {
+	ID       string   `json:"id"`
+	Severity string   `json:"severity"` // warning or info
+	Title    string   `json:"title"`
+	Advice   string   `json:"advice"`
+	Evidence []string `json:"evidence"`
+}
