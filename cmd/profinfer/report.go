@@ -15,7 +15,6 @@ import (
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
-
 func reportCmd(args []string) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	dir := fs.String("o", "profinfer-report", "directory for report.html and trace.json")

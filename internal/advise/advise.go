@@ -242,8 +242,8 @@ func overhead(p *summary.Process) (summary.Finding, bool) {
 	}
 	return summary.Finding{
 		ID: "overhead-bound", Severity: "info",
-		Title:  "Ops far below their roof: dispatch and synchronisation dominate",
-		Advice: "These ops move too little data or do too little work per call to approach the machine's limits; their time is per-call overhead and thread synchronisation. Fewer threads for small batches, larger batches (more parallel sequences), or fused kernels in a newer llama.cpp reduce it.",
+		Title:    "Ops far below their roof: dispatch and synchronisation dominate",
+		Advice:   "These ops move too little data or do too little work per call to approach the machine's limits; their time is per-call overhead and thread synchronisation. Fewer threads for small batches, larger batches (more parallel sequences), or fused kernels in a newer llama.cpp reduce it.",
 		Evidence: found[:min(len(found), 5)],
 	}, true
 }

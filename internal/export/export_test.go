@@ -164,11 +164,11 @@ func TestCounters(t *testing.T) {
 		}
 	}
 	for k, want := range map[string]int64{
-		"ggml.thread.counter 7 task-clock node":    550,
-		"ggml.thread.counter 7 task-clock outside": 100,
-		"ggml.thread.counter 8 task-clock node":    400,
+		"ggml.thread.counter 7 task-clock node":         550,
+		"ggml.thread.counter 7 task-clock outside":      100,
+		"ggml.thread.counter 8 task-clock node":         400,
 		"ggml.op.counter MUL_MAT none f32 task-clock":   900,
-		"ggml.op.counters.bound MUL_MAT memory":    1,
+		"ggml.op.counters.bound MUL_MAT memory":         1,
 		"ggml.op.counter MUL_MAT none f32 instructions": 1000,
 	} {
 		if got[k] != want {

@@ -16,13 +16,13 @@ import (
 
 // Limits bound the aggregator's memory.
 const (
-	maxProcesses = 64    // the least recently seen beyond these are forgotten
-	maxTraces    = 8192  // trace → phase entries remembered, for nodes whose decode came earlier
-	maxNodes     = 8192  // nodes kept of the timeline's graph
-	rateSeconds  = 600   // seconds of tokens-per-second history
-	maxOps       = 256   // op rows per phase; the rest count as "other"
-	maxLayers    = 1024  // layers per phase
-	maxExperts   = 4096  // experts per MoE layer
+	maxProcesses = 64   // the least recently seen beyond these are forgotten
+	maxTraces    = 8192 // trace → phase entries remembered, for nodes whose decode came earlier
+	maxNodes     = 8192 // nodes kept of the timeline's graph
+	rateSeconds  = 600  // seconds of tokens-per-second history
+	maxOps       = 256  // op rows per phase; the rest count as "other"
+	maxLayers    = 1024 // layers per phase
+	maxExperts   = 4096 // experts per MoE layer
 	outside      = "outside decode"
 	prefill      = "prefill"
 	decode       = "decode"

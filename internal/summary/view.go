@@ -74,17 +74,17 @@ type Phase struct {
 
 // Op is one operator on one weight type within a phase: a row of the op table.
 type Op struct {
-	Op         string  `json:"op"`
-	Weight     string  `json:"weight"` // the weights' type for matmuls, else "none"
-	Calls      int64   `json:"calls"`
-	TotalMS    float64 `json:"total_ms"`
-	MeanUS     float64 `json:"mean_us"`
-	Share      float64 `json:"share"` // of the phase's traced graph time
-	Bound      string  `json:"bound,omitempty"`
-	FLOPS      float64 `json:"flops_per_second,omitempty"` // achieved, over its time
-	Bandwidth  float64 `json:"bytes_per_second,omitempty"`
-	Intensity  float64 `json:"intensity,omitempty"`     // FLOPs per byte
-	PeakFrac   float64 `json:"peak_fraction,omitempty"` // of the roof that bounds it
+	Op         string           `json:"op"`
+	Weight     string           `json:"weight"` // the weights' type for matmuls, else "none"
+	Calls      int64            `json:"calls"`
+	TotalMS    float64          `json:"total_ms"`
+	MeanUS     float64          `json:"mean_us"`
+	Share      float64          `json:"share"` // of the phase's traced graph time
+	Bound      string           `json:"bound,omitempty"`
+	FLOPS      float64          `json:"flops_per_second,omitempty"` // achieved, over its time
+	Bandwidth  float64          `json:"bytes_per_second,omitempty"`
+	Intensity  float64          `json:"intensity,omitempty"`     // FLOPs per byte
+	PeakFrac   float64          `json:"peak_fraction,omitempty"` // of the roof that bounds it
 	Sched      SchedSums        `json:"sched"`
 	Counters   map[string]int64 `json:"counters,omitempty"`
 	boundNS    [3]int64
