@@ -162,7 +162,7 @@
     chart(byOp, {
       title: { text: 'share by op', textStyle: { fontSize: 13 } }, grid: { left: 150, right: 30, top: 30, bottom: 20 },
       xAxis: { type: 'value', axisLabel: { formatter: (v) => (100 * v).toFixed(0) + '%' } },
-      yAxis: { type: 'category', data: top.map((o) => o.op + ' ' + o.weight) },
+      yAxis: { type: 'category', data: top.map((o) => o.op + ' ' + o.weight), axisLabel: { width: 140, overflow: 'truncate' } },
       series: [{ type: 'bar', data: top.map((o) => o.share) }],
     });
     const byLayer = el('div');
@@ -183,7 +183,7 @@
       s.append(el('h3', null, 'op × layer, ms'));
       chart(s, {
         grid: { left: 150, right: 30, top: 10, bottom: 60 },
-        xAxis: { type: 'category', data: m.layers, name: 'layer' }, yAxis: { type: 'category', data: m.ops },
+        xAxis: { type: 'category', data: m.layers, name: 'layer' }, yAxis: { type: 'category', data: m.ops, axisLabel: { width: 140, overflow: 'truncate' } },
         visualMap: { min: 0, max: hi || 1, calculable: true, orient: 'horizontal', left: 'center', bottom: 0 },
         series: [{ type: 'heatmap', data }],
       });

@@ -1,0 +1,64 @@
+package testbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Browser is Debian's headless Chromium, for tests of the pages.
+type Browser struct{ path string }
+
+// RequireBrowser returns the browser, or fails (in CI) or skips the test without one.
+func RequireBrowser(t testing.TB) *Browser {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		Missing(t, "chromium (apt-get install chromium)")
+	}
+	return &Browser{path: path}
+}
+
+// run starts a fresh headless browser on url with args. The flags keep it off the
+// network: this machine has none, and without them it tries many connections at start.
+func (b *Browser) run(ctx context.Context, url string, args ...string) (stdout, stderr string, err error) {
+	profile, err := os.MkdirTemp("", "profinfer-chromium-")
+	if err != nil {
+		return "", "", err
+	}
+	defer os.RemoveAll(profile)
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--enable-logging=stderr", "--v=0", "--user-data-dir=" + profile,
+		// Virtual time lets the page's timers and fetches run before the dump.
+		"--virtual-time-budget=8000"}
+	cmd := exec.CommandContext(ctx, b.path, append(append(base, args...), url)...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("chromium %s: %w\n%s", url, err, tail([]byte(errb.String())))
+	}
+	return out.String(), errb.String(), err
+}
+
+// DOM loads url and returns the document as its scripts left it, and the console
+// messages that were errors.
+func (b *Browser) DOM(ctx context.Context, url string) (dom string, consoleErrors []string, err error) {
+	out, stderr, err := b.run(ctx, url, "--dump-dom")
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "CONSOLE") && (strings.Contains(l, "Uncaught") || strings.Contains(l, ":ERROR:")) {
+			consoleErrors = append(consoleErrors, l)
+		}
+	}
+	return out, consoleErrors, err
+}
+
+// Screenshot saves url as rendered in a window of width × height to path (PNG).
+func (b *Browser) Screenshot(ctx context.Context, url, path string, width, height int) error {
+	_, _, err := b.run(ctx, url, "--screenshot="+path, fmt.Sprintf("--window-size=%d,%d", width, height), "--hide-scrollbars")
+	return err
+}
