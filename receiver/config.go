@@ -105,9 +105,15 @@ type RooflineConfig struct {
 	// PeakBandwidth is the machine's peak memory bandwidth in bytes per second; 0
 	// measures it at start.
 	PeakBandwidth float64 `mapstructure:"peak_bandwidth"`
-	// ProbeDuration is how long the start-up measurement runs, on every CPU.
+	// ProbeDuration is the most the start-up measurement runs, on every CPU.
 	ProbeDuration time.Duration `mapstructure:"probe_duration"`
+	// StateFile keeps the best measured peaks of this machine across restarts, so that
+	// a start beside a busy model need not measure; "" keeps none.
+	StateFile string `mapstructure:"state_file"`
 }
+
+// defaultStateFile is where a root collector keeps state, as other daemons do.
+const defaultStateFile = "/var/lib/profinfer/roofline.json"
 
 // SpansConfig controls span emission.
 type SpansConfig struct {
@@ -137,7 +143,7 @@ func createDefaultConfig() component.Config {
 		CollectionInterval:   defaultCollectionInterval,
 		Nodes:                NodesConfig{Mode: NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 4},
 		Spans:                SpansConfig{Nodes: true, SampleEvery: 1},
-		Roofline:             RooflineConfig{Enabled: true, ProbeDuration: 400 * time.Millisecond},
+		Roofline:             RooflineConfig{Enabled: true, ProbeDuration: 400 * time.Millisecond, StateFile: defaultStateFile},
 		Layers:               LayersConfig{Application: true, Runtime: true},
 		RingBufferSize:       defaultRingBufferSize,
 		ErrorMode:            ErrorModeIgnore,
@@ -185,6 +191,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Roofline.Enabled && (c.Roofline.PeakFLOPS == 0 || c.Roofline.PeakBandwidth == 0) && c.Roofline.ProbeDuration <= 0 {
 		errs = errors.Join(errs, fmt.Errorf("roofline.probe_duration must be positive to measure the peaks, got %s", c.Roofline.ProbeDuration))
+	}
+	if f := c.Roofline.StateFile; f != "" && !filepath.IsAbs(f) {
+		errs = errors.Join(errs, fmt.Errorf("roofline.state_file must be an absolute path, got %q", f))
 	}
 	if n := c.RingBufferSize; n < minRingBufferSize || n&(n-1) != 0 {
 		errs = errors.Join(errs, fmt.Errorf("ring_buffer_size must be a power of two of at least 4096 bytes, got %d", n))

@@ -116,6 +116,10 @@ func TestLoadConfig(t *testing.T) {
 				"roofline.probe_duration must be positive to measure the peaks, got 0s",
 		},
 		{
+			id:          component.NewIDWithName(metadata.Type, "relative_roofline_state_file"),
+			expectedErr: `roofline.state_file must be an absolute path, got "roofline.json"`,
+		},
+		{
 			id: component.NewIDWithName(metadata.Type, "bad_counters"),
 			expectedErr: "counters[1]: unknown perf counter \"cycels\": want one of alignment-faults, branch-instructions, " +
 				"branch-misses, bus-cycles, cache-misses, cache-references, context-switches, cpu-clock, cpu-migrations, " +

@@ -60,7 +60,7 @@ func (r *profinferReceiver) profilerConfig() profiler.Config {
 			Scheduler: c.Layers.Scheduler},
 		Propagate: c.ErrorMode == ErrorModePropagate,
 		Metrics:   c.MetricsBuilderConfig,
-		Roofline: profiler.Roofline{Enabled: c.Roofline.Enabled, Probe: c.Roofline.ProbeDuration,
+		Roofline: profiler.Roofline{Enabled: c.Roofline.Enabled, Probe: c.Roofline.ProbeDuration, StateFile: c.Roofline.StateFile,
 			Peaks: roofline.Peaks{FLOPS: c.Roofline.PeakFLOPS, Bandwidth: c.Roofline.PeakBandwidth}},
 	}
 	for _, t := range c.Targets {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -94,11 +95,28 @@ func TestDecodeSpans(t *testing.T) {
 	}
 
 	// The op metrics name a matmul by its weights' type as well as its output's.
-	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Peaks{}, nil)
+	// With the roofs they were classified under, and how those were obtained.
+	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	roofs := roofline.Roofs{Peaks: roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, Source: roofline.SourceStored, At: at}
+	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofs, nil)
 	m.Decode(&Process{PID: 1, Exe: "x"}, d)
 	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 	found := false
 	for i := 0; i < ms.Len(); i++ {
+		if mt := ms.At(i); mt.Name() == "profinfer.roofline.peak" {
+			got := map[string]float64{}
+			for j := 0; j < mt.Gauge().DataPoints().Len(); j++ {
+				dp := mt.Gauge().DataPoints().At(j)
+				a := dp.Attributes().AsRaw()
+				if a["profinfer.roofline.source"] != "stored" || a["profinfer.roofline.measured"] != "2026-11-23T10:00:00Z" {
+					t.Errorf("roof attributes %v", a)
+				}
+				got[a["ggml.roofline.roof"].(string)] = dp.DoubleValue()
+			}
+			if got["flops"] != 100e9 || got["bandwidth"] != 20e9 {
+				t.Errorf("roofs %v", got)
+			}
+		}
 		if mt := ms.At(i); mt.Name() == "ggml.op.count" {
 			a := mt.Sum().DataPoints().At(0).Attributes().AsRaw()
 			found = a["ggml.weight.type"] == "q4_0" && a["ggml.tensor.type"] == "f32"
@@ -143,7 +161,7 @@ func TestCounters(t *testing.T) {
 		t.Errorf("partly counted node has counters: %v", a)
 	}
 
-	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Peaks{}, ctr)
+	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, ctr)
 	m.Graph(&Process{PID: 1, Exe: "x"}, g)
 	md := m.Emit(Telemetry{})
 	got := map[string]int64{}
@@ -222,7 +240,7 @@ func TestOffload(t *testing.T) {
 		t.Errorf("RPC split %v", a)
 	}
 
-	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Peaks{}, nil)
+	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
 	m.Decode(p, d)
 	m.Decode(p, d)
 	m.Forget(1)

@@ -117,6 +117,7 @@ type Telemetry struct {
 // Metrics accumulates cumulative metrics per process. It is not safe for concurrent use.
 type Metrics struct {
 	peaks    roofline.Peaks // zero: no classification
+	roofs    roofline.Roofs // the peaks and how they were obtained, exported with each process
 	counters *Counters      // nil: no perf counters
 	mb       *metadata.MetricsBuilder
 	start    pcommon.Timestamp
@@ -125,10 +126,11 @@ type Metrics struct {
 
 // NewMetrics returns an accumulator whose cumulative sums start now. Nodes are classified
 // under the roofline of peaks, when they are known, and by counters, when there are any.
-func NewMetrics(cfg metadata.MetricsBuilderConfig, set receiver.Settings, peaks roofline.Peaks, counters *Counters) *Metrics {
+func NewMetrics(cfg metadata.MetricsBuilderConfig, set receiver.Settings, roofs roofline.Roofs, counters *Counters) *Metrics {
 	start := pcommon.NewTimestampFromTime(time.Now())
 	return &Metrics{
-		peaks:    peaks,
+		peaks:    roofs.Peaks,
+		roofs:    roofs,
 		counters: counters,
 		mb:       metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
 		start:    start,
@@ -352,6 +354,7 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 			m.mb.RecordGgmlBackendCopyBytesDataPoint(now, st.bytes, k.src, k.dst)
 			m.mb.RecordGgmlBackendCopyTimeDataPoint(now, float64(st.ns)/1e9, k.src, k.dst)
 		}
+		m.recordRoofs(now)
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[0], metadata.AttributeLlamaPhasePrefill)
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[1], metadata.AttributeLlamaPhaseDecode)
 		rb := m.mb.NewResourceBuilder()
@@ -387,6 +390,20 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 		}
 	}
 	return md
+}
+
+// recordRoofs records the roofs the process's nodes are classified under, so that a view
+// downstream (a gateway's, a report's) shows the same roofs as the verdicts.
+func (m *Metrics) recordRoofs(now pcommon.Timestamp) {
+	if m.peaks == (roofline.Peaks{}) {
+		return
+	}
+	at := ""
+	if m.roofs.Source != roofline.SourceConfigured && !m.roofs.At.IsZero() {
+		at = m.roofs.At.UTC().Format(time.RFC3339)
+	}
+	m.mb.RecordProfinferRooflinePeakDataPoint(now, m.peaks.FLOPS, metadata.AttributeGgmlRooflineRoofFlops, m.roofs.Source, at)
+	m.mb.RecordProfinferRooflinePeakDataPoint(now, m.peaks.Bandwidth, metadata.AttributeGgmlRooflineRoofBandwidth, m.roofs.Source, at)
 }
 
 func (m *Metrics) histograms(ms pmetric.MetricSlice, pm *processMetrics, now pcommon.Timestamp) {

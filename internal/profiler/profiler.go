@@ -4,7 +4,6 @@
 package profiler
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,11 +75,12 @@ type Config struct {
 }
 
 // Roofline decides how nodes are classified: under Peaks, whose zero fields are
-// measured at start for Probe.
+// measured at start for at most Probe, or kept from an earlier start in StateFile.
 type Roofline struct {
-	Enabled bool
-	Peaks   roofline.Peaks
-	Probe   time.Duration
+	Enabled   bool
+	Peaks     roofline.Peaks
+	Probe     time.Duration
+	StateFile string
 }
 
 // Profiler is one running profinfer.
@@ -175,10 +175,10 @@ func (p *Profiler) Start(ctx context.Context) error {
 	}
 	var real unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &real)
-	peaks := p.peaks()
+	roofs := p.roofs()
 	ctr := export.NewCounters(p.cfg.Counters)
-	p.spans = export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans, peaks, ctr)
-	p.acc = export.NewMetrics(p.cfg.Metrics, p.set, peaks, ctr)
+	p.spans = export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans, roofs.Peaks, ctr)
+	p.acc = export.NewMetrics(p.cfg.Metrics, p.set, roofs, ctr)
 	p.asm = assemble.New(sink{p})
 	p.pending = ptrace.NewTraces()
 	// The hooks go first, so that a process started during the first scan is noticed.
@@ -293,21 +293,18 @@ func (p *Profiler) detectCounters() {
 	p.cfg.Layers.Counters = len(ok) > 0 && p.cfg.Nodes.Mode != NodesOff
 }
 
-// peaks returns the roofline to classify nodes under, measuring what the configuration
-// leaves unset; zero when classification is off.
-func (p *Profiler) peaks() roofline.Peaks {
+// roofs returns the roofline to classify nodes under, measuring what the configuration
+// leaves unset, or taking it from the state file; zero when classification is off.
+func (p *Profiler) roofs() roofline.Roofs {
 	r := p.cfg.Roofline
 	if !r.Enabled {
-		return roofline.Peaks{}
+		return roofline.Roofs{}
 	}
-	peaks := r.Peaks
-	if peaks.FLOPS == 0 || peaks.Bandwidth == 0 {
-		m := roofline.Measure(r.Probe)
-		peaks.FLOPS = cmp.Or(peaks.FLOPS, m.FLOPS)
-		peaks.Bandwidth = cmp.Or(peaks.Bandwidth, m.Bandwidth)
-	}
-	p.log.Info("roofline", zap.Float64("peak_flops", peaks.FLOPS), zap.Float64("peak_bandwidth", peaks.Bandwidth))
-	return peaks
+	roofs := roofline.Establish(roofline.EstablishConfig{Peaks: r.Peaks, Probe: r.Probe, StateFile: r.StateFile}, p.log)
+	p.log.Info("roofline", zap.Float64("peak_flops", roofs.FLOPS), zap.Float64("peak_bandwidth", roofs.Bandwidth),
+		zap.String("source", roofs.Source), zap.Time("at", roofs.At), zap.Int("trials", roofs.Trials),
+		zap.Bool("provisional", roofs.Provisional))
+	return roofs
 }
 
 // targetError logs err, or returns it when errors propagate.

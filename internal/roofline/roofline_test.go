@@ -69,7 +69,7 @@ func TestClassifyWithoutPeaks(t *testing.T) {
 
 // The built-in probe finds roofs in a plausible range for any x86-64 machine.
 func TestMeasure(t *testing.T) {
-	p := Measure(200 * time.Millisecond)
+	p := measure(200 * time.Millisecond)
 	if p.FLOPS < 1e9 || p.FLOPS > 1e14 || p.Bandwidth < 1e8 || p.Bandwidth > 1e13 {
 		t.Fatalf("peaks %+v", p)
 	}

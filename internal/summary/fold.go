@@ -471,8 +471,19 @@ func (a *Aggregator) Snapshot() *View {
 	for _, p := range a.procs {
 		v.Processes = append(v.Processes, p.snapshot())
 	}
-	slices.SortFunc(v.Processes, func(x, y *Process) int { return strings.Compare(x.Title+x.ID, y.Title+y.ID) })
+	// The busiest first: the page opens on it.
+	slices.SortFunc(v.Processes, func(x, y *Process) int {
+		return cmp.Or(cmp.Compare(y.tokens(), x.tokens()), strings.Compare(x.Title+x.ID, y.Title+y.ID))
+	})
 	return v
+}
+
+func (p *Process) tokens() int64 {
+	var n int64
+	for _, ph := range p.Phases {
+		n += ph.Tokens
+	}
+	return n
 }
 
 func (p *proc) snapshot() *Process {
