@@ -149,6 +149,7 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 			}
 		})
 		for _, g := range graphs {
+			g.addTimes()
 			if g.timeline != nil && len(g.timeline.Nodes) > 0 {
 				p.timeline = g.timeline
 			}
@@ -214,16 +215,60 @@ func (p *proc) addRate(sec int64, name string, tokens int64) {
 
 // graphRef is what a graph's nodes need of it.
 type graphRef struct {
-	phase    *phase
-	start    pcommon.Timestamp
-	timeline *Timeline
+	phase      *phase
+	start, end pcommon.Timestamp
+	timeline   *Timeline
+	timed      []timed // its nodes, in order, until the batch's end adds their times
+}
+
+// timed is a node whose time is added once the next node's start is known.
+type timed struct {
+	op           *Op
+	phase        *phase
+	layer, bound int // -1: none
+	start, end   pcommon.Timestamp
+}
+
+// add counts the node's time up to until: a node's span runs until its last thread
+// leaves it, which overlaps the next node's start by the moments threads take to leave
+// a barrier, and by much more when a thread was preempted there. Time counted to the
+// next node's start adds up to the graph's time, so that shares are shares.
+func (t *timed) add(until pcommon.Timestamp) {
+	end := min(t.end, max(until, t.start))
+	d := float64(end-t.start) / 1e9
+	t.op.TotalMS += d * 1e3
+	t.phase.NodeSeconds += d
+	if t.bound >= 0 {
+		t.op.boundNS[t.bound] += int64(d * 1e9)
+	}
+	if t.layer >= 0 {
+		t.phase.layers[t.layer] += d
+		byOp := t.phase.opLayer[opKey{op: t.op.Op}]
+		if byOp == nil {
+			byOp = map[int]float64{}
+			t.phase.opLayer[opKey{op: t.op.Op}] = byOp
+		}
+		byOp[t.layer] += d
+	}
+}
+
+// addTimes adds the time of a graph's nodes, each until the next one's start.
+func (g *graphRef) addTimes() {
+	for i := range g.timed {
+		until := g.end
+		if i+1 < len(g.timed) {
+			until = g.timed[i+1].start
+		}
+		g.timed[i].add(until)
+	}
+	g.timed = nil
 }
 
 func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 	attrs := s.Attributes()
 	name, tokens := a.phases.get(s.TraceID())
 	ph := p.phase(name)
-	g := &graphRef{phase: ph, start: s.StartTimestamp()}
+	g := &graphRef{phase: ph, start: s.StartTimestamp(), end: s.EndTimestamp()}
 	if !boolAttr(attrs, "ggml.graph.traced") {
 		return g
 	}
@@ -305,14 +350,12 @@ func (a *Aggregator) node(p *proc, s ptrace.Span, g *graphRef) {
 		}
 	}
 	d := dur(s)
-	ns := int64(d * 1e9)
 	o.Calls++
-	o.TotalMS += d * 1e3
-	ph.NodeSeconds += d
 	o.flops += doubleAttr(attrs, "ggml.flops")
 	o.byt += doubleAttr(attrs, "ggml.bytes")
+	t := timed{op: o, phase: ph, layer: -1, bound: -1, start: s.StartTimestamp(), end: s.EndTimestamp()}
 	if b, ok := boundIndex[strAttr(attrs, "ggml.roofline.bound")]; ok {
-		o.boundNS[b] += ns
+		t.bound = b
 		p.derive(attrs, b)
 	}
 	threads := float64(max(intAttr(attrs, "ggml.threads"), 1))
@@ -339,16 +382,14 @@ func (a *Aggregator) node(p *proc, s ptrace.Span, g *graphRef) {
 		return true
 	})
 	if l, ok := attrs.Get("ggml.layer"); ok {
-		layer := int(l.Int())
-		if _, seen := ph.layers[layer]; seen || len(ph.layers) < maxLayers {
-			ph.layers[layer] += d
-			byOp := ph.opLayer[opKey{op: k.op}]
-			if byOp == nil {
-				byOp = map[int]float64{}
-				ph.opLayer[opKey{op: k.op}] = byOp
-			}
-			byOp[layer] += d
+		if layer := int(l.Int()); ph.layers[layer] > 0 || len(ph.layers) < maxLayers {
+			t.layer = layer
 		}
+	}
+	if g == nil {
+		t.add(t.end)
+	} else {
+		g.timed = append(g.timed, t)
 	}
 	if ex, ok := attrs.Get("ggml.moe.experts"); ok && ex.Type() == pcommon.ValueTypeSlice {
 		layer := int(intAttr(attrs, "ggml.layer"))

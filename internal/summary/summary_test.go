@@ -234,3 +234,24 @@ func TestForeignSpans(t *testing.T) {
 		t.Errorf("phases from a foreign span: %+v", p.Phases)
 	}
 }
+
+// A node whose last thread left late (preempted at the barrier) overlaps the next one;
+// its time counts until the next node's start, so that the shares add up to at most
+// the graph's time.
+func TestOverlappingNodes(t *testing.T) {
+	a := New()
+	a.Traces(traces(server, decodeOf(1, 1000,
+		node("MUL_MAT", "a-0", "q4_0", 1010, 5000, 1, 1), // its last thread left at 5000
+		node("ADD", "b-0", "", 1100, 1200, 1, 1))))
+	ph := a.Snapshot().Processes[0].Phases[0]
+	var sum float64
+	for _, o := range ph.Ops {
+		sum += o.Share
+		if o.Op == "MUL_MAT" && math.Abs(o.TotalMS-90e-6) > 1e-12 {
+			t.Errorf("MUL_MAT %g ms, want its 90 ns up to the next node", o.TotalMS)
+		}
+	}
+	if sum > 1 {
+		t.Errorf("shares add up to %g", sum)
+	}
+}

@@ -1,0 +1,378 @@
+package receiver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/profinfer/profinfer/internal/perfetto"
+	"github.com/profinfer/profinfer/internal/report"
+	"github.com/profinfer/profinfer/internal/summary"
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// hostileName is a model's general.name that is markup and script: a GGUF file anyone
+// can write.
+const hostileName = `<img src=x onerror="document.body.setAttribute('data-pwned','1')"><script>document.body.setAttribute('data-pwned','2')</script>`
+
+// runCollector starts the collector on the configuration text cfg and waits until its
+// pipelines are ready.
+func runCollector(t *testing.T, ctx context.Context, cfg string) *testbench.Process {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testbench.Missing(t, "root (eBPF)")
+	}
+	bin, _ := filepath.Abs("../bin/otelcol-profinfer")
+	if _, err := os.Stat(bin); err != nil {
+		testbench.Missing(t, "bin/otelcol-profinfer; run `make build`")
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := testbench.Start(bin, "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	for !strings.Contains(p.Stderr.String(), "Everything is ready") {
+		if p.Exited() || ctx.Err() != nil {
+			t.Fatalf("collector did not start: %s", p.Stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return p
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	port, err := testbench.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// settle waits until the file exporter's output stops growing: the workload is over and
+// its last batches are out, so every consumer of the pipeline has seen the same data.
+func settle(t *testing.T, ctx context.Context, path string) {
+	t.Helper()
+	last, still := int64(-1), 0
+	for still < 3 {
+		if ctx.Err() != nil {
+			t.Fatal("the collector's output did not settle")
+		}
+		time.Sleep(time.Second)
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue
+		}
+		if fi.Size() == last {
+			still++
+		} else {
+			last, still = fi.Size(), 0
+		}
+	}
+}
+
+// summarize reads an OTLP JSON lines file as the report command does.
+func summarize(t *testing.T, path string) *summary.View {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	agg := summary.New()
+	if _, err := report.Read(f, path, report.Summary{Aggregator: agg}); err != nil {
+		t.Fatal(err)
+	}
+	return agg.Snapshot()
+}
+
+func processOf(t *testing.T, v *summary.View, model string) *summary.Process {
+	t.Helper()
+	for _, p := range v.Processes {
+		if p.Model == model {
+			return p
+		}
+	}
+	t.Fatalf("no process with model %q among %d", model, len(v.Processes))
+	return nil
+}
+
+func getView(t *testing.T, url string) *summary.View {
+	t.Helper()
+	resp, err := http.Get(url + "api/view")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v summary.View
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return &v
+}
+
+// opRows are the op table's rows as the page and the terminal show them: op, weight
+// type, calls, total ms.
+func opRows(ph *summary.Phase) []string {
+	var rows []string
+	for _, o := range ph.Ops {
+		rows = append(rows, fmt.Sprintf("%s|%s|%d|%.2f", o.Op, o.Weight, o.Calls, o.TotalMS))
+	}
+	return rows
+}
+
+// pageCheck loads url in the browser and checks the page: no script error, the hostile
+// model name shown as text and inert, and the decode op table equal to want.
+func pageCheck(t *testing.T, ctx context.Context, br *testbench.Browser, url string, want []string, shot string) {
+	t.Helper()
+	dom, consoleErrors, err := br.DOM(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(consoleErrors) > 0 {
+		t.Errorf("%s: console errors %q", url, consoleErrors)
+	}
+	doc, err := html.Parse(strings.NewReader(dom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	var pwned, imgs int
+	var pageErrors string
+	models := map[string]bool{}
+	walkHTML(doc, func(n *html.Node) {
+		if n.Type != html.ElementNode {
+			return
+		}
+		if n.Data == "img" {
+			imgs++
+		}
+		for _, a := range n.Attr {
+			switch {
+			case a.Key == "data-pwned":
+				pwned++
+			case a.Key == "id" && a.Val == "page-errors":
+				pageErrors = htmlText(n)
+			case a.Key == "class" && a.Val == "model-name":
+				models[htmlText(n)] = true
+			case a.Key == "id" && a.Val == "ops-decode":
+				walkHTML(n, func(tr *html.Node) {
+					if tr.Type != html.ElementNode || tr.Data != "tr" || tr.Parent.Data != "tbody" {
+						return
+					}
+					var cells []string
+					for td := tr.FirstChild; td != nil; td = td.NextSibling {
+						cells = append(cells, htmlText(td))
+					}
+					rows = append(rows, strings.Join(cells[:4], "|"))
+				})
+			}
+		}
+	})
+	if pwned > 0 || imgs > 0 {
+		t.Errorf("%s: the model name ran or was inserted as markup (%d data-pwned, %d img)", url, pwned, imgs)
+	}
+	if !models[hostileName] {
+		t.Errorf("%s: the hostile model name is not shown as text; shown: %v", url, models)
+	}
+	if pageErrors != "" {
+		t.Errorf("%s: page errors: %s", url, pageErrors)
+	}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s: decode op table\n%s\nwant, from the same spans,\n%s", url, strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+	if err := os.MkdirAll("../build", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Screenshot(ctx, url, filepath.Join("../build", shot), 1400, 4200); err != nil {
+		t.Error(err)
+	}
+}
+
+func walkHTML(n *html.Node, f func(*html.Node)) {
+	f(n)
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		walkHTML(c, f)
+	}
+}
+
+func htmlText(n *html.Node) string {
+	var b strings.Builder
+	walkHTML(n, func(c *html.Node) {
+		if c.Type == html.TextNode {
+			b.WriteString(c.Data)
+		}
+	})
+	return b.String()
+}
+
+// The live view and the report, on a real decode of a MoE model whose name is markup:
+// the collector logs the page's URL once; the page loads in Chromium without errors,
+// shows the model name as text, and its op table equals the one computed from the same
+// spans in the file; the report command prints that table, writes report.html, which
+// shows the same, and a trace.json that passes the format's checks.
+func TestE2EView(t *testing.T) {
+	env := testbench.Require(t)
+	br := testbench.RequireBrowser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	model := filepath.Join(dir, "hostile.gguf")
+	if err := testbench.Rename(env.Model("tiny-moe"), model, hostileName); err != nil {
+		t.Fatal(err)
+	}
+	bench := env.Bin("llama-bench")
+	out := filepath.Join(dir, "out.jsonl")
+	port := freePort(t)
+	col := runCollector(t, ctx, fmt.Sprintf(`
+receivers:
+  profinfer: {targets: [{executable: %q}], discovery_interval: 1h, collection_interval: 1s, nodes: {mode: all}}
+exporters:
+  file: {path: %q}
+  profinferview: {endpoint: "127.0.0.1:%d"}
+service:
+  telemetry: {metrics: {level: none}}
+  pipelines:
+    traces: {receivers: [profinfer], exporters: [file, profinferview]}
+    metrics: {receivers: [profinfer], exporters: [file, profinferview]}
+`, bench, out, port))
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	if n := strings.Count(col.Stderr.String(), "profinfer view at "+url); n != 1 {
+		t.Errorf("the view's URL %s logged %d times, want once:\n%s", url, n, col.Stderr.String())
+	}
+	if _, err := testbench.Run(ctx, bench, "-m", model, "-p", "16", "-n", "16", "-t", "2", "-r", "2", "-o", "json"); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, ctx, out)
+
+	want := processOf(t, summarize(t, out), hostileName)
+	live := processOf(t, getView(t, url), hostileName)
+	if len(want.Phases) < 2 || len(live.Phases) != len(want.Phases) {
+		t.Fatalf("phases: live %d, file %d", len(live.Phases), len(want.Phases))
+	}
+	var decode *summary.Phase
+	for i, ph := range want.Phases {
+		if got, w := opRows(live.Phases[i]), opRows(ph); strings.Join(got, "\n") != strings.Join(w, "\n") {
+			t.Errorf("%s op table: live\n%s\nfile\n%s", ph.Name, strings.Join(got, "\n"), strings.Join(w, "\n"))
+		}
+		if ph.Name == "decode" {
+			decode = ph
+		}
+	}
+	if decode == nil || len(decode.Ops) == 0 || len(live.MoE) == 0 || live.Timeline == nil || live.Roofs.Source == "" {
+		t.Fatalf("the view lacks the decode phase, MoE, the timeline or the roofs: %+v", live)
+	}
+	pageCheck(t, ctx, br, url, opRows(decode), "view.png")
+
+	// The report, from the same file.
+	reportDir := filepath.Join(dir, "report")
+	cmd := exec.CommandContext(ctx, "go", "run", "../cmd/profinfer", "report", "-o", reportDir, out)
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("profinfer report: %v\n%s", err, stdout)
+	}
+	table := string(stdout)
+	for _, o := range decode.Ops {
+		row := regexp.MustCompile(fmt.Sprintf(`(?m)^\s*%s\s+%s\s+%d\s+%.2f\s`, regexp.QuoteMeta(o.Op), regexp.QuoteMeta(o.Weight), o.Calls, o.TotalMS))
+		if !row.MatchString(table) {
+			t.Errorf("the terminal table lacks %s %s %d %.2f:\n%s", o.Op, o.Weight, o.Calls, o.TotalMS, table)
+		}
+	}
+	if strings.Contains(table, "\x1b") {
+		t.Error("a control character reached the terminal")
+	}
+	pageCheck(t, ctx, br, "file://"+filepath.Join(reportDir, "report.html"), opRows(decode), "report.png")
+	tf, err := os.Open(filepath.Join(reportDir, "trace.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tf.Close()
+	if err := perfetto.Check(tf); err != nil {
+		t.Errorf("trace.json: %v", err)
+	}
+}
+
+// An agent's spans and metrics, sent over OTLP to a gateway collector, fill the
+// gateway's view as they fill the agent's file: the view consumes pdata, wherever it
+// comes from. The gateway's file holds every span and link the agent wrote.
+func TestE2EGatewayView(t *testing.T) {
+	env := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	otlp, view := freePort(t), freePort(t)
+	gatewayOut, agentOut := filepath.Join(dir, "gateway.jsonl"), filepath.Join(dir, "agent.jsonl")
+	runCollector(t, ctx, fmt.Sprintf(`
+receivers:
+  otlp: {protocols: {grpc: {endpoint: "127.0.0.1:%d"}}}
+exporters:
+  file: {path: %q}
+  profinferview: {endpoint: "127.0.0.1:%d"}
+service:
+  telemetry: {metrics: {level: none}}
+  pipelines:
+    traces: {receivers: [otlp], exporters: [file, profinferview]}
+    metrics: {receivers: [otlp], exporters: [file, profinferview]}
+`, otlp, gatewayOut, view))
+	bench := env.Bin("llama-bench")
+	runCollector(t, ctx, fmt.Sprintf(`
+receivers:
+  profinfer: {targets: [{executable: %q}], discovery_interval: 1h, collection_interval: 1s, nodes: {mode: all}}
+exporters:
+  file: {path: %q}
+  otlp: {endpoint: "127.0.0.1:%d", tls: {insecure: true}}
+service:
+  telemetry: {metrics: {level: none}}
+  pipelines:
+    traces: {receivers: [profinfer], exporters: [file, otlp]}
+    metrics: {receivers: [profinfer], exporters: [file, otlp]}
+`, bench, agentOut, otlp))
+	model := env.Model("tiny-moe")
+	if _, err := testbench.Run(ctx, bench, "-m", model, "-p", "16", "-n", "8", "-t", "2", "-r", "1", "-o", "json"); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, ctx, agentOut)
+	settle(t, ctx, gatewayOut)
+
+	count := func(path string) (n, links int) {
+		traces, _ := (&collector{out: path}).read(t, false)
+		for _, s := range spans(traces) {
+			n++
+			links += len(s.links)
+		}
+		return n, links
+	}
+	as, al := count(agentOut)
+	gs, gl := count(gatewayOut)
+	if as == 0 || as != gs || al != gl {
+		t.Errorf("agent wrote %d spans with %d links, the gateway %d with %d", as, al, gs, gl)
+	}
+	want := summarize(t, agentOut)
+	got := getView(t, fmt.Sprintf("http://127.0.0.1:%d/", view))
+	if len(want.Processes) != 1 || len(got.Processes) != 1 {
+		t.Fatalf("processes: agent %d, gateway %d", len(want.Processes), len(got.Processes))
+	}
+	w, g := want.Processes[0], got.Processes[0]
+	if g.Title != w.Title || len(g.Phases) != len(w.Phases) || g.Roofs != w.Roofs {
+		t.Fatalf("gateway view %s %+v, agent %s %+v", g.Title, g.Roofs, w.Title, w.Roofs)
+	}
+	for i := range w.Phases {
+		if a, b := opRows(g.Phases[i]), opRows(w.Phases[i]); strings.Join(a, "\n") != strings.Join(b, "\n") || len(a) == 0 {
+			t.Errorf("%s op table: gateway\n%s\nagent\n%s", w.Phases[i].Name, strings.Join(a, "\n"), strings.Join(b, "\n"))
+		}
+	}
+}
