@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -63,26 +64,29 @@ func freePort(t *testing.T) int {
 	return port
 }
 
-// settle waits until the file exporter's output stops growing: the workload is over and
-// its last batches are out, so every consumer of the pipeline has seen the same data.
+// settle waits until the collector has written no more spans for three seconds: the
+// workload is over and its last batches are out, so every consumer of the pipeline has
+// seen the same spans. (Metrics go on every collection interval; they are cumulative.)
 func settle(t *testing.T, ctx context.Context, path string) {
 	t.Helper()
-	last, still := int64(-1), 0
+	last, still := -1, 0
 	for still < 3 {
 		if ctx.Err() != nil {
-			t.Fatal("the collector's output did not settle")
+			t.Fatal("the collector's spans did not settle")
 		}
 		time.Sleep(time.Second)
-		fi, err := os.Stat(path)
+		raw, err := os.ReadFile(path)
 		if err != nil {
 			continue
 		}
-		if fi.Size() == last {
+		if n := bytes.Count(raw, []byte(`{"resourceSpans"`)); n == last {
 			still++
 		} else {
-			last, still = fi.Size(), 0
+			last, still = n, 0
 		}
 	}
+	// One more collection interval, so that the metrics count every span.
+	time.Sleep(1500 * time.Millisecond)
 }
 
 // summarize reads an OTLP JSON lines file as the report command does.
@@ -232,7 +236,7 @@ func TestE2EView(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	model := filepath.Join(dir, "hostile.gguf")
-	if err := testbench.Rename(env.Model("tiny-moe"), model, hostileName); err != nil {
+	if err := testbench.Rename(env.Model("moe-q4_0"), model, hostileName); err != nil {
 		t.Fatal(err)
 	}
 	bench := env.Bin("llama-bench")

@@ -46,6 +46,9 @@ const (
 	F16  TensorType = 1
 	Q4_0 TensorType = 2
 	Q8_0 TensorType = 8
+	Q4_K TensorType = 12
+	Q5_K TensorType = 13
+	Q6_K TensorType = 14 // llama-quantize's type for output.weight in a Q4_0 model
 )
 
 // blockSize and blockBytes give the storage of a type: blockBytes per blockSize elements.
@@ -54,6 +57,9 @@ var typeStorage = map[TensorType]struct{ blockSize, blockBytes uint64 }{
 	F16:  {1, 2},
 	Q4_0: {32, 18},
 	Q8_0: {32, 34},
+	Q4_K: {256, 144},
+	Q5_K: {256, 176},
+	Q6_K: {256, 210},
 }
 
 // Bytes returns the storage size of n elements of type t.

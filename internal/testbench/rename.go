@@ -28,6 +28,11 @@ func Rename(src, dst, name string) error {
 	if !set {
 		f.KV = append(f.KV, gguf.KV{Key: "general.name", Value: name})
 	}
+	// Write assigns the new file's offsets; the data is read at the old ones.
+	src0 := make([]int64, len(f.Tensors))
+	for i, t := range f.Tensors {
+		src0[i] = int64(f.DataOffset + t.Offset)
+	}
 	out, err := os.Create(dst)
 	if err != nil {
 		return err
@@ -38,7 +43,7 @@ func Rename(src, dst, name string) error {
 		if err != nil {
 			return err
 		}
-		_, err = io.Copy(w, io.NewSectionReader(in, int64(f.DataOffset+t.Offset), int64(n)))
+		_, err = io.Copy(w, io.NewSectionReader(in, src0[i], int64(n)))
 		return err
 	})
 	if cerr := out.Close(); err == nil {
