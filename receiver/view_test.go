@@ -79,7 +79,7 @@ func settle(t *testing.T, ctx context.Context, path string) {
 		if err != nil {
 			continue
 		}
-		if n := bytes.Count(raw, []byte(`{"resourceSpans"`)); n == last {
+		if n := bytes.Count(raw, []byte(`{"resourceSpans"`)); n == last && n > 0 {
 			still++
 		} else {
 			last, still = n, 0
@@ -345,7 +345,8 @@ service:
     traces: {receivers: [profinfer], exporters: [file, otlp]}
     metrics: {receivers: [profinfer], exporters: [file, otlp]}
 `, bench, agentOut, otlp))
-	model := env.Model("tiny-moe")
+	// A model that takes a moment to load: the agent attaches meanwhile.
+	model := env.Model("moe-q4_0")
 	if _, err := testbench.Run(ctx, bench, "-m", model, "-p", "16", "-n", "8", "-t", "2", "-r", "1", "-o", "json"); err != nil {
 		t.Fatal(err)
 	}

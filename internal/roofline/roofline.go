@@ -28,7 +28,7 @@ func (s Shape) Bytes() float64 {
 // Cost is the FLOPs of op computing dst from srcs, and the bytes it reads and writes.
 // Matrix products count a multiply and an add per inner-product term (2·M·N·K);
 // element-wise ops a small constant per element. MUL_MAT_ID reads only the experts that
-// its tokens selected, at most all of them.
+// its tokens selected, at most all of them, and GET_ROWS only the rows it gathers.
 func Cost(op string, dst Shape, srcs []Shape) (flops, bytes float64) {
 	bytes = dst.Bytes()
 	for _, s := range srcs {
@@ -46,6 +46,15 @@ func Cost(op string, dst Shape, srcs []Shape) (flops, bytes float64) {
 			if experts := float64(srcs[0].Ne[2]); experts > 0 {
 				used := min(experts, float64(dst.Ne[1])*float64(dst.Ne[2]))
 				bytes -= srcs[0].Bytes() * (1 - used/experts)
+			}
+		}
+	case "GET_ROWS":
+		flops = dst.Elements()
+		// src0 is the table ([cols, rows, ...]); dst holds the gathered rows, one per id.
+		if len(srcs) > 0 {
+			if rows := float64(srcs[0].Ne[1]) * float64(srcs[0].Ne[2]) * float64(srcs[0].Ne[3]); rows > 0 {
+				gathered := float64(dst.Ne[1]) * float64(dst.Ne[2]) * float64(dst.Ne[3])
+				bytes -= srcs[0].Bytes() * (1 - min(gathered/rows, 1))
 			}
 		}
 	case "FLASH_ATTN_EXT":

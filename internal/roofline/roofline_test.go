@@ -75,3 +75,15 @@ func TestMeasure(t *testing.T) {
 	}
 	t.Logf("peak %.1f GFLOP/s, %.1f GB/s", p.FLOPS/1e9, p.Bandwidth/1e9)
 }
+
+// GET_ROWS reads the rows it gathers, not the whole table: a token's embedding from a
+// 32000-row q4_0 table is one row's 1152 bytes.
+func TestGetRowsReadsItsRows(t *testing.T) {
+	table := Shape{Ne: [4]int64{2048, 32000, 1, 1}, Block: 32, BlockBytes: 18}
+	ids := Shape{Ne: [4]int64{1, 1, 1, 1}, Block: 1, BlockBytes: 4}
+	dst := Shape{Ne: [4]int64{2048, 1, 1, 1}, Block: 1, BlockBytes: 4}
+	_, bytes := Cost("GET_ROWS", dst, []Shape{table, ids})
+	if want := 2048*18/32.0 + 4 + 2048*4; bytes != want {
+		t.Errorf("GET_ROWS bytes %g, want %g", bytes, want)
+	}
+}
