@@ -44,7 +44,7 @@ type EstablishConfig struct {
 
 // Establish returns the roofs to classify under: the configured peaks, else the best
 // measurement kept for this machine in the state file, re-measured only while the CPUs
-// are idle and once the kept one is a week old. With none kept, it measures anyway, provisionally if the CPUs are busy, and
+// are idle. With none kept, it measures anyway, provisionally if the CPUs are busy, and
 // the next idle start replaces that; until then busy starts reuse it, so that verdicts
 // do not move with the load. Problems with the state file are warnings.
 func Establish(cfg EstablishConfig, log *zap.Logger) Roofs {
@@ -56,12 +56,6 @@ func Establish(cfg EstablishConfig, log *zap.Logger) Roofs {
 		now:      time.Now,
 	}.establish(cfg, log)
 }
-
-// refreshAfter is how long kept idle roofs stand before an idle start measures again.
-// A VM's memory bandwidth drifts with its host by up to 2x over seconds; measuring at
-// every start and keeping the best would move the roofs, and every verdict with them,
-// from one start to the next.
-const refreshAfter = 7 * 24 * time.Hour
 
 // Idleness: the CPUs are busy if more than busyAbove of their time, all together, went
 // to anything but idle over idleWindow before the probe, or if the probe's own threads
@@ -98,7 +92,7 @@ func (e establisher) establish(cfg EstablishConfig, log *zap.Logger) Roofs {
 		log.Warn("cannot tell whether the CPUs are idle, measuring anyway", zap.Error(err))
 	}
 	var r Roofs
-	if kept != nil && (busy || !kept.Provisional && e.now().Sub(kept.At) < refreshAfter) {
+	if kept != nil && busy {
 		r = kept.roofs(SourceStored)
 	} else {
 		m := e.measure(cfg.Probe)
@@ -121,13 +115,19 @@ func (e establisher) establish(cfg EstablishConfig, log *zap.Logger) Roofs {
 	return r
 }
 
-// merge folds measurement m into what was kept. An idle measurement replaces a
-// provisional one and a busy one never changes an idle one; otherwise each roof keeps
-// the better of the two, because noise only ever slows a probe down. changed is false
-// when what was kept stands.
+// merge folds measurement m into what was kept. An idle measurement makes the roofs
+// final and a busy one never changes final ones; each roof keeps the better of the two,
+// because noise only ever slows a probe down. changed is false when what was kept
+// stands.
 func merge(kept *state, m measurement, busy bool, key string, at time.Time) (s state, changed bool) {
 	s = state{Machine: key, FLOPS: m.FLOPS, Bandwidth: m.Bandwidth, At: at, Trials: m.trials, Provisional: busy}
-	if kept == nil || (kept.Provisional && !busy) {
+	if kept == nil {
+		return s, true
+	}
+	if kept.Provisional && !busy {
+		// Idle roofs are no longer provisional; a busy probe that came out faster still
+		// shows what the machine can do.
+		s.FLOPS, s.Bandwidth = max(s.FLOPS, kept.FLOPS), max(s.Bandwidth, kept.Bandwidth)
 		return s, true
 	}
 	if (!kept.Provisional && busy) || m.FLOPS <= kept.FLOPS && m.Bandwidth <= kept.Bandwidth {

@@ -163,7 +163,6 @@ func TestRoofsEstablishAcrossStarts(t *testing.T) {
 		want     Peaks
 		source   string
 		at       time.Time
-		now      time.Time // when the start runs, if not at
 		measured bool
 	}{
 		// The first start is beside a model: measured anyway, provisionally.
@@ -172,24 +171,19 @@ func TestRoofsEstablishAcrossStarts(t *testing.T) {
 		{busy: 80, m: fast, want: slow.Peaks, source: SourceStored, at: t0},
 		// Idle: measured, and the idle measurement replaces the provisional one.
 		{busy: 2, m: fast, want: fast.Peaks, source: SourceMeasured, at: t1, measured: true},
-		// Idle, with the kept roofs under a week old: they stand, unmeasured.
-		{busy: 2, m: slow, want: fast.Peaks, source: SourceStored, at: t1, now: t1.Add(refreshAfter - time.Minute)},
-		// A week on, idle but the probe's threads were crowded out: a busy measurement, ignored.
+		// Idle but the probe's threads were crowded out: a busy measurement, ignored.
 		{busy: 2, m: measurement{Peaks: Peaks{FLOPS: 300e9, Bandwidth: 60e9}, share: 0.5},
-			want: fast.Peaks, source: SourceStored, at: t1, now: t1.Add(refreshAfter), measured: true},
+			want: fast.Peaks, source: SourceStored, at: t1, measured: true},
 		// Idle and slower: the better kept roofs stand.
-		{busy: 2, m: slow, want: fast.Peaks, source: SourceStored, at: t1, now: t1.Add(refreshAfter), measured: true},
+		{busy: 2, m: slow, want: fast.Peaks, source: SourceStored, at: t1, measured: true},
 		// Idle and faster on one roof: each roof keeps its best.
 		{busy: 2, m: measurement{Peaks: Peaks{FLOPS: 220e9, Bandwidth: 47e9}, trials: 12, share: 0.95},
-			want: Peaks{FLOPS: 230e9, Bandwidth: 47e9}, source: SourceMeasured, at: t1.Add(refreshAfter), measured: true},
+			want: Peaks{FLOPS: 230e9, Bandwidth: 47e9}, source: SourceMeasured, at: t1.Add(2 * time.Hour), measured: true},
 		// Busy: stored, not measured.
-		{busy: 80, m: fast, want: Peaks{FLOPS: 230e9, Bandwidth: 47e9}, source: SourceStored, at: t1.Add(refreshAfter)},
+		{busy: 80, m: fast, want: Peaks{FLOPS: 230e9, Bandwidth: 47e9}, source: SourceStored, at: t1.Add(2 * time.Hour)},
 	} {
 		f := &fake{busy: c.busy, m: c.m, at: c.at}
-		switch {
-		case !c.now.IsZero():
-			f.at = c.now
-		case c.source == SourceStored && !c.measured:
+		if c.source == SourceStored && !c.measured {
 			f.at = time.Time{} // stored roofs keep their own time
 		}
 		r, logs := f.establish(t, cfg)
