@@ -182,8 +182,8 @@
       m.seconds.forEach((row, i) => row.forEach((v, j) => { data.push([j, i, v * 1e3]); hi = Math.max(hi, v * 1e3); }));
       s.append(el('h3', null, 'op × layer, ms'));
       chart(s, {
-        grid: { left: 150, right: 30, top: 10, bottom: 60 },
-        xAxis: { type: 'category', data: m.layers, name: 'layer' }, yAxis: { type: 'category', data: m.ops, axisLabel: { width: 140, overflow: 'truncate' } },
+        grid: { left: 150, right: 30, top: 10, bottom: 90 },
+        xAxis: { type: 'category', data: m.layers, name: 'layer', nameLocation: 'middle', nameGap: 25 }, yAxis: { type: 'category', data: m.ops, axisLabel: { width: 140, overflow: 'truncate' } },
         visualMap: { min: 0, max: hi || 1, calculable: true, orient: 'horizontal', left: 'center', bottom: 0 },
         series: [{ type: 'heatmap', data }],
       });
@@ -275,7 +275,7 @@
     let hi = 0;
     p.moe.forEach((l, i) => l.selections.forEach((v, e) => { data.push([e, i, v]); experts = Math.max(experts, e + 1); hi = Math.max(hi, v); }));
     chart(s, {
-      grid: { left: 60, right: 30, top: 10, bottom: 70 },
+      grid: { left: 60, right: 30, top: 10, bottom: 90 },
       xAxis: { type: 'category', name: 'expert', data: [...Array(experts).keys()] },
       yAxis: { type: 'category', name: 'layer', data: p.moe.map((l) => l.layer) },
       visualMap: { min: 0, max: hi || 1, calculable: true, orient: 'horizontal', left: 'center', bottom: 0 },
