@@ -6,6 +6,7 @@
 #   make testenv test     set up the test environment, then run every test (e2e tests need root)
 #   make bench            measure the receiver's overhead on llama.cpp against a naive bpftrace
 #                         peer, PAIRS (8) alternating rounds; report in build/bench.md (needs root)
+#   make bench-report     time `profinfer report` on a 1 GB input (throughput, peak RSS)
 #   make check-generated  fail if generated files differ from what is committed
 
 GO    ?= go
@@ -21,7 +22,7 @@ PAIRS ?= 8
 # otlpencodingextension, which the module proxy does not serve).
 GOFLAGS_E := GOFLAGS="$$($(GO) env GOFLAGS) -e"
 
-.PHONY: all generate build run testenv test bench check-generated clean
+.PHONY: all generate build run testenv test bench bench-report check-generated clean
 
 all: build
 
@@ -54,6 +55,9 @@ test: testenv build
 bench: testenv build
 	command -v bpftrace >/dev/null || { apt-get update && apt-get install -y bpftrace; }
 	$(GO) run ./internal/bench/cmd/overhead -pairs $(PAIRS) -o build/bench.md
+
+bench-report:
+	scripts/bench-report.sh
 
 check-generated: generate
 	@if [ -n "$$(git status --porcelain -- internal/metadata viewexporter bpf documentation.md internal/page/assets)" ]; then \
