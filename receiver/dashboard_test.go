@@ -314,24 +314,13 @@ func promGet(u string, params url.Values, data any) error {
 // and returns it with the exporter's address.
 func startPromCollector(t *testing.T, ctx context.Context, exes []string) (*collector, string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		testbench.Missing(t, "root (eBPF)")
-	}
-	bin, _ := filepath.Abs("../bin/otelcol-profinfer")
-	if _, err := os.Stat(bin); err != nil {
-		testbench.Missing(t, "bin/otelcol-profinfer; run `make build`")
-	}
-	port, err := testbench.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	targets := make([]string, len(exes))
 	for i, exe := range exes {
 		targets[i] = fmt.Sprintf("{executable: %q}", exe)
 	}
 	// No traces pipeline: the dashboard reads metrics only.
-	cfg := fmt.Sprintf(`
+	p := runCollector(t, ctx, fmt.Sprintf(`
 receivers:
   profinfer: {targets: [%s], discovery_interval: 1h, collection_interval: 1s, %s}
 exporters:
@@ -344,23 +333,7 @@ service:
       level: none
   pipelines:
     metrics: {receivers: [profinfer], exporters: [prometheus]}
-`, strings.Join(targets, ", "), fullTracing, addr)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p, err := testbench.Start(bin, "--config", cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	for !strings.Contains(p.Stderr.String(), "Everything is ready") {
-		if p.Exited() || ctx.Err() != nil {
-			t.Fatalf("collector did not start: %s", p.Stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+`, strings.Join(targets, ", "), fullTracing, addr))
 	return &collector{proc: p}, addr
 }
 

@@ -51,15 +51,7 @@ func startCollectorOf(t *testing.T, ctx context.Context, exes []string, settings
 // settings otlp (one YAML flow mapping's contents) instead of the file, when otlp is set.
 func startCollectorTo(t *testing.T, ctx context.Context, exes []string, settings, otlp string) *collector {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		testbench.Missing(t, "root (eBPF)")
-	}
-	bin, _ := filepath.Abs("../bin/otelcol-profinfer")
-	if _, err := os.Stat(bin); err != nil {
-		testbench.Missing(t, "bin/otelcol-profinfer; run `make build`")
-	}
-	dir := t.TempDir()
-	out := filepath.Join(dir, "out.jsonl")
+	out := filepath.Join(t.TempDir(), "out.jsonl")
 	targets := make([]string, len(exes))
 	for i, exe := range exes {
 		targets[i] = fmt.Sprintf("{executable: %q}", exe)
@@ -70,7 +62,7 @@ func startCollectorTo(t *testing.T, ctx context.Context, exes []string, settings
 	if otlp != "" {
 		spans = "otlphttp"
 	}
-	cfg := fmt.Sprintf(`
+	p := runCollector(t, ctx, fmt.Sprintf(`
 receivers:
   profinfer: {targets: [%s], discovery_interval: 1h, collection_interval: 1s, %s}
 exporters:
@@ -84,12 +76,26 @@ service:
   pipelines:
     traces: {receivers: [profinfer], exporters: [%s]}
     metrics: {receivers: [profinfer], exporters: [file]}
-`, strings.Join(targets, ", "), settings, out, cmp.Or(otlp, "endpoint: http://127.0.0.1:1"), spans)
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+`, strings.Join(targets, ", "), settings, out, cmp.Or(otlp, "endpoint: http://127.0.0.1:1"), spans))
+	return &collector{proc: p, out: out}
+}
+
+// runCollector starts the collector on the configuration text cfg and waits until its
+// pipelines are ready.
+func runCollector(t *testing.T, ctx context.Context, cfg string) *testbench.Process {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testbench.Missing(t, "root (eBPF)")
+	}
+	bin, _ := filepath.Abs("../bin/otelcol-profinfer")
+	if _, err := os.Stat(bin); err != nil {
+		testbench.Missing(t, "bin/otelcol-profinfer; run `make build`")
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := testbench.Start(bin, "--config", cfgPath)
+	p, err := testbench.Start(bin, "--config", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +106,7 @@ service:
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return &collector{proc: p, out: out}
+	return p
 }
 
 // stop ends the collector, which flushes, and reads everything it exported.

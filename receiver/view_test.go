@@ -26,33 +26,22 @@ import (
 // can write.
 const hostileName = `<img src=x onerror="document.body.setAttribute('data-pwned','1')"><script>document.body.setAttribute('data-pwned','2')</script>`
 
-// runCollector starts the collector on the configuration text cfg and waits until its
-// pipelines are ready.
-func runCollector(t *testing.T, ctx context.Context, cfg string) *testbench.Process {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		testbench.Missing(t, "root (eBPF)")
-	}
-	bin, _ := filepath.Abs("../bin/otelcol-profinfer")
-	if _, err := os.Stat(bin); err != nil {
-		testbench.Missing(t, "bin/otelcol-profinfer; run `make build`")
-	}
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p, err := testbench.Start(bin, "--config", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	for !strings.Contains(p.Stderr.String(), "Everything is ready") {
-		if p.Exited() || ctx.Err() != nil {
-			t.Fatalf("collector did not start: %s", p.Stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return p
+// viewConfig is a collector configuration whose traces and metrics go from the receiver
+// key, configured by the YAML flow mapping receiver, to the file exporter writing out and
+// the profinferview exporter on port.
+func viewConfig(key, receiver, out string, port int) string {
+	return fmt.Sprintf(`
+receivers:
+  %s: %s
+exporters:
+  file: {path: %q}
+  profinferview: {endpoint: "127.0.0.1:%d"}
+service:
+  telemetry: {metrics: {level: none}}
+  pipelines:
+    traces: {receivers: [%[1]s], exporters: [file, profinferview]}
+    metrics: {receivers: [%[1]s], exporters: [file, profinferview]}
+`, key, receiver, out, port)
 }
 
 func freePort(t *testing.T) int {
@@ -158,7 +147,7 @@ func pageCheck(t *testing.T, ctx context.Context, br *testbench.Browser, url str
 	var pwned, imgs int
 	var pageErrors string
 	models := map[string]bool{}
-	walkHTML(doc, func(n *html.Node) {
+	testbench.Walk(doc, func(n *html.Node) {
 		if n.Type != html.ElementNode {
 			return
 		}
@@ -170,17 +159,17 @@ func pageCheck(t *testing.T, ctx context.Context, br *testbench.Browser, url str
 			case a.Key == "data-pwned":
 				pwned++
 			case a.Key == "id" && a.Val == "page-errors":
-				pageErrors = htmlText(n)
+				pageErrors = testbench.Text(n)
 			case a.Key == "class" && a.Val == "model-name":
-				models[htmlText(n)] = true
+				models[testbench.Text(n)] = true
 			case a.Key == "id" && a.Val == "ops-decode":
-				walkHTML(n, func(tr *html.Node) {
+				testbench.Walk(n, func(tr *html.Node) {
 					if tr.Type != html.ElementNode || tr.Data != "tr" || tr.Parent.Data != "tbody" {
 						return
 					}
 					var cells []string
 					for td := tr.FirstChild; td != nil; td = td.NextSibling {
-						cells = append(cells, htmlText(td))
+						cells = append(cells, testbench.Text(td))
 					}
 					rows = append(rows, strings.Join(cells[:4], "|"))
 				})
@@ -207,23 +196,6 @@ func pageCheck(t *testing.T, ctx context.Context, br *testbench.Browser, url str
 	}
 }
 
-func walkHTML(n *html.Node, f func(*html.Node)) {
-	f(n)
-	for c := n.FirstChild; c != nil; c = c.NextSibling {
-		walkHTML(c, f)
-	}
-}
-
-func htmlText(n *html.Node) string {
-	var b strings.Builder
-	walkHTML(n, func(c *html.Node) {
-		if c.Type == html.TextNode {
-			b.WriteString(c.Data)
-		}
-	})
-	return b.String()
-}
-
 // The live view and the report, on a real decode of a MoE model whose name is markup:
 // the collector logs the page's URL once; the page loads in Chromium without errors,
 // shows the model name as text, and its op table equals the one computed from the same
@@ -242,18 +214,8 @@ func TestE2EView(t *testing.T) {
 	bench := env.Bin("llama-bench")
 	out := filepath.Join(dir, "out.jsonl")
 	port := freePort(t)
-	col := runCollector(t, ctx, fmt.Sprintf(`
-receivers:
-  profinfer: {targets: [{executable: %q}], discovery_interval: 1h, collection_interval: 1s, nodes: {mode: all}}
-exporters:
-  file: {path: %q}
-  profinferview: {endpoint: "127.0.0.1:%d"}
-service:
-  telemetry: {metrics: {level: none}}
-  pipelines:
-    traces: {receivers: [profinfer], exporters: [file, profinferview]}
-    metrics: {receivers: [profinfer], exporters: [file, profinferview]}
-`, bench, out, port))
+	col := runCollector(t, ctx, viewConfig("profinfer",
+		fmt.Sprintf("{targets: [{executable: %q}], discovery_interval: 1h, collection_interval: 1s, nodes: {mode: all}}", bench), out, port))
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	if n := strings.Count(col.Stderr.String(), "profinfer view at "+url); n != 1 {
 		t.Errorf("the view's URL %s logged %d times, want once:\n%s", url, n, col.Stderr.String())
@@ -320,18 +282,7 @@ func TestE2EGatewayView(t *testing.T) {
 	dir := t.TempDir()
 	otlp, view := freePort(t), freePort(t)
 	gatewayOut, agentOut := filepath.Join(dir, "gateway.jsonl"), filepath.Join(dir, "agent.jsonl")
-	runCollector(t, ctx, fmt.Sprintf(`
-receivers:
-  otlp: {protocols: {grpc: {endpoint: "127.0.0.1:%d"}}}
-exporters:
-  file: {path: %q}
-  profinferview: {endpoint: "127.0.0.1:%d"}
-service:
-  telemetry: {metrics: {level: none}}
-  pipelines:
-    traces: {receivers: [otlp], exporters: [file, profinferview]}
-    metrics: {receivers: [otlp], exporters: [file, profinferview]}
-`, otlp, gatewayOut, view))
+	runCollector(t, ctx, viewConfig("otlp", fmt.Sprintf(`{protocols: {grpc: {endpoint: "127.0.0.1:%d"}}}`, otlp), gatewayOut, view))
 	bench := env.Bin("llama-bench")
 	runCollector(t, ctx, fmt.Sprintf(`
 receivers:

@@ -96,19 +96,25 @@ func memoryBound(p *summary.Process) (summary.Finding, bool) {
 	}, true
 }
 
-// contention: the model's threads were switched out or waited for a CPU.
-func contention(p *summary.Process) (summary.Finding, bool) {
+// worstPhase is the phase where time, a part of the threads' node time, is the largest
+// share of it, and that share; nil when no phase has any.
+func worstPhase(p *summary.Process, time func(summary.SchedSums) float64) (*summary.Phase, float64) {
 	var worst *summary.Phase
 	var worstShare float64
 	for _, ph := range p.Phases {
-		s := ph.Sched
-		if s.ThreadTime <= 0 || ph.TracedGraphs < minGraphs {
+		if ph.Sched.ThreadTime <= 0 || ph.TracedGraphs < minGraphs {
 			continue
 		}
-		if share := (s.OffCPU + s.RunQueue) / s.ThreadTime; share > worstShare {
+		if share := time(ph.Sched) / ph.Sched.ThreadTime; share > worstShare {
 			worst, worstShare = ph, share
 		}
 	}
+	return worst, worstShare
+}
+
+// contention: the model's threads were switched out or waited for a CPU.
+func contention(p *summary.Process) (summary.Finding, bool) {
+	worst, worstShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.OffCPU + s.RunQueue })
 	if worst == nil || worstShare < contentionShare {
 		return summary.Finding{}, false
 	}
@@ -126,17 +132,7 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 
 // barriers: threads waited for the slowest at node barriers.
 func barriers(p *summary.Process) (summary.Finding, bool) {
-	var worst *summary.Phase
-	var worstShare float64
-	for _, ph := range p.Phases {
-		s := ph.Sched
-		if s.ThreadTime <= 0 || s.BarrierWait <= 0 || ph.TracedGraphs < minGraphs {
-			continue
-		}
-		if share := s.BarrierWait / s.ThreadTime; share > worstShare {
-			worst, worstShare = ph, share
-		}
-	}
+	worst, worstShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.BarrierWait })
 	if worst == nil || worstShare < barrierShare {
 		return summary.Finding{}, false
 	}

@@ -92,7 +92,7 @@ func TestPageInBrowser(t *testing.T) {
 	var imgs, pwned int
 	var errorsText, modelText string
 	ids := map[string]bool{}
-	walk(doc, func(n *html.Node) {
+	testbench.Walk(doc, func(n *html.Node) {
 		if n.Type != html.ElementNode {
 			return
 		}
@@ -103,10 +103,10 @@ func TestPageInBrowser(t *testing.T) {
 			case a.Key == "id":
 				ids[a.Val] = true
 				if a.Val == "page-errors" {
-					errorsText = text(n)
+					errorsText = testbench.Text(n)
 				}
 			case a.Key == "class" && a.Val == "model-name":
-				modelText = text(n)
+				modelText = testbench.Text(n)
 			}
 		}
 		if n.Data == "img" {
@@ -132,21 +132,4 @@ func TestPageInBrowser(t *testing.T) {
 			t.Error(err)
 		}
 	}
-}
-
-func walk(n *html.Node, f func(*html.Node)) {
-	f(n)
-	for c := n.FirstChild; c != nil; c = c.NextSibling {
-		walk(c, f)
-	}
-}
-
-func text(n *html.Node) string {
-	var b strings.Builder
-	walk(n, func(c *html.Node) {
-		if c.Type == html.TextNode {
-			b.WriteString(c.Data)
-		}
-	})
-	return b.String()
 }

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"golang.org/x/net/html"
 )
 
 // Browser is Debian's headless Chromium, for tests of the pages.
@@ -61,4 +63,23 @@ func (b *Browser) DOM(ctx context.Context, url string) (dom string, consoleError
 func (b *Browser) Screenshot(ctx context.Context, url, path string, width, height int) error {
 	_, _, err := b.run(ctx, url, "--screenshot="+path, fmt.Sprintf("--window-size=%d,%d", width, height), "--hide-scrollbars")
 	return err
+}
+
+// Walk calls f on n and every node below it, in document order.
+func Walk(n *html.Node, f func(*html.Node)) {
+	f(n)
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		Walk(c, f)
+	}
+}
+
+// Text is the text below n, as the page shows it.
+func Text(n *html.Node) string {
+	var b strings.Builder
+	Walk(n, func(c *html.Node) {
+		if c.Type == html.TextNode {
+			b.WriteString(c.Data)
+		}
+	})
+	return b.String()
 }
