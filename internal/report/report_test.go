@@ -1,0 +1,121 @@
+package report
+
+import (
+	"bytes"
+	"compress/gzip"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/profinfer/profinfer/internal/advise"
+	"github.com/profinfer/profinfer/internal/perfetto"
+	"github.com/profinfer/profinfer/internal/summary"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// recorded is a real full-tracing run of llama-bench on the 1B Q4_0 model (barriers,
+// scheduler layer and two software counters on), as the file exporter wrote it.
+const recorded = "../../testdata/otlp/llama-1b-full.jsonl.gz"
+
+func open(t *testing.T) *gzip.Reader {
+	t.Helper()
+	f, err := os.Open(recorded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return z
+}
+
+// The op table and findings of the recorded run, and its trace, stay what they were.
+func TestGolden(t *testing.T) {
+	agg := summary.New()
+	var trace bytes.Buffer
+	w := perfetto.NewWriter(&trace)
+	st, err := Read(open(t), recorded, Summary{agg}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st.Traces == 0 || st.Metrics == 0 || st.Skipped != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	v := agg.Snapshot()
+	advise.Annotate(v)
+	var table bytes.Buffer
+	if err := Table(&table, v); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "llama-1b-full.table")
+	if *update {
+		if err := os.WriteFile(golden, table.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if table.String() != string(want) {
+		t.Errorf("table differs from %s (go test -update to accept):\n%s", golden, table.String())
+	}
+	if err := perfetto.Check(&trace); err != nil {
+		t.Errorf("trace.json: %v", err)
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"resourceSpans":[]}` + "\nnot json\n", "x: line 2: not an OTLP JSON line"},
+		{`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":7}]}]}]}` + "\n", "x: line 1: "},
+		{`{"resourceLogs":[]}` + "\n\n" + `{"resourceMetrics":[]}`, ""},
+	} {
+		_, err := Read(strings.NewReader(tc.in), "x", Summary{summary.New()})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.in, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("%q: error %v, want %q...", tc.in, err, tc.want)
+		}
+	}
+}
+
+// A terminal shows a model name as text: escape sequences are escaped.
+func TestTextEscapesControls(t *testing.T) {
+	if got := Text("m\x1b[31mred\u0007"); got != `m\x1b[31mred\a` {
+		t.Errorf("Text = %q", got)
+	}
+	if got := Text("plain µ"); got != "plain µ" {
+		t.Errorf("Text = %q", got)
+	}
+}
+
+func BenchmarkRead(b *testing.B) {
+	raw, err := os.ReadFile(recorded)
+	if err != nil {
+		b.Fatal(err)
+	}
+	z, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var plain bytes.Buffer
+	if _, err := plain.ReadFrom(z); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(plain.Len()))
+	for b.Loop() {
+		if _, err := Read(bytes.NewReader(plain.Bytes()), recorded, Summary{summary.New()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
