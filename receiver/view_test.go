@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/profinfer/profinfer/internal/advise"
 	"github.com/profinfer/profinfer/internal/perfetto"
 	"github.com/profinfer/profinfer/internal/report"
 	"github.com/profinfer/profinfer/internal/summary"
@@ -329,6 +330,60 @@ service:
 	for i := range w.Phases {
 		if a, b := opRows(g.Phases[i]), opRows(w.Phases[i]); strings.Join(a, "\n") != strings.Join(b, "\n") || len(a) == 0 {
 			t.Errorf("%s op table: gateway\n%s\nagent\n%s", w.Phases[i].Name, strings.Join(a, "\n"), strings.Join(b, "\n"))
+		}
+	}
+}
+
+// The findings on real runs: one thread decoding alone on a 2-core machine is not
+// contended, and its threads do not wait at barriers; two threads beside two CPU hogs
+// are, and the finding says so with its figures.
+func TestE2EFindings(t *testing.T) {
+	env := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, env.Bin("llama-bench"), "nodes: {mode: all, barriers: true}, layers: {scheduler: true}")
+	run := func(threads int) {
+		if _, err := env.Bench(ctx, env.BenchArgs("llama-1b-q4_0", 0, 16, threads, 1)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(1)
+	for range 2 { // one per core
+		hog, err := testbench.Start("sh", "-c", "while :; do :; done")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hog.Stop()
+	}
+	run(2)
+	settle(t, ctx, c.out)
+	v := summarize(t, c.out)
+	advise.Annotate(v)
+	if len(v.Processes) != 2 {
+		t.Fatalf("%d processes, want the two llama-bench runs", len(v.Processes))
+	}
+	fired := func(p *summary.Process) map[string]string {
+		out := map[string]string{}
+		for _, f := range p.Findings {
+			out[f.ID] = strings.Join(f.Evidence, "; ")
+		}
+		return out
+	}
+	for _, p := range v.Processes {
+		threads := p.Timeline.Threads
+		got := fired(p)
+		t.Logf("%d threads: %v", threads, got)
+		switch threads {
+		case 1:
+			if got["threads-contended"] != "" || got["barrier-wait"] != "" {
+				t.Errorf("alone on the machine, one thread: %v", got)
+			}
+		case 2:
+			if got["threads-contended"] == "" {
+				t.Errorf("beside two CPU hogs, no contention finding: %v", got)
+			}
+		default:
+			t.Errorf("a timeline of %d threads", threads)
 		}
 	}
 }

@@ -223,7 +223,8 @@ func uneven(p *summary.Process) (summary.Finding, bool) {
 func overhead(p *summary.Process) (summary.Finding, bool) {
 	var found []string
 	for _, ph := range p.Phases {
-		if ph.TracedGraphs < minGraphs {
+		// Off the CPU, an op runs slow for a reason the contention finding gives.
+		if ph.TracedGraphs < minGraphs || ph.Sched.ThreadTime > 0 && (ph.Sched.OffCPU+ph.Sched.RunQueue)/ph.Sched.ThreadTime >= contentionShare {
 			continue
 		}
 		for _, o := range ph.Ops {

@@ -85,6 +85,13 @@ func TestRulesNeedEvidence(t *testing.T) {
 	if f := Findings(p); len(f) != 0 {
 		t.Errorf("memory-bound without roofs: %+v", f)
 	}
+	// An op slow because its threads were off the CPU is contention, not overhead.
+	p = clean()
+	p.Phases[0].Ops[1].Share = 0.12
+	p.Phases[0].Sched.OffCPU = 0.5
+	if got := fired(p); got["overhead-bound"] || !got["threads-contended"] {
+		t.Errorf("overhead beside contention: %v", got)
+	}
 	p = clean()
 	p.Phases[0].TracedGraphs = 1
 	p.Phases[0].Sched.OffCPU = 1
