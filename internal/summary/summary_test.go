@@ -255,3 +255,20 @@ func TestOverlappingNodes(t *testing.T) {
 		t.Errorf("shares add up to %g", sum)
 	}
 }
+
+// BenchmarkFold folds one decode of 300 traced nodes, as the live view does for every
+// batch the pipeline hands it.
+func BenchmarkFold(b *testing.B) {
+	var nodes []*assemble.Node
+	for i := range 300 {
+		st := uint64(1000 + 100*i)
+		nodes = append(nodes, node("MUL_MAT", fmt.Sprintf("ffn_up-%d", i%16), "q4_0", st, st+90, 1e6, 1e5))
+	}
+	td := traces(server, decodeOf(1, 900, nodes...))
+	a := New()
+	b.ReportAllocs()
+	for b.Loop() {
+		a.Traces(td)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/300, "ns/span")
+}
