@@ -44,7 +44,7 @@ func TestE2EStripped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	waitLogged(t, c, "process not attached", s.PID(), started, 10*time.Second)
+	waitLogged(t, c, "GGML process not profiled", s.PID(), started, 10*time.Second)
 	time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
 	traces, metrics := c.stop(t)
 	log := c.proc.Stderr.String()

@@ -35,6 +35,21 @@ if [ "$(cat "$NPM/.stamp" 2>/dev/null)" != "$NLC_VERSION" ]; then
 fi
 cp "$ROOT/scripts/node-driver.mjs" "$NPM/driver.mjs"
 
+# Older node-llama-cpp prebuilts, each shipping one llama.cpp release (BRIEF.md's table):
+# 3.6.0 is b4753, which has no ggml_version. A few MB each, no build.
+for v in ${NLC_OLD:-3.6.0}; do
+  old=$TE/npm-$v
+  if [ "$(cat "$old/.stamp" 2>/dev/null)" != "$v" ]; then
+    log "installing node-llama-cpp@$v"
+    rm -rf "$old" && mkdir -p "$old"
+    echo '{"name":"profinfer-testbench","private":true}' >"$old/package.json"
+    (cd "$old" && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error \
+        "node-llama-cpp@$v" "@node-llama-cpp/linux-x64@$v")
+    echo "$v" >"$old/.stamp"
+  fi
+  cp "$ROOT/scripts/node-driver.mjs" "$old/driver.mjs"
+done
+
 # llama.cpp from the release bundle, built once per version.
 LC=$TE/llama.cpp
 BUNDLE=$NPM/node_modules/node-llama-cpp/llama/gitRelease.bundle

@@ -110,7 +110,9 @@ var bounds = map[roofline.Bound]metadata.AttributeGgmlRooflineBound{
 
 // Telemetry is the receiver's own health, exported beside the process metrics.
 type Telemetry struct {
-	EventsReceived, EventsDropped, GraphsDropped, GraphsTraced, AttachFailures, SpansDropped uint64
+	EventsReceived, EventsDropped, GraphsDropped, GraphsTraced, SpansDropped uint64
+	// AttachFailures counts processes not profiled, by reason.
+	AttachFailures [metadata.AttributeProfinferAttachReasonOther + 1]uint64
 	ProbesAttached                                                                           int
 }
 
@@ -367,7 +369,9 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 	m.mb.RecordProfinferGraphsDroppedDataPoint(now, int64(t.GraphsDropped))
 	m.mb.RecordProfinferSpansDroppedDataPoint(now, int64(t.SpansDropped))
 	m.mb.RecordProfinferGraphsTracedDataPoint(now, int64(t.GraphsTraced))
-	m.mb.RecordProfinferAttachFailuresDataPoint(now, int64(t.AttachFailures))
+	for r := metadata.AttributeProfinferAttachReasonUnknownVersion; r <= metadata.AttributeProfinferAttachReasonOther; r++ {
+		m.mb.RecordProfinferAttachFailuresDataPoint(now, int64(t.AttachFailures[r]), r)
+	}
 	m.mb.RecordProfinferProbesAttachedDataPoint(now, int64(t.ProbesAttached))
 	md := m.mb.Emit()
 	// Histograms are beyond mdatagen: add them to each process's scope by hand.

@@ -154,6 +154,48 @@ var MapAttributeLlamaPhase = map[string]AttributeLlamaPhase{
 	"decode":  AttributeLlamaPhaseDecode,
 }
 
+// AttributeProfinferAttachReason specifies the value profinfer.attach.reason attribute.
+type AttributeProfinferAttachReason int
+
+const (
+	_ AttributeProfinferAttachReason = iota
+	AttributeProfinferAttachReasonUnknownVersion
+	AttributeProfinferAttachReasonUnsupportedLayout
+	AttributeProfinferAttachReasonStripped
+	AttributeProfinferAttachReasonNoAccess
+	AttributeProfinferAttachReasonProbes
+	AttributeProfinferAttachReasonOther
+)
+
+// String returns the string representation of the AttributeProfinferAttachReason.
+func (av AttributeProfinferAttachReason) String() string {
+	switch av {
+	case AttributeProfinferAttachReasonUnknownVersion:
+		return "unknown_version"
+	case AttributeProfinferAttachReasonUnsupportedLayout:
+		return "unsupported_layout"
+	case AttributeProfinferAttachReasonStripped:
+		return "stripped"
+	case AttributeProfinferAttachReasonNoAccess:
+		return "no_access"
+	case AttributeProfinferAttachReasonProbes:
+		return "probes"
+	case AttributeProfinferAttachReasonOther:
+		return "other"
+	}
+	return ""
+}
+
+// MapAttributeProfinferAttachReason is a helper map of string to AttributeProfinferAttachReason attribute value.
+var MapAttributeProfinferAttachReason = map[string]AttributeProfinferAttachReason{
+	"unknown_version":    AttributeProfinferAttachReasonUnknownVersion,
+	"unsupported_layout": AttributeProfinferAttachReasonUnsupportedLayout,
+	"stripped":           AttributeProfinferAttachReasonStripped,
+	"no_access":          AttributeProfinferAttachReasonNoAccess,
+	"probes":             AttributeProfinferAttachReasonProbes,
+	"other":              AttributeProfinferAttachReasonOther,
+}
+
 var MetricsInfo = metricsInfo{
 	GgmlBackendCopyBytes: metricInfo{
 		Name: "ggml.backend.copy.bytes",
@@ -1331,14 +1373,15 @@ type metricProfinferAttachFailures struct {
 // init fills profinfer.attach.failures metric with initial data.
 func (m *metricProfinferAttachFailures) init() {
 	m.data.SetName("profinfer.attach.failures")
-	m.data.SetDescription("Number of failed attempts to attach probes to a target process.")
+	m.data.SetDescription("Number of GGML processes profinfer could not profile, and failed attempts to attach to a process named by pid, by reason.")
 	m.data.SetUnit("{failure}")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
 	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
 }
 
-func (m *metricProfinferAttachFailures) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricProfinferAttachFailures) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, profinferAttachReasonAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1346,6 +1389,7 @@ func (m *metricProfinferAttachFailures) recordDataPoint(start pcommon.Timestamp,
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
 	dp.SetIntValue(val)
+	dp.Attributes().PutStr("profinfer.attach.reason", profinferAttachReasonAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -2137,8 +2181,8 @@ func (mb *MetricsBuilder) RecordLlamaDecodeTokensDataPoint(ts pcommon.Timestamp,
 }
 
 // RecordProfinferAttachFailuresDataPoint adds a data point to profinfer.attach.failures metric.
-func (mb *MetricsBuilder) RecordProfinferAttachFailuresDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricProfinferAttachFailures.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordProfinferAttachFailuresDataPoint(ts pcommon.Timestamp, val int64, profinferAttachReasonAttributeValue AttributeProfinferAttachReason) {
+	mb.metricProfinferAttachFailures.recordDataPoint(mb.startTime, ts, val, profinferAttachReasonAttributeValue.String())
 }
 
 // RecordProfinferEventsDroppedDataPoint adds a data point to profinfer.events.dropped metric.

@@ -145,7 +145,7 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordProfinferAttachFailuresDataPoint(ts, 1)
+			mb.RecordProfinferAttachFailuresDataPoint(ts, 1, AttributeProfinferAttachReasonUnknownVersion)
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -622,7 +622,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["profinfer.attach.failures"] = true
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Number of failed attempts to attach probes to a target process.", mi.Description())
+					assert.Equal(t, "Number of GGML processes profinfer could not profile, and failed attempts to attach to a process named by pid, by reason.", mi.Description())
 					assert.Equal(t, "{failure}", mi.Unit())
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -631,6 +631,9 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
+					profinferAttachReasonAttrVal, ok := dp.Attributes().Get("profinfer.attach.reason")
+					assert.True(t, ok)
+					assert.Equal(t, "unknown_version", profinferAttachReasonAttrVal.Str())
 				case "profinfer.events.dropped":
 					assert.False(t, validatedMetrics["profinfer.events.dropped"], "Found a duplicate in the metrics slice: profinfer.events.dropped")
 					validatedMetrics["profinfer.events.dropped"] = true

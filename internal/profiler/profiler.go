@@ -309,8 +309,12 @@ func (p *Profiler) roofs() roofline.Roofs {
 
 // targetError logs err, or returns it when errors propagate.
 func (p *Profiler) targetError(err error) error {
+	reason := metadata.AttributeProfinferAttachReasonOther
+	if r := (*refusal)(nil); errors.As(err, &r) {
+		reason = r.reason
+	}
 	p.mu.Lock()
-	p.tele.AttachFailures++
+	p.tele.AttachFailures[reason]++
 	p.mu.Unlock()
 	if p.cfg.Propagate {
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/ggml"
+	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/symbols"
@@ -33,10 +34,25 @@ import (
 const recheck = time.Second
 
 // rejected is a process found not to be GGML (or not attachable): when it was looked at,
-// and its virtual size then.
+// its virtual size then, and whether it was refused as a GGML process (and said so).
 type rejected struct {
-	at    time.Time
-	vsize uint64
+	at      time.Time
+	vsize   uint64
+	refused bool
+}
+
+// refusal is a GGML process profinfer cannot profile: never a silent skip.
+type refusal struct {
+	reason metadata.AttributeProfinferAttachReason
+	exe    string
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+func refuse(reason metadata.AttributeProfinferAttachReason, exe string, err error) error {
+	return &refusal{reason: reason, exe: exe, err: err}
 }
 
 // tracked is one process with probes attached.
@@ -136,7 +152,7 @@ func (p *Profiler) discover(first bool) error {
 				continue
 			}
 			if v, err := discover.VSize(p.procfs, pid); err != nil || v == r.vsize {
-				p.failed[pid] = rejected{now, r.vsize}
+				p.failed[pid] = rejected{at: now, vsize: r.vsize, refused: r.refused}
 				continue
 			}
 		}
@@ -264,16 +280,22 @@ func (p *Profiler) attachAll(named map[int]bool, todo []int, first bool) error {
 		if err == nil {
 			continue
 		}
+		var r *refusal
+		refused := errors.As(err, &r)
 		p.mu.Lock()
-		_, again := p.failed[pid]
-		p.failed[pid] = rejected{now, vsize}
+		prev, again := p.failed[pid]
+		p.failed[pid] = rejected{at: now, vsize: vsize, refused: prev.refused || refused}
 		p.mu.Unlock()
 		if !named[pid] || again {
-			// Found by discovery, not named: most processes are not GGML, and some
-			// (init, other namespaces' helpers) cannot even be read. A stripped GGML
-			// build is worth a word, once.
-			if errors.Is(err, errStripped) && !again {
-				p.log.Warn("process not attached", zap.Int("pid", pid), zap.Error(err))
+			// Found by discovery or by its executable, not named: most processes are not
+			// GGML, and some (init, other namespaces' helpers) cannot even be read. A GGML
+			// process that cannot be profiled is worth a word and a count, once.
+			if refused && !prev.refused {
+				p.mu.Lock()
+				p.tele.AttachFailures[r.reason]++
+				p.mu.Unlock()
+				p.log.Warn("GGML process not profiled", zap.Int("pid", pid), zap.String("executable", r.exe),
+					zap.String("reason", r.reason.String()), zap.Error(err))
 			} else {
 				p.log.Debug("process not attached", zap.Int("pid", pid), zap.Error(err))
 			}
@@ -414,8 +436,9 @@ func (p *Profiler) notGGML(pid int) error {
 	base := filepath.Base(exe)
 	if (len(p.cfg.Targets) > 0 || strings.Contains(base, "llama") || strings.Contains(base, "ggml")) &&
 		symbols.StrippedGGML(filepath.Join("/proc", strconv.Itoa(pid), "exe")) {
-		return fmt.Errorf("pid %d: %s is a GGML build %w: it defines none of %s; profile an unstripped build",
-			pid, exe, errStripped, strings.Join(discover.RoleSymbol[:], ", "))
+		return refuse(metadata.AttributeProfinferAttachReasonStripped, exe, fmt.Errorf(
+			"pid %d: %s is a GGML build %w: it defines none of %s; profile an unstripped build",
+			pid, exe, errStripped, strings.Join(discover.RoleSymbol[:], ", ")))
 	}
 	return fmt.Errorf("pid %d is not a GGML process: it %w", pid, errNotGGML)
 }
@@ -497,26 +520,28 @@ func (p *Profiler) attach(pid int) error {
 	if proc == nil {
 		return p.notGGML(pid)
 	}
+	// From here on the process is GGML: whatever stops it is a refusal, said and counted.
 	base := proc.Module(discover.Base)
 	if base == nil {
-		return fmt.Errorf("pid %d: no object defines ggml_version: unknown ggml version", pid)
+		return refuse(metadata.AttributeProfinferAttachReasonUnknownVersion, proc.Exe, fmt.Errorf(
+			"pid %d (%s): no object defines ggml_version: a llama.cpp release older than ggml_version (mid-2025), which this profinfer cannot profile yet", pid, proc.Exe))
 	}
 	f, err := p.elfCache.open(base)
 	if err != nil {
-		return err
+		return refuse(metadata.AttributeProfinferAttachReasonOther, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
 	mem, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "mem"))
 	if err != nil {
-		return fmt.Errorf("pid %d: reading its memory: %w", pid, err)
+		return refuse(metadata.AttributeProfinferAttachReasonNoAccess, proc.Exe, fmt.Errorf("pid %d (%s): reading its memory: %w", pid, proc.Exe, err))
 	}
 	target, err := ggml.Inspect(f, mem, base.Bias)
 	mem.Close()
 	if err != nil {
-		return fmt.Errorf("pid %d: %w", pid, err)
+		return refuse(metadata.AttributeProfinferAttachReasonUnsupportedLayout, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
 	a, err := probe.Attach(&p.objs.ProfinferPrograms, proc, p.elfCache.open, p.cfg.Layers, p.multi)
 	if a == nil {
-		return fmt.Errorf("pid %d: %w", pid, err)
+		return refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
 	if err != nil {
 		p.log.Warn("some probes not attached", zap.Int("pid", pid), zap.Error(err))

@@ -64,6 +64,12 @@ func (e *Env) Model(name string) string { return filepath.Join(e.Root, "models",
 // NodeDriver is the node-llama-cpp workload script.
 func (e *Env) NodeDriver() string { return filepath.Join(e.Root, "npm", "driver.mjs") }
 
+// OldNodeDriver is the node-llama-cpp workload script of an older release's prebuilt,
+// installed by testenv.sh beside the current one.
+func (e *Env) OldNodeDriver(version string) string {
+	return filepath.Join(e.Root, "npm-"+version, "driver.mjs")
+}
+
 // PrebuiltDir holds the node-llama-cpp x64 prebuilt libraries.
 func (e *Env) PrebuiltDir() string {
 	return filepath.Join(e.Root, "npm", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
