@@ -113,7 +113,7 @@ type Telemetry struct {
 	EventsReceived, EventsDropped, GraphsDropped, GraphsTraced, SpansDropped uint64
 	// AttachFailures counts processes not profiled, by reason.
 	AttachFailures [metadata.AttributeProfinferAttachReasonOther + 1]uint64
-	ProbesAttached                                                                           int
+	ProbesAttached int
 }
 
 // Metrics accumulates cumulative metrics per process. It is not safe for concurrent use.
