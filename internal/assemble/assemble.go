@@ -85,6 +85,19 @@ type Node struct {
 	Counters events.Counters
 	Counted  int
 	Routing  *Routing // MoE nodes: the experts each token was routed to
+
+	started uint64 // the GGML threads (ith < 64) that started it
+	again   *Node  // the next computation of the same tensor in the graph
+}
+
+// startedBy says whether thread ith started this computation of the node. Threads
+// numbered 64 and up are not told apart: their repeated computations merge.
+func (n *Node) startedBy(ith int) bool { return ith < 64 && n.started&(1<<ith) != 0 }
+
+func (n *Node) markStarted(ith int) {
+	if ith < 64 {
+		n.started |= 1 << ith
+	}
 }
 
 // Routing is what a MoE router chose: for each token, the experts it is computed by. The
@@ -455,12 +468,24 @@ func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor, tensor2 uint64, ith i
 		g.Outside = append(g.Outside, ThreadCounters{TID: tid, Counters: *d})
 	}
 	a.closeNode(t, ts, &sched, d)
+	// A graph may compute one tensor more than once (llama.cpp's test-backend-ops adds
+	// the same node many times): a thread that already started this tensor's node is on
+	// its next computation.
 	n := g.byTensor[tensor]
+	var last *Node
+	for n != nil && n.startedBy(ith) {
+		last, n = n, n.again
+	}
 	if n == nil {
 		n = &Node{Tensor: tensor, Tensor2: tensor2, Start: ts}
-		g.byTensor[tensor] = n
+		if last == nil {
+			g.byTensor[tensor] = n
+		} else {
+			last.again = n
+		}
 		g.Nodes = append(g.Nodes, n)
 	}
+	n.markStarted(ith)
 	if info != nil {
 		n.Info = info
 	}

@@ -353,3 +353,32 @@ func TestSplitsAndCopies(t *testing.T) {
 		t.Errorf("decode splits %+v, copies %+v", d.Splits, d.Copies)
 	}
 }
+
+// A graph that computes the same tensor twice (test-backend-ops adds one node many
+// times) gives a node per computation, each with its own time.
+func TestRepeatedTensor(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	mm := &NodeInfo{Op: "MUL_MAT", Name: "out", Type: "f32"}
+	a.NodesOn(1, 50, 0)
+	a.GraphEnter(1, 1, 100, 0xa, 3, 2)
+	for i, at := range []uint64{110, 130, 150} {
+		a.NodeStart(1, 1, at, 0x1, 0, 0, mm, events.Sched{}, nil)
+		a.NodeStart(1, 2, at+1, 0x1, 0, 1, nil, events.Sched{}, nil)
+		a.Barrier(1, 1, at+15)
+		a.Barrier(1, 2, at+16+uint64(i))
+	}
+	a.GraphExit(1, 1, 170, events.Sched{}, 0)
+	if len(s.graphs) != 1 {
+		t.Fatalf("%d graphs", len(s.graphs))
+	}
+	g := s.graphs[0]
+	if len(g.Nodes) != 3 {
+		t.Fatalf("%d nodes for 3 computations of one tensor", len(g.Nodes))
+	}
+	for i, n := range g.Nodes {
+		if want := uint64(110 + 20*i); n.Start != want || n.End > want+21 || len(n.Threads) != 2 || n.Info != mm {
+			t.Errorf("computation %d: %+v, want a start at %d and both threads", i, n, want)
+		}
+	}
+}
