@@ -35,9 +35,10 @@ if [ "$(cat "$NPM/.stamp" 2>/dev/null)" != "$NLC_VERSION" ]; then
 fi
 cp "$ROOT/scripts/node-driver.mjs" "$NPM/driver.mjs"
 
-# Older node-llama-cpp prebuilts, each shipping one llama.cpp release (BRIEF.md's table):
-# 3.6.0 is b4753, which has no ggml_version. A few MB each, no build.
-for v in ${NLC_OLD:-3.6.0}; do
+# Older node-llama-cpp prebuilts, each shipping one llama.cpp release: 3.10.0 is b5640 and 3.6.0 b4753,
+# neither with ggml_version; 3.3.0 is b4234 and 3.1.1 b3889, with no node probe point
+# (3.1.1's CPU backend is inside libggml.so). A few MB each, no build.
+for v in ${NLC_OLD:-3.10.0 3.6.0 3.3.0 3.1.1}; do
   old=$TE/npm-$v
   if [ "$(cat "$old/.stamp" 2>/dev/null)" != "$v" ]; then
     log "installing node-llama-cpp@$v"

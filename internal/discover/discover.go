@@ -19,16 +19,22 @@ type Role int
 
 // Roles, each identified by a symbol the object defines.
 const (
-	Base  Role = iota // ggml_version: names, layout
+	Base  Role = iota // ggml_tensor_overhead: names, layout
 	CPU               // ggml_cpu_extra_compute_forward: node and graph probes
 	Llama             // llama_decode: token probes
+	// Compute is a CPU backend, node probe point or not: ggml_graph_compute. One without
+	// CPU's symbol is a release profinfer cannot probe nodes in (before about b4200).
+	Compute
 	numRoles
 )
 
 // RoleSymbol is the symbol that identifies each role.
-var RoleSymbol = [numRoles]string{"ggml_version", "ggml_cpu_extra_compute_forward", "llama_decode"}
+// Base's is in every release (ggml_version only from mid-2025 on).
+var RoleSymbol = [numRoles]string{"ggml_tensor_overhead", "ggml_cpu_extra_compute_forward", "llama_decode", "ggml_graph_compute"}
 
-func (r Role) String() string { return [...]string{"ggml-base", "ggml-cpu", "llama"}[r] }
+func (r Role) String() string {
+	return [...]string{"ggml-base", "ggml-cpu", "llama", "ggml-compute"}[r]
+}
 
 // Module is one mapped object file of a process.
 type Module struct {
@@ -100,7 +106,9 @@ func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process,
 			}
 		}
 	}
-	if p.Modules[CPU] == nil {
+	// A base without a CPU backend is GGML still: a CPU backend inside it that profinfer
+	// cannot probe, or one a binding loads later with dlopen. The caller tells which.
+	if p.Modules[CPU] == nil && p.Modules[Base] == nil {
 		return nil, nil
 	}
 	return p, nil

@@ -369,7 +369,7 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 	m.mb.RecordProfinferGraphsDroppedDataPoint(now, int64(t.GraphsDropped))
 	m.mb.RecordProfinferSpansDroppedDataPoint(now, int64(t.SpansDropped))
 	m.mb.RecordProfinferGraphsTracedDataPoint(now, int64(t.GraphsTraced))
-	for r := metadata.AttributeProfinferAttachReasonUnknownVersion; r <= metadata.AttributeProfinferAttachReasonOther; r++ {
+	for r := metadata.AttributeProfinferAttachReasonNoNodeProbe; r <= metadata.AttributeProfinferAttachReasonOther; r++ {
 		m.mb.RecordProfinferAttachFailuresDataPoint(now, int64(t.AttachFailures[r]), r)
 	}
 	m.mb.RecordProfinferProbesAttachedDataPoint(now, int64(t.ProbesAttached))

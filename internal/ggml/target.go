@@ -86,7 +86,7 @@ func (t *Target) Size(typ uint32) TypeSize {
 }
 
 // Symbols profinfer needs in libggml-base.
-var baseSymbols = []string{"ggml_version", "ggml_tensor_overhead", "ggml_op_name", "ggml_type_name"}
+var baseSymbols = []string{"ggml_tensor_overhead", "ggml_op_name", "ggml_type_name"}
 
 // Inspect reads the version, struct layout and names of the ggml in f, loaded in a
 // process at bias (the difference between run-time and link-time addresses), whose
@@ -95,9 +95,14 @@ func Inspect(f *symbols.File, mem io.ReaderAt, bias uint64) (*Target, error) {
 	if missing := f.Missing(baseSymbols...); len(missing) > 0 {
 		return nil, fmt.Errorf("ggml: %s lacks %s: not a GGML runtime, or stripped", f.Path(), strings.Join(missing, ", "))
 	}
-	version, err := readVersion(f)
-	if err != nil {
-		return nil, err
+	// ggml_version came in mid-2025; without it the layout stands on the code alone.
+	version := "unknown"
+	if _, ok := f.Symbol("ggml_version"); ok {
+		v, err := readVersion(f)
+		if err != nil {
+			return nil, err
+		}
+		version = v
 	}
 	sym, _ := f.Symbol("ggml_tensor_overhead")
 	overhead, err := f.ImmediateReturn(sym)
@@ -106,6 +111,9 @@ func Inspect(f *symbols.File, mem io.ReaderAt, bias uint64) (*Target, error) {
 	}
 	layout, err := LayoutFor(overhead, version)
 	if err != nil {
+		return nil, err
+	}
+	if err := verify(f, layout); err != nil {
 		return nil, err
 	}
 	t := &Target{Version: version, Layout: layout}
@@ -121,6 +129,37 @@ func Inspect(f *symbols.File, mem io.ReaderAt, bias uint64) (*Target, error) {
 	t.Names.Unary, _ = r.table(f, "GGML_UNARY_OP_NAME", "ggml_unary_op_name", 8)
 	t.Names.GLU, _ = r.table(f, "GGML_GLU_OP_NAME", "ggml_glu_op_name", 8)
 	return t, nil
+}
+
+// verify checks the layout against the code of the target's own field getters: the size
+// of a tensor alone could match a reordered struct. ggml_get_name is in every release and
+// must agree; ggml_get_data must agree where it decodes.
+func verify(f *symbols.File, l Layout) error {
+	checks := []struct {
+		getter string
+		read   func(symbols.Symbol) (uint64, error)
+		want   int
+		needed bool
+	}{
+		{"ggml_get_name", f.AddressReturn, l.Name, true},
+		{"ggml_get_data", f.PointerReturn, l.Data, false},
+	}
+	for _, c := range checks {
+		sym, ok := f.Symbol(c.getter)
+		var got uint64
+		var err error
+		if ok {
+			got, err = c.read(sym)
+		}
+		switch {
+		case (!ok || err != nil) && c.needed:
+			return fmt.Errorf("ggml: %s: cannot establish the tensor layout: %s does not decode as a field getter (%v)", f.Path(), c.getter, err)
+		case !ok || err != nil:
+		case got != uint64(c.want):
+			return fmt.Errorf("ggml: %s: unknown tensor layout: %s reads offset %d, the layout of ggml %s has %d", f.Path(), c.getter, got, l.Versions, c.want)
+		}
+	}
+	return nil
 }
 
 func readVersion(f *symbols.File) (string, error) {

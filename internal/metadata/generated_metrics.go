@@ -159,7 +159,7 @@ type AttributeProfinferAttachReason int
 
 const (
 	_ AttributeProfinferAttachReason = iota
-	AttributeProfinferAttachReasonUnknownVersion
+	AttributeProfinferAttachReasonNoNodeProbe
 	AttributeProfinferAttachReasonUnsupportedLayout
 	AttributeProfinferAttachReasonStripped
 	AttributeProfinferAttachReasonNoAccess
@@ -170,8 +170,8 @@ const (
 // String returns the string representation of the AttributeProfinferAttachReason.
 func (av AttributeProfinferAttachReason) String() string {
 	switch av {
-	case AttributeProfinferAttachReasonUnknownVersion:
-		return "unknown_version"
+	case AttributeProfinferAttachReasonNoNodeProbe:
+		return "no_node_probe"
 	case AttributeProfinferAttachReasonUnsupportedLayout:
 		return "unsupported_layout"
 	case AttributeProfinferAttachReasonStripped:
@@ -188,7 +188,7 @@ func (av AttributeProfinferAttachReason) String() string {
 
 // MapAttributeProfinferAttachReason is a helper map of string to AttributeProfinferAttachReason attribute value.
 var MapAttributeProfinferAttachReason = map[string]AttributeProfinferAttachReason{
-	"unknown_version":    AttributeProfinferAttachReasonUnknownVersion,
+	"no_node_probe":      AttributeProfinferAttachReasonNoNodeProbe,
 	"unsupported_layout": AttributeProfinferAttachReasonUnsupportedLayout,
 	"stripped":           AttributeProfinferAttachReasonStripped,
 	"no_access":          AttributeProfinferAttachReasonNoAccess,

@@ -145,7 +145,7 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordProfinferAttachFailuresDataPoint(ts, 1, AttributeProfinferAttachReasonUnknownVersion)
+			mb.RecordProfinferAttachFailuresDataPoint(ts, 1, AttributeProfinferAttachReasonNoNodeProbe)
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -633,7 +633,7 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, int64(1), dp.IntValue())
 					profinferAttachReasonAttrVal, ok := dp.Attributes().Get("profinfer.attach.reason")
 					assert.True(t, ok)
-					assert.Equal(t, "unknown_version", profinferAttachReasonAttrVal.Str())
+					assert.Equal(t, "no_node_probe", profinferAttachReasonAttrVal.Str())
 				case "profinfer.events.dropped":
 					assert.False(t, validatedMetrics["profinfer.events.dropped"], "Found a duplicate in the metrics slice: profinfer.events.dropped")
 					validatedMetrics["profinfer.events.dropped"] = true

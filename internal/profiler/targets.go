@@ -438,7 +438,7 @@ func (p *Profiler) notGGML(pid int) error {
 		symbols.StrippedGGML(filepath.Join("/proc", strconv.Itoa(pid), "exe")) {
 		return refuse(metadata.AttributeProfinferAttachReasonStripped, exe, fmt.Errorf(
 			"pid %d: %s is a GGML build %w: it defines none of %s; profile an unstripped build",
-			pid, exe, errStripped, strings.Join(discover.RoleSymbol[:], ", ")))
+			pid, exe, errStripped, strings.Join(discover.RoleSymbol[:discover.Compute], ", ")))
 	}
 	return fmt.Errorf("pid %d is not a GGML process: it %w", pid, errNotGGML)
 }
@@ -523,12 +523,23 @@ func (p *Profiler) attach(pid int) error {
 	// From here on the process is GGML: whatever stops it is a refusal, said and counted.
 	base := proc.Module(discover.Base)
 	if base == nil {
-		return refuse(metadata.AttributeProfinferAttachReasonUnknownVersion, proc.Exe, fmt.Errorf(
-			"pid %d (%s): no object defines ggml_version: a llama.cpp release older than ggml_version (mid-2025), which this profinfer cannot profile yet", pid, proc.Exe))
+		return refuse(metadata.AttributeProfinferAttachReasonOther, proc.Exe, fmt.Errorf(
+			"pid %d (%s): no object defines ggml_tensor_overhead: GGML's base library is not mapped", pid, proc.Exe))
 	}
 	f, err := p.elfCache.open(base)
 	if err != nil {
 		return refuse(metadata.AttributeProfinferAttachReasonOther, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
+	}
+	if proc.Module(discover.CPU) == nil {
+		// A CPU backend without ggml_cpu_extra_compute_forward (llama.cpp before late
+		// 2024) leaves nothing to probe nodes with; without any, one may still come, with
+		// dlopen.
+		if cpu := proc.Module(discover.Compute); cpu != nil {
+			return refuse(metadata.AttributeProfinferAttachReasonNoNodeProbe, proc.Exe, fmt.Errorf(
+				"pid %d (%s): its CPU backend, %s, has no ggml_cpu_extra_compute_forward to probe nodes with (a llama.cpp from before about b4200, Nov 2024), which this profinfer cannot profile yet",
+				pid, proc.Exe, cpu.Path))
+		}
+		return p.notGGML(pid)
 	}
 	mem, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "mem"))
 	if err != nil {

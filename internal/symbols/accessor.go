@@ -70,6 +70,28 @@ func (f *File) FieldReturn(sym Symbol) (uint64, error) {
 	})
 }
 
+// AddressReturn returns off if sym is `lea off(%rdi),%rax; ret`, possibly after endbr64:
+// a getter of the address of a field of its first argument, such as ggml_get_name.
+func (f *File) AddressReturn(sym Symbol) (uint64, error) {
+	return f.rdiField(sym, "lea off(%rdi),%rax", x86asm.LEA)
+}
+
+// PointerReturn returns off if sym is `mov off(%rdi),%rax; ret`, possibly after endbr64:
+// a getter of a 64-bit field of its first argument, such as ggml_get_data.
+func (f *File) PointerReturn(sym Symbol) (uint64, error) {
+	return f.rdiField(sym, "mov off(%rdi),%rax", x86asm.MOV)
+}
+
+func (f *File) rdiField(sym Symbol, shape string, op x86asm.Op) (uint64, error) {
+	return f.loadRet(sym, shape, func(in x86asm.Inst, _ uint64) (uint64, bool) {
+		m, ok := in.Args[1].(x86asm.Mem)
+		if !ok || in.Op != op || in.Args[0] != x86asm.RAX || m.Base != x86asm.RDI || m.Index != 0 || m.Segment != 0 || m.Disp < 0 {
+			return 0, false
+		}
+		return uint64(m.Disp), true
+	})
+}
+
 // StringReturn returns the string sym returns if sym is `lea str(%rip),%rax; ret`,
 // possibly after endbr64: a getter of a constant name, such as the CPU backend's
 // get_name. Name only sym's address when its file has no symbol for it.

@@ -32,6 +32,8 @@ func FuzzNewFile(f *testing.F) {
 			file.RIPTarget(sym)
 			file.ImmediateReturn(sym)
 			file.FieldReturn(sym)
+			file.AddressReturn(sym)
+			file.PointerReturn(sym)
 			file.StringReturn(sym)
 			if at, ok := file.At(sym.Value); sym.Size > 0 && (!ok || at.Value != sym.Value) {
 				t.Fatalf("At(%#x) = %+v, %v; want a symbol at %#x", sym.Value, at, ok, sym.Value)
