@@ -615,6 +615,10 @@ func TestE2ENodeLlamaCpp(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	traces, metrics := c.stop(t)
 	checkProfile(t, traces, metrics, 16)
+	// node-llama-cpp 3.22.1 ships ggml 0.25.1, which says so.
+	if v := resourceVersions(traces); len(v) != 1 || v[0] != "0.25.1" {
+		t.Errorf("ggml.version on the resources: %q, want 0.25.1", v)
+	}
 }
 
 // A static llama-server: GGML and llama linked into the executable, found by its own

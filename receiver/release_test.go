@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/testbench"
 )
@@ -103,7 +104,30 @@ func TestE2EReleasesWithoutVersion(t *testing.T) {
 			if !strings.Contains(c.proc.Stderr.String(), `"ggml": "unknown"`) {
 				t.Errorf("attached without saying the version is unknown:\n%s", c.proc.Stderr.String())
 			}
+			if v := resourceVersions(traces); len(v) != 1 || v[0] != "" {
+				t.Errorf("ggml.version on the resources: %q, want none", v)
+			}
 			checkProfile(t, traces, metrics, 16)
 		})
 	}
+}
+
+// resourceVersions lists the distinct ggml.version values of the span resources, "" for
+// resources without one.
+func resourceVersions(traces []ptrace.Traces) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, td := range traces {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			s := ""
+			if v, ok := td.ResourceSpans().At(i).Resource().Attributes().Get("ggml.version"); ok {
+				s = v.AsString()
+			}
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }

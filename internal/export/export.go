@@ -27,6 +27,7 @@ type Process struct {
 	PID, VPID int
 	Exe       string // as the process sees it
 	BuildID   string
+	GGML      string      // ggml_version(); empty for releases without one
 	Model     *model.Info // nil until the process has loaded one
 	// CtxSize and CtxThreads are its llama_context's n_ctx and n_threads; 0 until a
 	// decode showed them.
@@ -44,6 +45,9 @@ func (p *Process) SetResource(r pcommon.Resource) {
 	a.PutStr("process.executable.name", name)
 	if p.BuildID != "" {
 		a.PutStr("process.executable.build_id.gnu", p.BuildID)
+	}
+	if p.GGML != "" {
+		a.PutStr("ggml.version", p.GGML)
 	}
 	if m := p.Model; m != nil {
 		a.PutStr("llama.model.path", m.Path)

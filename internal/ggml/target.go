@@ -96,7 +96,7 @@ func Inspect(f *symbols.File, mem io.ReaderAt, bias uint64) (*Target, error) {
 		return nil, fmt.Errorf("ggml: %s lacks %s: not a GGML runtime, or stripped", f.Path(), strings.Join(missing, ", "))
 	}
 	// ggml_version came in mid-2025; without it the layout stands on the code alone.
-	version := "unknown"
+	var version string
 	if _, ok := f.Symbol("ggml_version"); ok {
 		v, err := readVersion(f)
 		if err != nil {

@@ -172,6 +172,7 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 
 // ResourceAttributesConfig provides config for profinfer resource attributes.
 type ResourceAttributesConfig struct {
+	GgmlVersion                 ResourceAttributeConfig `mapstructure:"ggml.version"`
 	LlamaContextSize            ResourceAttributeConfig `mapstructure:"llama.context.size"`
 	LlamaContextThreads         ResourceAttributeConfig `mapstructure:"llama.context.threads"`
 	LlamaModelArchitecture      ResourceAttributeConfig `mapstructure:"llama.model.architecture"`
@@ -190,6 +191,9 @@ type ResourceAttributesConfig struct {
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 	return ResourceAttributesConfig{
+		GgmlVersion: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		LlamaContextSize: ResourceAttributeConfig{
 			Enabled: true,
 		},

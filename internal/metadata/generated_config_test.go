@@ -110,6 +110,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					GgmlVersion:                 ResourceAttributeConfig{Enabled: true},
 					LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
 					LlamaContextThreads:         ResourceAttributeConfig{Enabled: true},
 					LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: true},
@@ -214,6 +215,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					GgmlVersion:                 ResourceAttributeConfig{Enabled: false},
 					LlamaContextSize:            ResourceAttributeConfig{Enabled: false},
 					LlamaContextThreads:         ResourceAttributeConfig{Enabled: false},
 					LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: false},
@@ -263,6 +265,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "all_set",
 			want: ResourceAttributesConfig{
+				GgmlVersion:                 ResourceAttributeConfig{Enabled: true},
 				LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
 				LlamaContextThreads:         ResourceAttributeConfig{Enabled: true},
 				LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: true},
@@ -282,6 +285,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
+				GgmlVersion:                 ResourceAttributeConfig{Enabled: false},
 				LlamaContextSize:            ResourceAttributeConfig{Enabled: false},
 				LlamaContextThreads:         ResourceAttributeConfig{Enabled: false},
 				LlamaModelArchitecture:      ResourceAttributeConfig{Enabled: false},

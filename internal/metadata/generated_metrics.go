@@ -1874,6 +1874,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		resourceAttributeIncludeFilter: make(map[string]filter.Filter),
 		resourceAttributeExcludeFilter: make(map[string]filter.Filter),
 	}
+	if mbc.ResourceAttributes.GgmlVersion.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["ggml.version"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlVersion.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GgmlVersion.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["ggml.version"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlVersion.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.LlamaContextSize.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["llama.context.size"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaContextSize.MetricsInclude)
 	}

@@ -176,6 +176,7 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordProfinferSpansDroppedDataPoint(ts, 1)
 
 			rb := mb.NewResourceBuilder()
+			rb.SetGgmlVersion("ggml.version-val")
 			rb.SetLlamaContextSize(18)
 			rb.SetLlamaContextThreads(21)
 			rb.SetLlamaModelArchitecture("llama.model.architecture-val")

@@ -21,6 +21,13 @@ func NewResourceBuilder(rac ResourceAttributesConfig) *ResourceBuilder {
 	}
 }
 
+// SetGgmlVersion sets provided value as "ggml.version" attribute.
+func (rb *ResourceBuilder) SetGgmlVersion(val string) {
+	if rb.config.GgmlVersion.Enabled {
+		rb.res.Attributes().PutStr("ggml.version", val)
+	}
+}
+
 // SetLlamaContextSize sets provided value as "llama.context.size" attribute.
 func (rb *ResourceBuilder) SetLlamaContextSize(val int64) {
 	if rb.config.LlamaContextSize.Enabled {

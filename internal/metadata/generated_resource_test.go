@@ -13,6 +13,7 @@ func TestResourceBuilder(t *testing.T) {
 		t.Run(tt, func(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
+			rb.SetGgmlVersion("ggml.version-val")
 			rb.SetLlamaContextSize(18)
 			rb.SetLlamaContextThreads(21)
 			rb.SetLlamaModelArchitecture("llama.model.architecture-val")
@@ -33,14 +34,19 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 14, res.Attributes().Len())
+				assert.Equal(t, 15, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 14, res.Attributes().Len())
+				assert.Equal(t, 15, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
 			default:
 				assert.Failf(t, "unexpected test case: %s", tt)
+			}
+			ggmlVersionAttrVal, ok := res.Attributes().Get("ggml.version")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "ggml.version-val", ggmlVersionAttrVal.Str())
 			}
 			llamaContextSizeAttrVal, ok := res.Attributes().Get("llama.context.size")
 			assert.True(t, ok)

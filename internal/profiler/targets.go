@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -559,7 +560,7 @@ func (p *Profiler) attach(pid int) error {
 	}
 	buildID := symbols.BuildIDOf(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
 	t := &tracked{
-		proc:       export.Process{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: buildID},
+		proc:       export.Process{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: buildID, GGML: target.Version},
 		target:     target,
 		attachment: a,
 		backends:   backends.NewResolver(p.procfs, "/proc", pid, p.elfCache.get),
@@ -577,7 +578,7 @@ func (p *Profiler) attach(pid int) error {
 	}
 	probes := a.Probes()
 	p.mu.Unlock()
-	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("ggml", target.Version),
+	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("ggml", cmp.Or(target.Version, "unknown")),
 		zap.Int("probes", probes), zap.Int("emulated", a.Emulated()))
 	return nil
 }
