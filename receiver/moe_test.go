@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/gguf"
 	"github.com/profinfer/profinfer/internal/testbench"
@@ -36,54 +37,62 @@ func TestE2EMoE(t *testing.T) {
 			time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
 			traces, metrics := c.stop(t)
 
-			tokens, decodes := tracedTokens(t, spans(traces))
-			perLayer := map[int64]int64{}
-			lastPoints(metrics, "ggml.moe.expert.selections", func(dp pmetric.NumberDataPoint) {
-				l, _ := dp.Attributes().Get("ggml.layer")
-				x, _ := dp.Attributes().Get("ggml.moe.expert")
-				if x.Int() < 0 || x.Int() >= experts {
-					t.Errorf("expert %d in layer %d; the model has %d", x.Int(), l.Int(), experts)
-				}
-				perLayer[l.Int()] += dp.IntValue()
-			})
-			// All layers route every token but the last, which computes only the tokens
-			// whose logits are wanted: one per decode.
-			var total, want int64
-			for l := range layers {
-				n, w := perLayer[l], tokens*used
-				if l == layers-1 {
-					w = decodes * used
-				}
-				if n != w {
-					t.Errorf("layer %d: %d selections, want %d", l, n, w)
-				}
-				total, want = total+n, want+w
-			}
-			t.Logf("%d tokens in %d decodes, %d experts used of %d, %d MoE layers: %d selections; per layer %v", tokens, decodes, used, experts, layers, total, perLayer)
-			if tokens == 0 || total != want || len(perLayer) != int(layers) {
-				t.Fatalf("%d selections in %d layers, want %d in %d", total, len(perLayer), want, layers)
-			}
-			imbalance := 0
-			lastPoints(metrics, "ggml.moe.imbalance", func(pmetric.NumberDataPoint) { imbalance++ })
-			if imbalance != int(layers) {
-				t.Errorf("imbalance for %d layers, want %d", imbalance, layers)
-			}
-			routed := 0
-			for _, s := range spans(traces) {
-				if s.name != "MUL_MAT_ID" {
-					continue
-				}
-				ids, _ := s.attrs["ggml.moe.experts"].([]any)
-				n, _ := s.attrs["ggml.moe.tokens"].(int64)
-				if n <= 0 || int64(len(ids)) != n*used {
-					t.Fatalf("MUL_MAT_ID span with %d expert ids for %d tokens, want %d per token", len(ids), n, used)
-				}
-				routed++
-			}
-			if routed == 0 {
-				t.Fatal("no MUL_MAT_ID spans")
-			}
+			checkMoE(t, traces, metrics, layers, used, experts)
 		})
+	}
+}
+
+// checkMoE checks a MoE model's routing: in every MoE layer the selections add up exactly
+// to the tokens it routed (in traced graphs) times the experts used per token, every
+// layer has its imbalance, and each MUL_MAT_ID span carries its tokens' experts.
+func checkMoE(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metrics, layers, used, experts int64) {
+	t.Helper()
+	tokens, decodes := tracedTokens(t, spans(traces))
+	perLayer := map[int64]int64{}
+	lastPoints(metrics, "ggml.moe.expert.selections", func(dp pmetric.NumberDataPoint) {
+		l, _ := dp.Attributes().Get("ggml.layer")
+		x, _ := dp.Attributes().Get("ggml.moe.expert")
+		if x.Int() < 0 || x.Int() >= experts {
+			t.Errorf("expert %d in layer %d; the model has %d", x.Int(), l.Int(), experts)
+		}
+		perLayer[l.Int()] += dp.IntValue()
+	})
+	// All layers route every token but the last, which computes only the tokens
+	// whose logits are wanted: one per decode.
+	var total, want int64
+	for l := range layers {
+		n, w := perLayer[l], tokens*used
+		if l == layers-1 {
+			w = decodes * used
+		}
+		if n != w {
+			t.Errorf("layer %d: %d selections, want %d", l, n, w)
+		}
+		total, want = total+n, want+w
+	}
+	t.Logf("%d tokens in %d decodes, %d experts used of %d, %d MoE layers: %d selections; per layer %v", tokens, decodes, used, experts, layers, total, perLayer)
+	if tokens == 0 || total != want || len(perLayer) != int(layers) {
+		t.Fatalf("%d selections in %d layers, want %d in %d", total, len(perLayer), want, layers)
+	}
+	imbalance := 0
+	lastPoints(metrics, "ggml.moe.imbalance", func(pmetric.NumberDataPoint) { imbalance++ })
+	if imbalance != int(layers) {
+		t.Errorf("imbalance for %d layers, want %d", imbalance, layers)
+	}
+	routed := 0
+	for _, s := range spans(traces) {
+		if s.name != "MUL_MAT_ID" {
+			continue
+		}
+		ids, _ := s.attrs["ggml.moe.experts"].([]any)
+		n, _ := s.attrs["ggml.moe.tokens"].(int64)
+		if n <= 0 || int64(len(ids)) != n*used {
+			t.Fatalf("MUL_MAT_ID span with %d expert ids for %d tokens, want %d per token", len(ids), n, used)
+		}
+		routed++
+	}
+	if routed == 0 {
+		t.Fatal("no MUL_MAT_ID spans")
 	}
 }
 
