@@ -77,19 +77,31 @@ func TestE2EOldReleaseNotSilent(t *testing.T) {
 	}
 }
 
-// node-llama-cpp 3.6.0's and 3.10.0's prebuilts ship llama.cpp b4753 (the paper pins
-// b4743) and b5640: no ggml_version, so their layout is established from their code alone
-// (ggml_tensor_overhead and the field getters), and they are profiled as a current
-// release is.
-func TestE2EReleasesWithoutVersion(t *testing.T) {
+// The release matrix: node-llama-cpp's prebuilts, a llama.cpp release each, from early
+// 2025 to the newest (3.22.1's is TestE2ENodeLlamaCpp). Releases without ggml_version have
+// their layout established from their code alone (ggml_tensor_overhead and the field
+// getters). Each is profiled as a current release is, on the 1B Q4_0 model, and routes
+// its MoE layers on the test bench's moe-q4_0 (tiny-moe, from ggml 0.25.1's
+// test-llama-archs, does not load in the older ones).
+func TestE2EReleases(t *testing.T) {
 	e := testbench.Require(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		testbench.Missing(t, "node")
 	}
-	for _, v := range []string{"3.6.0", "3.10.0"} {
-		t.Run(v, func(t *testing.T) {
-			driver := e.OldNodeDriver(v)
+	for _, r := range []struct {
+		nlc, llama string
+		versioned  bool // defines ggml_version
+	}{
+		{"3.6.0", "b4753", false}, // the release the ProfInfer paper pins (b4743) is next to it
+		{"3.10.0", "b5640", false},
+		{"3.12.0", "b6122", true},
+		{"3.14.0", "b6673", true},
+		{"3.18.0", "b8352", true},
+		{"3.20.0", "b10361", true},
+	} {
+		driver := e.OldNodeDriver(r.nlc)
+		t.Run(r.nlc+"/"+r.llama, func(t *testing.T) {
 			if _, err := os.Stat(driver); err != nil {
 				testbench.Missing(t, err.Error())
 			}
@@ -101,22 +113,23 @@ func TestE2EReleasesWithoutVersion(t *testing.T) {
 			}
 			time.Sleep(1500 * time.Millisecond)
 			traces, metrics := c.stop(t)
-			if !strings.Contains(c.proc.Stderr.String(), `"ggml": "unknown"`) {
-				t.Errorf("attached without saying the version is unknown:\n%s", c.proc.Stderr.String())
-			}
-			if v := resourceVersions(traces); len(v) != 1 || v[0] != "" {
-				t.Errorf("ggml.version on the resources: %q, want none", v)
+			v := resourceVersions(traces)
+			switch {
+			case len(v) != 1:
+				t.Errorf("ggml.version on the resources: %q", v)
+			case r.versioned && v[0] == "":
+				t.Errorf("no ggml.version, though %s defines ggml_version", r.llama)
+			case !r.versioned && (v[0] != "" || !strings.Contains(c.proc.Stderr.String(), `"ggml": "unknown"`)):
+				t.Errorf("ggml.version %q; want none, and the attach log saying unknown", v[0])
 			}
 			checkProfile(t, traces, metrics, 16)
 		})
-		// tiny-moe, from ggml 0.25.1's test-llama-archs, does not load in these releases;
-		// the test bench's own MoE, written by internal/testbench, does.
-		t.Run(v+"/moe-q4_0", func(t *testing.T) {
+		t.Run(r.nlc+"/"+r.llama+"/moe-q4_0", func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			layers, used, experts := modelShape(t, e.Model("moe-q4_0"))
 			c := startCollector(t, ctx, node, "nodes: {mode: all}")
-			if _, err := testbench.Run(ctx, node, e.OldNodeDriver(v), e.Model("moe-q4_0"), "8", "2", "1"); err != nil {
+			if _, err := testbench.Run(ctx, node, driver, e.Model("moe-q4_0"), "8", "2", "1"); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1500 * time.Millisecond)

@@ -35,10 +35,12 @@ if [ "$(cat "$NPM/.stamp" 2>/dev/null)" != "$NLC_VERSION" ]; then
 fi
 cp "$ROOT/scripts/node-driver.mjs" "$NPM/driver.mjs"
 
-# Older node-llama-cpp prebuilts, each shipping one llama.cpp release: 3.10.0 is b5640 and 3.6.0 b4753,
-# neither with ggml_version; 3.3.0 is b4234 and 3.1.1 b3889, with no node probe point
-# (3.1.1's CPU backend is inside libggml.so). A few MB each, no build.
-for v in ${NLC_OLD:-3.10.0 3.6.0 3.3.0 3.1.1}; do
+# Older node-llama-cpp prebuilts, one llama.cpp release each, a quarter or so apart from
+# late 2024 (release in bins/linux-x64/_nlcBuildMetadata.json): 3.20.0 b10361, 3.18.0
+# b8352, 3.14.0 b6673, 3.12.0 b6122 (the first with ggml_version), 3.10.0 b5640, 3.6.0
+# b4753, and 3.3.0 b4234 and 3.1.1 b3889, which have no node probe point. Tens of MB each
+# with their JS dependencies, no build.
+for v in ${NLC_OLD:-3.20.0 3.18.0 3.14.0 3.12.0 3.10.0 3.6.0 3.3.0 3.1.1}; do
   old=$TE/npm-$v
   if [ "$(cat "$old/.stamp" 2>/dev/null)" != "$v" ]; then
     log "installing node-llama-cpp@$v"
