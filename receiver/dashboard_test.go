@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -315,10 +314,6 @@ func promGet(u string, params url.Values, data any) error {
 func startPromCollector(t *testing.T, ctx context.Context, exes []string) (*collector, string) {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	targets := make([]string, len(exes))
-	for i, exe := range exes {
-		targets[i] = fmt.Sprintf("{executable: %q}", exe)
-	}
 	// No traces pipeline: the dashboard reads metrics only.
 	p := runCollector(t, ctx, fmt.Sprintf(`
 receivers:
@@ -333,7 +328,7 @@ service:
       level: none
   pipelines:
     metrics: {receivers: [profinfer], exporters: [prometheus]}
-`, strings.Join(targets, ", "), fullTracing, addr))
+`, executables(exes), fullTracing, addr))
 	return &collector{proc: p}, addr
 }
 

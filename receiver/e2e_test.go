@@ -52,10 +52,6 @@ func startCollectorOf(t *testing.T, ctx context.Context, exes []string, settings
 func startCollectorTo(t *testing.T, ctx context.Context, exes []string, settings, otlp string) *collector {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out.jsonl")
-	targets := make([]string, len(exes))
-	for i, exe := range exes {
-		targets[i] = fmt.Sprintf("{executable: %q}", exe)
-	}
 	// The targets start after the collector, and no scan of /proc comes in the test's
 	// time: the kernel hooks alone must find them.
 	spans := "file"
@@ -76,8 +72,17 @@ service:
   pipelines:
     traces: {receivers: [profinfer], exporters: [%s]}
     metrics: {receivers: [profinfer], exporters: [file]}
-`, strings.Join(targets, ", "), settings, out, cmp.Or(otlp, "endpoint: http://127.0.0.1:1"), spans))
+`, executables(exes), settings, out, cmp.Or(otlp, "endpoint: http://127.0.0.1:1"), spans))
 	return &collector{proc: p, out: out}
+}
+
+// executables selects exes as the receiver's targets, in YAML flow form.
+func executables(exes []string) string {
+	targets := make([]string, len(exes))
+	for i, exe := range exes {
+		targets[i] = fmt.Sprintf("{executable: %q}", exe)
+	}
+	return strings.Join(targets, ", ")
 }
 
 // runCollector starts the collector on the configuration text cfg and waits until its

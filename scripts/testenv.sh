@@ -24,16 +24,19 @@ fi
 # node-llama-cpp: its bundled llama.cpp source and the x64 prebuilt only. Optional
 # dependencies (CUDA, Vulkan, other platforms) are hundreds of MB and left out; install
 # scripts are skipped because the postinstall would try to fetch or build binaries.
+install_nlc() { # DIR VERSION
+  if [ "$(cat "$1/.stamp" 2>/dev/null)" != "$2" ]; then
+    log "installing node-llama-cpp@$2"
+    rm -rf "$1" && mkdir -p "$1"
+    echo '{"name":"profinfer-testbench","private":true}' >"$1/package.json"
+    (cd "$1" && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error \
+        "node-llama-cpp@$2" "@node-llama-cpp/linux-x64@$2")
+    echo "$2" >"$1/.stamp"
+  fi
+  cp "$ROOT/scripts/node-driver.mjs" "$1/driver.mjs"
+}
 NPM=$TE/npm
-if [ "$(cat "$NPM/.stamp" 2>/dev/null)" != "$NLC_VERSION" ]; then
-  log "installing node-llama-cpp@$NLC_VERSION"
-  rm -rf "$NPM" && mkdir -p "$NPM"
-  echo '{"name":"profinfer-testbench","private":true}' >"$NPM/package.json"
-  (cd "$NPM" && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error \
-      "node-llama-cpp@$NLC_VERSION" "@node-llama-cpp/linux-x64@$NLC_VERSION")
-  echo "$NLC_VERSION" >"$NPM/.stamp"
-fi
-cp "$ROOT/scripts/node-driver.mjs" "$NPM/driver.mjs"
+install_nlc "$NPM" "$NLC_VERSION"
 
 # Older node-llama-cpp prebuilts, one llama.cpp release each, a quarter or so apart from
 # late 2024 (release in bins/linux-x64/_nlcBuildMetadata.json): 3.20.0 b10361, 3.18.0
@@ -41,16 +44,7 @@ cp "$ROOT/scripts/node-driver.mjs" "$NPM/driver.mjs"
 # b4753, and 3.3.0 b4234 and 3.1.1 b3889, which have no node probe point. Tens of MB each
 # with their JS dependencies, no build.
 for v in ${NLC_OLD:-3.20.0 3.18.0 3.14.0 3.12.0 3.10.0 3.6.0 3.3.0 3.1.1}; do
-  old=$TE/npm-$v
-  if [ "$(cat "$old/.stamp" 2>/dev/null)" != "$v" ]; then
-    log "installing node-llama-cpp@$v"
-    rm -rf "$old" && mkdir -p "$old"
-    echo '{"name":"profinfer-testbench","private":true}' >"$old/package.json"
-    (cd "$old" && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error \
-        "node-llama-cpp@$v" "@node-llama-cpp/linux-x64@$v")
-    echo "$v" >"$old/.stamp"
-  fi
-  cp "$ROOT/scripts/node-driver.mjs" "$old/driver.mjs"
+  install_nlc "$TE/npm-$v" "$v"
 done
 
 # llama.cpp from the release bundle, built once per version.
