@@ -15,12 +15,10 @@ import (
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/dag"
 	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/roofline"
 )
-
-// ScopeName is the instrumentation scope of everything profinfer emits.
-const ScopeName = "github.com/profinfer/profinfer"
 
 // Process is the resource a span or metric belongs to.
 type Process struct {
@@ -34,35 +32,36 @@ type Process struct {
 	CtxSize, CtxThreads int
 }
 
-// SetResource fills the semantic-convention attributes of p.
-func (p *Process) SetResource(r pcommon.Resource) {
-	a := r.Attributes()
+// Resource is p's resource with the semantic-convention attributes rb's configuration
+// enables (resource_attributes.<name>.enabled).
+func (p *Process) Resource(rb *metadata.ResourceBuilder) pcommon.Resource {
 	name := p.Exe[strings.LastIndexByte(p.Exe, '/')+1:]
-	a.PutStr("service.name", name)
-	a.PutInt("process.pid", int64(p.PID))
-	a.PutInt("process.vpid", int64(p.VPID))
-	a.PutStr("process.executable.path", p.Exe)
-	a.PutStr("process.executable.name", name)
+	rb.SetServiceName(name)
+	rb.SetProcessPid(int64(p.PID))
+	rb.SetProcessVpid(int64(p.VPID))
+	rb.SetProcessExecutablePath(p.Exe)
+	rb.SetProcessExecutableName(name)
 	if p.BuildID != "" {
-		a.PutStr("process.executable.build_id.gnu", p.BuildID)
+		rb.SetProcessExecutableBuildIDGnu(p.BuildID)
 	}
 	if p.GGML != "" {
-		a.PutStr("ggml.version", p.GGML)
+		rb.SetGgmlVersion(p.GGML)
 	}
 	if m := p.Model; m != nil {
-		a.PutStr("llama.model.path", m.Path)
-		a.PutStr("llama.model.name", m.Name)
-		a.PutStr("llama.model.architecture", m.Architecture)
-		a.PutInt("llama.model.parameters", int64(m.Parameters))
-		a.PutStr("llama.model.file_type", m.FileType)
-		a.PutInt("llama.model.context_length", int64(m.ContextLength))
+		rb.SetLlamaModelPath(m.Path)
+		rb.SetLlamaModelName(m.Name)
+		rb.SetLlamaModelArchitecture(m.Architecture)
+		rb.SetLlamaModelParameters(int64(m.Parameters))
+		rb.SetLlamaModelFileType(m.FileType)
+		rb.SetLlamaModelContextLength(int64(m.ContextLength))
 	}
 	if p.CtxSize > 0 {
-		a.PutInt("llama.context.size", int64(p.CtxSize))
+		rb.SetLlamaContextSize(int64(p.CtxSize))
 	}
 	if p.CtxThreads > 0 {
-		a.PutInt("llama.context.threads", int64(p.CtxThreads))
+		rb.SetLlamaContextThreads(int64(p.CtxThreads))
 	}
+	return rb.Emit()
 }
 
 // Clock converts kernel CLOCK_MONOTONIC nanoseconds to wall-clock time, with an offset
@@ -88,13 +87,16 @@ type Spans struct {
 	Nodes    bool           // emit a span per node, not only decode and graph spans
 	Peaks    roofline.Peaks // classify nodes under this roofline; zero: do not
 	Counters *Counters      // the perf counters nodes carry; nil: none
-	rng      *rand.PCG
+	// Resources says which resource attributes spans carry; all by default.
+	Resources metadata.ResourceAttributesConfig
+	rng       *rand.PCG
 }
 
 // NewSpans returns a span builder.
 func NewSpans(clock Clock, nodes bool, peaks roofline.Peaks, counters *Counters) *Spans {
 	return &Spans{Clock: clock, Nodes: nodes, Peaks: peaks, Counters: counters,
-		rng: rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)}
+		Resources: metadata.DefaultResourceAttributesConfig(),
+		rng:       rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)}
 }
 
 func (s *Spans) traceID() pcommon.TraceID {
@@ -111,17 +113,17 @@ func (s *Spans) spanID() pcommon.SpanID {
 }
 
 // scope returns the span slice for process p in td, adding the resource on first use.
-func scope(td ptrace.Traces, p *Process) ptrace.SpanSlice {
+func (s *Spans) scope(td ptrace.Traces, p *Process) ptrace.SpanSlice {
 	rs := td.ResourceSpans().AppendEmpty()
-	p.SetResource(rs.Resource())
+	p.Resource(metadata.NewResourceBuilder(s.Resources)).MoveTo(rs.Resource())
 	ss := rs.ScopeSpans().AppendEmpty()
-	ss.Scope().SetName(ScopeName)
+	ss.Scope().SetName(metadata.ScopeName) // the metrics' scope too
 	return ss.Spans()
 }
 
 // Decode appends a llama_decode span, its graph spans and their node spans to td.
 func (s *Spans) Decode(td ptrace.Traces, p *Process, d *assemble.Decode) {
-	spans := scope(td, p)
+	spans := s.scope(td, p)
 	sp := spans.AppendEmpty()
 	trace := s.traceID()
 	s.begin(sp, trace, pcommon.NewSpanIDEmpty(), "llama_decode", d.Start, d.End)
@@ -212,7 +214,7 @@ func (s *Spans) begin(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Span
 
 // Graph appends a graph computed outside llama_decode, as the root of its own trace.
 func (s *Spans) Graph(td ptrace.Traces, p *Process, g *assemble.Graph) {
-	s.graph(scope(td, p), s.traceID(), pcommon.NewSpanIDEmpty(), g)
+	s.graph(s.scope(td, p), s.traceID(), pcommon.NewSpanIDEmpty(), g)
 }
 
 func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcommon.SpanID, g *assemble.Graph) {

@@ -276,3 +276,39 @@ func TestOffload(t *testing.T) {
 		t.Errorf("an exited process still emitted: %d resources", n)
 	}
 }
+
+// resource_attributes.<name>.enabled: false leaves the attribute off spans and metrics
+// alike, and both carry one scope name.
+func TestResourceAttributeSwitches(t *testing.T) {
+	mcfg := metadata.DefaultMetricsBuilderConfig()
+	mcfg.ResourceAttributes.ProcessExecutablePath.Enabled = false
+	p := &Process{PID: 3, Exe: "/opt/llama/llama-server", GGML: "0.25.1"}
+	s := NewSpans(Clock{}, false, roofline.Peaks{}, nil)
+	s.Resources = mcfg.ResourceAttributes
+	td := ptrace.NewTraces()
+	s.Decode(td, p, &assemble.Decode{PID: 3, TID: 3, Tokens: 1, Start: 1, End: 2})
+	m := NewMetrics(mcfg, receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
+	m.Decode(p, &assemble.Decode{PID: 3, TID: 3, Tokens: 1, Start: 1, End: 2})
+	md := m.Emit(Telemetry{})
+	var metricRes pcommon.Resource
+	var metricScope string
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		if _, ok := md.ResourceMetrics().At(i).Resource().Attributes().Get("process.pid"); ok {
+			metricRes = md.ResourceMetrics().At(i).Resource()
+			metricScope = md.ResourceMetrics().At(i).ScopeMetrics().At(0).Scope().Name()
+		}
+	}
+	spanScope := td.ResourceSpans().At(0).ScopeSpans().At(0).Scope().Name()
+	for what, res := range map[string]pcommon.Resource{"span": td.ResourceSpans().At(0).Resource(), "metric": metricRes} {
+		a := res.Attributes().AsRaw()
+		if _, ok := a["process.executable.path"]; ok {
+			t.Errorf("%s resource has the disabled process.executable.path: %v", what, a)
+		}
+		if a["service.name"] != "llama-server" || a["ggml.version"] != "0.25.1" || a["process.pid"] != int64(3) {
+			t.Errorf("%s resource lacks enabled attributes: %v", what, a)
+		}
+	}
+	if spanScope != metricScope || spanScope != metadata.ScopeName {
+		t.Errorf("scopes: spans %q, metrics %q", spanScope, metricScope)
+	}
+}

@@ -359,10 +359,7 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 		m.recordRoofs(now)
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[0], metadata.AttributeLlamaPhasePrefill)
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[1], metadata.AttributeLlamaPhaseDecode)
-		rb := m.mb.NewResourceBuilder()
-		res := rb.Emit()
-		pm.proc.SetResource(res)
-		m.mb.EmitForResource(metadata.WithResource(res))
+		m.mb.EmitForResource(metadata.WithResource(pm.proc.Resource(m.mb.NewResourceBuilder())))
 	}
 	m.mb.RecordProfinferEventsReceivedDataPoint(now, int64(t.EventsReceived))
 	m.mb.RecordProfinferEventsDroppedDataPoint(now, int64(t.EventsDropped))

@@ -178,6 +178,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 	roofs := p.roofs()
 	ctr := export.NewCounters(p.cfg.Counters)
 	p.spans = export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans, roofs.Peaks, ctr)
+	p.spans.Resources = p.cfg.Metrics.ResourceAttributes
 	p.acc = export.NewMetrics(p.cfg.Metrics, p.set, roofs, ctr)
 	p.asm = assemble.New(sink{p})
 	p.pending = ptrace.NewTraces()

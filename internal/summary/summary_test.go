@@ -11,6 +11,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/export"
+	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
@@ -137,7 +138,7 @@ func TestPhaseAcrossBatches(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
-	server.SetResource(rm.Resource())
+	server.Resource(metadata.NewResourceBuilder(metadata.DefaultResourceAttributesConfig())).MoveTo(rm.Resource())
 	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
 	g := ms.AppendEmpty()
 	g.SetName("profinfer.roofline.peak")
