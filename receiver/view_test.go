@@ -130,8 +130,9 @@ func opRows(ph *summary.Phase) []string {
 }
 
 // pageCheck loads url in the browser and checks the page: no script error, the hostile
-// model name shown as text and inert, and the decode op table equal to want.
-func pageCheck(t *testing.T, ctx context.Context, br *testbench.Browser, url string, want []string, shot string) {
+// model name shown as text and inert, and the decode op table equal to want. It returns
+// the document as the page's script left it.
+func pageCheck(t *testing.T, ctx context.Context, br *testbench.Browser, url string, want []string, shot string) string {
 	t.Helper()
 	dom, consoleErrors, err := br.DOM(ctx, url)
 	if err != nil {
@@ -195,6 +196,7 @@ func pageCheck(t *testing.T, ctx context.Context, br *testbench.Browser, url str
 	if err := br.Screenshot(ctx, url, filepath.Join("../build", shot), 1400, 4200); err != nil {
 		t.Error(err)
 	}
+	return dom
 }
 
 // The live view and the report, on a real decode of a MoE model whose name is markup:
@@ -243,7 +245,9 @@ func TestE2EView(t *testing.T) {
 	if decode == nil || len(decode.Ops) == 0 || len(live.MoE) == 0 || live.Timeline == nil || live.Roofs.Source == "" {
 		t.Fatalf("the view lacks the decode phase, MoE, the timeline or the roofs: %+v", live)
 	}
-	pageCheck(t, ctx, br, url, opRows(decode), "view.png")
+	if dom := pageCheck(t, ctx, br, url, opRows(decode), "view.png"); !strings.Contains(dom, `id="pause"`) {
+		t.Error("the live page has no pause button")
+	}
 
 	// The report, from the same file.
 	reportDir := filepath.Join(dir, "report")

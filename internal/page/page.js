@@ -11,6 +11,8 @@
   let view = JSON.parse(document.getElementById('profinfer-data').textContent);
   let selected = null;
   let charts = [];
+  let paused = false; // live: the user holds the page still to zoom or read
+  let resourceOpen = false;
 
   function el(tag, cls, ...children) {
     const e = document.createElement(tag);
@@ -98,6 +100,8 @@
     const kv = el('div', 'kv');
     for (const a of p.resource || []) kv.append(el('div', null, a.k + ' = ', el('code', null, a.v)));
     const details = el('details', null, el('summary', null, 'Resource attributes'), kv);
+    details.open = resourceOpen;
+    details.addEventListener('toggle', () => { resourceOpen = details.open; });
     head.append(details);
     main.append(head);
 
@@ -316,7 +320,16 @@
 
   render();
   if (window.PROFINFER_LIVE) {
+    const hold = el('button', null, 'pause updates');
+    hold.id = 'pause';
+    hold.addEventListener('click', () => {
+      paused = !paused;
+      hold.textContent = paused ? 'resume updates' : 'pause updates';
+      hold.className = paused ? 'active' : '';
+    });
+    document.querySelector('header').append(hold);
     setInterval(() => {
+      if (paused) return;
       fetch('api/view').then((r) => r.ok ? r.json() : Promise.reject(new Error('api/view: ' + r.status)))
         .then((v) => { view = v; render(); }, (e) => console.warn(e));
     }, 3000);
