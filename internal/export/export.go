@@ -87,8 +87,10 @@ type Spans struct {
 	Nodes    bool           // emit a span per node, not only decode and graph spans
 	Peaks    roofline.Peaks // classify nodes under this roofline; zero: do not
 	Counters *Counters      // the perf counters nodes carry; nil: none
-	// Resources says which resource attributes spans carry; all by default.
+	// Resources says which resource attributes spans carry, all by default; set it
+	// before the first span.
 	Resources metadata.ResourceAttributesConfig
+	rb        *metadata.ResourceBuilder // of Resources, made at first use; Emit resets it
 	rng       *rand.PCG
 }
 
@@ -115,7 +117,10 @@ func (s *Spans) spanID() pcommon.SpanID {
 // scope returns the span slice for process p in td, adding the resource on first use.
 func (s *Spans) scope(td ptrace.Traces, p *Process) ptrace.SpanSlice {
 	rs := td.ResourceSpans().AppendEmpty()
-	p.Resource(metadata.NewResourceBuilder(s.Resources)).MoveTo(rs.Resource())
+	if s.rb == nil {
+		s.rb = metadata.NewResourceBuilder(s.Resources)
+	}
+	p.Resource(s.rb).MoveTo(rs.Resource())
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName(metadata.ScopeName) // the metrics' scope too
 	return ss.Spans()

@@ -118,8 +118,7 @@ type Telemetry struct {
 
 // Metrics accumulates cumulative metrics per process. It is not safe for concurrent use.
 type Metrics struct {
-	peaks    roofline.Peaks // zero: no classification
-	roofs    roofline.Roofs // the peaks and how they were obtained, exported with each process
+	roofs    roofline.Roofs // zero peaks: no classification; exported with each process
 	counters *Counters      // nil: no perf counters
 	mb       *metadata.MetricsBuilder
 	start    pcommon.Timestamp
@@ -127,11 +126,10 @@ type Metrics struct {
 }
 
 // NewMetrics returns an accumulator whose cumulative sums start now. Nodes are classified
-// under the roofline of peaks, when they are known, and by counters, when there are any.
+// under the roofline of roofs, when they are known, and by counters, when there are any.
 func NewMetrics(cfg metadata.MetricsBuilderConfig, set receiver.Settings, roofs roofline.Roofs, counters *Counters) *Metrics {
 	start := pcommon.NewTimestampFromTime(time.Now())
 	return &Metrics{
-		peaks:    roofs.Peaks,
 		roofs:    roofs,
 		counters: counters,
 		mb:       metadata.NewMetricsBuilder(cfg, set, metadata.WithStartTime(start)),
@@ -235,8 +233,8 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 		}
 		st.flops += n.Info.FLOPs
 		st.bytes += n.Info.Bytes
-		if m.peaks != (roofline.Peaks{}) {
-			c := roofline.Classify(n.Info.FLOPs, n.Info.Bytes, secs, m.peaks)
+		if m.roofs.Peaks != (roofline.Peaks{}) {
+			c := roofline.Classify(n.Info.FLOPs, n.Info.Bytes, secs, m.roofs.Peaks)
 			pm.bounds[boundKey{k.op, bounds[c.Bound]}]++
 		}
 	}
@@ -396,15 +394,15 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 // recordRoofs records the roofs the process's nodes are classified under, so that a view
 // downstream (a gateway's, a report's) shows the same roofs as the verdicts.
 func (m *Metrics) recordRoofs(now pcommon.Timestamp) {
-	if m.peaks == (roofline.Peaks{}) {
+	if m.roofs.Peaks == (roofline.Peaks{}) {
 		return
 	}
 	at := ""
 	if m.roofs.Source != roofline.SourceConfigured && !m.roofs.At.IsZero() {
 		at = m.roofs.At.UTC().Format(time.RFC3339)
 	}
-	m.mb.RecordProfinferRooflinePeakDataPoint(now, m.peaks.FLOPS, metadata.AttributeGgmlRooflineRoofFlops, m.roofs.Source, at)
-	m.mb.RecordProfinferRooflinePeakDataPoint(now, m.peaks.Bandwidth, metadata.AttributeGgmlRooflineRoofBandwidth, m.roofs.Source, at)
+	m.mb.RecordProfinferRooflinePeakDataPoint(now, m.roofs.FLOPS, metadata.AttributeGgmlRooflineRoofFlops, m.roofs.Source, at)
+	m.mb.RecordProfinferRooflinePeakDataPoint(now, m.roofs.Bandwidth, metadata.AttributeGgmlRooflineRoofBandwidth, m.roofs.Source, at)
 }
 
 func (m *Metrics) histograms(ms pmetric.MetricSlice, pm *processMetrics, now pcommon.Timestamp) {

@@ -47,19 +47,20 @@ func Read(r io.Reader, name string, sinks ...Sink) (Stats, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	workers := runtime.GOMAXPROCS(0)
 	// Each line gets a slot in order; workers fill slots, the sinks read them in turn.
-	slots := make(chan chan batch, 2*workers)
-	lines := make(chan struct {
+	type line struct {
 		n    int64
-		line []byte
+		text []byte
 		out  chan batch
-	}, workers)
+	}
+	slots := make(chan chan batch, 2*workers)
+	lines := make(chan line, workers)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for l := range lines {
-				l.out <- parse(l.n, l.line)
+				l.out <- parse(l.n, l.text)
 			}
 		}()
 	}
@@ -69,17 +70,13 @@ func Read(r io.Reader, name string, sinks ...Sink) (Stats, error) {
 		defer close(lines)
 		var n int64
 		for {
-			line, err := readLine(br)
-			if len(line) > 0 {
+			text, err := readLine(br)
+			if len(text) > 0 {
 				n++
-				st.Bytes += int64(len(line))
+				st.Bytes += int64(len(text))
 				out := make(chan batch, 1)
 				slots <- out
-				lines <- struct {
-					n    int64
-					line []byte
-					out  chan batch
-				}{n, line, out}
+				lines <- line{n, text, out}
 			}
 			if err == io.EOF {
 				readErr <- nil

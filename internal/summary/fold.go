@@ -2,6 +2,7 @@ package summary
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,7 +66,7 @@ type phase struct {
 	Phase
 	ops     map[opKey]*Op
 	layers  map[int]float64
-	opLayer map[opKey]map[int]float64 // by op alone: weight ""
+	opLayer map[string]map[int]float64 // by op
 }
 
 func (a *Aggregator) process(res pcommon.Resource) *proc {
@@ -118,7 +119,7 @@ func (p *proc) phase(name string) *phase {
 	ph := p.phases[name]
 	if ph == nil {
 		ph = &phase{Phase: Phase{Name: name}, ops: map[opKey]*Op{}, layers: map[int]float64{},
-			opLayer: map[opKey]map[int]float64{}}
+			opLayer: map[string]map[int]float64{}}
 		p.phases[name] = ph
 	}
 	return ph
@@ -244,10 +245,10 @@ func (t *timed) add(until pcommon.Timestamp) {
 	}
 	if t.layer >= 0 {
 		t.phase.layers[t.layer] += d
-		byOp := t.phase.opLayer[opKey{op: t.op.Op}]
+		byOp := t.phase.opLayer[t.op.Op]
 		if byOp == nil {
 			byOp = map[int]float64{}
-			t.phase.opLayer[opKey{op: t.op.Op}] = byOp
+			t.phase.opLayer[t.op.Op] = byOp
 		}
 		byOp[t.layer] += d
 	}
@@ -575,7 +576,7 @@ func (p *proc) selections(dps pmetric.NumberDataPointSlice) {
 	}
 }
 
-// Snapshot returns the view as of now, processes by title.
+// Snapshot returns the view as of now, the busiest process first.
 func (a *Aggregator) Snapshot() *View {
 	v := &View{Generated: time.Now().UTC()}
 	for _, p := range a.procs {
@@ -643,9 +644,7 @@ func (ph *phase) snapshot(roofs Roofs) *Phase {
 	total := cmp.Or(out.GraphSeconds, out.NodeSeconds)
 	for _, o := range ph.ops {
 		r := *o
-		if r.Counters != nil {
-			r.Counters = maps(o.Counters)
-		}
+		r.Counters = maps.Clone(o.Counters)
 		r.MeanUS = r.TotalMS * 1e3 / float64(max(r.Calls, 1))
 		if total > 0 {
 			r.Share = r.TotalMS / 1e3 / total
@@ -704,8 +703,8 @@ func (ph *phase) opLayerMatrix(layers []Layer) *OpLayer {
 		cells map[int]float64
 	}
 	var rows []row
-	for k, cells := range ph.opLayer {
-		r := row{op: k.op, cells: cells}
+	for op, cells := range ph.opLayer {
+		r := row{op: op, cells: cells}
 		for _, s := range cells {
 			r.secs += s
 		}
@@ -726,14 +725,6 @@ func (ph *phase) opLayerMatrix(layers []Layer) *OpLayer {
 		m.Seconds = append(m.Seconds, cells)
 	}
 	return m
-}
-
-func maps(m map[string]int64) map[string]int64 {
-	out := make(map[string]int64, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func strAttr(m pcommon.Map, k string) string {
