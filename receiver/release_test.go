@@ -16,12 +16,13 @@ import (
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
-// A llama.cpp too old to profile is not skipped in silence: node-llama-cpp 3.1.1's
-// prebuilt (b3889, the CPU backend inside libggml.so) and 3.3.0's (b4234, a libggml-cpu.so
-// of its own), neither with ggml_cpu_extra_compute_forward. The collector says so once at
-// warn level with the process's PID, executable and reason, and counts it in
-// profinfer.attach.failures under that reason.
-func TestE2EOldReleaseNotSilent(t *testing.T) {
+// A GGML process that cannot be profiled is not skipped in silence. Copies of node-llama-cpp
+// 3.1.1's prebuilt (b3889, the CPU backend inside libggml.so) and 3.3.0's (b4234, a
+// libggml-cpu.so of its own) with the local symbol ggml_compute_forward removed from the
+// CPU backend leave no node probe point. The collector says so once at warn level with the
+// process's PID, executable and reason, and counts it in profinfer.attach.failures under
+// that reason.
+func TestE2ENoNodeProbeNotSilent(t *testing.T) {
 	e := testbench.Require(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -30,12 +31,22 @@ func TestE2EOldReleaseNotSilent(t *testing.T) {
 	if real, err := filepath.EvalSymlinks(node); err == nil {
 		node = real // the executable as /proc/PID/exe names it
 	}
-	for _, v := range []string{"3.1.1", "3.3.0"} {
-		t.Run(v, func(t *testing.T) {
-			driver := e.OldNodeDriver(v)
-			if _, err := os.Stat(driver); err != nil {
+	for _, c := range []struct{ nlc, cpu string }{{"3.1.1", "libggml.so"}, {"3.3.0", "libggml-cpu.so"}} {
+		t.Run(c.nlc, func(t *testing.T) {
+			if _, err := os.Stat(e.OldNodeDriver(c.nlc)); err != nil {
 				testbench.Missing(t, err.Error())
 			}
+			dir := filepath.Join(t.TempDir(), "npm")
+			lib := filepath.Join(dir, "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64", c.cpu)
+			for _, cmd := range [][]string{
+				{"cp", "-a", filepath.Dir(e.OldNodeDriver(c.nlc)), dir},
+				{"objcopy", "--strip-symbol=ggml_compute_forward", lib},
+			} {
+				if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+					t.Fatalf("%s: %v\n%s", cmd, err, out)
+				}
+			}
+			driver := filepath.Join(dir, "driver.mjs")
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			c := startCollector(t, ctx, node, "")
@@ -64,8 +75,8 @@ func TestE2EOldReleaseNotSilent(t *testing.T) {
 				}
 			}
 			if len(warned) != 1 || !strings.Contains(warned[0], "\twarn\t") || !strings.Contains(warned[0], `"reason": "no_node_probe"`) ||
-				!strings.Contains(warned[0], `"executable": "`+node) {
-				t.Fatalf("want one warning naming pid %d, %s and no_node_probe; got %q\n%s", r.PID, node, warned, log)
+				!strings.Contains(warned[0], `"executable": "`+node) || !strings.Contains(warned[0], lib+", defines none of ggml_cpu_extra_compute_forward, ggml_compute_forward") {
+				t.Fatalf("want one warning naming pid %d, %s, %s and no_node_probe; got %q\n%s", r.PID, node, lib, warned, log)
 			}
 			_, metrics := c.read(t, false)
 			var got int64 = -1
@@ -84,12 +95,13 @@ func TestE2EOldReleaseNotSilent(t *testing.T) {
 	}
 }
 
-// The release matrix: node-llama-cpp's prebuilts, a llama.cpp release each, from early
-// 2025 to the newest (3.22.1's is TestE2ENodeLlamaCpp). Releases without ggml_version have
+// The release matrix: node-llama-cpp's prebuilts, a llama.cpp release each, from October
+// 2024 to the newest (3.22.1's is TestE2ENodeLlamaCpp). Releases without ggml_version have
 // their layout established from their code alone (ggml_tensor_overhead and the field
-// getters). Each is profiled as a current release is, on the 1B Q4_0 model, and routes
-// its MoE layers on the test bench's moe-q4_0 (tiny-moe, from ggml 0.25.1's
-// test-llama-archs, does not load in the older ones).
+// getters), b3889's with ggml_tensor.grad in it; before ggml_cpu_extra_compute_forward
+// (b3889, b4234) nodes are probed at the dispatcher. Each is profiled as a current release
+// is, on the 1B Q4_0 model, and routes its MoE layers on the test bench's moe-q4_0
+// (tiny-moe, from ggml 0.25.1's test-llama-archs, does not load in the older ones).
 func TestE2EReleases(t *testing.T) {
 	e := testbench.Require(t)
 	node, err := exec.LookPath("node")
@@ -100,6 +112,8 @@ func TestE2EReleases(t *testing.T) {
 		nlc, llama string
 		versioned  bool // defines ggml_version
 	}{
+		{"3.1.1", "b3889", false}, // with ggml_tensor.grad, no CPU backend of its own: the dispatcher
+		{"3.3.0", "b4234", false}, // a CPU backend of its own, still probed at the dispatcher
 		{"3.6.0", "b4753", false}, // the release the ProfInfer paper pins (b4743) is next to it
 		{"3.10.0", "b5640", false},
 		{"3.12.0", "b6122", true},

@@ -20,20 +20,17 @@ type Role int
 // Roles, each identified by a symbol the object defines.
 const (
 	Base  Role = iota // ggml_tensor_overhead: names, layout
-	CPU               // ggml_cpu_extra_compute_forward: node and graph probes
+	CPU               // ggml_graph_compute: the CPU backend, node and graph probes
 	Llama             // llama_decode: token probes
-	// Compute is a CPU backend, node probe point or not: ggml_graph_compute. One without
-	// CPU's symbol is a release profinfer cannot probe nodes in (before about b4200).
-	Compute
 	numRoles
 )
 
-// RoleSymbol is the symbol that identifies each role.
-// Base's is in every release (ggml_version only from mid-2025 on).
-var RoleSymbol = [numRoles]string{"ggml_tensor_overhead", "ggml_cpu_extra_compute_forward", "llama_decode", "ggml_graph_compute"}
+// RoleSymbol is the symbol that identifies each role, exported in every release
+// (ggml_version only from mid-2025 on).
+var RoleSymbol = [numRoles]string{"ggml_tensor_overhead", "ggml_graph_compute", "llama_decode"}
 
 func (r Role) String() string {
-	return [...]string{"ggml-base", "ggml-cpu", "llama", "ggml-compute"}[r]
+	return [...]string{"ggml-base", "ggml-cpu", "llama"}[r]
 }
 
 // Module is one mapped object file of a process.

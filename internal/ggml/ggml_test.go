@@ -5,13 +5,13 @@ import (
 	"testing"
 )
 
-func TestLayoutFor(t *testing.T) {
-	l, err := LayoutFor(368, "0.25.1")
-	if err != nil || l.TensorSize != 336 {
-		t.Fatalf("got %+v, %v", l, err)
+func TestLayoutsFor(t *testing.T) {
+	ls, err := layoutsFor(368, "0.25.1")
+	if err != nil || len(ls) != 2 || ls[0].TensorSize != 336 {
+		t.Fatalf("got %+v, %v", ls, err)
 	}
-	_, err = LayoutFor(400, "0.99.0")
-	want := "ggml: unknown struct layout in ggml 0.99.0: ggml_tensor_overhead() is 400 bytes; profinfer knows 368 (ggml 0.9 to 0.25)"
+	_, err = layoutsFor(400, "")
+	want := "ggml: unknown struct layout in ggml (no version): ggml_tensor_overhead() is 400 bytes; profinfer knows [368]"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}

@@ -5,8 +5,11 @@ package ggml
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // Layout gives the byte offsets profinfer reads, for one family of ggml versions.
@@ -26,6 +29,10 @@ type Layout struct {
 	Name       int
 	MaxName    int
 
+	Buffer     int // the ggml_backend_buffer that holds the data
+
+	BufferGetBase  int // struct ggml_backend_buffer.iface.get_base
+	BackendGetName int // struct ggml_backend.iface.get_name
 	GraphNNodes    int // struct ggml_cgraph.n_nodes
 	CplanNThreads  int // struct ggml_cplan.n_threads
 	TypeTraitsSize int // sizeof(struct ggml_type_traits), the stride of type_traits[]
@@ -40,24 +47,41 @@ const TypeI32 = 26
 // objectSize is sizeof(struct ggml_object), which ggml_tensor_overhead() adds to the tensor.
 const objectSize = 32
 
-// Layouts are the known struct layouts, keyed by the tensor size that
-// ggml_tensor_overhead() reveals in the target.
+// Layouts are the known struct layouts. A target's is the one whose tensor size matches
+// what its ggml_tensor_overhead() returns and whose offsets its own field getters confirm
+// (see verify): both have a 336-byte tensor.
 var Layouts = []Layout{{
-	Versions:   "0.9 to 0.25",
+	Versions:   "b4234 (Dec 2024) to 0.25",
 	TensorSize: 336, Type: 0, Ne: 16, Nb: 48, Op: 80, OpParams: 84, Flags: 148,
-	Src: 152, MaxSrc: 10, ViewSrc: 232, Data: 248, Name: 256, MaxName: 64,
+	Src: 152, MaxSrc: 10, ViewSrc: 232, Data: 248, Name: 256, MaxName: 64, Buffer: 8,
+	BufferGetBase: 8, BackendGetName: 8,
 	GraphNNodes: 4, CplanNThreads: 16, TypeTraitsSize: 56, TypeBlockSize: 8, TypeSize: 24,
+}, {
+	// Before ggml_tensor.grad was removed and the CPU half of the type traits moved to the
+	// CPU backend (both Nov 2024); the buffer interface still began with get_name.
+	Versions:   "b3889 (Oct 2024), with ggml_tensor.grad",
+	TensorSize: 336, Type: 0, Ne: 16, Nb: 48, Op: 80, OpParams: 84, Flags: 148,
+	Src: 160, MaxSrc: 10, ViewSrc: 240, Data: 256, Name: 264, MaxName: 64, Buffer: 8,
+	BufferGetBase: 16, BackendGetName: 8,
+	GraphNNodes: 4, CplanNThreads: 16, TypeTraitsSize: 120, TypeBlockSize: 8, TypeSize: 24,
 }}
 
-// LayoutFor returns the layout for a target whose ggml_tensor_overhead() is overhead.
-func LayoutFor(overhead uint64, version string) (Layout, error) {
+// layoutsFor returns the known layouts whose tensor is the size ggml_tensor_overhead()
+// gives.
+func layoutsFor(overhead uint64, version string) ([]Layout, error) {
+	var ls []Layout
+	sizes := map[int]bool{}
 	for _, l := range Layouts {
+		sizes[l.TensorSize+objectSize] = true
 		if uint64(l.TensorSize+objectSize) == overhead {
-			return l, nil
+			ls = append(ls, l)
 		}
 	}
-	return Layout{}, fmt.Errorf("ggml: unknown struct layout in ggml %s: ggml_tensor_overhead() is %d bytes; profinfer knows %d (ggml %s)",
-		version, overhead, Layouts[0].TensorSize+objectSize, Layouts[0].Versions)
+	if len(ls) == 0 {
+		return nil, fmt.Errorf("ggml: unknown struct layout in ggml %s: ggml_tensor_overhead() is %d bytes; profinfer knows %v",
+			cmp.Or(version, "(no version)"), overhead, slices.Sorted(maps.Keys(sizes)))
+	}
+	return ls, nil
 }
 
 // Tensor is what profinfer reads of one struct ggml_tensor.

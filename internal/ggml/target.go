@@ -109,12 +109,22 @@ func Inspect(f *symbols.File, mem io.ReaderAt, bias uint64) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ggml: reading ggml_tensor_overhead in %s: %w", f.Path(), err)
 	}
-	layout, err := LayoutFor(overhead, version)
+	layouts, err := layoutsFor(overhead, version)
 	if err != nil {
 		return nil, err
 	}
-	if err := verify(f, layout); err != nil {
-		return nil, err
+	var layout Layout
+	var errs []error
+	for _, l := range layouts {
+		if err := verify(f, l); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		layout = l
+		break
+	}
+	if layout.TensorSize == 0 {
+		return nil, errors.Join(errs...)
 	}
 	t := &Target{Version: version, Layout: layout}
 	r := memReader{mem: mem, bias: bias}
@@ -123,6 +133,12 @@ func Inspect(f *symbols.File, mem io.ReaderAt, bias uint64) (*Target, error) {
 	}
 	if t.Names.Types, err = r.table(f, "type_traits", "ggml_type_name", uint64(layout.TypeTraitsSize)); err != nil {
 		return nil, err
+	}
+	// The first types have kept their names since ggml began: a table read with another
+	// stride than the target's would not start with them.
+	if len(t.Names.Types) < 2 || t.Names.Types[0] != "f32" || t.Names.Types[1] != "f16" {
+		return nil, fmt.Errorf("ggml: %s: type_traits does not have the layout of ggml %s: its entries are not %d bytes apart",
+			f.Path(), layout.Versions, layout.TypeTraitsSize)
 	}
 	t.Sizes = r.typeSizes(f, len(t.Names.Types), layout)
 	// Sub-op names refine UNARY and GLU nodes; older ggml versions lack GLU.

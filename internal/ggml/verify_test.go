@@ -10,27 +10,36 @@ import (
 )
 
 // The layout is checked against the target's own field getters, with or without
-// ggml_version: the current build and node-llama-cpp 3.6.0's b4753 agree with the known
-// layout; a layout with the name elsewhere is refused, naming the getter and both offsets.
+// ggml_version: the current build and node-llama-cpp 3.6.0's b4753 and 3.3.0's b4234 have
+// the first layout, 3.1.1's b3889 (with ggml_tensor.grad) the second, and each refuses the
+// other's, naming the getter and both offsets.
 func TestVerifyLayoutFromCode(t *testing.T) {
 	e := testbench.Require(t)
-	for _, path := range []string{
-		e.Bin("libggml-base.so"),
-		filepath.Join(e.Root, "npm-3.6.0", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64", "libggml-base.so"),
+	nlc := func(v, lib string) string {
+		return filepath.Join(e.Root, "npm-"+v, "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64", lib)
+	}
+	for _, c := range []struct {
+		path string
+		want int
+	}{
+		{e.Bin("libggml-base.so"), 0},
+		{nlc("3.6.0", "libggml-base.so"), 0},
+		{nlc("3.3.0", "libggml-base.so"), 0},
+		{nlc("3.1.1", "libggml.so"), 1},
 	} {
-		f, err := symbols.Open(path)
+		f, err := symbols.Open(c.path)
 		if err != nil {
 			testbench.Missing(t, err.Error())
 		}
 		defer f.Close()
-		if err := verify(f, Layouts[0]); err != nil {
-			t.Errorf("%s: %v", path, err)
+		if err := verify(f, Layouts[c.want]); err != nil {
+			t.Errorf("%s: %v", c.path, err)
 		}
-		moved := Layouts[0]
-		moved.Name += 8
-		want := fmt.Sprintf("ggml: %s: unknown tensor layout: ggml_get_name reads offset 256, the layout of ggml 0.9 to 0.25 has 264", f.Path())
-		if err := verify(f, moved); err == nil || err.Error() != want {
-			t.Errorf("moved name: %v, want %q", err, want)
+		other := Layouts[1-c.want]
+		want := fmt.Sprintf("ggml: %s: unknown tensor layout: ggml_get_name reads offset %d, the layout of ggml %s has %d",
+			f.Path(), Layouts[c.want].Name, other.Versions, other.Name)
+		if err := verify(f, other); err == nil || err.Error() != want {
+			t.Errorf("other layout: %v, want %q", err, want)
 		}
 	}
 }

@@ -129,10 +129,29 @@ var specs = []spec{
 	{graph, discover.Base, buildSymbol, func(p *progs) *ebpf.Program { return p.GraphNew }, false, 0, true},
 	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphEnter }, false, symbols.RDI | symbols.RSI, false},
 	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphExit }, true, 0, false},
-	{node, discover.CPU, "ggml_cpu_extra_compute_forward", func(p *progs) *ebpf.Program { return p.NodeEnter }, false, symbols.RDI | symbols.RSI, false},
+	{node, discover.CPU, nodeSymbol, func(p *progs) *ebpf.Program { return p.NodeEnter }, false, symbols.RDI | symbols.RSI, false},
 	{node, discover.CPU, "ggml_compute_forward_rms_norm_mul_fused", func(p *progs) *ebpf.Program { return p.FusedEnter }, false, symbols.RDI | symbols.RSI | symbols.RDX, true},
 	{barrier, discover.CPU, "ggml_barrier", func(p *progs) *ebpf.Program { return p.BarrierEnter }, false, 0, false},
 	{counted, discover.CPU, "ggml_graph_compute_thread", func(p *progs) *ebpf.Program { return p.ThreadExit }, true, 0, false},
+}
+
+// NodeSymbols are the node probe points, best first; each is called as f(params, tensor)
+// for every node on every thread. ggml_cpu_extra_compute_forward is called first thing by
+// the dispatcher from late 2024 on; before, the dispatcher ggml_compute_forward itself is
+// the probe point, a local symbol.
+var NodeSymbols = []string{"ggml_cpu_extra_compute_forward", "ggml_compute_forward"}
+
+// nodeSymbol stands for the first of NodeSymbols that an object defines.
+const nodeSymbol = "(node)"
+
+// NodeSymbol returns the node probe point of CPU backend f.
+func NodeSymbol(f *symbols.File) (symbols.Symbol, bool) {
+	for _, name := range NodeSymbols {
+		if s, ok := f.Function(name); ok {
+			return s, true
+		}
+	}
+	return symbols.Symbol{}, false
 }
 
 // buildSymbol is where a graph is built: once per build, not per token, where graphs are
@@ -146,7 +165,7 @@ var loses = map[string]string{
 	"ggml_backend_graph_compute_async":       "backend split spans",
 	"ggml_backend_tensor_copy":               "tensor copies",
 	"ggml_graph_compute":                     "graph spans",
-	"ggml_cpu_extra_compute_forward":         "node spans or per-op metrics",
+	nodeSymbol:                               "node spans or per-op metrics",
 	"ggml_barrier":                           "barrier waits",
 	"ggml_graph_compute_thread":              "counts outside nodes",
 }
@@ -287,12 +306,16 @@ func (a *Attachment) attach(want func(spec) bool) ([]link.Link, error) {
 		}
 	}
 	for _, path := range slices.Sorted(maps.Keys(missing)) {
-		var lost []string
+		var names, lost []string
 		for _, sym := range missing[path] {
 			lost = append(lost, loses[sym])
+			if sym == nodeSymbol {
+				sym = strings.Join(NodeSymbols, " and ")
+			}
+			names = append(names, sym)
 		}
 		errs = append(errs, fmt.Errorf("%s lacks %s (stripped?): no %s", path,
-			strings.Join(missing[path], ", "), strings.Join(lost, ", ")))
+			strings.Join(names, ", "), strings.Join(lost, ", ")))
 	}
 	return links, errors.Join(errs...)
 }
@@ -311,6 +334,9 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 		return nil, err
 	}
 	sym, ok := f.Function(s.symbol)
+	if s.symbol == nodeSymbol {
+		sym, ok = NodeSymbol(f)
+	}
 	if !ok {
 		if s.optional {
 			return nil, nil
@@ -345,7 +371,7 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 		l, err = ex.Uprobe(sym.Name, s.prog(a.progs), &link.UprobeOptions{PID: a.PID, Offset: off})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("attaching to %s in %s: %w", s.symbol, m.Path, err)
+		return nil, fmt.Errorf("attaching to %s in %s: %w", sym.Name, m.Path, err)
 	}
 	if emulated {
 		a.emulated[s.symbol] = true

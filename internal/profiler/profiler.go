@@ -92,6 +92,7 @@ type Profiler struct {
 	metrics consumer.Metrics
 
 	objs     bpf.ProfinferObjects
+	progs    *probe.Programs // the programs per ggml layout, objs' for the first
 	multi    bool        // uprobe_multi links (probe.PrepareMulti)
 	sched    []link.Link // the scheduler tracepoints
 	reader   *ringbuf.Reader
@@ -218,22 +219,14 @@ func (p *Profiler) load() error {
 		return fmt.Errorf("profinfer: reading the eBPF object: %w", err)
 	}
 	spec.Maps[bpf.ProfinferMapEvents].MaxEntries = uint32(p.cfg.RingBufferSize)
-	// Every layout profinfer knows has the same offsets for what the programs read; the
-	// per-target check happens in ggml.Inspect.
-	l := ggml.Layouts[0]
+	if err := probe.SetLayout(spec, ggml.Layouts[0]); err != nil {
+		return fmt.Errorf("profinfer: %w", err)
+	}
 	consts := map[string]any{
-		"tensor_size":        uint32(l.TensorSize),
-		"tensor_src_off":     uint32(l.Src),
-		"tensor_ne_off":      uint32(l.Ne),
-		"tensor_nb_off":      uint32(l.Nb),
-		"tensor_data_off":    uint32(l.Data),
-		"type_i32":           uint32(ggml.TypeI32),
-		"graph_nnodes_off":   uint32(l.GraphNNodes),
-		"cplan_nthreads_off": uint32(l.CplanNThreads),
-		"wakeup_bytes":       uint64(p.cfg.RingBufferSize / 4),
-		"all_threads":        boolByte(p.cfg.Layers.Barriers || p.cfg.Layers.Counters),
-		"follow_sched":       boolByte(p.cfg.Layers.Scheduler),
-		"n_counters":         uint32(len(p.cfg.Counters)),
+		"wakeup_bytes": uint64(p.cfg.RingBufferSize / 4),
+		"all_threads":  boolByte(p.cfg.Layers.Barriers || p.cfg.Layers.Counters),
+		"follow_sched": boolByte(p.cfg.Layers.Scheduler),
+		"n_counters":   uint32(len(p.cfg.Counters)),
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -247,6 +240,7 @@ func (p *Profiler) load() error {
 			return fmt.Errorf("profinfer: %w", err)
 		}
 	}
+	kept := spec.Copy() // for targets of other layouts
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		if ctrMap != nil {
 			ctrMap.Close()
@@ -256,6 +250,7 @@ func (p *Profiler) load() error {
 		}
 		return fmt.Errorf("profinfer: loading eBPF programs: %w", err)
 	}
+	p.progs = probe.NewPrograms(kept, ggml.Layouts[0], &p.objs)
 	if p.reader, err = ringbuf.NewReader(p.objs.Events); err != nil {
 		p.objs.Close()
 		return fmt.Errorf("profinfer: opening the ring buffer: %w", err)
@@ -377,6 +372,9 @@ func (p *Profiler) close() {
 	}
 	if p.reader != nil {
 		p.reader.Close()
+	}
+	if p.progs != nil {
+		p.progs.Close()
 	}
 	p.objs.Close()
 	p.elfCache.close()

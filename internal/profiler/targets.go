@@ -439,7 +439,7 @@ func (p *Profiler) notGGML(pid int) error {
 		symbols.StrippedGGML(filepath.Join("/proc", strconv.Itoa(pid), "exe")) {
 		return refuse(metadata.AttributeProfinferAttachReasonStripped, exe, fmt.Errorf(
 			"pid %d: %s is a GGML build %w: it defines none of %s; profile an unstripped build",
-			pid, exe, errStripped, strings.Join(discover.RoleSymbol[:discover.Compute], ", ")))
+			pid, exe, errStripped, strings.Join(discover.RoleSymbol[:], ", ")))
 	}
 	return fmt.Errorf("pid %d is not a GGML process: it %w", pid, errNotGGML)
 }
@@ -531,16 +531,18 @@ func (p *Profiler) attach(pid int) error {
 	if err != nil {
 		return refuse(metadata.AttributeProfinferAttachReasonOther, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
-	if proc.Module(discover.CPU) == nil {
-		// A CPU backend without ggml_cpu_extra_compute_forward (llama.cpp before late
-		// 2024) leaves nothing to probe nodes with; without any, one may still come, with
-		// dlopen.
-		if cpu := proc.Module(discover.Compute); cpu != nil {
-			return refuse(metadata.AttributeProfinferAttachReasonNoNodeProbe, proc.Exe, fmt.Errorf(
-				"pid %d (%s): its CPU backend, %s, has no ggml_cpu_extra_compute_forward to probe nodes with (a llama.cpp from before about b4200, Nov 2024), which this profinfer cannot profile yet",
-				pid, proc.Exe, cpu.Path))
-		}
-		return p.notGGML(pid)
+	cpu := proc.Module(discover.CPU)
+	if cpu == nil {
+		return p.notGGML(pid) // a CPU backend may still come, with dlopen
+	}
+	cf, err := p.elfCache.open(cpu)
+	if err != nil {
+		return refuse(metadata.AttributeProfinferAttachReasonOther, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
+	}
+	if _, ok := probe.NodeSymbol(cf); !ok {
+		return refuse(metadata.AttributeProfinferAttachReasonNoNodeProbe, proc.Exe, fmt.Errorf(
+			"pid %d (%s): its CPU backend, %s, defines none of %s to probe nodes with",
+			pid, proc.Exe, cpu.Path, strings.Join(probe.NodeSymbols, ", ")))
 	}
 	mem, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "mem"))
 	if err != nil {
@@ -551,7 +553,11 @@ func (p *Profiler) attach(pid int) error {
 	if err != nil {
 		return refuse(metadata.AttributeProfinferAttachReasonUnsupportedLayout, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
-	a, err := probe.Attach(&p.objs.ProfinferPrograms, proc, p.elfCache.open, p.cfg.Layers, p.multi)
+	progs, err := p.progs.For(target.Layout)
+	if err != nil {
+		return refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
+	}
+	a, err := probe.Attach(progs, proc, p.elfCache.open, p.cfg.Layers, p.multi)
 	if a == nil {
 		return refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
