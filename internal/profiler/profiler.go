@@ -93,8 +93,8 @@ type Profiler struct {
 
 	objs     bpf.ProfinferObjects
 	progs    *probe.Programs // the programs per ggml layout, objs' for the first
-	multi    bool        // uprobe_multi links (probe.PrepareMulti)
-	sched    []link.Link // the scheduler tracepoints
+	multi    bool            // uprobe_multi links (probe.PrepareMulti)
+	sched    []link.Link     // the scheduler tracepoints
 	reader   *ringbuf.Reader
 	procfs   procfs.FS
 	counters *perfcount.Threads // nil: no perf counters
