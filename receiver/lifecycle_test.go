@@ -343,3 +343,94 @@ func TestE2ELateLoad(t *testing.T) {
 		t.Errorf("%d llama_decode spans with %d graphs inside, want the 8 decodes lateload made, each with its graph", decodes, graphs)
 	}
 }
+
+// Processes that map and unmap GGML while profinfer attaches to them (testdata/churn.c:
+// 60 short-lived children each dlopen node-llama-cpp 3.1.1's libggml.so, whose dlclose
+// unmaps it, dlclose it 120 to 210 ms later and exit) are unharmed, and so is
+// profinfer: nothing panics, a process seen gone mid-attach is not called refused (it was
+// counted as unsupported_layout or probes, with errors naming no cause), and once the
+// parent keeps the library, the graphs it computes are traced node by node.
+func TestE2EUnmappedMidAttach(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		testbench.Missing(t, "a C compiler (cc)")
+	}
+	lib := filepath.Join(e.Root, "npm-3.1.1", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64", "libggml.so")
+	if _, err := os.Stat(lib); err != nil {
+		testbench.Missing(t, err.Error())
+	}
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "churn")
+	if out, err := exec.Command(cc, "-O1", "-o", exe, "testdata/churn.c", "-ldl").CombinedOutput(); err != nil {
+		t.Fatalf("compiling churn: %v: %s", err, out)
+	}
+	out := filepath.Join(dir, "out.jsonl")
+	col := runCollector(t, ctx, fmt.Sprintf(`
+receivers:
+  profinfer: {targets: [{executable: %q}], discovery_interval: 1h, %s}
+exporters:
+  file: {path: %q}
+service:
+  telemetry: {logs: {level: debug}, metrics: {level: none}}
+  pipelines:
+    traces: {receivers: [profinfer], exporters: [file]}
+`, exe, fullTracing, out))
+	c := &collector{proc: col, out: out}
+	p, err := testbench.Start(exe, lib, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	for _, err := os.Stat(filepath.Join(dir, "steady")); err != nil; _, err = os.Stat(filepath.Join(dir, "steady")) {
+		if ctx.Err() != nil || p.Exited() {
+			t.Fatalf("churn never reached its steady phase: %s", p.Stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	steady := uint64(time.Now().UnixNano())
+	time.Sleep(4 * time.Second)
+	if err := os.WriteFile(filepath.Join(dir, "done"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatalf("churn: %v\n%s", err, p.Stderr.String())
+	}
+	traces, _ := c.stop(t)
+	log := col.Stderr.String()
+	if strings.Contains(log, "panic") {
+		t.Fatalf("the collector panicked:\n%s", log)
+	}
+	attempts, vanished := 0, 0
+	for _, l := range strings.Split(log, "\n") {
+		switch {
+		case strings.Contains(l, "GGML process not profiled"):
+			t.Errorf("refused, though it only came and went: %s", l)
+		case strings.Contains(l, "exited or unmapped GGML"):
+			vanished++
+			fallthrough
+		case strings.Contains(l, "\tattached\t"), strings.Contains(l, "process not attached"):
+			attempts++
+		}
+	}
+	children := map[string]int{}
+	all := spans(traces)
+	for _, s := range all {
+		children[s.parent]++
+	}
+	graphs := 0
+	for _, s := range all {
+		if s.pid == int64(p.PID()) && s.name == "ggml.graph_compute" && s.start > steady && children[s.id] >= 2 {
+			graphs++
+		}
+	}
+	t.Logf("%d attach attempts, %d of them on a process gone mid-attach; %d graphs traced in the steady phase", attempts, vanished, graphs)
+	if attempts < 10 || vanished == 0 {
+		t.Fatalf("%d attach attempts, %d on a process gone mid-attach: the children came and went unseen, the test proved little\n%s", attempts, vanished, log)
+	}
+	if graphs < 5 {
+		t.Errorf("%d graphs traced with their nodes once the library stayed, want the 15 or so churn computed", graphs)
+	}
+}

@@ -179,3 +179,49 @@ func resourceVersions(traces []ptrace.Traces) []string {
 	}
 	return out
 }
+
+// llama.cpp's test-backend-ops perf adds one MUL_MAT tensor to a graph many times: each
+// computation is a node span of its own, with its own time, and the graph's
+// ggml.graph.nodes.computed counts them all.
+func TestE2ERepeatedNode(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := e.Bin("test-backend-ops")
+	c := startCollector(t, ctx, bin, fullTracing)
+	if _, err := testbench.Run(ctx, bin, "perf", "-o", "MUL_MAT", "-b", "CPU", "-p", "type_a=q4_0.*n=1,"); err != nil {
+		t.Fatal(err)
+	}
+	traces, _ := c.stop(t)
+	all := spans(traces)
+	children := map[string][]span{}
+	for _, s := range all {
+		children[s.parent] = append(children[s.parent], s)
+	}
+	repeated := 0
+	for _, g := range all {
+		if g.name != "ggml.graph_compute" || g.attrs["ggml.graph.traced"] != true {
+			continue
+		}
+		nodes, _ := g.attrs["ggml.graph.nodes"].(int64)
+		computed, _ := g.attrs["ggml.graph.nodes.computed"].(int64)
+		kids := children[g.id]
+		if computed != nodes || int64(len(kids)) != computed {
+			t.Errorf("graph of %d nodes: %d computed, %d node spans", nodes, computed, len(kids))
+			continue
+		}
+		if nodes < 2 {
+			continue
+		}
+		repeated++
+		for i := 1; i < len(kids); i++ {
+			if kids[i].start < kids[i-1].end-uint64(time.Millisecond) || kids[i].start == kids[i-1].start {
+				t.Errorf("computations %d and %d of one tensor overlap: %+v, %+v", i-1, i, kids[i-1], kids[i])
+				break
+			}
+		}
+	}
+	if repeated == 0 {
+		t.Fatal("no traced graph that computes a tensor more than once")
+	}
+}

@@ -28,8 +28,7 @@ type Layout struct {
 	Data       int
 	Name       int
 	MaxName    int
-
-	Buffer int // the ggml_backend_buffer that holds the data
+	Buffer     int // the ggml_backend_buffer that holds the data
 
 	BufferGetBase  int // struct ggml_backend_buffer.iface.get_base
 	BackendGetName int // struct ggml_backend.iface.get_name

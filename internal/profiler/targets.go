@@ -363,10 +363,17 @@ func (p *Profiler) closeLater(c io.Closer) {
 	}()
 }
 
-// settle is how long after a Mapped notice its process is looked at: an exec's notice
-// comes before the dynamic loader maps the libraries, and the notices of one start or
-// dlopen come in a burst, looked at together.
+// settle is how long after its last Mapped notice a process is looked at: an exec's notice
+// comes before the dynamic loader maps the libraries, and a dlopen's before it relocates
+// them, in a burst of notices. Each process waits from its own notices: one looked at
+// with another's could be read between mapping and relocation.
 const settle = 150 * time.Millisecond
+
+// noticed is a process to look at once due.
+type noticed struct {
+	pid int
+	due time.Time
+}
 
 // retired says why a notice retires a traced process.
 var retired = map[watch.Kind]string{
@@ -379,14 +386,11 @@ var retired = map[watch.Kind]string{
 func (p *Profiler) watchLoop(w *watch.Watcher) {
 	defer p.wg.Done()
 	scan := time.Now().Add(p.cfg.DiscoveryInterval)
-	var (
-		noticed []int
-		due     time.Time
-	)
+	var queue []noticed // in the order noticed, so also by due
 	for {
 		deadline := scan
-		if len(noticed) > 0 && due.Before(scan) {
-			deadline = due
+		if len(queue) > 0 && queue[0].due.Before(scan) {
+			deadline = queue[0].due
 		}
 		n, err := w.Read(deadline)
 		switch {
@@ -405,20 +409,32 @@ func (p *Profiler) watchLoop(w *watch.Watcher) {
 				break
 			}
 			// Mapped, or Execed: a new image to look at.
-			if len(noticed) == 0 {
-				due = time.Now().Add(settle)
-			}
-			noticed = append(noticed, n.PID)
+			queue = append(queue, noticed{n.PID, time.Now().Add(settle)})
 		}
 		now := time.Now()
-		switch {
-		case !now.Before(scan):
+		if !now.Before(scan) {
 			_ = p.discover(false)
 			scan = now.Add(p.cfg.DiscoveryInterval)
-			noticed = noticed[:0]
-		case len(noticed) > 0 && !now.Before(due):
-			p.look(noticed)
-			noticed = noticed[:0]
+			queue = queue[:0]
+			continue
+		}
+		due := 0
+		for due < len(queue) && !now.Before(queue[due].due) {
+			due++
+		}
+		if due == 0 {
+			continue
+		}
+		var look []int
+		for i, q := range queue[:due] {
+			// A process noticed again since waits for its later notice.
+			if !slices.ContainsFunc(queue[i+1:], func(l noticed) bool { return l.pid == q.pid }) {
+				look = append(look, q.pid)
+			}
+		}
+		queue = append(queue[:0], queue[due:]...)
+		if len(look) > 0 {
+			p.look(look)
 		}
 	}
 }
@@ -426,6 +442,7 @@ func (p *Profiler) watchLoop(w *watch.Watcher) {
 var (
 	errNotGGML  = errors.New("maps no GGML CPU backend")
 	errStripped = errors.New("stripped of its symbol table")
+	errVanished = errors.New("gone before it could be profiled")
 )
 
 // notGGML says why process pid, which maps no GGML CPU backend, cannot be profiled. Its
@@ -513,55 +530,79 @@ func (p *Profiler) setModel(t *tracked, m modelLook) {
 	}
 }
 
+// attach attaches to process pid. A process that exits, or unmaps GGML, while profinfer
+// reads it and places probes makes reads and attaches fail with errors that say nothing
+// of the cause; once it is seen gone, that is what the error says, and it is no refusal:
+// nothing was refused, and a process that maps GGML again is looked at again.
 func (p *Profiler) attach(pid int) error {
+	mapped, err := p.attachGGML(pid)
+	var r *refusal
+	if errors.As(err, &r) && mapped && p.vanished(pid) {
+		return fmt.Errorf("pid %d exited or unmapped GGML while profinfer attached: %w", pid, errVanished)
+	}
+	return err
+}
+
+// vanished says whether process pid is gone, or maps no GGML base or CPU backend now.
+func (p *Profiler) vanished(pid int) bool {
+	proc, err := discover.Inspect(p.procfs, "/proc", pid, p.elfCache.classify)
+	return err != nil || proc == nil || proc.Module(discover.Base) == nil || proc.Module(discover.CPU) == nil
+}
+
+// attachGGML attaches to process pid, and says whether it found GGML's base and CPU
+// backend mapped there.
+func (p *Profiler) attachGGML(pid int) (mapped bool, err error) {
 	proc, err := discover.Inspect(p.procfs, "/proc", pid, p.elfCache.classify)
 	if err != nil {
-		return fmt.Errorf("pid %d: %w", pid, err)
+		return false, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	if proc == nil {
-		return p.notGGML(pid)
+		return false, p.notGGML(pid)
 	}
 	// From here on the process is GGML: whatever stops it is a refusal, said and counted.
 	base := proc.Module(discover.Base)
 	if base == nil {
-		return refuse(metadata.AttributeProfinferAttachReasonOther, proc.Exe, fmt.Errorf(
+		return false, refuse(metadata.AttributeProfinferAttachReasonOther, proc.Exe, fmt.Errorf(
 			"pid %d (%s): no object defines ggml_tensor_overhead: GGML's base library is not mapped", pid, proc.Exe))
 	}
 	f, err := p.elfCache.open(base)
 	if err != nil {
-		return refuse(metadata.AttributeProfinferAttachReasonOther, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
+		return true, refuse(metadata.AttributeProfinferAttachReasonOther, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
 	cpu := proc.Module(discover.CPU)
 	if cpu == nil {
-		return p.notGGML(pid) // a CPU backend may still come, with dlopen
+		return false, p.notGGML(pid) // a CPU backend may still come, with dlopen
 	}
 	cf, err := p.elfCache.open(cpu)
 	if err != nil {
-		return refuse(metadata.AttributeProfinferAttachReasonOther, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
+		return true, refuse(metadata.AttributeProfinferAttachReasonOther, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
 	if _, ok := probe.NodeSymbol(cf); !ok {
-		return refuse(metadata.AttributeProfinferAttachReasonNoNodeProbe, proc.Exe, fmt.Errorf(
+		return true, refuse(metadata.AttributeProfinferAttachReasonNoNodeProbe, proc.Exe, fmt.Errorf(
 			"pid %d (%s): its CPU backend, %s, defines none of %s to probe nodes with",
 			pid, proc.Exe, cpu.Path, strings.Join(probe.NodeSymbols, ", ")))
 	}
 	mem, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "mem"))
 	if err != nil {
-		return refuse(metadata.AttributeProfinferAttachReasonNoAccess, proc.Exe, fmt.Errorf("pid %d (%s): reading its memory: %w", pid, proc.Exe, err))
+		return true, refuse(metadata.AttributeProfinferAttachReasonNoAccess, proc.Exe, fmt.Errorf("pid %d (%s): reading its memory: %w", pid, proc.Exe, err))
 	}
 	target, err := ggml.Inspect(f, mem, base.Bias)
 	mem.Close()
 	if err != nil {
-		return refuse(metadata.AttributeProfinferAttachReasonUnsupportedLayout, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
+		return true, refuse(metadata.AttributeProfinferAttachReasonUnsupportedLayout, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
 	progs, err := p.progs.For(target.Layout)
 	if err != nil {
-		return refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
+		return true, refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
 	a, err := probe.Attach(progs, proc, p.elfCache.open, p.cfg.Layers, p.multi)
 	if a == nil {
-		return refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
+		return true, refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
-	if err != nil {
+	switch {
+	case err != nil && p.vanished(pid):
+		p.log.Debug("some probes not attached: the process exited or unmapped GGML", zap.Int("pid", pid), zap.Error(err))
+	case err != nil:
 		p.log.Warn("some probes not attached", zap.Int("pid", pid), zap.Error(err))
 	}
 	buildID := symbols.BuildIDOf(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
@@ -586,7 +627,7 @@ func (p *Profiler) attach(pid int) error {
 	p.mu.Unlock()
 	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("ggml", cmp.Or(target.Version, "unknown")),
 		zap.Int("probes", probes), zap.Int("emulated", a.Emulated()))
-	return nil
+	return true, nil
 }
 
 // newContext notes that process t decodes with llama_context ctx, new to profinfer: it

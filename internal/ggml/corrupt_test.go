@@ -1,0 +1,73 @@
+package ggml_test
+
+import (
+	"bytes"
+	"debug/elf"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/profinfer/profinfer/internal/ggml"
+	"github.com/profinfer/profinfer/internal/symbols"
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// Corrupt and truncated GGML objects give an error, never a panic or a layout: real
+// libraries of both layouts, truncated, with their getters overwritten, and with random
+// bytes flipped, inspected against their own bytes as memory.
+func TestInspectCorruptObjects(t *testing.T) {
+	e := testbench.Require(t)
+	for _, path := range []string{
+		e.Bin("libggml-base.so"),
+		filepath.Join(e.Root, "npm-3.1.1", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64", "libggml.so"),
+	} {
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			testbench.Missing(t, err.Error())
+		}
+		inspect := func(data []byte) (*ggml.Target, error) {
+			f, err := symbols.NewFile(bytes.NewReader(data), path)
+			if err != nil {
+				return nil, err
+			}
+			return ggml.Inspect(f, bytes.NewReader(data), 0)
+		}
+		for _, n := range []int{0, 16, 64, len(orig) / 4, len(orig) / 2, len(orig) - 1} {
+			if target, err := inspect(orig[:n]); err == nil {
+				t.Errorf("%s truncated to %d bytes: %+v, no error", path, n, target)
+			}
+		}
+		f, err := symbols.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ef, err := elf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := ef.Section(".text")
+		ef.Close()
+		for _, getter := range []string{"ggml_tensor_overhead", "ggml_get_name"} {
+			sym, _ := f.Symbol(getter)
+			off := text.Offset + sym.Value - text.Addr
+			data := bytes.Clone(orig)
+			for i := range 16 {
+				data[off+uint64(i)] = 0xcc // int3
+			}
+			if _, err := inspect(data); err == nil || !strings.Contains(err.Error(), getter) {
+				t.Errorf("%s with %s overwritten: %v, want an error naming it", path, getter, err)
+			}
+		}
+		f.Close()
+		rng := rand.New(rand.NewPCG(1, 2))
+		for range 200 {
+			data := bytes.Clone(orig)
+			for range 64 {
+				data[rng.IntN(len(data))] = byte(rng.Uint32())
+			}
+			_, _ = inspect(data) // no panic; an intact getter may still establish the layout
+		}
+	}
+}
