@@ -225,3 +225,43 @@ func TestE2ERepeatedNode(t *testing.T) {
 		t.Fatal("no traced graph that computes a tensor more than once")
 	}
 }
+
+// Static builds of the releases before ggml_cpu_extra_compute_forward, with OpenMP where
+// their prebuilts use ggml's own threadpool: llama-bench of b3889 and b4234, which make
+// testenv builds from the source bundled with node-llama-cpp 3.1.1 and 3.3.0, GGML linked
+// into the executable and probed at the dispatcher.
+func TestE2EOldStaticBuilds(t *testing.T) {
+	e := testbench.Require(t)
+	for _, release := range []string{"b3889", "b4234"} {
+		bench := e.OldStatic(release)
+		t.Run(release, func(t *testing.T) {
+			if _, err := os.Stat(bench); err != nil {
+				testbench.Missing(t, err.Error())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			c := startCollector(t, ctx, bench, fullTracing)
+			if _, err := testbench.Run(ctx, bench, e.BenchArgs("llama-1b-q4_0", 16, 16, 2, 2)...); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1500 * time.Millisecond)
+			traces, metrics := c.stop(t)
+			checkProfileOf(t, traces, metrics, 16, false) // the scheduler inlined the split call
+		})
+		t.Run(release+"/moe-q4_0", func(t *testing.T) {
+			if _, err := os.Stat(bench); err != nil {
+				testbench.Missing(t, err.Error())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			layers, used, experts := modelShape(t, e.Model("moe-q4_0"))
+			c := startCollector(t, ctx, bench, "nodes: {mode: all}")
+			if _, err := testbench.Run(ctx, bench, e.BenchArgs("moe-q4_0", 8, 8, 2, 1)...); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1500 * time.Millisecond)
+			traces, metrics := c.stop(t)
+			checkMoE(t, traces, metrics, layers, used, experts)
+		})
+	}
+}

@@ -77,6 +77,27 @@ if [ "$(cat "$LC/.stamp-static" 2>/dev/null)" != "$KEY" ]; then
   echo "$KEY" >"$LC/.stamp-static"
 fi
 
+# Static llama-bench builds of older releases, from the source bundled with their
+# node-llama-cpp: GGML linked into the executable, with OpenMP (the default then), where
+# the prebuilts use ggml's own threadpool. About a minute each on 2 cores.
+build_old_static() { # NODE_LLAMA_CPP_VERSION RELEASE
+  local dir=$TE/llama.cpp-$2 bundle=$TE/npm-$1/node_modules/node-llama-cpp/llama/gitRelease.bundle
+  local key
+  key="$2 $(sha256sum "$bundle" | cut -c1-16) v1"
+  [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$key" ] && return
+  log "building static llama-bench $2"
+  rm -rf "$dir" && mkdir -p "$dir/static"
+  git clone -q "$bundle" "$dir/src" 2>/dev/null
+  cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF >/dev/null
+  cmake --build "$dir/build" -j "$JOBS" --target llama-bench >/dev/null
+  cp "$dir/build/bin/llama-bench" "$dir/static/llama-bench"
+  rm -rf "$dir/build"
+  echo "$key" >"$dir/.stamp"
+}
+build_old_static 3.1.1 b3889
+build_old_static 3.3.0 b4234
+
 # Models.
 MODELS=$TE/models
 mkdir -p "$MODELS"

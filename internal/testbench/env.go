@@ -70,6 +70,12 @@ func (e *Env) OldNodeDriver(version string) string {
 	return filepath.Join(e.Root, "npm-"+version, "driver.mjs")
 }
 
+// OldStatic is the static llama-bench (OpenMP) that make testenv builds of an older
+// llama.cpp release, such as b3889.
+func (e *Env) OldStatic(release string) string {
+	return filepath.Join(e.Root, "llama.cpp-"+release, "static", "llama-bench")
+}
+
 // PrebuiltDir holds the node-llama-cpp x64 prebuilt libraries.
 func (e *Env) PrebuiltDir() string {
 	return filepath.Join(e.Root, "npm", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
