@@ -97,6 +97,7 @@ struct experts {
 const struct event *unused_event __attribute__((unused));
 const struct detail *unused_detail __attribute__((unused));
 const struct counted *unused_counted __attribute__((unused));
+const enum kind *unused_kind __attribute__((unused));
 
 /* Set by the loader from the target's ggml layout. */
 volatile const u32 tensor_size = 336;

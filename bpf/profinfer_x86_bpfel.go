@@ -61,6 +61,26 @@ type ProfinferGraphKey struct {
 	Graph uint64
 }
 
+type ProfinferKind uint32
+
+const (
+	ProfinferKindEV_DECODE_ENTER ProfinferKind = 1
+	ProfinferKindEV_DECODE_EXIT  ProfinferKind = 2
+	ProfinferKindEV_GRAPH_ENTER  ProfinferKind = 3
+	ProfinferKindEV_GRAPH_EXIT   ProfinferKind = 4
+	ProfinferKindEV_NODE         ProfinferKind = 5
+	ProfinferKindEV_NODE_DETAIL  ProfinferKind = 6
+	ProfinferKindEV_BARRIER      ProfinferKind = 7
+	ProfinferKindEV_SCHED_ENTER  ProfinferKind = 8
+	ProfinferKindEV_SCHED_EXIT   ProfinferKind = 9
+	ProfinferKindEV_THREAD_EXIT  ProfinferKind = 10
+	ProfinferKindEV_EXPERTS      ProfinferKind = 11
+	ProfinferKindEV_SPLIT_ENTER  ProfinferKind = 12
+	ProfinferKindEV_SPLIT_EXIT   ProfinferKind = 13
+	ProfinferKindEV_COPY         ProfinferKind = 14
+	ProfinferKindEV_COPY_EXIT    ProfinferKind = 15
+)
+
 type ProfinferSlot struct {
 	_     structs.HostLayout
 	Tid   uint32
@@ -134,6 +154,7 @@ const (
 	ProfinferVarUnusedCounted     = "unused_counted"
 	ProfinferVarUnusedDetail      = "unused_detail"
 	ProfinferVarUnusedEvent       = "unused_event"
+	ProfinferVarUnusedKind        = "unused_kind"
 	ProfinferVarWakeupBytes       = "wakeup_bytes"
 )
 
@@ -238,6 +259,7 @@ type ProfinferVariableSpecs struct {
 	UnusedCounted     *ebpf.VariableSpec `ebpf:"unused_counted"`
 	UnusedDetail      *ebpf.VariableSpec `ebpf:"unused_detail"`
 	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedKind        *ebpf.VariableSpec `ebpf:"unused_kind"`
 	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -313,6 +335,7 @@ type ProfinferVariables struct {
 	UnusedCounted     *ebpf.Variable `ebpf:"unused_counted"`
 	UnusedDetail      *ebpf.Variable `ebpf:"unused_detail"`
 	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
+	UnusedKind        *ebpf.Variable `ebpf:"unused_kind"`
 	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 

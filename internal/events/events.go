@@ -5,29 +5,31 @@ package events
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/profinfer/profinfer/bpf"
 )
 
-// Kind says what happened. The numbers match enum kind in bpf/profinfer.bpf.c.
+// Kind says what happened.
 type Kind uint16
 
-// Event kinds.
+// Event kinds: enum kind in bpf/profinfer.bpf.c, as bpf2go generates it.
 const (
-	DecodeEnter Kind = iota + 1
-	DecodeExit
-	GraphEnter
-	GraphExit
-	Node
-	NodeDetail
-	Barrier
-	SchedEnter
-	SchedExit
-	ThreadExit
-	Experts
-	SplitEnter
-	SplitExit
-	Copy
-	CopyExit
-	lastKind = CopyExit
+	DecodeEnter = Kind(bpf.ProfinferKindEV_DECODE_ENTER)
+	DecodeExit  = Kind(bpf.ProfinferKindEV_DECODE_EXIT)
+	GraphEnter  = Kind(bpf.ProfinferKindEV_GRAPH_ENTER)
+	GraphExit   = Kind(bpf.ProfinferKindEV_GRAPH_EXIT)
+	Node        = Kind(bpf.ProfinferKindEV_NODE)
+	NodeDetail  = Kind(bpf.ProfinferKindEV_NODE_DETAIL)
+	Barrier     = Kind(bpf.ProfinferKindEV_BARRIER)
+	SchedEnter  = Kind(bpf.ProfinferKindEV_SCHED_ENTER)
+	SchedExit   = Kind(bpf.ProfinferKindEV_SCHED_EXIT)
+	ThreadExit  = Kind(bpf.ProfinferKindEV_THREAD_EXIT)
+	Experts     = Kind(bpf.ProfinferKindEV_EXPERTS)
+	SplitEnter  = Kind(bpf.ProfinferKindEV_SPLIT_ENTER)
+	SplitExit   = Kind(bpf.ProfinferKindEV_SPLIT_EXIT)
+	Copy        = Kind(bpf.ProfinferKindEV_COPY)
+	CopyExit    = Kind(bpf.ProfinferKindEV_COPY_EXIT)
+	lastKind    = CopyExit
 )
 
 var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit", "thread_exit", "experts",
@@ -42,7 +44,7 @@ func (k Kind) String() string {
 
 // Flags on events.
 const (
-	FlagFused   = 1 // a node started by a fused kernel; B is then the second node's tensor
+	FlagFused   = 1 // a node started by a fused kernel; Fused is then the second node's tensor
 	FlagCounted = 2 // Counters holds the thread's perf counter values
 	FlagKnown   = 4 // a Node of thread 0 whose NodeDetail came since the process last built a graph
 )
@@ -72,14 +74,9 @@ type Event struct {
 	Ith   uint16 // thread index within the graph (node events)
 	Nth   uint16 // threads computing the graph
 	Flags uint16
-	// A is the tensor (node events), the cgraph (graph and sched enter), the token count
-	// (decode enter), the backend's get_name function (split enter), the source buffer's
-	// get_base function (copy) or the return value (exits).
-	A uint64
-	// B is the fused second tensor (node events), the node count (graph, sched and split
-	// enter), the llama_context (decode enter) or the destination buffer's get_base
-	// function (copy).
-	B uint64
+	// a and b are the record's two argument words, which mean something else for each
+	// kind: the methods below name them.
+	a, b uint64
 	// Sched is the thread's cumulative scheduler counters (node starts and graph exits,
 	// with the scheduler layer on).
 	Sched Sched
@@ -92,11 +89,48 @@ type Event struct {
 	// SrcView is each source's view_src (the tensor owning its data; 0 if it owns its
 	// own), little-endian; valid with Detail.
 	SrcView []byte
-	// Rows is, for Experts, Nth rows of B bytes of the ids tensor A, one per token, each
-	// starting with the ids of the experts the router chose; Ith is the tensor's rows. The
-	// record has room for more.
+	// Rows is, for Experts, Nth rows of RowBytes bytes of the ids tensor IDs, one per
+	// token, each starting with the ids of the experts the router chose; Ith is the
+	// tensor's rows. The record has room for more.
 	Rows []byte
 }
+
+// Tokens is a DecodeEnter's batch size.
+func (e *Event) Tokens() int { return int(int32(e.a)) }
+
+// Context is a DecodeEnter's llama_context.
+func (e *Event) Context() uint64 { return e.b }
+
+// Result is the return value at DecodeExit, GraphExit, SchedExit and SplitExit.
+func (e *Event) Result() int { return int(int32(e.a)) }
+
+// Lost is, at DecodeExit and GraphExit, how many records the process lost so far.
+func (e *Event) Lost() uint64 { return e.b }
+
+// Graph is the cgraph of a GraphEnter or SchedEnter.
+func (e *Event) Graph() uint64 { return e.a }
+
+// Nodes is the node count of a GraphEnter, SchedEnter or SplitEnter.
+func (e *Event) Nodes() int { return int(int32(e.b)) }
+
+// Tensor0 is the tensor whose computation a Node or NodeDetail starts.
+func (e *Event) TensorAddr() uint64 { return e.a }
+
+// Fused is the second tensor of a node started by a fused kernel (FlagFused), else 0.
+func (e *Event) Fused() uint64 { return e.b }
+
+// IDs is the ids tensor of an Experts record.
+func (e *Event) IDs() uint64 { return e.a }
+
+// RowBytes is the row stride of an Experts record's ids tensor.
+func (e *Event) RowBytes() int { return int(e.b) }
+
+// Backend is a SplitEnter's backend get_name function, which names the backend.
+func (e *Event) Backend() uint64 { return e.a }
+
+// Buffers are a Copy's source and destination buffers' get_base functions, which name
+// their backends.
+func (e *Event) Buffers() (src, dst uint64) { return e.a, e.b }
 
 // Counters is one reading of a thread's perf counters.
 type Counters [MaxCounters]uint64
@@ -141,8 +175,8 @@ func Decode(b []byte, e *Event) error {
 	e.Ith = le.Uint16(b[18:])
 	e.Nth = le.Uint16(b[20:])
 	e.Flags = le.Uint16(b[22:])
-	e.A = le.Uint64(b[24:])
-	e.B = le.Uint64(b[32:])
+	e.a = le.Uint64(b[24:])
+	e.b = le.Uint64(b[32:])
 	e.Sched = Sched{OffCPU: le.Uint64(b[40:]), RunQueue: le.Uint64(b[48:]),
 		Preemptions: le.Uint32(b[56:]), Migrations: le.Uint32(b[60:])}
 	e.Detail, e.Tensor, e.SrcView, e.Rows = nil, nil, nil, nil
@@ -151,9 +185,9 @@ func Decode(b []byte, e *Event) error {
 		return fmt.Errorf("events: unknown kind %d", uint16(e.Kind))
 	}
 	if e.Kind == Experts {
-		n := uint64(e.Nth) * e.B
-		if e.B == 0 || uint64(len(b)-HeaderSize) < n {
-			return fmt.Errorf("events: experts record of %d bytes for %d rows of %d", len(b), e.Nth, e.B)
+		n := uint64(e.Nth) * e.b
+		if e.b == 0 || uint64(len(b)-HeaderSize) < n {
+			return fmt.Errorf("events: experts record of %d bytes for %d rows of %d", len(b), e.Nth, e.b)
 		}
 		e.Rows = b[HeaderSize : HeaderSize+n]
 		return nil

@@ -46,7 +46,7 @@ func TestDecode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if e.TS != 123 || e.PID != 10 || e.TID != 11 || e.Kind != NodeDetail || e.Nth != 2 ||
-		e.Flags != FlagFused|FlagCounted || e.Counters[0] != 41 || le.Uint64(e.SrcView[16:]) != 0xfeed || e.Counters[MaxCounters-1] != 48 || e.A != 0xdead || e.B != 0xbeef || e.Tensor[0] != 7 || e.Src[1][0] != 9 ||
+		e.Flags != FlagFused|FlagCounted || e.Counters[0] != 41 || le.Uint64(e.SrcView[16:]) != 0xfeed || e.Counters[MaxCounters-1] != 48 || e.TensorAddr() != 0xdead || e.Fused() != 0xbeef || e.Tensor[0] != 7 || e.Src[1][0] != 9 ||
 		e.Sched != (Sched{OffCPU: 500, RunQueue: 200, Preemptions: 3, Migrations: 1}) {
 		t.Fatalf("decoded %+v", e)
 	}
@@ -97,7 +97,7 @@ func TestDecodeExperts(t *testing.T) {
 	le.PutUint64(b[32:], 32) // row stride
 	b[HeaderSize+32] = 5
 	var e Event
-	if err := Decode(b, &e); err != nil || e.Kind != Experts || e.A != 0x1d5 || e.Ith != 3 || len(e.Rows) != 64 || e.Rows[32] != 5 {
+	if err := Decode(b, &e); err != nil || e.Kind != Experts || e.IDs() != 0x1d5 || e.Ith != 3 || len(e.Rows) != 64 || e.Rows[32] != 5 {
 		t.Fatalf("decoded %+v, %v", e, err)
 	}
 	want := "events: experts record of 80 bytes for 2 rows of 32"

@@ -83,44 +83,45 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	a := p.asm
 	switch ev.Kind {
 	case events.DecodeEnter:
-		if tr := p.tracked[int(ev.PID)]; tr != nil && ev.B != tr.ctx && ev.B != 0 {
-			p.newContext(tr, ev.B)
+		if tr := p.tracked[int(ev.PID)]; tr != nil && ev.Context() != tr.ctx && ev.Context() != 0 {
+			p.newContext(tr, ev.Context())
 		}
-		a.DecodeEnter(ev.PID, ev.TID, ev.TS, int(int32(ev.A)))
+		a.DecodeEnter(ev.PID, ev.TID, ev.TS, ev.Tokens())
 	case events.DecodeExit:
-		a.DecodeExit(ev.PID, ev.TID, ev.TS, int(int32(ev.A)), ev.B)
+		a.DecodeExit(ev.PID, ev.TID, ev.TS, ev.Result(), ev.Lost())
 	case events.GraphEnter:
-		a.GraphEnter(ev.PID, ev.TID, ev.TS, ev.A, int(ev.B), int(ev.Nth))
+		a.GraphEnter(ev.PID, ev.TID, ev.TS, ev.Graph(), ev.Nodes(), int(ev.Nth))
 	case events.GraphExit:
-		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched, ev.B)
+		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched, ev.Lost())
 	case events.Node:
 		var info *assemble.NodeInfo
 		if ev.Flags&events.FlagKnown != 0 {
 			info = p.nodeInfo(ev, t)
 		}
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, ev.B, int(ev.Ith), info, ev.Sched, p.counted(ev))
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), info, ev.Sched, p.counted(ev))
 	case events.NodeDetail:
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.A, ev.B, int(ev.Ith), p.nodeInfo(ev, t), ev.Sched, p.counted(ev))
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), p.nodeInfo(ev, t), ev.Sched, p.counted(ev))
 	case events.Experts:
-		a.Experts(ev.PID, ev.TID, ev.A, int(ev.Ith), ev.Rows, int(ev.B))
+		a.Experts(ev.PID, ev.TID, ev.IDs(), int(ev.Ith), ev.Rows, ev.RowBytes())
 	case events.ThreadExit:
 		a.ThreadExit(ev.PID, ev.TID, ev.TS, ev.Sched, p.counted(ev))
 	case events.Barrier:
 		a.Barrier(ev.PID, ev.TID, ev.TS)
 	case events.SchedEnter:
-		a.SchedEnter(ev.PID, ev.TID, ev.TS, int(ev.B))
+		a.SchedEnter(ev.PID, ev.TID, ev.TS, ev.Nodes())
 	case events.SchedExit:
 		a.SchedExit(ev.PID, ev.TID, ev.TS)
 	case events.SplitEnter:
 		if tr := p.tracked[int(ev.PID)]; tr != nil {
-			a.SplitEnter(ev.PID, ev.TID, ev.TS, tr.backends.Name(ev.A), int(int32(ev.B)))
+			a.SplitEnter(ev.PID, ev.TID, ev.TS, tr.backends.Name(ev.Backend()), ev.Nodes())
 		}
 	case events.SplitExit:
 		a.SplitExit(ev.PID, ev.TID, ev.TS)
 	case events.Copy:
 		if tr := p.tracked[int(ev.PID)]; tr != nil && tr.target != nil {
 			tr.target.Layout.Tensor(ev.Tensor, t)
-			a.CopyEnter(ev.PID, ev.TS, assemble.Copy{TID: ev.TID, Src: tr.backends.Name(ev.A), Dst: tr.backends.Name(ev.B),
+			src, dst := ev.Buffers()
+			a.CopyEnter(ev.PID, ev.TS, assemble.Copy{TID: ev.TID, Src: tr.backends.Name(src), Dst: tr.backends.Name(dst),
 				Tensor: string(t.Name), Bytes: tr.target.NBytes(t)})
 		}
 	case events.CopyExit:
@@ -162,7 +163,7 @@ func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo
 	if tr == nil || tr.target == nil {
 		return nil
 	}
-	key := knownNode{ev.A, ev.Flags & events.FlagFused}
+	key := knownNode{ev.TensorAddr(), ev.Flags & events.FlagFused}
 	if ev.Kind == events.Node {
 		info := tr.known[key]
 		// Never described: its detail record was lost, or the cache was cleared. Have
