@@ -1,7 +1,6 @@
 package profiler
 
 import (
-	"encoding/binary"
 	"errors"
 	"os"
 	"time"
@@ -13,9 +12,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
-	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/probe"
-	"github.com/profinfer/profinfer/internal/roofline"
 )
 
 // tick is how often the reader wakes on its own: to hand assembled spans to the
@@ -30,7 +27,6 @@ func (p *Profiler) readLoop() {
 	var (
 		rec  ringbuf.Record
 		ev   events.Event
-		t    ggml.Tensor
 		last = time.Now()
 	)
 	for {
@@ -60,7 +56,7 @@ func (p *Profiler) readLoop() {
 			}
 			p.mu.Lock()
 			p.tele.EventsReceived++
-			p.dispatch(&ev, &t)
+			p.dispatch(&ev)
 			full := p.pendingFull
 			p.mu.Unlock()
 			if full {
@@ -79,7 +75,7 @@ func (p *Profiler) readLoop() {
 }
 
 // dispatch feeds one event to the assembler. Called with p.mu held.
-func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
+func (p *Profiler) dispatch(ev *events.Event) {
 	a := p.asm
 	switch ev.Kind {
 	case events.DecodeEnter:
@@ -96,11 +92,11 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	case events.Node:
 		var info *assemble.NodeInfo
 		if ev.Flags&events.FlagKnown != 0 {
-			info = p.nodeInfo(ev, t)
+			info = p.nodeInfo(ev)
 		}
 		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), info, ev.Sched, p.counted(ev))
 	case events.NodeDetail:
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), p.nodeInfo(ev, t), ev.Sched, p.counted(ev))
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), p.nodeInfo(ev), ev.Sched, p.counted(ev))
 	case events.Experts:
 		a.Experts(ev.PID, ev.TID, ev.IDs(), int(ev.Ith), ev.Rows, ev.RowBytes())
 	case events.ThreadExit:
@@ -118,11 +114,11 @@ func (p *Profiler) dispatch(ev *events.Event, t *ggml.Tensor) {
 	case events.SplitExit:
 		a.SplitExit(ev.PID, ev.TID, ev.TS)
 	case events.Copy:
-		if tr := p.tracked[int(ev.PID)]; tr != nil && tr.target != nil {
-			tr.target.Layout.Tensor(ev.Tensor, t)
+		if tr := p.tracked[int(ev.PID)]; tr != nil {
+			name, bytes := tr.describer.Copy(ev)
 			src, dst := ev.Buffers()
 			a.CopyEnter(ev.PID, ev.TS, assemble.Copy{TID: ev.TID, Src: tr.backends.Name(src), Dst: tr.backends.Name(dst),
-				Tensor: string(t.Name), Bytes: tr.target.NBytes(t)})
+				Tensor: name, Bytes: bytes})
 		}
 	case events.CopyExit:
 		a.CopyExit(ev.PID, ev.TID, ev.TS)
@@ -156,85 +152,18 @@ func (p *Profiler) counted(ev *events.Event) *events.Counters {
 	return nil
 }
 
-// nodeInfo names, types and shapes a node from the raw tensor copy in ev, or for a known
-// node from the copy last sent for its tensor.
-func (p *Profiler) nodeInfo(ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo {
+// nodeInfo describes the node ev starts, and has the process send every node's detail
+// again when a known node came without one. Called with p.mu held.
+func (p *Profiler) nodeInfo(ev *events.Event) *assemble.NodeInfo {
 	tr := p.tracked[int(ev.PID)]
-	if tr == nil || tr.target == nil {
+	if tr == nil {
 		return nil
 	}
-	key := knownNode{ev.TensorAddr(), ev.Flags & events.FlagFused}
-	if ev.Kind == events.Node {
-		info := tr.known[key]
-		// Never described: its detail record was lost, or the cache was cleared. Have
-		// every graph described again, once until a description comes.
-		if info == nil && !tr.redescribe {
-			tr.redescribe = true
-			_ = probe.Remember(&p.objs.ProfinferMaps, int(ev.PID), monotonic())
-		}
-		return info
+	info, again := tr.describer.Node(ev)
+	if again {
+		_ = probe.Remember(&p.objs.ProfinferMaps, int(ev.PID), monotonic())
 	}
-	tr.redescribe = false
-	if len(tr.known) >= maxKnown {
-		clear(tr.known)
-	}
-	info := p.describe(tr, ev, t)
-	tr.known[key] = info
 	return info
-}
-
-// describe decodes a node's detail, through the cache of descriptions by detail bytes.
-func (p *Profiler) describe(tr *tracked, ev *events.Event, t *ggml.Tensor) *assemble.NodeInfo {
-	fused := ev.Flags & events.FlagFused
-	cache := tr.infos[fused]
-	if info, ok := cache[string(ev.Detail)]; ok {
-		return info
-	}
-	l, names := &tr.target.Layout, &tr.target.Names
-	l.Tensor(ev.Tensor, t)
-	info := &assemble.NodeInfo{
-		Op:    names.Op(t.Op, t.OpParam),
-		Name:  string(t.Name),
-		Type:  names.Type(t.Type),
-		Shape: t.Ne,
-	}
-	var srcs [events.NumSrc]roofline.Shape
-	n := 0
-	for i, raw := range ev.Src {
-		if t.Src[i] == 0 {
-			break
-		}
-		typ, ne := l.SrcHead(raw)
-		info.Srcs = append(info.Srcs, assemble.NewSrc(names.Type(typ), ne))
-		srcs[n] = shape(tr.target, typ, ne)
-		n++
-	}
-	for i, src := range t.Src {
-		if src == 0 {
-			continue
-		}
-		if i < events.NumSrc { // ggml points view_src at the owner directly, never at a view
-			if owner := binary.LittleEndian.Uint64(ev.SrcView[8*i:]); owner != 0 {
-				src = owner
-			}
-		}
-		info.Reads = append(info.Reads, src)
-	}
-	info.Owner = t.ViewSrc
-	info.FLOPs, info.Bytes = roofline.Cost(info.Op, shape(tr.target, t.Type, t.Ne), srcs[:n])
-	if fused != 0 {
-		info.FusedOp = "MUL" // the only fused CPU kernel: ggml_compute_forward_rms_norm_mul_fused
-	}
-	if len(cache) >= maxInfos {
-		clear(cache)
-	}
-	cache[string(ev.Detail)] = info
-	return info
-}
-
-func shape(t *ggml.Target, typ uint32, ne [4]int64) roofline.Shape {
-	size := t.Size(typ)
-	return roofline.Shape{Ne: ne, Block: size.Block, BlockBytes: size.Bytes}
 }
 
 // sink receives assembled decodes and graphs, under p.mu. Metrics count everything;

@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
-	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/backends"
+	"github.com/profinfer/profinfer/internal/describe"
 	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/ggml"
@@ -59,21 +59,13 @@ func refuse(reason metadata.AttributeProfinferAttachReason, exe string, err erro
 // tracked is one process with probes attached.
 type tracked struct {
 	proc       export.Process
-	target     *ggml.Target
 	attachment *probe.Attachment
 	backends   *backends.Resolver
 	// The llama_context of its latest decode, and where its size and threads are (nil
 	// without libllama or when its getters are not plain loads).
 	ctx       uint64
 	ctxFields *ggml.Context
-	// infos caches node descriptions by the raw detail bytes, for plain and fused
-	// starts: graphs repeat the same tensors every token, so most nodes cost a lookup
-	// instead of a decode and allocations.
-	infos [2]map[string]*assemble.NodeInfo
-	// known holds the description last sent for each node's tensor: while the process
-	// reuses a graph, thread 0 sends its nodes' detail once per build (probe.Remember).
-	known      map[knownNode]*assemble.NodeInfo
-	redescribe bool // a known node was met without a description; all asked again
+	describer *describe.Describer
 	// Node sampling: when the next window opens, and whether a failure to attach the node
 	// probes was logged.
 	nextWindow time.Time
@@ -81,19 +73,6 @@ type tracked struct {
 	noModel    bool   // its model file could not be read
 	modelVSize uint64 // its virtual size when no model was found: look again once it grows
 }
-
-// maxInfos bounds each cache; shapes that grow with the context (KV views) add entries.
-const maxInfos = 4096
-
-// knownNode is a node's tensor, and whether a fused kernel started it.
-type knownNode struct {
-	tensor uint64
-	fused  uint16
-}
-
-// maxKnown bounds the descriptions kept per process: a known node met without one has
-// every graph described again.
-const maxKnown = 65536
 
 // candidates returns the PIDs the configuration selects, and for each whether it was named
 // explicitly (so that "not GGML" is an error rather than a skip).
@@ -608,11 +587,9 @@ func (p *Profiler) attachGGML(pid int) (mapped bool, err error) {
 	buildID := symbols.BuildIDOf(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
 	t := &tracked{
 		proc:       export.Process{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: buildID, GGML: target.Version},
-		target:     target,
 		attachment: a,
 		backends:   backends.NewResolver(p.procfs, "/proc", pid, p.elfCache.get),
-		infos:      [2]map[string]*assemble.NodeInfo{{}, {}},
-		known:      map[knownNode]*assemble.NodeInfo{},
+		describer:  describe.New(target),
 	}
 	t.ctxFields = p.contextFields(pid, proc)
 	p.mu.Lock()
