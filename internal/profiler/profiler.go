@@ -32,6 +32,7 @@ import (
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/watch"
+	"github.com/profinfer/profinfer/internal/window"
 )
 
 // Target selects processes: by PID, or every process running Executable.
@@ -114,6 +115,7 @@ type Profiler struct {
 	elfCache    *elfCache
 	noCount     map[uint32]bool // threads whose counters could not be opened
 	retiring    []retiring      // processes gone, for the reader to drop once it drained the ring
+	windows     *window.Scheduler
 	// windowDue is when the next sampling window opens (zero: none waits). Only the
 	// reader writes it, so it reads it unlocked.
 	windowDue time.Time
@@ -182,6 +184,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 	p.spans.Resources = p.cfg.Metrics.ResourceAttributes
 	p.acc = export.NewMetrics(p.cfg.Metrics, p.set, roofs, ctr)
 	p.asm = assemble.New(sink{p})
+	p.windows = window.New(p.cfg.Nodes.Interval, time.Now)
 	p.pending = ptrace.NewTraces()
 	// The hooks go first, so that a process started during the first scan is noticed.
 	p.watch, err = watch.Open(p.objs.Traced)

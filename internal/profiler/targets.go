@@ -63,13 +63,10 @@ type tracked struct {
 	backends   *backends.Resolver
 	// The llama_context of its latest decode, and where its size and threads are (nil
 	// without libllama or when its getters are not plain loads).
-	ctx       uint64
-	ctxFields *ggml.Context
-	describer *describe.Describer
-	// Node sampling: when the next window opens, and whether a failure to attach the node
-	// probes was logged.
-	nextWindow time.Time
-	warned     bool
+	ctx        uint64
+	ctxFields  *ggml.Context
+	describer  *describe.Describer
+	warned     bool   // a failure to attach the node probes was logged
 	noModel    bool   // its model file could not be read
 	modelVSize uint64 // its virtual size when no model was found: look again once it grows
 }
@@ -317,6 +314,7 @@ func (p *Profiler) reap() {
 			p.asm.Exit(uint32(r.pid))
 			p.acc.Forget(r.pid)
 			delete(p.tracked, r.pid)
+			p.windows.Remove(r.pid)
 			_ = probe.Trace(&p.objs.ProfinferMaps, r.pid, false)
 			gone = append(gone, t.attachment)
 			p.log.Info(r.why, zap.Int("pid", r.pid))
@@ -598,7 +596,7 @@ func (p *Profiler) attachGGML(pid int) (mapped bool, err error) {
 		p.log.Warn("process not marked traced: no scheduler figures, exit noticed late", zap.Int("pid", pid), zap.Error(err))
 	}
 	if p.cfg.Nodes.Mode != NodesOff && p.cfg.Layers.Runtime {
-		p.openWindow(t) // the first window opens at once, so missing node symbols show now
+		p.windows.Add(pid, nodeProbes{p, t})
 	}
 	probes := a.Probes()
 	p.mu.Unlock()

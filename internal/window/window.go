@@ -1,0 +1,89 @@
+// Package window schedules node sampling. Node probes are hit once per graph node on
+// every thread, so outside nodes.mode all they are attached in windows: from one window's
+// end, wait the interval, attach, let a number of graphs complete under them, detach. An
+// idle target costs nothing while a window is open, so a window waits for its graphs
+// however long they take to come: it ends when its last graph is assembled (Filled), not
+// on a timer.
+package window
+
+import "time"
+
+// Probes are one process's node probes.
+type Probes interface {
+	// Open attaches them and starts a window, and says whether any are in place.
+	Open() bool
+	// Close ends the window and detaches them.
+	Close()
+}
+
+// Scheduler decides when each process's window opens. It is not safe for concurrent use.
+type Scheduler struct {
+	interval time.Duration
+	now      func() time.Time
+	procs    map[int]*proc
+}
+
+type proc struct {
+	probes Probes
+	open   bool
+	next   time.Time // when the next window opens, while none is open
+}
+
+// New returns a scheduler that waits interval between windows, on the clock now.
+func New(interval time.Duration, now func() time.Time) *Scheduler {
+	return &Scheduler{interval: interval, now: now, procs: map[int]*proc{}}
+}
+
+// Add schedules process pid, whose first window opens at once: missing node symbols show
+// now. It says whether the window opened.
+func (s *Scheduler) Add(pid int, probes Probes) bool {
+	p := &proc{probes: probes}
+	s.procs[pid] = p
+	s.open(p, s.now())
+	return p.open
+}
+
+// Remove forgets process pid; its probes are the caller's to close.
+func (s *Scheduler) Remove(pid int) { delete(s.procs, pid) }
+
+// Tick opens the windows that are due, and returns when the next one opens (zero: none
+// waits).
+func (s *Scheduler) Tick() time.Time {
+	now := s.now()
+	for _, p := range s.procs {
+		if !p.open && !now.Before(p.next) {
+			s.open(p, now)
+		}
+	}
+	return s.Next()
+}
+
+// Filled ends process pid's window, whose last graph came, and returns when the next
+// window opens.
+func (s *Scheduler) Filled(pid int) time.Time {
+	if p := s.procs[pid]; p != nil && p.open {
+		p.probes.Close()
+		p.open = false
+		p.next = s.now().Add(s.interval)
+	}
+	return s.Next()
+}
+
+// Next returns when the next window opens (zero: none waits).
+func (s *Scheduler) Next() time.Time {
+	var next time.Time
+	for _, p := range s.procs {
+		if !p.open && (next.IsZero() || p.next.Before(next)) {
+			next = p.next
+		}
+	}
+	return next
+}
+
+// open opens p's window; one that cannot open is tried again an interval later.
+func (s *Scheduler) open(p *proc, now time.Time) {
+	p.open = p.probes.Open()
+	if !p.open {
+		p.next = now.Add(s.interval)
+	}
+}

@@ -1,0 +1,91 @@
+package window
+
+import (
+	"testing"
+	"time"
+)
+
+// clock is a fake clock the test moves.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time               { return c.t }
+func (c *clock) advance(d time.Duration)      { c.t = c.t.Add(d) }
+func (c *clock) at(d time.Duration) time.Time { return time.Unix(0, 0).Add(d) }
+
+// probes record what the scheduler did to them; fail makes Open attach nothing.
+type probes struct {
+	opened, closed int
+	fail           bool
+}
+
+func (p *probes) Open() bool {
+	if p.fail {
+		return false
+	}
+	p.opened++
+	return true
+}
+
+func (p *probes) Close() { p.closed++ }
+
+func TestWindows(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	s := New(10*time.Second, c.now)
+	a := &probes{}
+	if !s.Add(1, a) || a.opened != 1 {
+		t.Fatalf("the first window did not open at once: %+v", a)
+	}
+	if next := s.Next(); !next.IsZero() {
+		t.Errorf("next window at %v while the only one is open", next)
+	}
+	// An idle target keeps its window open, however long it takes.
+	c.advance(time.Hour)
+	if s.Tick(); a.opened != 1 || a.closed != 0 {
+		t.Errorf("an open window was touched by time alone: %+v", a)
+	}
+	if next := s.Filled(1); next != c.at(time.Hour+10*time.Second) || a.closed != 1 {
+		t.Errorf("filled: closed %d, next window at %v; want one close and the interval after", a.closed, next)
+	}
+	if s.Filled(1); a.closed != 1 {
+		t.Errorf("a closed window was closed again")
+	}
+	c.advance(9 * time.Second)
+	if s.Tick(); a.opened != 1 {
+		t.Errorf("a window opened before its interval passed")
+	}
+	c.advance(time.Second)
+	if next := s.Tick(); a.opened != 2 || !next.IsZero() {
+		t.Errorf("due window: opened %d, next %v", a.opened, next)
+	}
+}
+
+// A process whose node probes cannot be attached is tried again an interval later, not
+// at every tick; the next window of several processes is the soonest one's.
+func TestFailedOpenAndSoonest(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	s := New(10*time.Second, c.now)
+	bad := &probes{fail: true}
+	if s.Add(1, bad) {
+		t.Fatal("a window opened with no probe attached")
+	}
+	good := &probes{}
+	s.Add(2, good)
+	c.advance(3 * time.Second)
+	s.Filled(2) // next at 13 s; the failed one's at 10 s
+	if next := s.Tick(); next != c.at(10*time.Second) {
+		t.Errorf("next window at %v, want the failed process's retry at 10s", next)
+	}
+	bad.fail = false
+	c.advance(5 * time.Second)
+	if s.Tick(); bad.opened != 0 {
+		t.Errorf("retried before the interval")
+	}
+	c.advance(2 * time.Second)
+	if next := s.Tick(); bad.opened != 1 || next != c.at(13*time.Second) {
+		t.Errorf("retry: opened %d, next %v; want one open and the other's window at 13s", bad.opened, next)
+	}
+	s.Remove(2)
+	if next := s.Next(); !next.IsZero() {
+		t.Errorf("a removed process still scheduled: next %v", next)
+	}
+}
