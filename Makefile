@@ -50,7 +50,7 @@ testenv:
 test: testenv build
 	@# -p 1: the e2e tests target executables by path, so another package's llama.cpp
 	@# processes running meanwhile would be profiled too.
-	$(GO) test -p 1 -count=1 -timeout 60m ./...
+	$(GO) test -tags e2e -p 1 -count=1 -timeout 60m ./...
 
 bench: testenv build
 	command -v bpftrace >/dev/null || { apt-get update && apt-get install -y bpftrace; }

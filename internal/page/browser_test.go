@@ -1,0 +1,88 @@
+//go:build e2e
+
+package page
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// The page renders every section in a real browser, with no script error, and the
+// hostile strings show as text: nothing they hold runs.
+func TestPageInBrowser(t *testing.T) {
+	br := testbench.RequireBrowser(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "report.html")
+	var b bytes.Buffer
+	if err := Write(&b, full(), Static); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dom, consoleErrors, err := br.DOM(ctx, "file://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(consoleErrors) > 0 {
+		t.Errorf("console errors: %q", consoleErrors)
+	}
+	doc, err := html.Parse(strings.NewReader(dom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var imgs, pwned int
+	var errorsText, modelText string
+	ids := map[string]bool{}
+	testbench.Walk(doc, func(n *html.Node) {
+		if n.Type != html.ElementNode {
+			return
+		}
+		for _, a := range n.Attr {
+			switch {
+			case a.Key == "data-pwned":
+				pwned++
+			case a.Key == "id":
+				ids[a.Val] = true
+				if a.Val == "page-errors" {
+					errorsText = testbench.Text(n)
+				}
+			case a.Key == "class" && a.Val == "model-name":
+				modelText = testbench.Text(n)
+			}
+		}
+		if n.Data == "img" {
+			imgs++
+		}
+	})
+	if pwned > 0 || imgs > 0 {
+		t.Errorf("hostile markup ran or was inserted: %d data-pwned, %d img", pwned, imgs)
+	}
+	if modelText != hostile {
+		t.Errorf("model name shown as %q, want the hostile string as text", modelText)
+	}
+	if errorsText != "" {
+		t.Errorf("page errors: %s", errorsText)
+	}
+	for _, id := range []string{"findings", "throughput", "phase-prefill", "phase-decode", "ops-decode", "roofline", "timeline", "moe", "backends", "sched"} {
+		if !ids[id] {
+			t.Errorf("section %s not rendered", id)
+		}
+	}
+	if err := os.MkdirAll("../../build", 0o755); err == nil {
+		if err := br.Screenshot(ctx, "file://"+path, "../../build/page-test.png", 1400, 3000); err != nil {
+			t.Error(err)
+		}
+	}
+}

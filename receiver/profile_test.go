@@ -1,0 +1,122 @@
+//go:build e2e
+
+package receiver
+
+import (
+	"cmp"
+	"context"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// llama-bench on the 1B Q4_0 model under the ocb-built collector.
+func TestE2ELlamaBench(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, e.Bin("llama-bench"), "nodes: {mode: all, barriers: true}")
+	// -pg: a prompt, then tokens, in one context: the graph is rebuilt for each in the
+	// same memory, and reused token after token.
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 32, 16, 2, 1, "-pg", "32,16")...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
+	traces, metrics := c.stop(t)
+	checkProfile(t, traces, metrics, 16)
+	checkShapes(t, traces)
+	checkDAG(t, traces)
+	// With the barrier probe every node span splits each thread's busy time from its wait.
+	for _, s := range spans(traces) {
+		if s.name != "MUL_MAT" {
+			continue
+		}
+		busy, _ := s.attrs["ggml.thread.busy_ns"].([]any)
+		if len(busy) != 2 || busy[0].(int64) <= 0 || busy[1].(int64) <= 0 || uint64(busy[0].(int64)) > s.end-s.start {
+			t.Fatalf("MUL_MAT span busy time %v over %d ns, want 2 positive shares within it", busy, s.end-s.start)
+		}
+	}
+}
+
+// The default configuration samples: node probes come and go in windows, every traced
+// graph is whole, the others carry no nodes, and probes are back to the per-process set
+// between windows.
+func TestE2ESampledNodes(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, e.Bin("llama-bench"), "nodes: {sample_interval: 200ms, sample_graphs: 3}")
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 32, 128, 2, 1)...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	traces, metrics := c.stop(t)
+	graphs := checkProfile(t, traces, metrics, 16)
+	slices.SortFunc(graphs, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	traced, run, longest := 0, 0, 0
+	for _, g := range graphs {
+		if g.attrs["ggml.graph.traced"] != true {
+			run = 0
+			continue
+		}
+		traced++
+		run++
+		longest = max(longest, run)
+	}
+	// 128 decode graphs at ~20 ms take a few seconds: several windows, never all graphs.
+	if traced < 6 || traced >= len(graphs)/2 {
+		t.Errorf("%d of %d graphs traced, want at least two windows of 3 and well under half", traced, len(graphs))
+	}
+	// A window closes as its third graph is read, not at the reader's next tick.
+	if longest > 3 {
+		t.Errorf("%d graphs traced in a row, want windows of 3", longest)
+	}
+}
+
+// The node-llama-cpp prebuilt: CET code, a CPU variant loaded with dlopen, ggml's own
+// threadpool barrier.
+func TestE2ENodeLlamaCpp(t *testing.T) {
+	e := testbench.Require(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testbench.Missing(t, "node")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, node, fullTracing)
+	if _, err := testbench.Run(ctx, node, e.NodeArgs("llama-1b-q4_0", 24, 2, 3)...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	traces, metrics := c.stop(t)
+	checkProfile(t, traces, metrics, 16)
+	// node-llama-cpp 3.22.1 ships ggml 0.25.1, which says so.
+	if v := resourceVersions(traces); len(v) != 1 || v[0] != "0.25.1" {
+		t.Errorf("ggml.version on the resources: %q, want 0.25.1", v)
+	}
+}
+
+// A static llama-server: GGML and llama linked into the executable, found by its own
+// symbols; prefill and decode both come through the server's request path.
+func TestE2EStaticServer(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, e.StaticServer(), fullTracing)
+	s, err := e.StartServer(ctx, e.StaticServer(), "llama-1b-q4_0", 2, "-lv", "4") // -lv 4: print the model info
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if _, err := s.Complete(ctx, "The quick brown fox jumps over the lazy dog", 16); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	traces, metrics := c.stop(t)
+	// The static link inlined ggml_backend_graph_compute_async into the scheduler.
+	checkProfileOf(t, traces, metrics, 16, false)
+	checkModel(t, traces, s.Stdout.String()+s.Stderr.String())
+}

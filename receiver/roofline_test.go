@@ -1,0 +1,75 @@
+//go:build e2e
+
+package receiver
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// Roofline classification without a PMU: decode matmuls stream their quantised weights
+// and are memory-bound, at or near the measured bandwidth; prefill matmuls reach a far
+// higher FLOP rate.
+func TestE2ERoofline(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, e.Bin("llama-bench"), fullTracing)
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 512, 16, 2, 1)...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	traces, _ := c.stop(t)
+	all := spans(traces)
+	byID := map[string]span{}
+	for _, s := range all {
+		byID[s.id] = s
+	}
+	phase := func(s span) any { // node → graph → split → scheduler → llama_decode
+		return byID[byID[byID[byID[s.parent].parent].parent].parent].attrs["llama.phase"]
+	}
+	flops := map[any][]float64{}
+	memory, decode := 0, 0
+	for _, s := range all {
+		src, _ := s.attrs["ggml.src"].([]any)
+		if s.name != "MUL_MAT" || len(src) == 0 || !strings.HasPrefix(src[0].(string), "q4_0") {
+			continue
+		}
+		ph := phase(s)
+		flops[ph] = append(flops[ph], s.attrs["ggml.roofline.flops_per_second"].(float64))
+		if ph != "decode" {
+			continue
+		}
+		decode++
+		if s.attrs["ggml.roofline.bound"] == "memory" {
+			memory++
+			// The peak is the start-up probe's copies; a kernel that only reads can beat
+			// them by a few percent.
+			if f := s.attrs["ggml.roofline.peak_fraction"].(float64); f > 1.1 {
+				t.Errorf("decode %s moved %.2f times the measured peak bandwidth", s.attrs["ggml.tensor.name"], f)
+			}
+		}
+	}
+	if decode == 0 || len(flops["prefill"]) == 0 {
+		t.Fatalf("q4_0 MUL_MAT spans: %d decode, %d prefill", decode, len(flops["prefill"]))
+	}
+	if float64(memory) < 0.9*float64(decode) {
+		t.Errorf("%d of %d decode q4_0 MUL_MAT nodes are memory-bound, want at least 90%%", memory, decode)
+	}
+	pre, dec := median(flops["prefill"]), median(flops["decode"])
+	if pre < 2*dec {
+		t.Errorf("median MUL_MAT rate: prefill %.1f GFLOP/s, decode %.1f GFLOP/s; want prefill at least twice as high", pre/1e9, dec/1e9)
+	}
+	t.Logf("q4_0 MUL_MAT: %d decode nodes, %d memory-bound; median prefill %.1f GFLOP/s, decode %.1f GFLOP/s",
+		decode, memory, pre/1e9, dec/1e9)
+}
+
+func median(v []float64) float64 {
+	slices.Sort(v)
+	return v[len(v)/2]
+}
