@@ -64,7 +64,7 @@ func (r *profinferReceiver) profilerConfig() profiler.Config {
 			Peaks: roofline.Peaks{FLOPS: c.Roofline.PeakFLOPS, Bandwidth: c.Roofline.PeakBandwidth}},
 	}
 	for _, t := range c.Targets {
-		pc.Targets = append(pc.Targets, profiler.Target{PID: t.PID, Executable: t.Executable})
+		pc.Targets = append(pc.Targets, profiler.Selector{PID: t.PID, Executable: t.Executable})
 	}
 	for _, name := range c.Counters {
 		if ctr, err := perfcount.Parse(name); err == nil { // Validate reported the others

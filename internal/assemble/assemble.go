@@ -79,7 +79,7 @@ type Node struct {
 	Info       *NodeInfo // nil when thread 0's detail was not seen
 	Start, End uint64    // first thread's start, last thread's end
 	Threads    []ThreadTime
-	Sched      events.Sched // what the scheduler did to its threads meanwhile, summed
+	Sched      events.CPUSched // what the scheduler did to its threads meanwhile, summed
 	// Counters sums the perf counter deltas of the Counted thread shares; they are
 	// complete when Counted is len(Threads).
 	Counters events.Counters
@@ -130,9 +130,9 @@ type Graph struct {
 	byTensor map[uint64]*Node
 }
 
-// Sched is one ggml_backend_sched_graph_compute_async call: the whole graph, which the
+// SchedCall is one ggml_backend_sched_graph_compute_async call: the whole graph, which the
 // scheduler splits into per-backend graphs.
-type Sched struct {
+type SchedCall struct {
 	TID        uint32
 	NNodes     int
 	Start, End uint64
@@ -165,7 +165,7 @@ type Decode struct {
 	Tokens     int
 	Start, End uint64
 	Result     int
-	Scheds     []Sched
+	Scheds     []SchedCall
 	Splits     []Split
 	Copies     []Copy
 	Graphs     []*Graph
@@ -192,7 +192,7 @@ type thread struct {
 	tid         uint32
 	cur         *Node
 	curStart    uint64
-	curSched    events.Sched
+	curSched    events.CPUSched
 	ith         int
 	lastBarrier uint64
 	ctr         counting // kept from graph to graph
@@ -223,7 +223,7 @@ func (c *counting) read(v *events.Counters) (d *events.Counters) {
 
 type process struct {
 	decode  *Decode
-	sched   *Sched
+	sched   *SchedCall
 	split   *Split
 	copy    *Copy
 	graph   *Graph
@@ -340,7 +340,7 @@ func (p *process) traced(start, end uint64) (traced, fills bool) {
 
 // SchedEnter starts a scheduler graph computation.
 func (a *Assembler) SchedEnter(pid, tid uint32, ts uint64, nodes int) {
-	a.proc(pid).sched = &Sched{TID: tid, NNodes: nodes, Start: ts}
+	a.proc(pid).sched = &SchedCall{TID: tid, NNodes: nodes, Start: ts}
 }
 
 // SchedExit finishes the open scheduler computation, as part of the open decode.
@@ -410,7 +410,7 @@ func (a *Assembler) GraphEnter(pid, tid uint32, ts, ptr uint64, nodes, threads i
 // sched is the calling thread's scheduler counters. lost is the count of the process's
 // lost records: a graph of a decode goes with its decode, whose exit checks it; one
 // outside any decode is dropped whole if it grew since the last exit.
-func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.Sched, lost uint64) {
+func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched, lost uint64) {
 	p := a.proc(pid)
 	g := p.graph
 	if g == nil || g.TID != tid {
@@ -454,7 +454,7 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.Sched, lo
 // NodeStart records that thread ith started computing tensor, with the thread's
 // scheduler counters and perf counters (nil if the event had none). tensor2 is the second
 // tensor of a fused kernel. info is set on the event that carries the tensor's detail.
-func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor, tensor2 uint64, ith int, info *NodeInfo, sched events.Sched, ctr *events.Counters) {
+func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor, tensor2 uint64, ith int, info *NodeInfo, sched events.CPUSched, ctr *events.Counters) {
 	p := a.proc(pid)
 	g := p.graph
 	if g == nil {
@@ -529,7 +529,7 @@ func (a *Assembler) Experts(pid, tid uint32, ids uint64, tokens int, rows []byte
 
 // ThreadExit records that a thread left the graph (ggml_graph_compute_thread returned),
 // with its counters: they end its last node.
-func (a *Assembler) ThreadExit(pid, tid uint32, ts uint64, sched events.Sched, ctr *events.Counters) {
+func (a *Assembler) ThreadExit(pid, tid uint32, ts uint64, sched events.CPUSched, ctr *events.Counters) {
 	p := a.proc(pid)
 	t := p.thread(tid)
 	late := t.ctr.late
@@ -573,7 +573,7 @@ func (a *Assembler) Barrier(pid, tid uint32, ts uint64) {
 // closeNode ends the thread's current node at ts, its busy part at its last barrier (or
 // at ts if it has not reached one). sched is the thread's scheduler counters at ts, ctr
 // its perf counter deltas since the node started; nil when unknown.
-func (a *Assembler) closeNode(t *thread, ts uint64, sched *events.Sched, ctr *events.Counters) {
+func (a *Assembler) closeNode(t *thread, ts uint64, sched *events.CPUSched, ctr *events.Counters) {
 	n := t.cur
 	if n == nil {
 		return

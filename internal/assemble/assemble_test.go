@@ -30,23 +30,23 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	a.SchedEnter(1, 1, 105, 9)
 	a.GraphEnter(1, 1, 110, 0xa, 5, 2)
 	// node 0x1 (MUL_MAT): internal barrier at 130/131, done at 150 and 140.
-	a.NodeStart(1, 1, 120, 0x1, 0, 0, mm, events.Sched{}, nil)
-	a.NodeStart(1, 2, 121, 0x1, 0, 1, nil, events.Sched{}, nil)
+	a.NodeStart(1, 1, 120, 0x1, 0, 0, mm, events.CPUSched{}, nil)
+	a.NodeStart(1, 2, 121, 0x1, 0, 1, nil, events.CPUSched{}, nil)
 	a.Barrier(1, 1, 130)
 	a.Barrier(1, 2, 131)
 	a.Barrier(1, 2, 140)
 	a.Barrier(1, 1, 150)
 	// node 0x2 (ADD).
-	a.NodeStart(1, 2, 152, 0x2, 0, 1, nil, events.Sched{}, nil)
-	a.NodeStart(1, 1, 153, 0x2, 0, 0, add, events.Sched{}, nil)
+	a.NodeStart(1, 2, 152, 0x2, 0, 1, nil, events.CPUSched{}, nil)
+	a.NodeStart(1, 1, 153, 0x2, 0, 0, add, events.CPUSched{}, nil)
 	a.Barrier(1, 1, 160)
 	a.Barrier(1, 2, 158)
 	// node 0x3 (fused RMS_NORM+MUL), then the final barrier.
-	a.NodeStart(1, 1, 161, 0x3, 0, 0, norm, events.Sched{}, nil)
-	a.NodeStart(1, 2, 162, 0x3, 0, 1, nil, events.Sched{}, nil)
+	a.NodeStart(1, 1, 161, 0x3, 0, 0, norm, events.CPUSched{}, nil)
+	a.NodeStart(1, 2, 162, 0x3, 0, 1, nil, events.CPUSched{}, nil)
 	a.Barrier(1, 2, 170)
 	a.Barrier(1, 1, 175)
-	a.GraphExit(1, 1, 180, events.Sched{}, 0)
+	a.GraphExit(1, 1, 180, events.CPUSched{}, 0)
 	a.SchedExit(1, 1, 185)
 	a.DecodeExit(1, 1, 190, 0, 0)
 
@@ -57,7 +57,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	if d.Tokens != 1 || d.Start != 100 || d.End != 190 || len(d.Graphs) != 1 {
 		t.Fatalf("decode %+v", d)
 	}
-	if want := []Sched{{TID: 1, NNodes: 9, Start: 105, End: 185}}; !reflect.DeepEqual(d.Scheds, want) {
+	if want := []SchedCall{{TID: 1, NNodes: 9, Start: 105, End: 185}}; !reflect.DeepEqual(d.Scheds, want) {
 		t.Fatalf("scheds %+v, want %+v", d.Scheds, want)
 	}
 	g := d.Graphs[0]
@@ -94,10 +94,10 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	a := New(s)
 	a.NodesOn(7, 1, 0)
 	a.Barrier(7, 7, 1)
-	a.NodeStart(7, 7, 2, 0x1, 0, 0, nil, events.Sched{}, nil)
+	a.NodeStart(7, 7, 2, 0x1, 0, 0, nil, events.CPUSched{}, nil)
 	a.GraphEnter(7, 7, 10, 0xa, 1, 1)
-	a.NodeStart(7, 7, 11, 0x1, 0, 0, nil, events.Sched{}, nil)
-	a.GraphExit(7, 7, 20, events.Sched{}, 0) // no barrier: the node ends at graph exit
+	a.NodeStart(7, 7, 11, 0x1, 0, 0, nil, events.CPUSched{}, nil)
+	a.GraphExit(7, 7, 20, events.CPUSched{}, 0) // no barrier: the node ends at graph exit
 	if n := s.graphs[0].Nodes[0]; len(s.graphs) != 1 || n.End != 20 || n.Threads[0].Busy != 20 {
 		t.Fatalf("graphs %+v", s.graphs)
 	}
@@ -125,7 +125,7 @@ func TestLostRecords(t *testing.T) {
 	decode := func(start uint64, lost uint64) {
 		a.DecodeEnter(1, 1, start, 1)
 		a.GraphEnter(1, 1, start+1, 0xa, 1, 1)
-		a.GraphExit(1, 1, start+2, events.Sched{}, lost)
+		a.GraphExit(1, 1, start+2, events.CPUSched{}, lost)
 		a.DecodeExit(1, 1, start+3, 0, lost)
 	}
 	decode(10, 0) // nothing lost
@@ -139,7 +139,7 @@ func TestLostRecords(t *testing.T) {
 	a.DecodeEnter(1, 1, 40, 1)
 	a.GraphEnter(1, 1, 41, 0xa, 1, 1)
 	a.GraphEnter(1, 1, 42, 0xa, 1, 1)
-	a.GraphExit(1, 1, 43, events.Sched{}, 4)
+	a.GraphExit(1, 1, 43, events.CPUSched{}, 4)
 	a.DecodeExit(1, 1, 44, 0, 4)
 	// A lost decode exit: the decode is dropped when the next one starts.
 	a.DecodeEnter(1, 1, 50, 1)
@@ -150,9 +150,9 @@ func TestLostRecords(t *testing.T) {
 	}
 	// A graph outside any decode is checked at its own exit.
 	a.GraphEnter(1, 1, 80, 0xb, 1, 1)
-	a.GraphExit(1, 1, 81, events.Sched{}, 6)
+	a.GraphExit(1, 1, 81, events.CPUSched{}, 6)
 	a.GraphEnter(1, 1, 82, 0xb, 1, 1)
-	a.GraphExit(1, 1, 83, events.Sched{}, 6)
+	a.GraphExit(1, 1, 83, events.CPUSched{}, 6)
 	if len(s.graphs) != 1 || s.graphs[0].Start != 82 || a.Stats.DroppedGraphs != 5 {
 		t.Fatalf("loose graphs %d, stats %+v", len(s.graphs), a.Stats)
 	}
@@ -165,8 +165,8 @@ func TestNodeWindows(t *testing.T) {
 	a := New(s)
 	graph := func(start, end uint64) *Graph {
 		a.GraphEnter(3, 3, start, 0xa, 1, 1)
-		a.NodeStart(3, 3, start+1, 0x1, 0, 0, nil, events.Sched{}, nil)
-		a.GraphExit(3, 3, end, events.Sched{}, 0)
+		a.NodeStart(3, 3, start+1, 0x1, 0, 0, nil, events.CPUSched{}, nil)
+		a.GraphExit(3, 3, end, events.CPUSched{}, 0)
 		return s.graphs[len(s.graphs)-1]
 	}
 	if g := graph(10, 20); g.Traced || g.Nodes != nil {
@@ -217,12 +217,12 @@ func TestExperts(t *testing.T) {
 	for i, e := range []uint32{5, 1, 7, 7, 7, 7, 7, 7, 0, 3, 7, 7, 7, 7, 7, 7} {
 		binary.LittleEndian.PutUint32(rows[4*i:], e)
 	}
-	a.NodeStart(3, 3, 11, 0x1, 0, 0, info, events.Sched{}, nil)
+	a.NodeStart(3, 3, 11, 0x1, 0, 0, info, events.CPUSched{}, nil)
 	a.Experts(3, 3, 0x1d5, 2, rows, 32)
-	a.NodeStart(3, 3, 12, 0x2, 0, 0, info, events.Sched{}, nil)
+	a.NodeStart(3, 3, 12, 0x2, 0, 0, info, events.CPUSched{}, nil)
 	a.Experts(3, 3, 0x1d5, 2, rows, 32)
 	a.Experts(3, 9, 0x1d5, 2, rows, 32) // a thread with no node
-	a.GraphExit(3, 3, 20, events.Sched{}, 0)
+	a.GraphExit(3, 3, 20, events.CPUSched{}, 0)
 	g := s.graphs[0]
 	r := g.Nodes[0].Routing
 	if r == nil || len(g.Routings) != 1 || g.Routings[0] != r || r.NExpert != 8 || r.Used != 2 || r.Tokens != 2 || !slices.Equal(r.Experts, []int32{5, 1, 0, 3}) {
@@ -243,16 +243,16 @@ func TestNodeSched(t *testing.T) {
 	a := New(s)
 	a.NodesOn(5, 1, 0)
 	a.GraphEnter(5, 1, 10, 0xa, 2, 2)
-	a.NodeStart(5, 1, 11, 0x1, 0, 0, nil, events.Sched{OffCPU: 100, RunQueue: 50, Preemptions: 1}, nil)
-	a.NodeStart(5, 2, 12, 0x1, 0, 1, nil, events.Sched{OffCPU: 7}, nil)
-	a.NodeStart(5, 1, 20, 0x2, 0, 0, nil, events.Sched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1}, nil)
-	a.NodeStart(5, 2, 21, 0x2, 0, 1, nil, events.Sched{OffCPU: 17}, nil)
-	a.GraphExit(5, 1, 30, events.Sched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1}, 0)
+	a.NodeStart(5, 1, 11, 0x1, 0, 0, nil, events.CPUSched{OffCPU: 100, RunQueue: 50, Preemptions: 1}, nil)
+	a.NodeStart(5, 2, 12, 0x1, 0, 1, nil, events.CPUSched{OffCPU: 7}, nil)
+	a.NodeStart(5, 1, 20, 0x2, 0, 0, nil, events.CPUSched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1}, nil)
+	a.NodeStart(5, 2, 21, 0x2, 0, 1, nil, events.CPUSched{OffCPU: 17}, nil)
+	a.GraphExit(5, 1, 30, events.CPUSched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1}, 0)
 	g := s.graphs[0]
-	if got, want := g.Nodes[0].Sched, (events.Sched{OffCPU: 310, RunQueue: 200, Preemptions: 1, Migrations: 1}); got != want {
+	if got, want := g.Nodes[0].Sched, (events.CPUSched{OffCPU: 310, RunQueue: 200, Preemptions: 1, Migrations: 1}); got != want {
 		t.Errorf("node 1: %+v, want %+v", got, want)
 	}
-	if got := g.Nodes[1].Sched; got != (events.Sched{}) {
+	if got := g.Nodes[1].Sched; got != (events.CPUSched{}) {
 		t.Errorf("node 2: %+v, want nothing", got)
 	}
 }
@@ -266,20 +266,20 @@ func TestCounters(t *testing.T) {
 	c := func(task uint64) *events.Counters { return &events.Counters{task, task / 10} }
 	a.NodesOn(1, 1, 0)
 	a.GraphEnter(1, 1, 10, 0xa, 2, 2)
-	a.NodeStart(1, 1, 11, 0x1, 0, 0, nil, events.Sched{}, c(1000)) // first readings: baselines
-	a.NodeStart(1, 2, 12, 0x1, 0, 1, nil, events.Sched{}, c(500))
-	a.NodeStart(1, 1, 20, 0x2, 0, 0, nil, events.Sched{}, c(1800))
-	a.NodeStart(1, 2, 21, 0x2, 0, 1, nil, events.Sched{}, c(1200))
-	a.ThreadExit(1, 2, 28, events.Sched{}, c(1900))
-	a.ThreadExit(1, 1, 29, events.Sched{}, c(2400))
-	a.GraphExit(1, 1, 30, events.Sched{}, 0)
+	a.NodeStart(1, 1, 11, 0x1, 0, 0, nil, events.CPUSched{}, c(1000)) // first readings: baselines
+	a.NodeStart(1, 2, 12, 0x1, 0, 1, nil, events.CPUSched{}, c(500))
+	a.NodeStart(1, 1, 20, 0x2, 0, 0, nil, events.CPUSched{}, c(1800))
+	a.NodeStart(1, 2, 21, 0x2, 0, 1, nil, events.CPUSched{}, c(1200))
+	a.ThreadExit(1, 2, 28, events.CPUSched{}, c(1900))
+	a.ThreadExit(1, 1, 29, events.CPUSched{}, c(2400))
+	a.GraphExit(1, 1, 30, events.CPUSched{}, 0)
 
 	a.GraphEnter(1, 1, 40, 0xa, 1, 2)
-	a.NodeStart(1, 1, 41, 0x1, 0, 0, nil, events.Sched{}, c(2500))
-	a.NodeStart(1, 2, 42, 0x1, 0, 1, nil, events.Sched{}, c(2000))
-	a.ThreadExit(1, 1, 49, events.Sched{}, c(3000))
-	a.GraphExit(1, 1, 50, events.Sched{}, 0)
-	a.ThreadExit(1, 2, 51, events.Sched{}, c(2700))
+	a.NodeStart(1, 1, 41, 0x1, 0, 0, nil, events.CPUSched{}, c(2500))
+	a.NodeStart(1, 2, 42, 0x1, 0, 1, nil, events.CPUSched{}, c(2000))
+	a.ThreadExit(1, 1, 49, events.CPUSched{}, c(3000))
+	a.GraphExit(1, 1, 50, events.CPUSched{}, 0)
+	a.ThreadExit(1, 2, 51, events.CPUSched{}, c(2700))
 	if len(s.graphs) != 2 {
 		t.Fatalf("%d graphs", len(s.graphs))
 	}
@@ -309,18 +309,18 @@ func TestCounters(t *testing.T) {
 
 	// A reading without counters breaks the chain: the next interval is not attributed.
 	a.GraphEnter(1, 1, 60, 0xa, 1, 1)
-	a.NodeStart(1, 1, 61, 0x1, 0, 0, nil, events.Sched{}, nil)
-	a.ThreadExit(1, 1, 69, events.Sched{}, c(4000))
-	a.GraphExit(1, 1, 70, events.Sched{}, 0)
+	a.NodeStart(1, 1, 61, 0x1, 0, 0, nil, events.CPUSched{}, nil)
+	a.ThreadExit(1, 1, 69, events.CPUSched{}, c(4000))
+	a.GraphExit(1, 1, 70, events.CPUSched{}, 0)
 	if g := s.graphs[2]; g.Nodes[0].Counted != 0 || len(g.Outside) != 0 {
 		t.Errorf("uncounted start: node counted %d, outside %v", g.Nodes[0].Counted, g.Outside)
 	}
 	// A new window starts afresh: the untraced time between is nobody's.
 	a.NodesOn(1, 75, 0)
 	a.GraphEnter(1, 1, 80, 0xa, 1, 1)
-	a.NodeStart(1, 1, 81, 0x1, 0, 0, nil, events.Sched{}, c(9000))
-	a.ThreadExit(1, 1, 89, events.Sched{}, c(9100))
-	a.GraphExit(1, 1, 90, events.Sched{}, 0)
+	a.NodeStart(1, 1, 81, 0x1, 0, 0, nil, events.CPUSched{}, c(9000))
+	a.ThreadExit(1, 1, 89, events.CPUSched{}, c(9100))
+	a.GraphExit(1, 1, 90, events.CPUSched{}, 0)
 	if g := s.graphs[3]; len(g.Outside) != 0 || g.Nodes[0].Counters != (events.Counters{100, 10}) {
 		t.Errorf("after a new window: outside %v, node %v", g.Outside, g.Nodes[0].Counters)
 	}
@@ -363,12 +363,12 @@ func TestRepeatedTensor(t *testing.T) {
 	a.NodesOn(1, 50, 0)
 	a.GraphEnter(1, 1, 100, 0xa, 3, 2)
 	for i, at := range []uint64{110, 130, 150} {
-		a.NodeStart(1, 1, at, 0x1, 0, 0, mm, events.Sched{}, nil)
-		a.NodeStart(1, 2, at+1, 0x1, 0, 1, nil, events.Sched{}, nil)
+		a.NodeStart(1, 1, at, 0x1, 0, 0, mm, events.CPUSched{}, nil)
+		a.NodeStart(1, 2, at+1, 0x1, 0, 1, nil, events.CPUSched{}, nil)
 		a.Barrier(1, 1, at+15)
 		a.Barrier(1, 2, at+16+uint64(i))
 	}
-	a.GraphExit(1, 1, 170, events.Sched{}, 0)
+	a.GraphExit(1, 1, 170, events.CPUSched{}, 0)
 	if len(s.graphs) != 1 {
 		t.Fatalf("%d graphs", len(s.graphs))
 	}

@@ -79,7 +79,7 @@ type Event struct {
 	a, b uint64
 	// Sched is the thread's cumulative scheduler counters (node starts and graph exits,
 	// with the scheduler layer on).
-	Sched Sched
+	Sched CPUSched
 	// Counters is the thread's perf counter values in configuration order, cumulative
 	// since they were opened; set when Flags has FlagCounted.
 	Counters Counters
@@ -150,15 +150,15 @@ func (c *Counters) Add(d Counters) {
 	}
 }
 
-// Sched is what the scheduler did to a thread, cumulative.
-type Sched struct {
+// CPUSched is what the CPU scheduler did to a thread, cumulative.
+type CPUSched struct {
 	OffCPU, RunQueue        uint64 // nanoseconds switched out; of those, runnable but waiting
 	Preemptions, Migrations uint32
 }
 
 // Sub returns s minus an earlier reading.
-func (s Sched) Sub(earlier Sched) Sched {
-	return Sched{s.OffCPU - earlier.OffCPU, s.RunQueue - earlier.RunQueue,
+func (s CPUSched) Sub(earlier CPUSched) CPUSched {
+	return CPUSched{s.OffCPU - earlier.OffCPU, s.RunQueue - earlier.RunQueue,
 		s.Preemptions - earlier.Preemptions, s.Migrations - earlier.Migrations}
 }
 
@@ -177,7 +177,7 @@ func Decode(b []byte, e *Event) error {
 	e.Flags = le.Uint16(b[22:])
 	e.a = le.Uint64(b[24:])
 	e.b = le.Uint64(b[32:])
-	e.Sched = Sched{OffCPU: le.Uint64(b[40:]), RunQueue: le.Uint64(b[48:]),
+	e.Sched = CPUSched{OffCPU: le.Uint64(b[40:]), RunQueue: le.Uint64(b[48:]),
 		Preemptions: le.Uint32(b[56:]), Migrations: le.Uint32(b[60:])}
 	e.Detail, e.Tensor, e.SrcView, e.Rows = nil, nil, nil, nil
 	e.Src = [NumSrc][]byte{}

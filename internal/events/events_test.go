@@ -47,7 +47,7 @@ func TestDecode(t *testing.T) {
 	}
 	if e.TS != 123 || e.PID != 10 || e.TID != 11 || e.Kind != NodeDetail || e.Nth != 2 ||
 		e.Flags != FlagFused|FlagCounted || e.Counters[0] != 41 || le.Uint64(e.SrcView[16:]) != 0xfeed || e.Counters[MaxCounters-1] != 48 || e.TensorAddr() != 0xdead || e.Fused() != 0xbeef || e.Tensor[0] != 7 || e.Src[1][0] != 9 ||
-		e.Sched != (Sched{OffCPU: 500, RunQueue: 200, Preemptions: 3, Migrations: 1}) {
+		e.Sched != (CPUSched{OffCPU: 500, RunQueue: 200, Preemptions: 3, Migrations: 1}) {
 		t.Fatalf("decoded %+v", e)
 	}
 	for _, tc := range []struct {
@@ -110,9 +110,9 @@ func TestDecodeExperts(t *testing.T) {
 }
 
 func TestSchedSub(t *testing.T) {
-	a := Sched{OffCPU: 10, RunQueue: 4, Preemptions: 2, Migrations: 1}
-	b := Sched{OffCPU: 25, RunQueue: 9, Preemptions: 5, Migrations: 1}
-	if d := b.Sub(a); d != (Sched{15, 5, 3, 0}) {
+	a := CPUSched{OffCPU: 10, RunQueue: 4, Preemptions: 2, Migrations: 1}
+	b := CPUSched{OffCPU: 25, RunQueue: 9, Preemptions: 5, Migrations: 1}
+	if d := b.Sub(a); d != (CPUSched{15, 5, 3, 0}) {
 		t.Fatalf("%+v", d)
 	}
 }

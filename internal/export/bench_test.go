@@ -37,7 +37,7 @@ func decodeGraph() *assemble.Graph {
 func BenchmarkGraphSpans(b *testing.B) {
 	s := NewSpans(Clock{Offset: 1000}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, nil)
 	g := decodeGraph()
-	p := &Process{PID: 1, VPID: 1, Exe: "/usr/bin/llama-server"}
+	p := &Origin{PID: 1, VPID: 1, Exe: "/usr/bin/llama-server"}
 	b.ReportAllocs()
 	for b.Loop() {
 		s.Graph(ptrace.NewTraces(), p, g)

@@ -20,8 +20,8 @@ import (
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
-// Process is the resource a span or metric belongs to.
-type Process struct {
+// Origin is the process a span or metric comes from: its resource.
+type Origin struct {
 	PID, VPID int
 	Exe       string // as the process sees it
 	BuildID   string
@@ -34,7 +34,7 @@ type Process struct {
 
 // Resource is p's resource with the semantic-convention attributes rb's configuration
 // enables (resource_attributes.<name>.enabled).
-func (p *Process) Resource(rb *metadata.ResourceBuilder) pcommon.Resource {
+func (p *Origin) Resource(rb *metadata.ResourceBuilder) pcommon.Resource {
 	name := p.Exe[strings.LastIndexByte(p.Exe, '/')+1:]
 	rb.SetServiceName(name)
 	rb.SetProcessPid(int64(p.PID))
@@ -115,7 +115,7 @@ func (s *Spans) spanID() pcommon.SpanID {
 }
 
 // scope returns the span slice for process p in td, adding the resource on first use.
-func (s *Spans) scope(td ptrace.Traces, p *Process) ptrace.SpanSlice {
+func (s *Spans) scope(td ptrace.Traces, p *Origin) ptrace.SpanSlice {
 	rs := td.ResourceSpans().AppendEmpty()
 	if s.rb == nil {
 		s.rb = metadata.NewResourceBuilder(s.Resources)
@@ -127,7 +127,7 @@ func (s *Spans) scope(td ptrace.Traces, p *Process) ptrace.SpanSlice {
 }
 
 // Decode appends a llama_decode span, its graph spans and their node spans to td.
-func (s *Spans) Decode(td ptrace.Traces, p *Process, d *assemble.Decode) {
+func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) {
 	spans := s.scope(td, p)
 	sp := spans.AppendEmpty()
 	trace := s.traceID()
@@ -180,7 +180,7 @@ func enclosing(parent pcommon.SpanID, ids []pcommon.SpanID, extent func(int) (ui
 	return parent
 }
 
-func (s *Spans) sched(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, sc *assemble.Sched) pcommon.SpanID {
+func (s *Spans) sched(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, sc *assemble.SchedCall) pcommon.SpanID {
 	s.begin(sp, trace, parent, "ggml.backend_sched.graph_compute", sc.Start, sc.End)
 	a := sp.Attributes()
 	a.PutInt("ggml.graph.nodes", int64(sc.NNodes))
@@ -218,7 +218,7 @@ func (s *Spans) begin(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Span
 }
 
 // Graph appends a graph computed outside llama_decode, as the root of its own trace.
-func (s *Spans) Graph(td ptrace.Traces, p *Process, g *assemble.Graph) {
+func (s *Spans) Graph(td ptrace.Traces, p *Origin, g *assemble.Graph) {
 	s.graph(s.scope(td, p), s.traceID(), pcommon.NewSpanIDEmpty(), g)
 }
 
@@ -364,7 +364,7 @@ func BarrierWait(n *assemble.Node) uint64 {
 }
 
 // putSched records what the scheduler did to a node's threads; absent means none of it.
-func putSched(a pcommon.Map, s events.Sched) {
+func putSched(a pcommon.Map, s events.CPUSched) {
 	for _, kv := range [...]struct {
 		key string
 		v   uint64

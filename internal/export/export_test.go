@@ -43,18 +43,18 @@ func TestImbalance(t *testing.T) {
 
 func TestDecodeSpans(t *testing.T) {
 	s := NewSpans(Clock{Offset: 1000}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, nil)
-	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 32, Start: 10, End: 100, Scheds: []assemble.Sched{{TID: 1, NNodes: 9, Start: 15, End: 95}}, Graphs: []*assemble.Graph{{
+	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 32, Start: 10, End: 100, Scheds: []assemble.SchedCall{{TID: 1, NNodes: 9, Start: 15, End: 95}}, Graphs: []*assemble.Graph{{
 		TID: 1, NNodes: 5, NThreads: 2, Start: 20, End: 90, Traced: true,
 		Nodes: []*assemble.Node{{
 			Info: &assemble.NodeInfo{Op: "MUL_MAT", Name: "Qcur-1", Type: "f32", Shape: [4]int64{2048, 32, 1, 1}, Srcs: []assemble.Src{assemble.NewSrc("q4_0", [4]int64{2048, 2048, 1, 1})},
 				FLOPs: 8e6, Bytes: 2.4e6},
-			Sched: events.Sched{OffCPU: 12, Preemptions: 1},
+			Sched: events.CPUSched{OffCPU: 12, Preemptions: 1},
 			Start: 30, End: 80,
 			Threads: []assemble.ThreadTime{{Ith: 1, Start: 31, Busy: 70, End: 80}, {Ith: 0, Start: 30, Busy: 75, End: 79}},
 		}},
 	}}}
 	td := ptrace.NewTraces()
-	s.Decode(td, &Process{PID: 1, VPID: 1, Exe: "/usr/bin/llama-server"}, d)
+	s.Decode(td, &Origin{PID: 1, VPID: 1, Exe: "/usr/bin/llama-server"}, d)
 	rs := td.ResourceSpans().At(0)
 	if v, _ := rs.Resource().Attributes().Get("service.name"); v.Str() != "llama-server" {
 		t.Errorf("service.name %q", v.Str())
@@ -99,7 +99,7 @@ func TestDecodeSpans(t *testing.T) {
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	roofs := roofline.Roofs{Peaks: roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, Source: roofline.SourceStored, At: at}
 	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofs, nil)
-	m.Decode(&Process{PID: 1, Exe: "x"}, d)
+	m.Decode(&Origin{PID: 1, Exe: "x"}, d)
 	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 	found := false
 	for i := 0; i < ms.Len(); i++ {
@@ -150,7 +150,7 @@ func TestCounters(t *testing.T) {
 		Outside: []assemble.ThreadCounters{{TID: 7, Counters: events.Counters{100}}}}
 
 	td := ptrace.NewTraces()
-	NewSpans(Clock{}, true, roofline.Peaks{}, ctr).Graph(td, &Process{PID: 1, Exe: "x"}, g)
+	NewSpans(Clock{}, true, roofline.Peaks{}, ctr).Graph(td, &Origin{PID: 1, Exe: "x"}, g)
 	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
 	a := spans.At(1).Attributes().AsRaw()
 	if a["perf.task_clock"] != int64(900) || a["perf.cache_misses"] != int64(30) ||
@@ -162,7 +162,7 @@ func TestCounters(t *testing.T) {
 	}
 
 	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, ctr)
-	m.Graph(&Process{PID: 1, Exe: "x"}, g)
+	m.Graph(&Origin{PID: 1, Exe: "x"}, g)
 	md := m.Emit(Telemetry{})
 	got := map[string]int64{}
 	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
@@ -203,12 +203,12 @@ func TestCounters(t *testing.T) {
 // more, then dropped.
 func TestOffload(t *testing.T) {
 	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 100,
-		Scheds: []assemble.Sched{{TID: 1, NNodes: 9, Start: 5, End: 95}},
+		Scheds: []assemble.SchedCall{{TID: 1, NNodes: 9, Start: 5, End: 95}},
 		Splits: []assemble.Split{{TID: 1, Backend: "CPU", NNodes: 4, Start: 10, End: 40}, {TID: 1, Backend: "RPC", NNodes: 5, Start: 60, End: 70}},
 		Copies: []assemble.Copy{{TID: 1, Src: "CPU", Dst: "RPC", Tensor: "l_out-7", Bytes: 8192, Start: 45, End: 55}},
 		Graphs: []*assemble.Graph{{TID: 1, NNodes: 4, NThreads: 2, Start: 12, End: 38}},
 	}
-	p := &Process{PID: 1, Exe: "x", CtxSize: 1024, CtxThreads: 2}
+	p := &Origin{PID: 1, Exe: "x", CtxSize: 1024, CtxThreads: 2}
 	td := ptrace.NewTraces()
 	NewSpans(Clock{}, true, roofline.Peaks{}, nil).Decode(td, p, d)
 	res := td.ResourceSpans().At(0).Resource().Attributes().AsRaw()
@@ -282,7 +282,7 @@ func TestOffload(t *testing.T) {
 func TestResourceAttributeSwitches(t *testing.T) {
 	mcfg := metadata.DefaultMetricsBuilderConfig()
 	mcfg.ResourceAttributes.ProcessExecutablePath.Enabled = false
-	p := &Process{PID: 3, Exe: "/opt/llama/llama-server", GGML: "0.25.1"}
+	p := &Origin{PID: 3, Exe: "/opt/llama/llama-server", GGML: "0.25.1"}
 	s := NewSpans(Clock{}, false, roofline.Peaks{}, nil)
 	s.Resources = mcfg.ResourceAttributes
 	td := ptrace.NewTraces()

@@ -51,7 +51,7 @@ type opKey struct{ op, weight, typ string }
 
 // processMetrics is the cumulative state of one process.
 type processMetrics struct {
-	proc      Process
+	proc      Origin
 	ops       map[opKey]*opStats
 	bounds    map[boundKey]int64
 	ctrBounds map[ctrBoundKey]int64
@@ -81,7 +81,7 @@ type opStats struct {
 	count        int64
 	dur          *histogram
 	flops, bytes float64
-	sched        events.Sched
+	sched        events.CPUSched
 	barrierWait  uint64 // ns
 	counters     events.Counters
 	counted      bool // some node had complete counters
@@ -138,7 +138,7 @@ func NewMetrics(cfg metadata.MetricsBuilderConfig, set receiver.Settings, roofs 
 	}
 }
 
-func (m *Metrics) process(p *Process) *processMetrics {
+func (m *Metrics) process(p *Origin) *processMetrics {
 	pm := m.procs[p.PID]
 	if pm != nil {
 		pm.proc = *p // the model may have been found since
@@ -153,7 +153,7 @@ func (m *Metrics) process(p *Process) *processMetrics {
 }
 
 // Decode counts a decode's tokens and time, and every node of its graphs.
-func (m *Metrics) Decode(p *Process, d *assemble.Decode) {
+func (m *Metrics) Decode(p *Origin, d *assemble.Decode) {
 	pm := m.process(p)
 	ph := 1
 	if Phase(d.Tokens) == "prefill" {
@@ -186,7 +186,7 @@ func (m *Metrics) Decode(p *Process, d *assemble.Decode) {
 }
 
 // Graph counts every node of a graph computed outside llama_decode.
-func (m *Metrics) Graph(p *Process, g *assemble.Graph) { m.graph(m.process(p), g) }
+func (m *Metrics) Graph(p *Origin, g *assemble.Graph) { m.graph(m.process(p), g) }
 
 func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 	if m.counters != nil {

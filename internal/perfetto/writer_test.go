@@ -79,7 +79,7 @@ func decode(start uint64, n int) *assemble.Decode {
 	g.End = t + overlapNS + 500
 	return &assemble.Decode{
 		TID: decodeTID, Tokens: nodeTokens, Start: start, End: g.End + 20_000,
-		Scheds: []assemble.Sched{{TID: decodeTID, NNodes: n, Start: start + 1000, End: g.End + 10_000}},
+		Scheds: []assemble.SchedCall{{TID: decodeTID, NNodes: n, Start: start + 1000, End: g.End + 10_000}},
 		Splits: []assemble.Split{{TID: decodeTID, Backend: "CPU", NNodes: n, Start: g.Start - 100, End: g.End + 100}},
 		Copies: []assemble.Copy{{TID: decodeTID, Src: "CPU", Dst: "RPC", Tensor: hostile, Bytes: 4096, Start: start + 2000, End: start + 3000}},
 		Graphs: []*assemble.Graph{g},
@@ -91,7 +91,7 @@ func decode(start uint64, n int) *assemble.Decode {
 func batch(t testing.TB, start uint64, n int) ptrace.Traces {
 	s := export.NewSpans(export.Clock{Offset: epoch}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, counters(t))
 	td := ptrace.NewTraces()
-	p := &export.Process{PID: serverPID, VPID: 1, Exe: "/usr/bin/llama-server",
+	p := &export.Origin{PID: serverPID, VPID: 1, Exe: "/usr/bin/llama-server",
 		Model: &model.Info{Name: "Tiny " + hostile + "\xc3", Architecture: "llama"}}
 	s.Decode(td, p, decode(start, n))
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "host-a")

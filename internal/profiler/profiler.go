@@ -35,8 +35,8 @@ import (
 	"github.com/profinfer/profinfer/internal/window"
 )
 
-// Target selects processes: by PID, or every process running Executable.
-type Target struct {
+// Selector selects processes: by PID, or every process running Executable.
+type Selector struct {
 	PID        int
 	Executable string
 }
@@ -59,7 +59,7 @@ type Nodes struct {
 
 // Config is what the receiver's configuration decides.
 type Config struct {
-	Targets            []Target // empty: every process that maps a GGML CPU backend
+	Targets            []Selector // empty: every process that maps a GGML CPU backend
 	DiscoveryInterval  time.Duration
 	CollectionInterval time.Duration
 	Nodes              Nodes
@@ -109,7 +109,7 @@ type Profiler struct {
 	acc         *export.Metrics
 	pending     ptrace.Traces
 	pendingFull bool   // pending holds maxPending spans or more
-	sampled     uint64 // decodes and loose graphs seen, for span sampling
+	seen        uint64 // decodes and loose graphs offered for spans, for span sampling
 	traced      uint64 // graphs traced node by node
 	tele        export.Telemetry
 	elfCache    *elfCache

@@ -61,7 +61,7 @@ func TestProfileLlamaBench(t *testing.T) {
 
 	traces, metrics := new(consumertest.TracesSink), new(consumertest.MetricsSink)
 	cfg := testConfig()
-	cfg.Targets = []Target{{Executable: e.Bin("llama-bench")}}
+	cfg.Targets = []Selector{{Executable: e.Bin("llama-bench")}}
 	p := start(t, ctx, cfg, traces, metrics)
 	// Discovery attaches while the model loads, before the first decode.
 	bench, err := testbench.Start(e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 8, 2, 1)...)
@@ -120,15 +120,15 @@ func TestBadTargets(t *testing.T) {
 	set.Logger = zaptest.NewLogger(t)
 
 	for _, tc := range []struct {
-		target Target
+		target Selector
 		want   string
 	}{
-		{Target{PID: sleeper.PID()}, fmt.Sprintf("pid %d is not a GGML process: it maps no GGML CPU backend", sleeper.PID())},
-		{Target{Executable: "/nonexistent/llama-server"}, "profinfer: target executable /nonexistent/llama-server: lstat /nonexistent: no such file or directory"},
+		{Selector{PID: sleeper.PID()}, fmt.Sprintf("pid %d is not a GGML process: it maps no GGML CPU backend", sleeper.PID())},
+		{Selector{Executable: "/nonexistent/llama-server"}, "profinfer: target executable /nonexistent/llama-server: lstat /nonexistent: no such file or directory"},
 	} {
 		cfg := testConfig()
 		cfg.Propagate = true
-		cfg.Targets = []Target{tc.target}
+		cfg.Targets = []Selector{tc.target}
 		p := New(cfg, set, nil, nil)
 		err := p.Start(ctx)
 		if err == nil || err.Error() != tc.want {
@@ -139,7 +139,7 @@ func TestBadTargets(t *testing.T) {
 
 	// ignore: the bad PID is skipped and counted, llama-bench is still profiled.
 	cfg := testConfig()
-	cfg.Targets = []Target{{PID: sleeper.PID()}, {Executable: e.Bin("llama-bench")}}
+	cfg.Targets = []Selector{{PID: sleeper.PID()}, {Executable: e.Bin("llama-bench")}}
 	traces := new(consumertest.TracesSink)
 	p := New(cfg, set, traces, nil)
 	if err := p.Start(ctx); err != nil {

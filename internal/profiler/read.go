@@ -176,7 +176,7 @@ func (s sink) Decode(d *assemble.Decode) {
 			s.p.countTraced(tr, g)
 		}
 		s.p.acc.Decode(&tr.proc, d)
-		if s.p.traces != nil && (len(d.Graphs) == 0 || s.sampled()) { // graph-less decodes are cheap: keep them all
+		if s.p.traces != nil && (len(d.Graphs) == 0 || s.keep()) { // graph-less decodes are cheap: keep them all
 			s.p.spans.Decode(s.p.pending, &tr.proc, d)
 			s.pend()
 		}
@@ -187,7 +187,7 @@ func (s sink) Graph(g *assemble.Graph) {
 	if tr := s.p.tracked[int(g.PID)]; tr != nil {
 		s.p.countTraced(tr, g)
 		s.p.acc.Graph(&tr.proc, g)
-		if s.p.traces != nil && s.sampled() {
+		if s.p.traces != nil && s.keep() {
 			s.p.spans.Graph(s.p.pending, &tr.proc, g)
 			s.pend()
 		}
@@ -203,9 +203,11 @@ const maxPending = 2048
 // pend notes whether the pending spans are due for the pipeline. Called with p.mu held.
 func (s sink) pend() { s.p.pendingFull = s.p.pending.SpanCount() >= maxPending }
 
-func (s sink) sampled() bool {
-	s.p.sampled++
-	return (s.p.sampled-1)%uint64(s.p.cfg.SampleEvery) == 0
+// keep counts one more decode or graph offered for spans, and says whether its spans are
+// kept: every SampleEvery-th one. Called with p.mu held.
+func (s sink) keep() bool {
+	s.p.seen++
+	return (s.p.seen-1)%uint64(s.p.cfg.SampleEvery) == 0
 }
 
 // flush hands the pending spans to the pipeline.

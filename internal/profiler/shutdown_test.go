@@ -30,7 +30,7 @@ func TestShutdownLeavesNoBPF(t *testing.T) {
 
 	cfg := testConfig()
 	cfg.Nodes = Nodes{Mode: NodesSampled, Interval: 50 * time.Millisecond, Graphs: 2}
-	cfg.Targets = []Target{{Executable: e.Bin("llama-bench")}}
+	cfg.Targets = []Selector{{Executable: e.Bin("llama-bench")}}
 	p := start(t, ctx, cfg, new(consumertest.TracesSink), new(consumertest.MetricsSink))
 	bench, err := testbench.Start(e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 0, 128, 2, 1)...)
 	if err != nil {

@@ -58,7 +58,7 @@ func refuse(reason metadata.AttributeProfinferAttachReason, exe string, err erro
 
 // tracked is one process with probes attached.
 type tracked struct {
-	proc       export.Process
+	proc       export.Origin
 	attachment *probe.Attachment
 	backends   *backends.Resolver
 	// The llama_context of its latest decode, and where its size and threads are (nil
@@ -584,7 +584,7 @@ func (p *Profiler) attachGGML(pid int) (mapped bool, err error) {
 	}
 	buildID := symbols.BuildIDOf(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
 	t := &tracked{
-		proc:       export.Process{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: buildID, GGML: target.Version},
+		proc:       export.Origin{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: buildID, GGML: target.Version},
 		attachment: a,
 		backends:   backends.NewResolver(p.procfs, "/proc", pid, p.elfCache.get),
 		describer:  describe.New(target),

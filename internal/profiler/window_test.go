@@ -30,7 +30,7 @@ func TestWindowsNeverBlockTarget(t *testing.T) {
 	cfg := testConfig()
 	cfg.Nodes = Nodes{Mode: NodesSampled, Interval: 20 * time.Millisecond, Graphs: 2}
 	cfg.Layers.Barriers, cfg.Layers.Scheduler = false, false
-	cfg.Targets = []Target{{Executable: e.Bin("llama-bench")}}
+	cfg.Targets = []Selector{{Executable: e.Bin("llama-bench")}}
 	p := start(t, ctx, cfg, new(consumertest.TracesSink), new(consumertest.MetricsSink))
 	defer p.Shutdown(ctx)
 	if !p.multi {

@@ -33,7 +33,7 @@ func decodeOf(tokens int, start uint64, nodes ...*assemble.Node) *assemble.Decod
 		Graphs: []*assemble.Graph{{TID: 1, NNodes: len(nodes), NThreads: 2, Start: start + 1, End: end + 5, Traced: true, Nodes: nodes}}}
 }
 
-func traces(p *export.Process, ds ...*assemble.Decode) ptrace.Traces {
+func traces(p *export.Origin, ds ...*assemble.Decode) ptrace.Traces {
 	s := export.NewSpans(export.Clock{Offset: 1e18}, true, peaks, nil)
 	td := ptrace.NewTraces()
 	for _, d := range ds {
@@ -42,7 +42,7 @@ func traces(p *export.Process, ds ...*assemble.Decode) ptrace.Traces {
 	return td
 }
 
-var server = &export.Process{PID: 7, VPID: 7, Exe: "/bin/llama-server"}
+var server = &export.Origin{PID: 7, VPID: 7, Exe: "/bin/llama-server"}
 
 func TestFold(t *testing.T) {
 	a := New()
@@ -175,7 +175,7 @@ func TestMetrics(t *testing.T) {
 func TestBounded(t *testing.T) {
 	a := New()
 	for pid := range 3 * maxProcesses {
-		p := &export.Process{PID: pid + 1, Exe: "/x"}
+		p := &export.Origin{PID: pid + 1, Exe: "/x"}
 		var nodes []*assemble.Node
 		if pid == 0 {
 			for i := range 2 * maxOps {
