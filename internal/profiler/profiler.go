@@ -12,10 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
 	"github.com/prometheus/procfs"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -23,10 +21,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/profinfer/profinfer/bpf"
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/export"
-	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
@@ -92,10 +88,8 @@ type Profiler struct {
 	traces  consumer.Traces
 	metrics consumer.Metrics
 
-	objs     bpf.ProfinferObjects
-	progs    *probe.Programs // the programs per ggml layout, objs' for the first
-	multi    bool            // uprobe_multi links (probe.PrepareMulti)
-	sched    []link.Link     // the scheduler tracepoints
+	bpf      *probe.Loaded
+	sched    []link.Link // the scheduler tracepoints
 	reader   *ringbuf.Reader
 	procfs   procfs.FS
 	counters *perfcount.Threads // nil: no perf counters
@@ -116,6 +110,7 @@ type Profiler struct {
 	noCount     map[uint32]bool // threads whose counters could not be opened
 	retiring    []retiring      // processes gone, for the reader to drop once it drained the ring
 	windows     *window.Scheduler
+	filled      []int // processes whose window the assembler's last call filled
 	// windowDue is when the next sampling window opens (zero: none waits). Only the
 	// reader writes it, so it reads it unlocked.
 	windowDue time.Time
@@ -187,7 +182,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 	p.windows = window.New(p.cfg.Nodes.Interval, time.Now)
 	p.pending = ptrace.NewTraces()
 	// The hooks go first, so that a process started during the first scan is noticed.
-	p.watch, err = watch.Open(p.objs.Traced)
+	p.watch, err = watch.Open(p.bpf.Traced)
 	switch {
 	case p.watch == nil:
 		p.log.Warn("process hooks unavailable: new targets are found only by scanning /proc every discovery_interval",
@@ -214,62 +209,29 @@ func (p *Profiler) Start(ctx context.Context) error {
 }
 
 func (p *Profiler) load() error {
-	// Kernels since 5.11 charge BPF memory to the cgroup; raising the limit is only needed
-	// (and only possible) on older ones.
-	_ = rlimit.RemoveMemlock()
-	spec, err := bpf.LoadProfinfer()
+	l, err := probe.Load(probe.LoadConfig{
+		RingBufferSize: p.cfg.RingBufferSize,
+		AllThreads:     p.cfg.Layers.Barriers || p.cfg.Layers.Counters,
+		FollowSched:    p.cfg.Layers.Scheduler,
+		Counters:       len(p.cfg.Counters),
+	})
 	if err != nil {
-		return fmt.Errorf("profinfer: reading the eBPF object: %w", err)
-	}
-	spec.Maps[bpf.ProfinferMapEvents].MaxEntries = uint32(p.cfg.RingBufferSize)
-	if err := probe.SetLayout(spec, ggml.Layouts[0]); err != nil {
 		return fmt.Errorf("profinfer: %w", err)
 	}
-	consts := map[string]any{
-		"wakeup_bytes": uint64(p.cfg.RingBufferSize / 4),
-		"all_threads":  boolByte(p.cfg.Layers.Barriers || p.cfg.Layers.Counters),
-		"follow_sched": boolByte(p.cfg.Layers.Scheduler),
-		"n_counters":   uint32(len(p.cfg.Counters)),
-	}
-	for name, v := range consts {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return fmt.Errorf("profinfer: setting %s: %w", name, err)
-		}
-	}
-	p.multi = probe.PrepareMulti(spec)
-	var ctrMap *ebpf.Map
-	if p.cfg.Layers.Counters {
-		if ctrMap, err = probe.CounterMap(spec); err != nil {
-			return fmt.Errorf("profinfer: %w", err)
-		}
-	}
-	kept := spec.Copy() // for targets of other layouts
-	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
-		if ctrMap != nil {
-			ctrMap.Close()
-		}
-		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return fmt.Errorf("profinfer: loading eBPF programs: %w: profinfer needs root, or CAP_BPF and CAP_PERFMON", err)
-		}
-		return fmt.Errorf("profinfer: loading eBPF programs: %w", err)
-	}
-	p.progs = probe.NewPrograms(kept, ggml.Layouts[0], &p.objs)
-	if p.reader, err = ringbuf.NewReader(p.objs.Events); err != nil {
-		p.objs.Close()
+	p.bpf = l
+	if p.reader, err = ringbuf.NewReader(l.Events); err != nil {
+		l.Close()
 		return fmt.Errorf("profinfer: opening the ring buffer: %w", err)
 	}
 	if p.cfg.Layers.Scheduler {
-		if p.sched, err = probe.Scheduler(&p.objs.ProfinferPrograms); err != nil {
+		if p.sched, err = probe.Scheduler(&l.ProfinferPrograms); err != nil {
 			p.reader.Close()
-			p.objs.Close()
+			l.Close()
 			return fmt.Errorf("profinfer: %w", err)
 		}
 	}
-	if ctrMap != nil {
-		// The programs use ctrMap; the one the collection made for them goes unused.
-		p.objs.Counters.Close()
-		p.objs.Counters = ctrMap
-		if p.counters, err = perfcount.NewThreads(p.cfg.Counters, probe.CounterTable(ctrMap, &p.objs.ProfinferMaps)); err != nil {
+	if p.cfg.Layers.Counters {
+		if p.counters, err = perfcount.NewThreads(p.cfg.Counters, probe.CounterTable(l.Counters, &l.ProfinferMaps)); err != nil {
 			p.close()
 			return fmt.Errorf("profinfer: %w", err)
 		}
@@ -376,10 +338,9 @@ func (p *Profiler) close() {
 	if p.reader != nil {
 		p.reader.Close()
 	}
-	if p.progs != nil {
-		p.progs.Close()
+	if p.bpf != nil {
+		p.bpf.Close()
 	}
-	p.objs.Close()
 	p.elfCache.close()
 }
 
@@ -400,7 +361,7 @@ func (p *Profiler) probesLocked() int {
 
 func (p *Profiler) drops() uint64 {
 	var per []uint64
-	if err := p.objs.Drops.Lookup(uint32(0), &per); err != nil {
+	if err := p.bpf.Drops.Lookup(uint32(0), &per); err != nil {
 		return 0
 	}
 	var n uint64
@@ -447,11 +408,4 @@ func monotonic() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
-}
-
-func boolByte(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
 }

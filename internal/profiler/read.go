@@ -57,6 +57,7 @@ func (p *Profiler) readLoop() {
 			p.mu.Lock()
 			p.tele.EventsReceived++
 			p.dispatch(&ev)
+			p.endWindows()
 			full := p.pendingFull
 			p.mu.Unlock()
 			if full {
@@ -161,7 +162,7 @@ func (p *Profiler) nodeInfo(ev *events.Event) *assemble.NodeInfo {
 	}
 	info, again := tr.describer.Node(ev)
 	if again {
-		_ = probe.Remember(&p.objs.ProfinferMaps, int(ev.PID), monotonic())
+		_ = probe.Remember(&p.bpf.ProfinferMaps, int(ev.PID), monotonic())
 	}
 	return info
 }

@@ -20,15 +20,26 @@ func (p *Profiler) sample() {
 	p.windowDue = p.windows.Tick()
 }
 
-// countTraced counts a traced graph, and ends the window it fills. Called with p.mu held.
+// countTraced counts a traced graph, and notes the window it fills, for endWindows.
+// Called with p.mu held, from the assembler's sink: ending the window now would call back
+// into the assembler from inside its own call.
 func (p *Profiler) countTraced(t *tracked, g *assemble.Graph) {
 	if !g.Traced {
 		return
 	}
 	p.traced++
 	if g.FillsWindow {
-		p.windowDue = p.windows.Filled(t.proc.PID)
+		p.filled = append(p.filled, t.proc.PID)
 	}
+}
+
+// endWindows ends the windows filled during the assembler's last call. Called with p.mu
+// held, once that call returned.
+func (p *Profiler) endWindows() {
+	for _, pid := range p.filled {
+		p.windowDue = p.windows.Filled(pid)
+	}
+	p.filled = p.filled[:0]
 }
 
 // nodeProbes are the node probes of one traced process, as the window scheduler opens
@@ -44,7 +55,7 @@ func (n nodeProbes) Open() bool {
 	// is described again from its start. Before the attach, so that nothing delays the
 	// window's start past the next graph's.
 	if t.attachment.SeesBuilds() {
-		if err := probe.Remember(&p.objs.ProfinferMaps, t.proc.PID, monotonic()); err != nil {
+		if err := probe.Remember(&p.bpf.ProfinferMaps, t.proc.PID, monotonic()); err != nil {
 			p.log.Debug("node details sent at every node start", zap.Int("pid", t.proc.PID), zap.Error(err))
 		}
 	}
@@ -84,7 +95,7 @@ func (n nodeProbes) window(graphs int) {
 	if n.p.cfg.Nodes.Mode != NodesSampled {
 		return // no window to close
 	}
-	if err := probe.Window(&n.p.objs.ProfinferMaps, n.t.proc.PID, graphs); err != nil {
+	if err := probe.Window(&n.p.bpf.ProfinferMaps, n.t.proc.PID, graphs); err != nil {
 		n.p.log.Debug("marking the sampling window", zap.Int("pid", n.t.proc.PID), zap.Error(err))
 	}
 }

@@ -312,10 +312,11 @@ func (p *Profiler) reap() {
 	for _, r := range p.retiring {
 		if t := p.tracked[r.pid]; t != nil {
 			p.asm.Exit(uint32(r.pid))
+			p.endWindows()
 			p.acc.Forget(r.pid)
 			delete(p.tracked, r.pid)
 			p.windows.Remove(r.pid)
-			_ = probe.Trace(&p.objs.ProfinferMaps, r.pid, false)
+			_ = probe.Trace(&p.bpf.ProfinferMaps, r.pid, false)
 			gone = append(gone, t.attachment)
 			p.log.Info(r.why, zap.Int("pid", r.pid))
 		}
@@ -568,11 +569,11 @@ func (p *Profiler) attachGGML(pid int) (mapped bool, err error) {
 	if err != nil {
 		return true, refuse(metadata.AttributeProfinferAttachReasonUnsupportedLayout, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
-	progs, err := p.progs.For(target.Layout)
+	progs, err := p.bpf.Programs.For(target.Layout)
 	if err != nil {
 		return true, refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
-	a, err := probe.Attach(progs, proc, p.elfCache.open, p.cfg.Layers, p.multi)
+	a, err := probe.Attach(progs, proc, p.elfCache.open, p.cfg.Layers, p.bpf.Multi)
 	if a == nil {
 		return true, refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
@@ -592,7 +593,7 @@ func (p *Profiler) attachGGML(pid int) (mapped bool, err error) {
 	t.ctxFields = p.contextFields(pid, proc)
 	p.mu.Lock()
 	p.tracked[pid] = t
-	if err := probe.Trace(&p.objs.ProfinferMaps, pid, true); err != nil {
+	if err := probe.Trace(&p.bpf.ProfinferMaps, pid, true); err != nil {
 		p.log.Warn("process not marked traced: no scheduler figures, exit noticed late", zap.Int("pid", pid), zap.Error(err))
 	}
 	if p.cfg.Nodes.Mode != NodesOff && p.cfg.Layers.Runtime {

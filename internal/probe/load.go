@@ -1,0 +1,94 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/profinfer/profinfer/bpf"
+	"github.com/profinfer/profinfer/internal/ggml"
+)
+
+// LoadConfig is what the programs are loaded with, besides the struct layout.
+type LoadConfig struct {
+	RingBufferSize int
+	AllThreads     bool // node starts of threads other than 0 are recorded (all_threads)
+	FollowSched    bool // the scheduler programs are attached (follow_sched)
+	Counters       int  // perf counters read per thread; 0 compiles the reads out
+}
+
+// Loaded are profinfer's eBPF objects in the kernel: every map, the programs for the first
+// known struct layout, and those of other layouts as targets need them.
+type Loaded struct {
+	bpf.ProfinferObjects
+	Programs *Programs
+	Multi    bool // uprobe programs are uprobe_multi programs (PrepareMulti)
+}
+
+// Load loads the programs with every constant they read set: the first known layout's
+// offsets, and cfg. With counters, Counters is the perf event array of CounterMap.
+func Load(cfg LoadConfig) (*Loaded, error) {
+	// Kernels since 5.11 charge BPF memory to the cgroup; raising the limit is only needed
+	// (and only possible) on older ones.
+	_ = rlimit.RemoveMemlock()
+	spec, err := bpf.LoadProfinfer()
+	if err != nil {
+		return nil, fmt.Errorf("reading the eBPF object: %w", err)
+	}
+	spec.Maps[bpf.ProfinferMapEvents].MaxEntries = uint32(cfg.RingBufferSize)
+	if err := SetLayout(spec, ggml.Layouts[0]); err != nil {
+		return nil, err
+	}
+	consts := map[string]any{
+		// Unread bytes from which a record wakes the reader.
+		"wakeup_bytes": uint64(cfg.RingBufferSize / 4),
+		"all_threads":  boolByte(cfg.AllThreads),
+		"follow_sched": boolByte(cfg.FollowSched),
+		"n_counters":   uint32(cfg.Counters),
+	}
+	for name, v := range consts {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	l := &Loaded{Multi: PrepareMulti(spec)}
+	var ctrMap *ebpf.Map
+	if cfg.Counters > 0 {
+		if ctrMap, err = CounterMap(spec); err != nil {
+			return nil, err
+		}
+	}
+	kept := spec.Copy() // for targets of other layouts
+	if err := spec.LoadAndAssign(&l.ProfinferObjects, nil); err != nil {
+		if ctrMap != nil {
+			ctrMap.Close()
+		}
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("loading eBPF programs: %w: profinfer needs root, or CAP_BPF and CAP_PERFMON", err)
+		}
+		return nil, fmt.Errorf("loading eBPF programs: %w", err)
+	}
+	if ctrMap != nil {
+		// The programs use ctrMap; the one the collection made for them goes unused.
+		l.Counters.Close()
+		l.Counters = ctrMap
+	}
+	l.Programs = NewPrograms(kept, ggml.Layouts[0], &l.ProfinferObjects)
+	return l, nil
+}
+
+// Close closes the programs of every layout and the maps.
+func (l *Loaded) Close() error {
+	l.Programs.Close()
+	return l.ProfinferObjects.Close()
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
