@@ -360,7 +360,7 @@ func TestE2EUnmappedMidAttach(t *testing.T) {
 	if err != nil {
 		testbench.Missing(t, "a C compiler (cc)")
 	}
-	lib := filepath.Join(e.Root, "npm-3.1.1", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64", "libggml.so")
+	lib := filepath.Join(e.OldPrebuiltDir("3.1.1"), "libggml.so")
 	if _, err := os.Stat(lib); err != nil {
 		testbench.Missing(t, err.Error())
 	}

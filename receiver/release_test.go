@@ -39,7 +39,7 @@ func TestE2ENoNodeProbeNotSilent(t *testing.T) {
 				testbench.Missing(t, err.Error())
 			}
 			dir := filepath.Join(t.TempDir(), "npm")
-			lib := filepath.Join(dir, "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64", c.cpu)
+			lib := filepath.Join(dir, testbench.PrebuiltBins, c.cpu)
 			for _, cmd := range [][]string{
 				{"cp", "-a", filepath.Dir(e.OldNodeDriver(c.nlc)), dir},
 				{"objcopy", "--strip-symbol=ggml_compute_forward", lib},

@@ -23,7 +23,7 @@ func TestInspectCorruptObjects(t *testing.T) {
 	e := testbench.Require(t)
 	for _, path := range []string{
 		e.Bin("libggml-base.so"),
-		filepath.Join(e.Root, "npm-3.1.1", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64", "libggml.so"),
+		filepath.Join(e.OldPrebuiltDir("3.1.1"), "libggml.so"),
 	} {
 		orig, err := os.ReadFile(path)
 		if err != nil {

@@ -17,9 +17,7 @@ import (
 // other's, naming the getter and both offsets.
 func TestVerifyLayoutFromCode(t *testing.T) {
 	e := testbench.Require(t)
-	nlc := func(v, lib string) string {
-		return filepath.Join(e.Root, "npm-"+v, "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64", lib)
-	}
+	nlc := func(v, lib string) string { return filepath.Join(e.OldPrebuiltDir(v), lib) }
 	for _, c := range []struct {
 		path string
 		want int

@@ -76,9 +76,15 @@ func (e *Env) OldStatic(release string) string {
 	return filepath.Join(e.Root, "llama.cpp-"+release, "static", "llama-bench")
 }
 
+// PrebuiltBins is where an npm install keeps node-llama-cpp's x64 prebuilt libraries.
+var PrebuiltBins = filepath.Join("node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
+
 // PrebuiltDir holds the node-llama-cpp x64 prebuilt libraries.
-func (e *Env) PrebuiltDir() string {
-	return filepath.Join(e.Root, "npm", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
+func (e *Env) PrebuiltDir() string { return filepath.Join(e.Root, "npm", PrebuiltBins) }
+
+// OldPrebuiltDir holds the x64 prebuilt libraries of an older node-llama-cpp version.
+func (e *Env) OldPrebuiltDir(version string) string {
+	return filepath.Join(e.Root, "npm-"+version, PrebuiltBins)
 }
 
 // Require returns the test bench, or ends the test: skipped on a developer machine,
