@@ -197,7 +197,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 	}
 	p.exported.Add(1)
 	go p.exportLoop()
-	p.wg.Add(3)
+	p.wg.Add(4)
 	go p.readLoop()
 	if p.watch != nil {
 		go p.watchLoop(p.watch)
@@ -205,6 +205,9 @@ func (p *Profiler) Start(ctx context.Context) error {
 		go p.every(p.cfg.DiscoveryInterval, func() { _ = p.discover(false) })
 	}
 	go p.every(p.cfg.CollectionInterval, func() { p.emitMetrics(p.exportCtx) })
+	// A server loads its model some time after profinfer attached; the search reads /proc
+	// and GGUF files, off the reader's path.
+	go p.every(modelSearch, p.findModels)
 	return nil
 }
 

@@ -16,8 +16,8 @@ import (
 )
 
 // tick is how often the reader wakes on its own: to hand assembled spans to the
-// pipeline, open the sampling windows that are due and look for model files. Each wakeup
-// takes a context switch on the cores the model runs on, so it is rare.
+// pipeline and open the sampling windows that are due. Each wakeup takes a context switch
+// on the cores the model runs on, so it is rare.
 const tick = time.Second
 
 // readLoop drains the ring buffer into the assembler. It never blocks the BPF side: when
@@ -69,7 +69,6 @@ func (p *Profiler) readLoop() {
 			if p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime {
 				p.sample()
 			}
-			p.findModels()
 			last = time.Now()
 		}
 	}

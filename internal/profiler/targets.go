@@ -439,6 +439,9 @@ func (p *Profiler) notGGML(pid int) error {
 	return fmt.Errorf("pid %d is not a GGML process: it %w", pid, errNotGGML)
 }
 
+// modelSearch is how often the processes without a model file are looked at again.
+const modelSearch = time.Second
+
 // findModels looks for the model file of each traced process that has none yet: a server
 // loads its model some time after it starts, and after profinfer attached. A process is
 // looked at again only once its mappings grew (an RPC server never loads a model).
@@ -461,7 +464,8 @@ func (p *Profiler) findModels() {
 			continue
 		}
 		p.mu.Lock()
-		if t := p.tracked[l.pid]; t != nil {
+		// The reader may have found it meanwhile, at a new context.
+		if t := p.tracked[l.pid]; t != nil && t.proc.Model == nil && !t.noModel {
 			p.setModel(t, m)
 		}
 		p.mu.Unlock()
