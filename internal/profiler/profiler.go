@@ -110,7 +110,8 @@ type Profiler struct {
 	noCount     map[uint32]bool // threads whose counters could not be opened
 	retiring    []retiring      // processes gone, for the reader to drop once it drained the ring
 	windows     *window.Scheduler
-	filled      []int // processes whose window the assembler's last call filled
+	filled      []int    // processes whose window the assembler's last call filled
+	contexts    chan int // processes with a new llama_context, for the lookup goroutine
 	// windowDue is when the next sampling window opens (zero: none waits). Only the
 	// reader writes it, so it reads it unlocked.
 	windowDue time.Time
@@ -140,7 +141,8 @@ const exportQueue = 8
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
 	p := &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
 		tracked: map[int]*tracked{}, failed: map[int]rejected{}, elfCache: newELFCache(),
-		noCount: map[uint32]bool{}, stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue)}
+		noCount: map[uint32]bool{}, stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue),
+		contexts: make(chan int, 64)}
 	p.exportCtx, p.cancelExport = context.WithCancel(context.Background())
 	return p
 }
@@ -205,9 +207,9 @@ func (p *Profiler) Start(ctx context.Context) error {
 		go p.every(p.cfg.DiscoveryInterval, func() { _ = p.discover(false) })
 	}
 	go p.every(p.cfg.CollectionInterval, func() { p.emitMetrics(p.exportCtx) })
-	// A server loads its model some time after profinfer attached; the search reads /proc
-	// and GGUF files, off the reader's path.
-	go p.every(modelSearch, p.findModels)
+	// /proc and GGUF files are read off the reader's path: a new context's, and the
+	// model of a server that loads it some time after profinfer attached.
+	go p.lookLoop()
 	return nil
 }
 
@@ -313,6 +315,11 @@ func (p *Profiler) Shutdown(ctx context.Context) error {
 		p.reader.Close()
 	}
 	p.wg.Wait()
+	p.mu.Lock()
+	for _, t := range p.tracked { // decodes still waiting for a context's lookup
+		p.release(t)
+	}
+	p.mu.Unlock()
 	p.flush(true)
 	close(p.out)
 	p.exported.Wait()

@@ -171,15 +171,26 @@ func (p *Profiler) nodeInfo(ev *events.Event) *assemble.NodeInfo {
 type sink struct{ p *Profiler }
 
 func (s sink) Decode(d *assemble.Decode) {
-	if tr := s.p.tracked[int(d.PID)]; tr != nil {
-		for _, g := range d.Graphs {
-			s.p.countTraced(tr, g)
-		}
-		s.p.acc.Decode(&tr.proc, d)
-		if s.p.traces != nil && (len(d.Graphs) == 0 || s.keep()) { // graph-less decodes are cheap: keep them all
-			s.p.spans.Decode(s.p.pending, &tr.proc, d)
-			s.pend()
-		}
+	tr := s.p.tracked[int(d.PID)]
+	if tr == nil {
+		return
+	}
+	for _, g := range d.Graphs {
+		s.p.countTraced(tr, g)
+	}
+	if tr.looking && len(tr.held) < maxHeld {
+		tr.held = append(tr.held, d) // exported once its context is read
+		return
+	}
+	s.export(tr, d)
+}
+
+// export counts decode d of tr and builds its spans, if kept.
+func (s sink) export(tr *tracked, d *assemble.Decode) {
+	s.p.acc.Decode(&tr.proc, d)
+	if s.p.traces != nil && (len(d.Graphs) == 0 || s.keep()) { // graph-less decodes are cheap: keep them all
+		s.p.spans.Decode(s.p.pending, &tr.proc, d)
+		s.pend()
 	}
 }
 

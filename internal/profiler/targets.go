@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
+	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/backends"
 	"github.com/profinfer/profinfer/internal/describe"
 	"github.com/profinfer/profinfer/internal/discover"
@@ -69,6 +70,10 @@ type tracked struct {
 	warned     bool   // a failure to attach the node probes was logged
 	noModel    bool   // its model file could not be read
 	modelVSize uint64 // its virtual size when no model was found: look again once it grows
+	// looking says that the lookup goroutine reads its new context (newContext); held
+	// are its decodes that wait for it.
+	looking bool
+	held    []*assemble.Decode
 }
 
 // candidates returns the PIDs the configuration selects, and for each whether it was named
@@ -313,6 +318,7 @@ func (p *Profiler) reap() {
 		if t := p.tracked[r.pid]; t != nil {
 			p.asm.Exit(uint32(r.pid))
 			p.endWindows()
+			p.release(t)
 			p.acc.Forget(r.pid)
 			delete(p.tracked, r.pid)
 			p.windows.Remove(r.pid)
@@ -610,33 +616,120 @@ func (p *Profiler) attachGGML(pid int) (mapped bool, err error) {
 	return true, nil
 }
 
-// newContext notes that process t decodes with llama_context ctx, new to profinfer: it
-// reports the context's size and threads, and since a context means a loaded model,
-// looks for the model file now, so that this decode's spans name it. Called with p.mu
-// held, once per context: per decode it would cost every token syscalls.
+// newContext notes that process t decodes with llama_context ctx, new to profinfer. A
+// context means a loaded model: the lookup goroutine reads the context's size and threads
+// and looks for the model file, and until it has, t's decodes wait, so that their spans
+// name both. Called by the reader with p.mu held, once per context: per decode it would
+// cost every token syscalls.
 func (p *Profiler) newContext(t *tracked, ctx uint64) {
 	t.ctx = ctx
-	if t.proc.Model == nil && !t.noModel {
-		if m, changed := lookForModel(p.procfs, t.proc.PID, t.modelVSize); changed {
-			p.setModel(t, m)
+	t.looking = true
+	select {
+	case p.contexts <- t.proc.PID:
+	default: // the lookup goroutine's next round finds it
+	}
+}
+
+// maxHeld bounds the decodes a process keeps waiting for its context's lookup; past it
+// they are exported without.
+const maxHeld = 256
+
+// lookLoop runs the lookups that read /proc and GGUF files, off the reader: a new
+// context's at once, and every modelSearch those of processes that have no model yet.
+func (p *Profiler) lookLoop() {
+	defer p.wg.Done()
+	tick := time.NewTicker(modelSearch)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case pid := <-p.contexts:
+			p.readContext(pid)
+		case <-tick.C:
+			p.findModels()
+			p.readContexts() // any whose notice did not fit in p.contexts
 		}
 	}
-	if t.ctxFields == nil {
+}
+
+// readContexts reads the new contexts of every process waiting for it.
+func (p *Profiler) readContexts() {
+	p.mu.Lock()
+	var pids []int
+	for pid, t := range p.tracked {
+		if t.looking {
+			pids = append(pids, pid)
+		}
+	}
+	p.mu.Unlock()
+	for _, pid := range pids {
+		p.readContext(pid)
+	}
+}
+
+// readContext reads the llama_context process pid decodes with, and looks for its model
+// if it has none, then exports the decodes that waited for it.
+func (p *Profiler) readContext(pid int) {
+	p.mu.Lock()
+	t := p.tracked[pid]
+	if t == nil || !t.looking {
+		p.mu.Unlock()
 		return
 	}
-	mem, err := os.Open(filepath.Join("/proc", strconv.Itoa(t.proc.PID), "mem"))
-	if err != nil {
-		p.log.Debug("llama_context not read", zap.Int("pid", t.proc.PID), zap.Error(err))
+	ctx, fields, vsize := t.ctx, t.ctxFields, t.modelVSize
+	search := t.proc.Model == nil && !t.noModel
+	p.mu.Unlock()
+
+	var m modelLook
+	found := false
+	if search {
+		m, found = lookForModel(p.procfs, pid, vsize)
+	}
+	size, threads, err := 0, 0, error(nil)
+	if fields != nil {
+		size, threads, err = readFields(pid, fields, ctx)
+		if err != nil {
+			p.log.Debug("llama_context not read", zap.Int("pid", pid), zap.Error(err))
+		}
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tracked[pid] != t {
 		return
+	}
+	if found && t.proc.Model == nil && !t.noModel {
+		p.setModel(t, m)
+	}
+	if fields != nil && err == nil {
+		t.proc.CtxSize, t.proc.CtxThreads = size, threads
+		p.log.Info("context", zap.Int("pid", pid), zap.Int("n_ctx", size), zap.Int("n_threads", threads))
+	}
+	if t.ctx == ctx { // else a newer context's lookup is on its way
+		p.release(t)
+	}
+}
+
+// release exports the decodes t kept waiting for its context's lookup. Called with p.mu
+// held.
+func (p *Profiler) release(t *tracked) {
+	t.looking = false
+	s := sink{p}
+	for _, d := range t.held {
+		s.export(t, d)
+	}
+	clear(t.held)
+	t.held = t.held[:0]
+}
+
+func readFields(pid int, fields *ggml.Context, ctx uint64) (size, threads int, err error) {
+	mem, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "mem"))
+	if err != nil {
+		return 0, 0, err
 	}
 	defer mem.Close()
-	size, threads, err := t.ctxFields.Read(mem, ctx)
-	if err != nil {
-		p.log.Debug("llama_context not read", zap.Int("pid", t.proc.PID), zap.Error(err))
-		return
-	}
-	t.proc.CtxSize, t.proc.CtxThreads = size, threads
-	p.log.Info("context", zap.Int("pid", t.proc.PID), zap.Int("n_ctx", size), zap.Int("n_threads", threads))
+	return fields.Read(mem, ctx)
 }
 
 // alive says whether /proc/PID (and the path below it, such as task/TID) exists.
