@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,10 +111,47 @@ func (p *Profiler) discover(first bool) error {
 	if err != nil {
 		p.log.Debug("listing processes", zap.Error(err))
 	}
+	// What is known is read under the lock, /proc outside it: the reader shares the lock.
 	p.mu.Lock()
-	for pid := range p.tracked {
+	traced := slices.Collect(maps.Keys(p.tracked))
+	failed := maps.Clone(p.failed)
+	p.mu.Unlock()
+	rechecked := map[int]rejected{} // looked at again and unchanged
+	var gone []int
+	for _, pid := range traced {
 		if _, ok := pids[pid]; !ok || !alive(pid) {
-			p.retire(pid, retired[watch.Exited])
+			gone = append(gone, pid)
+		}
+	}
+	now := time.Now()
+	var todo []int
+	for pid := range pids {
+		if slices.Contains(traced, pid) {
+			continue
+		}
+		if r, ok := failed[pid]; ok {
+			if now.Sub(r.at) < recheck {
+				continue
+			}
+			if v, err := discover.VSize(p.procfs, pid); err != nil || v == r.vsize {
+				rechecked[pid] = rejected{at: now, vsize: r.vsize, refused: r.refused}
+				continue
+			}
+		}
+		todo = append(todo, pid)
+	}
+	p.mu.Lock()
+	for _, pid := range gone {
+		p.retire(pid, retired[watch.Exited])
+	}
+	for pid := range failed {
+		if _, ok := pids[pid]; !ok {
+			delete(p.failed, pid)
+		}
+	}
+	for pid, r := range rechecked {
+		if cur, ok := p.failed[pid]; ok && cur == failed[pid] { // not attached to meanwhile
+			p.failed[pid] = r
 		}
 	}
 	if p.counters != nil {
@@ -121,28 +159,6 @@ func (p *Profiler) discover(first bool) error {
 			return p.tracked[int(pid)] != nil && alive(int(pid), "task", strconv.Itoa(int(tid)))
 		}); err != nil {
 			p.log.Debug("closing perf counters", zap.Error(err))
-		}
-	}
-	now := time.Now()
-	var todo []int
-	for pid := range pids {
-		if p.tracked[pid] != nil {
-			continue
-		}
-		if r, ok := p.failed[pid]; ok {
-			if now.Sub(r.at) < recheck {
-				continue
-			}
-			if v, err := discover.VSize(p.procfs, pid); err != nil || v == r.vsize {
-				p.failed[pid] = rejected{at: now, vsize: r.vsize, refused: r.refused}
-				continue
-			}
-		}
-		todo = append(todo, pid)
-	}
-	for pid := range p.failed {
-		if _, ok := pids[pid]; !ok {
-			delete(p.failed, pid)
 		}
 	}
 	p.mu.Unlock()
