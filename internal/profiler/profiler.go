@@ -110,11 +110,8 @@ type Profiler struct {
 	noCount     map[uint32]bool // threads whose counters could not be opened
 	retiring    []retiring      // processes gone, for the reader to drop once it drained the ring
 	windows     *window.Scheduler
-	filled      []int    // processes whose window the assembler's last call filled
-	contexts    chan int // processes with a new llama_context, for the lookup goroutine
-	// windowDue is when the next sampling window opens (zero: none waits). Only the
-	// reader writes it, so it reads it unlocked.
-	windowDue time.Time
+	effects     []effect      // what the reader asks of the controller (control.go)
+	wake        chan struct{} // tells the controller that effects wait
 
 	// out queues span batches for the exporting goroutine, so that a slow pipeline never
 	// holds up the reader; exportCtx ends what that goroutine and the metrics ticker hand
@@ -142,7 +139,7 @@ func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics cons
 	p := &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
 		tracked: map[int]*tracked{}, failed: map[int]rejected{}, elfCache: newELFCache(),
 		noCount: map[uint32]bool{}, stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue),
-		contexts: make(chan int, 64)}
+		wake: make(chan struct{}, 1)}
 	p.exportCtx, p.cancelExport = context.WithCancel(context.Background())
 	return p
 }
@@ -207,9 +204,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 		go p.every(p.cfg.DiscoveryInterval, func() { _ = p.discover(false) })
 	}
 	go p.every(p.cfg.CollectionInterval, func() { p.emitMetrics(p.exportCtx) })
-	// /proc and GGUF files are read off the reader's path: a new context's, and the
-	// model of a server that loads it some time after profinfer attached.
-	go p.lookLoop()
+	go p.controlLoop()
 	return nil
 }
 

@@ -12,12 +12,10 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
-	"github.com/profinfer/profinfer/internal/probe"
 )
 
-// tick is how often the reader wakes on its own: to hand assembled spans to the
-// pipeline and open the sampling windows that are due. Each wakeup takes a context switch
-// on the cores the model runs on, so it is rare.
+// tick is how often the reader wakes on its own, to hand assembled spans to the pipeline.
+// Each wakeup takes a context switch on the cores the model runs on, so it is rare.
 const tick = time.Second
 
 // readLoop drains the ring buffer into the assembler. It never blocks the BPF side: when
@@ -30,11 +28,7 @@ func (p *Profiler) readLoop() {
 		last = time.Now()
 	)
 	for {
-		deadline := last.Add(tick)
-		if !p.windowDue.IsZero() && p.windowDue.Before(deadline) {
-			deadline = p.windowDue
-		}
-		p.reader.SetDeadline(deadline)
+		p.reader.SetDeadline(last.Add(tick))
 		err := p.reader.ReadInto(&rec)
 		switch {
 		case errors.Is(err, ringbuf.ErrClosed):
@@ -57,19 +51,16 @@ func (p *Profiler) readLoop() {
 			p.mu.Lock()
 			p.tele.EventsReceived++
 			p.dispatch(&ev)
-			p.endWindows()
+			p.signal()
 			full := p.pendingFull
 			p.mu.Unlock()
 			if full {
 				p.flush(false)
 			}
 		}
-		if now := time.Now(); now.Sub(last) >= tick || !p.windowDue.IsZero() && !now.Before(p.windowDue) {
+		if now := time.Now(); now.Sub(last) >= tick {
 			p.flush(false)
-			if p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime {
-				p.sample()
-			}
-			last = time.Now()
+			last = now
 		}
 	}
 }
@@ -152,8 +143,8 @@ func (p *Profiler) counted(ev *events.Event) *events.Counters {
 	return nil
 }
 
-// nodeInfo describes the node ev starts, and has the process send every node's detail
-// again when a known node came without one. Called with p.mu held.
+// nodeInfo describes the node ev starts, and has the controller ask the process to send
+// every node's detail again when a known node came without one. Called with p.mu held.
 func (p *Profiler) nodeInfo(ev *events.Event) *assemble.NodeInfo {
 	tr := p.tracked[int(ev.PID)]
 	if tr == nil {
@@ -161,7 +152,7 @@ func (p *Profiler) nodeInfo(ev *events.Event) *assemble.NodeInfo {
 	}
 	info, again := tr.describer.Node(ev)
 	if again {
-		_ = probe.Remember(&p.bpf.ProfinferMaps, int(ev.PID), monotonic())
+		p.effects = append(p.effects, effect{redescribe, int(ev.PID)})
 	}
 	return info
 }

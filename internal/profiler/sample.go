@@ -7,43 +7,24 @@ import (
 	"github.com/profinfer/profinfer/internal/probe"
 )
 
-// Node sampling: internal/window decides when each process's window opens; the reader
-// closes a full window itself, as soon as it assembles the last graph: every graph traced
-// past it would cost a probe hit per node.
+// Node sampling: internal/window decides when each process's window opens, and the
+// controller opens it; the reader posts a window's end as soon as it assembles the last
+// graph: every graph traced past it costs a probe hit per node.
 
-// sample opens the windows that are due, and notes when the next one is. The reader
-// calls it every tick, and wakes for it when a window is due sooner. Attaching takes a
-// few milliseconds, under p.mu; the ring buffer absorbs the pause.
-func (p *Profiler) sample() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.windowDue = p.windows.Tick()
-}
-
-// countTraced counts a traced graph, and notes the window it fills, for endWindows.
-// Called with p.mu held, from the assembler's sink: ending the window now would call back
-// into the assembler from inside its own call.
+// countTraced counts a traced graph, and posts the end of the window it fills. Called
+// with p.mu held.
 func (p *Profiler) countTraced(t *tracked, g *assemble.Graph) {
 	if !g.Traced {
 		return
 	}
 	p.traced++
 	if g.FillsWindow {
-		p.filled = append(p.filled, t.proc.PID)
+		p.effects = append(p.effects, effect{filled, t.proc.PID})
 	}
-}
-
-// endWindows ends the windows filled during the assembler's last call. Called with p.mu
-// held, once that call returned.
-func (p *Profiler) endWindows() {
-	for _, pid := range p.filled {
-		p.windowDue = p.windows.Filled(pid)
-	}
-	p.filled = p.filled[:0]
 }
 
 // nodeProbes are the node probes of one traced process, as the window scheduler opens
-// and closes them, with p.mu held.
+// and closes them, on the controller or (a first window) at attach, with p.mu held.
 type nodeProbes struct {
 	p *Profiler
 	t *tracked

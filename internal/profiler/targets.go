@@ -333,7 +333,6 @@ func (p *Profiler) reap() {
 	for _, r := range p.retiring {
 		if t := p.tracked[r.pid]; t != nil {
 			p.asm.Exit(uint32(r.pid))
-			p.endWindows()
 			p.release(t)
 			p.acc.Forget(r.pid)
 			delete(p.tracked, r.pid)
@@ -633,41 +632,19 @@ func (p *Profiler) attachGGML(pid int) (mapped bool, err error) {
 }
 
 // newContext notes that process t decodes with llama_context ctx, new to profinfer. A
-// context means a loaded model: the lookup goroutine reads the context's size and threads
-// and looks for the model file, and until it has, t's decodes wait, so that their spans
-// name both. Called by the reader with p.mu held, once per context: per decode it would
+// context means a loaded model: the controller reads the context's size and threads and
+// looks for the model file, and until it has, t's decodes wait, so that their spans name
+// both. Called by the reader with p.mu held, once per context: per decode it would
 // cost every token syscalls.
 func (p *Profiler) newContext(t *tracked, ctx uint64) {
 	t.ctx = ctx
 	t.looking = true
-	select {
-	case p.contexts <- t.proc.PID:
-	default: // the lookup goroutine's next round finds it
-	}
+	p.effects = append(p.effects, effect{newContext, t.proc.PID})
 }
 
 // maxHeld bounds the decodes a process keeps waiting for its context's lookup; past it
 // they are exported without.
 const maxHeld = 256
-
-// lookLoop runs the lookups that read /proc and GGUF files, off the reader: a new
-// context's at once, and every modelSearch those of processes that have no model yet.
-func (p *Profiler) lookLoop() {
-	defer p.wg.Done()
-	tick := time.NewTicker(modelSearch)
-	defer tick.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case pid := <-p.contexts:
-			p.readContext(pid)
-		case <-tick.C:
-			p.findModels()
-			p.readContexts() // any whose notice did not fit in p.contexts
-		}
-	}
-}
 
 // readContexts reads the new contexts of every process waiting for it.
 func (p *Profiler) readContexts() {
