@@ -29,23 +29,21 @@ type effect struct {
 
 // signal wakes the controller if the reader posted effects. Called with p.mu held.
 func (p *Profiler) signal() {
-	if len(p.effects) == 0 {
-		return
-	}
-	select {
-	case p.wake <- struct{}{}:
-	default: // a wakeup is pending already
+	if len(p.effects) > 0 {
+		p.wakeController()
 	}
 }
 
 // controlLoop acts on the reader's effects as they come, opens the sampling windows that
-// are due, and every modelSearch looks for the model files of processes that have none.
+// are due, and every modelSearch, while some process has no model file yet, looks for it.
+// It has no timer of its own otherwise: each wakeup of the collector costs the model on
+// its cores.
 func (p *Profiler) controlLoop() {
 	defer p.wg.Done()
 	sampled := p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime
-	search := time.Now().Add(modelSearch)
-	timer := time.NewTimer(modelSearch)
+	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var search time.Time // when to look for model files next; zero: none is missing
 	for {
 		select {
 		case <-p.stop:
@@ -69,24 +67,39 @@ func (p *Profiler) controlLoop() {
 				contexts = append(contexts, e.pid)
 			}
 		}
-		next := search
+		var window time.Time
 		if sampled {
-			if w := p.windows.Tick(); !w.IsZero() && w.Before(next) {
-				next = w
-			}
+			window = p.windows.Tick()
 		}
 		p.mu.Unlock()
 		for _, pid := range contexts {
 			p.readContext(pid)
 		}
-		if now := time.Now(); !now.Before(search) {
-			p.findModels()
-			p.readContexts() // any left waiting
+		now := time.Now()
+		switch missing := p.modelsMissing(); {
+		case !missing:
+			search = time.Time{}
+		case search.IsZero():
 			search = now.Add(modelSearch)
-			if search.Before(next) {
-				next = search
-			}
+		case !now.Before(search):
+			p.findModels()
+			search = now.Add(modelSearch)
 		}
-		timer.Reset(max(time.Until(next), 0))
+		next := search
+		if !window.IsZero() && (next.IsZero() || window.Before(next)) {
+			next = window
+		}
+		timer.Stop()
+		if !next.IsZero() {
+			timer.Reset(max(time.Until(next), 0))
+		}
+	}
+}
+
+// wakeController has the controller look at the processes again, as after an attach.
+func (p *Profiler) wakeController() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }

@@ -212,33 +212,44 @@ func (s sink) keep() bool {
 	return (s.p.seen-1)%uint64(s.p.cfg.SampleEvery) == 0
 }
 
-// flush hands the pending spans to the pipeline.
+// flush hands the pending spans to the pipeline; final (at Shutdown) waits for room, as
+// long as its context lasts.
 func (p *Profiler) flush(final bool) {
 	p.mu.Lock()
-	td := p.pending
-	if td.SpanCount() == 0 {
+	if !final {
+		p.handOver()
 		p.mu.Unlock()
 		return
 	}
+	td := p.pending
 	p.pending = ptrace.NewTraces()
 	p.pendingFull = false
 	p.mu.Unlock()
-	if final { // Shutdown: wait for room, as long as its context lasts
-		select {
-		case p.out <- td:
-		case <-p.exportCtx.Done():
-		}
+	if td.SpanCount() == 0 {
 		return
 	}
 	select {
 	case p.out <- td:
+	case <-p.exportCtx.Done():
+	}
+}
+
+// handOver queues the pending spans for the exporting goroutine, or counts them dropped if
+// the queue is full: it never blocks. Called with p.mu held.
+func (p *Profiler) handOver() {
+	td := p.pending
+	if td.SpanCount() == 0 {
+		return
+	}
+	p.pending = ptrace.NewTraces()
+	p.pendingFull = false
+	select {
+	case p.out <- td:
 	default:
-		p.mu.Lock()
 		if p.tele.SpansDropped == 0 {
 			p.log.Warn("the pipeline is not keeping up: spans dropped (see profinfer.spans.dropped)")
 		}
 		p.tele.SpansDropped += uint64(td.SpanCount())
-		p.mu.Unlock()
 	}
 }
 

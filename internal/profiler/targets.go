@@ -626,6 +626,7 @@ func (p *Profiler) attachGGML(pid int) (mapped bool, err error) {
 	}
 	probes := a.Probes()
 	p.mu.Unlock()
+	p.wakeController() // to look for its model file, and to time its windows
 	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("ggml", cmp.Or(target.Version, "unknown")),
 		zap.Int("probes", probes), zap.Int("emulated", a.Emulated()))
 	return true, nil
@@ -646,19 +647,16 @@ func (p *Profiler) newContext(t *tracked, ctx uint64) {
 // they are exported without.
 const maxHeld = 256
 
-// readContexts reads the new contexts of every process waiting for it.
-func (p *Profiler) readContexts() {
+// modelsMissing says whether some traced process has no model file yet.
+func (p *Profiler) modelsMissing() bool {
 	p.mu.Lock()
-	var pids []int
-	for pid, t := range p.tracked {
-		if t.looking {
-			pids = append(pids, pid)
+	defer p.mu.Unlock()
+	for _, t := range p.tracked {
+		if t.proc.Model == nil && !t.noModel {
+			return true
 		}
 	}
-	p.mu.Unlock()
-	for _, pid := range pids {
-		p.readContext(pid)
-	}
+	return false
 }
 
 // readContext reads the llama_context process pid decodes with, and looks for its model
@@ -674,17 +672,18 @@ func (p *Profiler) readContext(pid int) {
 	search := t.proc.Model == nil && !t.noModel
 	p.mu.Unlock()
 
-	var m modelLook
-	found := false
-	if search {
-		m, found = lookForModel(p.procfs, pid, vsize)
-	}
+	// The context first: the process may free it soon (llama-bench makes one per test).
 	size, threads, err := 0, 0, error(nil)
 	if fields != nil {
 		size, threads, err = readFields(pid, fields, ctx)
 		if err != nil {
 			p.log.Debug("llama_context not read", zap.Int("pid", pid), zap.Error(err))
 		}
+	}
+	var m modelLook
+	found := false
+	if search {
+		m, found = lookForModel(p.procfs, pid, vsize)
 	}
 
 	p.mu.Lock()
@@ -711,19 +710,36 @@ func (p *Profiler) release(t *tracked) {
 	s := sink{p}
 	for _, d := range t.held {
 		s.export(t, d)
+		if p.pendingFull {
+			p.handOver()
+		}
 	}
 	clear(t.held)
 	t.held = t.held[:0]
 }
 
+// readFields reads the size and threads of llama_context ctx of process pid. Values no
+// context has are refused: the process may have freed it, and its memory been reused.
 func readFields(pid int, fields *ggml.Context, ctx uint64) (size, threads int, err error) {
 	mem, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "mem"))
 	if err != nil {
 		return 0, 0, err
 	}
 	defer mem.Close()
-	return fields.Read(mem, ctx)
+	if size, threads, err = fields.Read(mem, ctx); err != nil {
+		return 0, 0, err
+	}
+	if size <= 0 || size > maxCtx || threads <= 0 || threads > maxThreads {
+		return 0, 0, fmt.Errorf("llama_context %#x reads n_ctx %d, n_threads %d: freed since", ctx, size, threads)
+	}
+	return size, threads, nil
 }
+
+// maxCtx and maxThreads bound what a live llama_context holds.
+const (
+	maxCtx     = 1 << 24
+	maxThreads = 1 << 12
+)
 
 // alive says whether /proc/PID (and the path below it, such as task/TID) exists.
 func alive(pid int, sub ...string) bool {
