@@ -362,18 +362,6 @@ func (p *Profiler) closeLater(c io.Closer) {
 	}()
 }
 
-// settle is how long after its last Mapped notice a process is looked at: an exec's notice
-// comes before the dynamic loader maps the libraries, and a dlopen's before it relocates
-// them, in a burst of notices. Each process waits from its own notices: one looked at
-// with another's could be read between mapping and relocation.
-const settle = 150 * time.Millisecond
-
-// noticed is a process to look at once due.
-type noticed struct {
-	pid int
-	due time.Time
-}
-
 // retired says why a notice retires a traced process.
 var retired = map[watch.Kind]string{
 	watch.Exited: "target exited; probes detached",
@@ -385,11 +373,11 @@ var retired = map[watch.Kind]string{
 func (p *Profiler) watchLoop(w *watch.Watcher) {
 	defer p.wg.Done()
 	scan := time.Now().Add(p.cfg.DiscoveryInterval)
-	var queue []noticed // in the order noticed, so also by due
+	var queue watch.Queue
 	for {
 		deadline := scan
-		if len(queue) > 0 && queue[0].due.Before(scan) {
-			deadline = queue[0].due
+		if next := queue.Next(); !next.IsZero() && next.Before(scan) {
+			deadline = next
 		}
 		n, err := w.Read(deadline)
 		switch {
@@ -408,32 +396,17 @@ func (p *Profiler) watchLoop(w *watch.Watcher) {
 				break
 			}
 			// Mapped, or Execed: a new image to look at.
-			queue = append(queue, noticed{n.PID, time.Now().Add(settle)})
+			queue.Add(n.PID, time.Now())
 		}
 		now := time.Now()
 		if !now.Before(scan) {
 			_ = p.discover(false)
 			scan = now.Add(p.cfg.DiscoveryInterval)
-			queue = queue[:0]
+			queue.Clear()
 			continue
 		}
-		due := 0
-		for due < len(queue) && !now.Before(queue[due].due) {
-			due++
-		}
-		if due == 0 {
-			continue
-		}
-		var look []int
-		for i, q := range queue[:due] {
-			// A process noticed again since waits for its later notice.
-			if !slices.ContainsFunc(queue[i+1:], func(l noticed) bool { return l.pid == q.pid }) {
-				look = append(look, q.pid)
-			}
-		}
-		queue = append(queue[:0], queue[due:]...)
-		if len(look) > 0 {
-			p.look(look)
+		if due := queue.Due(now); len(due) > 0 {
+			p.look(due)
 		}
 	}
 }

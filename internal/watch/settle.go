@@ -1,0 +1,57 @@
+package watch
+
+import (
+	"slices"
+	"time"
+)
+
+// Settle is how long after its last notice a process is looked at: an exec's notice comes
+// before the dynamic loader maps the libraries, and a dlopen's before it relocates them,
+// in a burst of notices. Each process waits from its own notices: one looked at with
+// another's could be read between mapping and relocation.
+const Settle = 150 * time.Millisecond
+
+// Queue holds the processes noticed, each until Settle after its last notice. It is not
+// safe for concurrent use.
+type Queue struct {
+	waiting []waiting // in the order noticed, so also by due
+}
+
+type waiting struct {
+	pid int
+	due time.Time
+}
+
+// Add notes that process pid was noticed at now.
+func (q *Queue) Add(pid int, now time.Time) {
+	q.waiting = append(q.waiting, waiting{pid, now.Add(Settle)})
+}
+
+// Next returns when the first process is due (zero: none waits).
+func (q *Queue) Next() time.Time {
+	if len(q.waiting) == 0 {
+		return time.Time{}
+	}
+	return q.waiting[0].due
+}
+
+// Due removes and returns the processes due at now, each once: one noticed again since
+// waits for its later notice.
+func (q *Queue) Due(now time.Time) []int {
+	n := 0
+	for n < len(q.waiting) && !now.Before(q.waiting[n].due) {
+		n++
+	}
+	var due []int
+	for i, w := range q.waiting[:n] {
+		later := slices.ContainsFunc(q.waiting[i+1:], func(l waiting) bool { return l.pid == w.pid })
+		if !later && !slices.Contains(due, w.pid) {
+			due = append(due, w.pid)
+		}
+	}
+	q.waiting = append(q.waiting[:0], q.waiting[n:]...)
+	return due
+}
+
+// Clear forgets every process waiting: a scan of /proc looked at them all.
+func (q *Queue) Clear() { q.waiting = q.waiting[:0] }
