@@ -36,7 +36,8 @@ func ContextIn(f *symbols.File) (Context, error) {
 }
 
 // Read returns the context size and threads of the llama_context at ctx in a process whose
-// memory is mem.
+// memory is mem. Values no live context holds are an error: a process may free a context
+// (llama-bench makes one per test) before profinfer reads it, and reuse its memory.
 func (c Context) Read(mem io.ReaderAt, ctx uint64) (size, threads int, err error) {
 	var b [4]byte
 	vals := [2]int{}
@@ -44,7 +45,17 @@ func (c Context) Read(mem io.ReaderAt, ctx uint64) (size, threads int, err error
 		if _, err := mem.ReadAt(b[:], int64(ctx+off)); err != nil {
 			return 0, 0, fmt.Errorf("ggml: reading llama_context at %#x: %w", ctx, err)
 		}
-		vals[i] = int(binary.LittleEndian.Uint32(b[:]))
+		vals[i] = int(int32(binary.LittleEndian.Uint32(b[:])))
 	}
-	return vals[0], vals[1], nil
+	size, threads = vals[0], vals[1]
+	if size <= 0 || size > maxCtx || threads <= 0 || threads > maxThreads {
+		return 0, 0, fmt.Errorf("ggml: llama_context at %#x reads n_ctx %d, n_threads %d: freed since", ctx, size, threads)
+	}
+	return size, threads, nil
 }
+
+// maxCtx and maxThreads bound what a live llama_context holds.
+const (
+	maxCtx     = 1 << 24
+	maxThreads = 1 << 12
+)

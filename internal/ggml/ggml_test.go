@@ -1,6 +1,7 @@
 package ggml
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 )
@@ -75,5 +76,24 @@ func TestNBytes(t *testing.T) {
 		if got := tg.NBytes(&tc.x); got != tc.want {
 			t.Errorf("%s: %d bytes, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A llama_context's fields are read at the getters' offsets; values no live context holds
+// (one freed and its memory reused) are an error, not a resource attribute.
+func TestContextRead(t *testing.T) {
+	c := Context{NCtx: 8, NThreads: 16}
+	mem := make([]byte, 64)
+	binary.LittleEndian.PutUint32(mem[0x10+8:], 4096)
+	binary.LittleEndian.PutUint32(mem[0x10+16:], 4)
+	if size, threads, err := c.Read(bytes.NewReader(mem), 0x10); err != nil || size != 4096 || threads != 4 {
+		t.Errorf("read %d, %d, %v; want 4096, 4", size, threads, err)
+	}
+	binary.LittleEndian.PutUint32(mem[0x10+8:], 244727971) // seen once, read after the free
+	if _, _, err := c.Read(bytes.NewReader(mem), 0x10); err == nil {
+		t.Error("an n_ctx of 244727971 was taken for a live context's")
+	}
+	if _, _, err := c.Read(bytes.NewReader(mem[:20]), 0x10); err == nil {
+		t.Error("a short read gave no error")
 	}
 }
