@@ -39,7 +39,7 @@ func Load(cfg LoadConfig) (*Loaded, error) {
 		return nil, fmt.Errorf("reading the eBPF object: %w", err)
 	}
 	spec.Maps[bpf.ProfinferMapEvents].MaxEntries = uint32(cfg.RingBufferSize)
-	if err := SetLayout(spec, ggml.Layouts[0]); err != nil {
+	if err := setLayout(spec, ggml.Layouts[0]); err != nil {
 		return nil, err
 	}
 	consts := map[string]any{
@@ -76,7 +76,7 @@ func Load(cfg LoadConfig) (*Loaded, error) {
 		l.Counters.Close()
 		l.Counters = ctrMap
 	}
-	l.Programs = NewPrograms(kept, ggml.Layouts[0], &l.ProfinferObjects)
+	l.Programs = newPrograms(kept, ggml.Layouts[0], &l.ProfinferObjects)
 	return l, nil
 }
 

@@ -333,10 +333,11 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	sym, ok := f.Function(s.symbol)
+	lookup := f.Function
 	if s.symbol == nodeSymbol {
-		sym, ok = NodeSymbol(f)
+		lookup = func(string) (symbols.Symbol, bool) { return NodeSymbol(f) }
 	}
+	sym, ok := lookup(s.symbol)
 	if !ok {
 		if s.optional {
 			return nil, nil

@@ -11,9 +11,9 @@ import (
 	"github.com/profinfer/profinfer/internal/ggml"
 )
 
-// SetLayout writes the offsets of layout l into spec's read-only constants: every offset
+// setLayout writes the offsets of layout l into spec's read-only constants: every offset
 // the programs read comes from here, none from defaults in the C source.
-func SetLayout(spec *ebpf.CollectionSpec, l ggml.Layout) error {
+func setLayout(spec *ebpf.CollectionSpec, l ggml.Layout) error {
 	consts := map[string]uint32{
 		"tensor_size":          uint32(l.TensorSize),
 		"tensor_src_off":       uint32(l.Src),
@@ -50,10 +50,10 @@ type Programs struct {
 	loaded *bpf.ProfinferPrograms // the first layout's
 }
 
-// NewPrograms keeps spec (not yet loaded, its layout constants set from first) for more
+// newPrograms keeps spec (not yet loaded, its layout constants set from first) for more
 // layouts; objs are what loading it gave. The perf counter map is not shared by name:
 // CounterMap tied the programs' instructions to it already.
-func NewPrograms(spec *ebpf.CollectionSpec, first ggml.Layout, objs *bpf.ProfinferObjects) *Programs {
+func newPrograms(spec *ebpf.CollectionSpec, first ggml.Layout, objs *bpf.ProfinferObjects) *Programs {
 	maps := map[string]*ebpf.Map{}
 	v := reflect.ValueOf(&objs.ProfinferMaps).Elem()
 	for i := range v.NumField() {
@@ -76,7 +76,7 @@ func (p *Programs) For(l ggml.Layout) (*bpf.ProfinferPrograms, error) {
 		return progs, nil
 	}
 	spec := p.spec.Copy()
-	if err := SetLayout(spec, l); err != nil {
+	if err := setLayout(spec, l); err != nil {
 		return nil, err
 	}
 	progs := &bpf.ProfinferPrograms{}

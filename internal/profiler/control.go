@@ -17,9 +17,9 @@ import (
 type effectKind uint8
 
 const (
-	filled     effectKind = iota // a sampling window's last graph was assembled: close it
-	redescribe                   // a known node came undescribed: have every detail sent again
-	newContext                   // a process decodes with a new llama_context: read it
+	filled      effectKind = iota // a sampling window's last graph was assembled: close it
+	redescribe                    // a known node came undescribed: have every detail sent again
+	contextSeen                   // a process decodes with a new llama_context: read it
 )
 
 type effect struct {
@@ -63,7 +63,7 @@ func (p *Profiler) controlLoop() {
 				if err := probe.Remember(&p.bpf.ProfinferMaps, e.pid, monotonic()); err != nil {
 					p.log.Debug("node details not asked again", zap.Int("pid", e.pid), zap.Error(err))
 				}
-			case newContext:
+			case contextSeen:
 				contexts = append(contexts, e.pid)
 			}
 		}

@@ -113,12 +113,12 @@ func (p *Profiler) discover(first bool) error {
 	}
 	// What is known is read under the lock, /proc outside it: the reader shares the lock.
 	p.mu.Lock()
-	traced := slices.Collect(maps.Keys(p.tracked))
+	traced := maps.Clone(p.tracked)
 	failed := maps.Clone(p.failed)
 	p.mu.Unlock()
 	rechecked := map[int]rejected{} // looked at again and unchanged
 	var gone []int
-	for _, pid := range traced {
+	for pid := range traced {
 		if _, ok := pids[pid]; !ok || !alive(pid) {
 			gone = append(gone, pid)
 		}
@@ -126,7 +126,7 @@ func (p *Profiler) discover(first bool) error {
 	now := time.Now()
 	var todo []int
 	for pid := range pids {
-		if slices.Contains(traced, pid) {
+		if traced[pid] != nil {
 			continue
 		}
 		if r, ok := failed[pid]; ok {
@@ -613,7 +613,7 @@ func (p *Profiler) attachGGML(pid int) (mapped bool, err error) {
 func (p *Profiler) newContext(t *tracked, ctx uint64) {
 	t.ctx = ctx
 	t.looking = true
-	p.effects = append(p.effects, effect{newContext, t.proc.PID})
+	p.effects = append(p.effects, effect{contextSeen, t.proc.PID})
 }
 
 // maxHeld bounds the decodes a process keeps waiting for its context's lookup; past it

@@ -44,8 +44,7 @@ func (q *Queue) Due(now time.Time) []int {
 	}
 	var due []int
 	for i, w := range q.waiting[:n] {
-		later := slices.ContainsFunc(q.waiting[i+1:], func(l waiting) bool { return l.pid == w.pid })
-		if !later && !slices.Contains(due, w.pid) {
+		if !slices.ContainsFunc(q.waiting[i+1:], func(l waiting) bool { return l.pid == w.pid }) {
 			due = append(due, w.pid)
 		}
 	}
