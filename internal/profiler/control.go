@@ -1,9 +1,13 @@
 package profiler
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/internal/probe"
 )
@@ -11,7 +15,8 @@ import (
 // The reader only decodes, describes, assembles and builds spans. What it finds that
 // needs acting on travels to the controller as effects, so that nothing below the reader
 // calls back into it: the controller opens and closes sampling windows, has processes
-// send their nodes' detail again, and reads new contexts and model files from /proc.
+// send their nodes' detail again, opens and closes perf counters, and reads new contexts
+// and model files from /proc.
 
 // effectKind is what the reader asks of the controller.
 type effectKind uint8
@@ -20,11 +25,14 @@ const (
 	filled      effectKind = iota // a sampling window's last graph was assembled: close it
 	redescribe                    // a known node came undescribed: have every detail sent again
 	contextSeen                   // a process decodes with a new llama_context: read it
+	countThread                   // a thread came without counters: open them
+	sweep                         // discovery scanned /proc: close the counters of threads gone
 )
 
 type effect struct {
 	kind effectKind
 	pid  int
+	tid  uint32 // countThread
 }
 
 // signal wakes the controller if the reader posted effects. Called with p.mu held.
@@ -55,6 +63,8 @@ func (p *Profiler) controlLoop() {
 		effects := p.effects
 		p.effects = nil
 		var contexts []int
+		var threads []effect
+		swept := false
 		for _, e := range effects {
 			switch e.kind {
 			case filled:
@@ -65,6 +75,10 @@ func (p *Profiler) controlLoop() {
 				}
 			case contextSeen:
 				contexts = append(contexts, e.pid)
+			case countThread:
+				threads = append(threads, e)
+			case sweep:
+				swept = true
 			}
 		}
 		var window time.Time
@@ -72,6 +86,10 @@ func (p *Profiler) controlLoop() {
 			window = p.windows.Tick()
 		}
 		p.mu.Unlock()
+		p.openCounters(threads)
+		if swept {
+			p.sweepCounters()
+		}
 		for _, pid := range contexts {
 			p.readContext(pid)
 		}
@@ -102,4 +120,47 @@ func (p *Profiler) wakeController() {
 	case p.wake <- struct{}{}:
 	default:
 	}
+}
+
+// openCounters opens the perf counters of threads that came without. Only the controller
+// opens and closes them.
+func (p *Profiler) openCounters(threads []effect) {
+	for _, e := range threads {
+		if p.counters.Has(e.tid) {
+			continue
+		}
+		if err := p.counters.Open(uint32(e.pid), e.tid); err != nil {
+			if errors.Is(err, unix.ESRCH) { // a short-lived thread, gone before the reader met it
+				p.log.Debug("perf counters not opened on a thread", zap.Error(err))
+			} else {
+				p.log.Warn("perf counters not opened on a thread", zap.Error(err))
+			}
+		}
+	}
+}
+
+// sweepCounters closes the perf counters of threads that are gone, and has the reader ask
+// for them again should their tids come back.
+func (p *Profiler) sweepCounters() {
+	traced := map[int]bool{}
+	for _, pid := range p.Traced() {
+		traced[pid] = true
+	}
+	var closed []uint32
+	err := p.counters.Sweep(func(pid, tid uint32) bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, tid))
+		keep := traced[int(pid)] && err == nil
+		if !keep {
+			closed = append(closed, tid)
+		}
+		return keep
+	})
+	if err != nil {
+		p.log.Debug("closing perf counters", zap.Error(err))
+	}
+	p.mu.Lock()
+	for _, tid := range closed {
+		delete(p.asked, tid)
+	}
+	p.mu.Unlock()
 }

@@ -5,16 +5,13 @@ package profiler
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/prometheus/procfs"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver"
@@ -26,16 +23,14 @@ import (
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
+	"github.com/profinfer/profinfer/internal/registry"
 	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/watch"
 	"github.com/profinfer/profinfer/internal/window"
 )
 
 // Selector selects processes: by PID, or every process running Executable.
-type Selector struct {
-	PID        int
-	Executable string
-}
+type Selector = registry.Selector
 
 // NodeMode says when the node probes are attached.
 type NodeMode int
@@ -91,13 +86,12 @@ type Profiler struct {
 	bpf      *probe.Loaded
 	sched    []link.Link // the scheduler tracepoints
 	reader   *ringbuf.Reader
-	procfs   procfs.FS
+	reg      *registry.Registry
 	counters *perfcount.Threads // nil: no perf counters
 	watch    *watch.Watcher     // nil: the process hooks could not attach; discovery polls
 
-	mu          sync.Mutex // guards everything below, shared by the reader and discovery
+	mu          sync.Mutex // guards everything below, shared by the reader, the registry and the controller
 	tracked     map[int]*tracked
-	failed      map[int]rejected // PIDs that are not GGML
 	asm         *assemble.Assembler
 	spans       *export.Spans
 	acc         *export.Metrics
@@ -106,8 +100,7 @@ type Profiler struct {
 	seen        uint64 // decodes and loose graphs offered for spans, for span sampling
 	traced      uint64 // graphs traced node by node
 	tele        export.Telemetry
-	elfCache    *elfCache
-	noCount     map[uint32]bool // threads whose counters could not be opened
+	asked       map[uint32]bool // threads whose counters the controller was asked to open
 	retiring    []retiring      // processes gone, for the reader to drop once it drained the ring
 	windows     *window.Scheduler
 	effects     []effect      // what the reader asks of the controller (control.go)
@@ -137,8 +130,8 @@ const exportQueue = 8
 // New returns a profiler that delivers to the given consumers, either of which may be nil.
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
 	p := &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
-		tracked: map[int]*tracked{}, failed: map[int]rejected{}, elfCache: newELFCache(),
-		noCount: map[uint32]bool{}, stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue),
+		tracked: map[int]*tracked{},
+		asked:   map[uint32]bool{}, stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue),
 		wake: make(chan struct{}, 1)}
 	p.exportCtx, p.cancelExport = context.WithCancel(context.Background())
 	return p
@@ -147,25 +140,12 @@ func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics cons
 // Start loads the eBPF programs, attaches to the targets present now and starts the
 // background loops. Errors about single targets fail Start only when cfg.Propagate is set.
 func (p *Profiler) Start(ctx context.Context) error {
-	fs, err := procfs.NewFS("/proc")
+	reg, err := registry.New(registry.Config{Targets: p.cfg.Targets, Root: "/proc",
+		Application: p.cfg.Layers.Application, Propagate: p.cfg.Propagate}, p, p.log)
 	if err != nil {
-		return fmt.Errorf("profinfer: opening /proc: %w", err)
+		return err
 	}
-	p.procfs = fs
-	// /proc/PID/exe names the binary with links resolved; so must the targets.
-	for i, t := range p.cfg.Targets {
-		if t.Executable == "" {
-			continue
-		}
-		path, err := filepath.EvalSymlinks(t.Executable)
-		if err != nil {
-			if err := p.targetError(fmt.Errorf("profinfer: target executable %s: %w", t.Executable, err)); err != nil {
-				return err
-			}
-			continue
-		}
-		p.cfg.Targets[i].Executable = path
-	}
+	p.reg = reg
 	p.detectCounters()
 	if err := p.load(); err != nil {
 		return err
@@ -190,7 +170,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 		p.log.Warn("dynamic loader hook unavailable: a library loaded with dlopen is found by the scan of /proc every discovery_interval",
 			zap.Duration("discovery_interval", p.cfg.DiscoveryInterval), zap.Error(err))
 	}
-	if err := p.discover(true); err != nil {
+	if err := p.reg.Scan(true); err != nil {
 		p.close()
 		return err
 	}
@@ -199,9 +179,12 @@ func (p *Profiler) Start(ctx context.Context) error {
 	p.wg.Add(4)
 	go p.readLoop()
 	if p.watch != nil {
-		go p.watchLoop(p.watch)
+		go func() {
+			defer p.wg.Done()
+			p.reg.Watch(p.watch, p.cfg.DiscoveryInterval)
+		}()
 	} else {
-		go p.every(p.cfg.DiscoveryInterval, func() { _ = p.discover(false) })
+		go p.every(p.cfg.DiscoveryInterval, func() { _ = p.reg.Scan(false) })
 	}
 	go p.every(p.cfg.CollectionInterval, func() { p.emitMetrics(p.exportCtx) })
 	go p.controlLoop()
@@ -268,22 +251,6 @@ func (p *Profiler) roofs() roofline.Roofs {
 	return roofs
 }
 
-// targetError logs err, or returns it when errors propagate.
-func (p *Profiler) targetError(err error) error {
-	reason := metadata.AttributeProfinferAttachReasonOther
-	if r := (*refusal)(nil); errors.As(err, &r) {
-		reason = r.reason
-	}
-	p.mu.Lock()
-	p.tele.AttachFailures[reason]++
-	p.mu.Unlock()
-	if p.cfg.Propagate {
-		return err
-	}
-	p.log.Error("target skipped", zap.Error(err))
-	return nil
-}
-
 // Shutdown stops the loops, detaches every probe, unloads the programs and flushes what
 // was assembled.
 func (p *Profiler) Shutdown(ctx context.Context) error {
@@ -346,7 +313,9 @@ func (p *Profiler) close() {
 	if p.bpf != nil {
 		p.bpf.Close()
 	}
-	p.elfCache.close()
+	if p.reg != nil {
+		p.reg.Files.Close()
+	}
 }
 
 // ProbesAttached is the number of probes attached now.
@@ -401,6 +370,7 @@ func (p *Profiler) emitMetrics(ctx context.Context) {
 	p.tele.GraphsDropped = p.asm.Stats.DroppedGraphs
 	p.tele.ProbesAttached = p.probesLocked()
 	p.tele.GraphsTraced = p.traced
+	p.tele.AttachFailures = p.reg.Failures()
 	md := p.acc.Emit(p.tele)
 	p.mu.Unlock()
 	if err := p.metrics.ConsumeMetrics(ctx, md); err != nil {

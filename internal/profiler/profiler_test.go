@@ -151,8 +151,8 @@ func TestBadTargets(t *testing.T) {
 	if err := p.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := p.tele.AttachFailures[metadata.AttributeProfinferAttachReasonOther]; n != 1 {
-		t.Errorf("attach failures %v, want 1 other (a process that is not GGML)", p.tele.AttachFailures)
+	if n := p.reg.Failures()[metadata.AttributeProfinferAttachReasonOther]; n != 1 {
+		t.Errorf("attach failures %v, want 1 other (a process that is not GGML)", p.reg.Failures())
 	}
 	if traces.SpanCount() == 0 {
 		t.Error("no spans from the good target")

@@ -8,7 +8,6 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
@@ -116,30 +115,24 @@ func (p *Profiler) dispatch(ev *events.Event) {
 	}
 }
 
-// maxNoCount bounds the threads remembered as failing to open counters: bindings that
-// start a thread pool per context leave many short-lived threads behind.
-const maxNoCount = 4096
+// maxAsked bounds the threads remembered as having had their counters asked for:
+// bindings that start a thread pool per context leave many short-lived threads behind.
+const maxAsked = 4096
 
-// counted returns the counter values ev carries. A thread met without them gets its
-// counters opened now: they count from its next event on. Called with p.mu held.
+// counted returns the counter values ev carries. A thread met without them has the
+// controller open its counters: they count from its next event on. Called with p.mu held.
 func (p *Profiler) counted(ev *events.Event) *events.Counters {
 	if ev.Flags&events.FlagCounted != 0 {
 		return &ev.Counters
 	}
-	if p.counters == nil || p.counters.Has(ev.TID) || p.noCount[ev.TID] {
+	if p.counters == nil || p.asked[ev.TID] {
 		return nil
 	}
-	if err := p.counters.Open(ev.PID, ev.TID); err != nil {
-		if len(p.noCount) >= maxNoCount { // tids are reused; forget the old failures
-			clear(p.noCount)
-		}
-		p.noCount[ev.TID] = true
-		if errors.Is(err, unix.ESRCH) { // a short-lived thread, gone before the reader met it
-			p.log.Debug("perf counters not opened on a thread", zap.Error(err))
-		} else {
-			p.log.Warn("perf counters not opened on a thread", zap.Error(err))
-		}
+	if len(p.asked) >= maxAsked { // tids are reused; forget the old ones
+		clear(p.asked)
 	}
+	p.asked[ev.TID] = true
+	p.effects = append(p.effects, effect{kind: countThread, pid: int(ev.PID), tid: ev.TID})
 	return nil
 }
 
@@ -152,7 +145,7 @@ func (p *Profiler) nodeInfo(ev *events.Event) *assemble.NodeInfo {
 	}
 	info, again := tr.describer.Node(ev)
 	if again {
-		p.effects = append(p.effects, effect{redescribe, int(ev.PID)})
+		p.effects = append(p.effects, effect{kind: redescribe, pid: int(ev.PID)})
 	}
 	return info
 }

@@ -19,7 +19,7 @@ func (p *Profiler) countTraced(t *tracked, g *assemble.Graph) {
 	}
 	p.traced++
 	if g.FillsWindow {
-		p.effects = append(p.effects, effect{filled, t.proc.PID})
+		p.effects = append(p.effects, effect{kind: filled, pid: t.proc.PID})
 	}
 }
 

@@ -1,0 +1,45 @@
+package registry
+
+import (
+	"os"
+
+	"github.com/profinfer/profinfer/internal/discover"
+	"github.com/profinfer/profinfer/internal/ggml"
+	"github.com/profinfer/profinfer/internal/model"
+)
+
+// ModelLook is what a look for a process's model file found.
+type ModelLook struct {
+	VSize uint64 // the process's virtual size when it was looked at
+	Found bool
+	Path  string
+	Info  model.Info
+	Err   error // the file was found but not read
+}
+
+// LookForModel looks for the model file of process pid, unless its virtual size is still
+// vsize, which it had when none was found (changed false): a server loads its model some
+// time after it starts, and an RPC server never does.
+func (r *Registry) LookForModel(pid int, vsize uint64) (m ModelLook, changed bool) {
+	v, err := discover.VSize(r.fs, pid)
+	if err != nil || v == vsize {
+		return m, false
+	}
+	m.VSize = v
+	var host string
+	if m.Path, host, m.Found = model.Find(r.fs, r.cfg.Root, pid); m.Found {
+		m.Info, m.Err = model.Read(host, m.Path)
+	}
+	return m, true
+}
+
+// ReadContext reads the size and threads of llama_context ctx of process pid, from where
+// fields says they are.
+func (r *Registry) ReadContext(pid int, fields *ggml.Context, ctx uint64) (size, threads int, err error) {
+	mem, err := os.Open(r.proc(pid, "mem"))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer mem.Close()
+	return fields.Read(mem, ctx)
+}
