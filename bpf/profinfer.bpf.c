@@ -35,12 +35,23 @@ enum kind {
 	EV_SPLIT_EXIT = 13,
 	EV_COPY = 14,
 	EV_COPY_EXIT = 15,
+	EV_SEQ_RM = 16,
 };
 
 /* Flags on events. */
 #define NODE_FUSED 1 /* started by a fused kernel; tensor2 is the second node */
 #define COUNTED 2    /* the record carries the thread's perf counter values */
 #define NODE_KNOWN 4 /* thread 0's start of a node whose detail was sent since the last graph build */
+/* On a decode's entry: what its batch leaves out, and whether its sequences overflowed. */
+#define BATCH_NO_POS 8       /* no positions: llama_decode places the tokens itself */
+#define BATCH_NO_SEQ 16      /* no sequence ids: every token is sequence 0's */
+#define BATCH_NO_OUTPUTS 32  /* no output flags: the last token's logits alone are computed */
+#define BATCH_MORE_SEQS 64   /* tokens of more than MAX_SEQS sequences; those past it are not summed */
+#define BATCH_SHARED 128     /* a token belongs to several sequences; it is summed into its first */
+#define BATCH_TRUNCATED 256  /* more than MAX_BATCH tokens; those past it are not summed */
+
+#define MAX_SEQS 16
+#define MAX_BATCH 65536
 
 #define MAX_COUNTERS 8
 #define COUNTER_SLOTS 256 /* threads with counters open at once */
@@ -93,10 +104,28 @@ struct experts {
 	u8 rows[IDS_MAX];
 };
 
+/* One sequence's tokens in a decode's batch: how many, the lowest and highest position
+ * (-1 without positions), and how many ask for an output. */
+struct seq_tokens {
+	s32 seq;
+	s32 tokens;
+	s32 pos_min;
+	s32 pos_max;
+	s32 outputs;
+};
+
+/* A decode's entry with its batch summed per sequence: a is the batch's token count, b
+ * the llama_context, nth the sequences in seqs, flags BATCH_*. */
+struct batch {
+	struct event ev;
+	struct seq_tokens seqs[MAX_SEQS];
+};
+
 /* Referenced so that bpf2go generates Go types for them. */
 const struct event *unused_event __attribute__((unused));
 const struct detail *unused_detail __attribute__((unused));
 const struct counted *unused_counted __attribute__((unused));
+const struct batch *unused_batch __attribute__((unused));
 const enum kind *unused_kind __attribute__((unused));
 
 /* Set by the loader from the target's ggml layout. */
@@ -113,6 +142,10 @@ volatile const u32 type_i32 = 26; /* enum ggml_type GGML_TYPE_I32 */
 volatile const u32 graph_nnodes_off = 4;
 volatile const u32 cplan_nthreads_off = 16;
 volatile const u32 batch_stack_off = 8; /* llama_batch.n_tokens relative to sp at the probe */
+volatile const u32 batch_pos_off = 24;      /* llama_batch.pos */
+volatile const u32 batch_n_seq_id_off = 32; /* llama_batch.n_seq_id */
+volatile const u32 batch_seq_id_off = 40;   /* llama_batch.seq_id */
+volatile const u32 batch_logits_off = 48;   /* llama_batch.logits */
 /* Unread bytes in the ring buffer from which a record wakes the reader. Below it records
  * are submitted silently and the reader polls on a timer: a wakeup per record would cost
  * the traced thread an irq_work and the reader a context switch, on the cores the model
@@ -376,14 +409,119 @@ static __always_inline int emit_counted(u16 kind, u64 a, u64 b, u16 ith, u16 nth
 	return 0;
 }
 
-/* llama_decode(ctx, batch): the batch is passed in memory, n_tokens first. The context
- * pointer lets user space read the context's size and threads once. */
+/* The batch of the decode a CPU is entering, summed per sequence before it is output. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct batch);
+} batches SEC(".maps");
+
+/* What batch_token reads: the batch's arrays in the target, NULL where it has none. */
+struct batch_arrays {
+	u64 pos, n_seq_id, seq_id, logits;
+	u32 last; /* the last token's index: its output is computed when there are no flags */
+};
+
+/* Sums token i of the batch into its sequence's entry: four reads of the target's memory
+ * per token, paid once per decode. */
+static long batch_token(u64 i, void *arg)
+{
+	struct batch_arrays *arr = arg;
+	u32 zero = 0;
+	struct batch *b = bpf_map_lookup_elem(&batches, &zero);
+	if (!b)
+		return 1;
+	s32 seq = 0, pos = -1, n_seq = 1;
+	__s8 out = i == arr->last;
+	if (arr->seq_id) {
+		u64 ids = 0;
+		bpf_probe_read_user(&ids, sizeof(ids), (void *)(arr->seq_id + i * 8));
+		bpf_probe_read_user(&seq, sizeof(seq), (void *)ids);
+		bpf_probe_read_user(&n_seq, sizeof(n_seq), (void *)(arr->n_seq_id + i * 4));
+	}
+	if (arr->pos)
+		bpf_probe_read_user(&pos, sizeof(pos), (void *)(arr->pos + i * 4));
+	if (arr->logits)
+		bpf_probe_read_user(&out, sizeof(out), (void *)(arr->logits + i));
+	if (n_seq > 1)
+		b->ev.flags |= BATCH_SHARED;
+	u32 n = b->ev.nth;
+	for (u32 k = 0; k < MAX_SEQS; k++) {
+		struct seq_tokens *st = &b->seqs[k];
+		if (k == n) {
+			st->seq = seq;
+			st->tokens = 0;
+			st->pos_min = pos;
+			st->pos_max = pos;
+			st->outputs = 0;
+			b->ev.nth = n + 1;
+		} else if (k > n || st->seq != seq) {
+			continue;
+		}
+		st->tokens++;
+		if (pos < st->pos_min)
+			st->pos_min = pos;
+		if (pos > st->pos_max)
+			st->pos_max = pos;
+		st->outputs += out != 0;
+		return 0;
+	}
+	b->ev.flags |= BATCH_MORE_SEQS;
+	return 0;
+}
+
+/* llama_decode(ctx, batch): the batch is passed in memory, n_tokens first. Its tokens
+ * are summed per sequence, for the requests they belong to. The context pointer lets
+ * user space read the context's size and threads once. */
 SEC("uprobe/llama_decode")
 int decode_enter(struct pt_regs *ctx)
 {
+	u32 zero = 0;
+	struct batch *b = bpf_map_lookup_elem(&batches, &zero);
+	if (!b)
+		return 0;
+	void *batch = (void *)(PT_REGS_SP(ctx) + batch_stack_off);
 	s32 n = 0;
-	bpf_probe_read_user(&n, sizeof(n), (void *)(PT_REGS_SP(ctx) + batch_stack_off));
-	return emit(EV_DECODE_ENTER, (u64)n, PT_REGS_PARM1(ctx), 0, 0, 0);
+	struct batch_arrays arr = {};
+	bpf_probe_read_user(&n, sizeof(n), batch);
+	bpf_probe_read_user(&arr.pos, sizeof(arr.pos), batch + batch_pos_off);
+	bpf_probe_read_user(&arr.n_seq_id, sizeof(arr.n_seq_id), batch + batch_n_seq_id_off);
+	bpf_probe_read_user(&arr.seq_id, sizeof(arr.seq_id), batch + batch_seq_id_off);
+	bpf_probe_read_user(&arr.logits, sizeof(arr.logits), batch + batch_logits_off);
+	u16 flags = (arr.pos ? 0 : BATCH_NO_POS) | (arr.seq_id ? 0 : BATCH_NO_SEQ) | (arr.logits ? 0 : BATCH_NO_OUTPUTS);
+	u32 tokens = n > 0 ? n : 0;
+	if (tokens > MAX_BATCH) {
+		tokens = MAX_BATCH;
+		flags |= BATCH_TRUNCATED;
+	}
+	arr.last = tokens - 1;
+	fill(&b->ev, EV_DECODE_ENTER, (u64)n, PT_REGS_PARM1(ctx), 0, 0, flags);
+	bpf_loop(tokens, batch_token, &arr, 0);
+	u32 seqs = b->ev.nth;
+	if (seqs > MAX_SEQS)
+		seqs = MAX_SEQS;
+	if (bpf_ringbuf_output(&events, b, sizeof(struct event) + seqs * sizeof(struct seq_tokens), wakeup()))
+		dropped();
+	return 0;
+}
+
+/* llama_memory_seq_rm(mem, seq, p0, p1), or llama_kv_self_seq_rm or llama_kv_cache_seq_rm
+ * (ctx, seq, p0, p1) in older releases: positions [p0, p1) of sequence seq (every one
+ * if seq < 0) leave the cache; p1 < 0 rewinds the sequence to p0, as a server does when a
+ * new prompt comes to a slot. a is seq, b is p0 in its low half and p1 in its high. */
+SEC("uprobe/llama_memory_seq_rm")
+int seq_rm(struct pt_regs *ctx)
+{
+	return emit(EV_SEQ_RM, (u64)(s32)PT_REGS_PARM2(ctx), (u64)(u32)PT_REGS_PARM3(ctx) | (u64)(u32)PT_REGS_PARM4(ctx) << 32, 0, 0, 0);
+}
+
+/* llama_memory_clear(mem, data), or llama_kv_self_clear or llama_kv_cache_clear(ctx):
+ * every sequence leaves the cache, as seq_rm(-1, -1, -1). */
+SEC("uprobe/llama_memory_clear")
+int seq_clear(struct pt_regs *ctx)
+{
+	return emit(EV_SEQ_RM, (u64)-1, (u64)-1, 0, 0, 0);
 }
 
 SEC("uretprobe/llama_decode")

@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type ProfinferBatch struct {
+	_    structs.HostLayout
+	Ev   ProfinferEvent
+	Seqs [16]ProfinferSeqTokens
+}
+
 type ProfinferCounted struct {
 	_        structs.HostLayout
 	Ev       ProfinferEvent
@@ -79,7 +85,17 @@ const (
 	ProfinferKindEV_SPLIT_EXIT   ProfinferKind = 13
 	ProfinferKindEV_COPY         ProfinferKind = 14
 	ProfinferKindEV_COPY_EXIT    ProfinferKind = 15
+	ProfinferKindEV_SEQ_RM       ProfinferKind = 16
 )
+
+type ProfinferSeqTokens struct {
+	_       structs.HostLayout
+	Seq     int32
+	Tokens  int32
+	PosMin  int32
+	PosMax  int32
+	Outputs int32
+}
 
 type ProfinferSlot struct {
 	_     structs.HostLayout
@@ -107,6 +123,7 @@ type ProfinferThread struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	ProfinferMapBatches           = "batches"
 	ProfinferMapBuilt             = "built"
 	ProfinferMapCounterSlots      = "counter_slots"
 	ProfinferMapCounters          = "counters"
@@ -132,11 +149,17 @@ const (
 	ProfinferProgSchedExit        = "sched_exit"
 	ProfinferProgSchedSwitch      = "sched_switch"
 	ProfinferProgSchedWakeup      = "sched_wakeup"
+	ProfinferProgSeqClear         = "seq_clear"
+	ProfinferProgSeqRm            = "seq_rm"
 	ProfinferProgSplitEnter       = "split_enter"
 	ProfinferProgSplitExit        = "split_exit"
 	ProfinferProgThreadExit       = "thread_exit"
 	ProfinferVarAllThreads        = "all_threads"
 	ProfinferVarBackendGetNameOff = "backend_get_name_off"
+	ProfinferVarBatchLogitsOff    = "batch_logits_off"
+	ProfinferVarBatchN_seqIdOff   = "batch_n_seq_id_off"
+	ProfinferVarBatchPosOff       = "batch_pos_off"
+	ProfinferVarBatchSeqIdOff     = "batch_seq_id_off"
 	ProfinferVarBatchStackOff     = "batch_stack_off"
 	ProfinferVarBufferGetBaseOff  = "buffer_get_base_off"
 	ProfinferVarCplanNthreadsOff  = "cplan_nthreads_off"
@@ -151,6 +174,7 @@ const (
 	ProfinferVarTensorSrcOff      = "tensor_src_off"
 	ProfinferVarTensorViewSrcOff  = "tensor_view_src_off"
 	ProfinferVarTypeI32           = "type_i32"
+	ProfinferVarUnusedBatch       = "unused_batch"
 	ProfinferVarUnusedCounted     = "unused_counted"
 	ProfinferVarUnusedDetail      = "unused_detail"
 	ProfinferVarUnusedEvent       = "unused_event"
@@ -214,6 +238,8 @@ type ProfinferProgramSpecs struct {
 	SchedExit    *ebpf.ProgramSpec `ebpf:"sched_exit"`
 	SchedSwitch  *ebpf.ProgramSpec `ebpf:"sched_switch"`
 	SchedWakeup  *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
+	SeqClear     *ebpf.ProgramSpec `ebpf:"seq_clear"`
+	SeqRm        *ebpf.ProgramSpec `ebpf:"seq_rm"`
 	SplitEnter   *ebpf.ProgramSpec `ebpf:"split_enter"`
 	SplitExit    *ebpf.ProgramSpec `ebpf:"split_exit"`
 	ThreadExit   *ebpf.ProgramSpec `ebpf:"thread_exit"`
@@ -223,6 +249,7 @@ type ProfinferProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferMapSpecs struct {
+	Batches      *ebpf.MapSpec `ebpf:"batches"`
 	Built        *ebpf.MapSpec `ebpf:"built"`
 	CounterSlots *ebpf.MapSpec `ebpf:"counter_slots"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
@@ -242,6 +269,10 @@ type ProfinferMapSpecs struct {
 type ProfinferVariableSpecs struct {
 	AllThreads        *ebpf.VariableSpec `ebpf:"all_threads"`
 	BackendGetNameOff *ebpf.VariableSpec `ebpf:"backend_get_name_off"`
+	BatchLogitsOff    *ebpf.VariableSpec `ebpf:"batch_logits_off"`
+	BatchN_seqIdOff   *ebpf.VariableSpec `ebpf:"batch_n_seq_id_off"`
+	BatchPosOff       *ebpf.VariableSpec `ebpf:"batch_pos_off"`
+	BatchSeqIdOff     *ebpf.VariableSpec `ebpf:"batch_seq_id_off"`
 	BatchStackOff     *ebpf.VariableSpec `ebpf:"batch_stack_off"`
 	BufferGetBaseOff  *ebpf.VariableSpec `ebpf:"buffer_get_base_off"`
 	CplanNthreadsOff  *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
@@ -256,6 +287,7 @@ type ProfinferVariableSpecs struct {
 	TensorSrcOff      *ebpf.VariableSpec `ebpf:"tensor_src_off"`
 	TensorViewSrcOff  *ebpf.VariableSpec `ebpf:"tensor_view_src_off"`
 	TypeI32           *ebpf.VariableSpec `ebpf:"type_i32"`
+	UnusedBatch       *ebpf.VariableSpec `ebpf:"unused_batch"`
 	UnusedCounted     *ebpf.VariableSpec `ebpf:"unused_counted"`
 	UnusedDetail      *ebpf.VariableSpec `ebpf:"unused_detail"`
 	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -283,6 +315,7 @@ func (o *ProfinferObjects) Close() error {
 //
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferMaps struct {
+	Batches      *ebpf.Map `ebpf:"batches"`
 	Built        *ebpf.Map `ebpf:"built"`
 	CounterSlots *ebpf.Map `ebpf:"counter_slots"`
 	Counters     *ebpf.Map `ebpf:"counters"`
@@ -298,6 +331,7 @@ type ProfinferMaps struct {
 
 func (m *ProfinferMaps) Close() error {
 	return _ProfinferClose(
+		m.Batches,
 		m.Built,
 		m.CounterSlots,
 		m.Counters,
@@ -318,6 +352,10 @@ func (m *ProfinferMaps) Close() error {
 type ProfinferVariables struct {
 	AllThreads        *ebpf.Variable `ebpf:"all_threads"`
 	BackendGetNameOff *ebpf.Variable `ebpf:"backend_get_name_off"`
+	BatchLogitsOff    *ebpf.Variable `ebpf:"batch_logits_off"`
+	BatchN_seqIdOff   *ebpf.Variable `ebpf:"batch_n_seq_id_off"`
+	BatchPosOff       *ebpf.Variable `ebpf:"batch_pos_off"`
+	BatchSeqIdOff     *ebpf.Variable `ebpf:"batch_seq_id_off"`
 	BatchStackOff     *ebpf.Variable `ebpf:"batch_stack_off"`
 	BufferGetBaseOff  *ebpf.Variable `ebpf:"buffer_get_base_off"`
 	CplanNthreadsOff  *ebpf.Variable `ebpf:"cplan_nthreads_off"`
@@ -332,6 +370,7 @@ type ProfinferVariables struct {
 	TensorSrcOff      *ebpf.Variable `ebpf:"tensor_src_off"`
 	TensorViewSrcOff  *ebpf.Variable `ebpf:"tensor_view_src_off"`
 	TypeI32           *ebpf.Variable `ebpf:"type_i32"`
+	UnusedBatch       *ebpf.Variable `ebpf:"unused_batch"`
 	UnusedCounted     *ebpf.Variable `ebpf:"unused_counted"`
 	UnusedDetail      *ebpf.Variable `ebpf:"unused_detail"`
 	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
@@ -357,6 +396,8 @@ type ProfinferPrograms struct {
 	SchedExit    *ebpf.Program `ebpf:"sched_exit"`
 	SchedSwitch  *ebpf.Program `ebpf:"sched_switch"`
 	SchedWakeup  *ebpf.Program `ebpf:"sched_wakeup"`
+	SeqClear     *ebpf.Program `ebpf:"seq_clear"`
+	SeqRm        *ebpf.Program `ebpf:"seq_rm"`
 	SplitEnter   *ebpf.Program `ebpf:"split_enter"`
 	SplitExit    *ebpf.Program `ebpf:"split_exit"`
 	ThreadExit   *ebpf.Program `ebpf:"thread_exit"`
@@ -378,6 +419,8 @@ func (p *ProfinferPrograms) Close() error {
 		p.SchedExit,
 		p.SchedSwitch,
 		p.SchedWakeup,
+		p.SeqClear,
+		p.SeqRm,
 		p.SplitEnter,
 		p.SplitExit,
 		p.ThreadExit,

@@ -163,8 +163,13 @@ type Copy struct {
 type Decode struct {
 	PID, TID   uint32
 	Tokens     int
+	Context    uint64       // the llama_context
+	Batch      events.Batch // its tokens per sequence
 	Start, End uint64
 	Result     int
+	// Dropped says that records of the decode were lost: it reaches the sink only for
+	// its batch and times, with nothing below it.
+	Dropped bool
 	Scheds     []SchedCall
 	Splits     []Split
 	Copies     []Copy
@@ -271,12 +276,21 @@ func (a *Assembler) proc(pid uint32) *process {
 }
 
 // DecodeEnter starts a llama_decode of tokens tokens. A decode still open lost its exit.
-func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int) {
+func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int, ctx uint64, batch *events.Batch) {
 	p := a.proc(pid)
 	if p.decode != nil {
 		a.dropDecode(p.decode)
 	}
-	p.decode = &Decode{PID: pid, TID: tid, Tokens: tokens, Start: ts}
+	p.decode = &Decode{PID: pid, TID: tid, Tokens: tokens, Context: ctx, Start: ts}
+	if batch != nil {
+		p.decode.Batch = *batch
+	}
+}
+
+// Decoding says whether process pid is inside a llama_decode.
+func (a *Assembler) Decoding(pid uint32) bool {
+	p := a.procs[pid]
+	return p != nil && p.decode != nil
 }
 
 // DecodeExit finishes the open llama_decode. lost is the count of the process's lost
@@ -292,6 +306,9 @@ func (a *Assembler) DecodeExit(pid, tid uint32, ts uint64, result int, lost uint
 	if lost != p.lost {
 		p.lost = lost
 		a.dropDecode(d)
+		// Its batch is whole, and the requests it carried still need it.
+		*d = Decode{PID: d.PID, TID: d.TID, Tokens: d.Tokens, Context: d.Context, Batch: d.Batch, Start: d.Start, End: ts, Result: result, Dropped: true}
+		a.sink.Decode(d)
 		return
 	}
 	d.End, d.Result = ts, result

@@ -11,10 +11,17 @@ import (
 
 type sink struct {
 	decodes []*Decode
+	dropped []*Decode // with lost records: their batches and times alone
 	graphs  []*Graph
 }
 
-func (s *sink) Decode(d *Decode) { s.decodes = append(s.decodes, d) }
+func (s *sink) Decode(d *Decode) {
+	if d.Dropped {
+		s.dropped = append(s.dropped, d)
+		return
+	}
+	s.decodes = append(s.decodes, d)
+}
 func (s *sink) Graph(g *Graph)   { s.graphs = append(s.graphs, g) }
 
 // Two threads compute three nodes; the matmul calls the barrier internally, and thread 1
@@ -26,7 +33,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	add := &NodeInfo{Op: "ADD", Name: "ffn_inp-0", Type: "f32"}
 	norm := &NodeInfo{Op: "RMS_NORM", Name: "norm-0", Type: "f32", FusedOp: "MUL"}
 	a.NodesOn(1, 50, 0)
-	a.DecodeEnter(1, 1, 100, 1)
+	a.DecodeEnter(1, 1, 100, 1, 0, nil)
 	a.SchedEnter(1, 1, 105, 9)
 	a.GraphEnter(1, 1, 110, 0xa, 5, 2)
 	// node 0x1 (MUL_MAT): internal barrier at 130/131, done at 150 and 140.
@@ -104,7 +111,7 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	if a.Stats.OrphanEvents != 2 {
 		t.Fatalf("orphans %d", a.Stats.OrphanEvents)
 	}
-	a.DecodeEnter(7, 7, 30, 4)
+	a.DecodeEnter(7, 7, 30, 4, 0, nil)
 	a.GraphEnter(7, 7, 31, 0xa, 1, 1)
 	a.Exit(7)
 	if a.Stats.DroppedGraphs != 1 || a.Stats.DroppedDecode != 1 || len(s.decodes) != 0 {
@@ -123,7 +130,7 @@ func TestLostRecords(t *testing.T) {
 	s := &sink{}
 	a := New(s)
 	decode := func(start uint64, lost uint64) {
-		a.DecodeEnter(1, 1, start, 1)
+		a.DecodeEnter(1, 1, start, 1, 0, nil)
 		a.GraphEnter(1, 1, start+1, 0xa, 1, 1)
 		a.GraphExit(1, 1, start+2, events.CPUSched{}, lost)
 		a.DecodeExit(1, 1, start+3, 0, lost)
@@ -134,15 +141,19 @@ func TestLostRecords(t *testing.T) {
 	if len(s.decodes) != 2 || s.decodes[1].Start != 30 || a.Stats.DroppedDecode != 1 || a.Stats.DroppedGraphs != 1 {
 		t.Fatalf("decodes %d, stats %+v", len(s.decodes), a.Stats)
 	}
+	// The dropped decode still tells its batch's requests when it ran, and nothing else.
+	if d := s.dropped; len(d) != 1 || d[0].Start != 20 || d[0].End != 23 || len(d[0].Graphs) != 0 {
+		t.Fatalf("dropped decodes %+v", d)
+	}
 	// A lost graph exit: the graph is dropped when the next one starts, and the decode
 	// when its own exit shows the loss.
-	a.DecodeEnter(1, 1, 40, 1)
+	a.DecodeEnter(1, 1, 40, 1, 0, nil)
 	a.GraphEnter(1, 1, 41, 0xa, 1, 1)
 	a.GraphEnter(1, 1, 42, 0xa, 1, 1)
 	a.GraphExit(1, 1, 43, events.CPUSched{}, 4)
 	a.DecodeExit(1, 1, 44, 0, 4)
 	// A lost decode exit: the decode is dropped when the next one starts.
-	a.DecodeEnter(1, 1, 50, 1)
+	a.DecodeEnter(1, 1, 50, 1, 0, nil)
 	decode(60, 5)
 	decode(70, 5)
 	if len(s.decodes) != 3 || s.decodes[2].Start != 70 || a.Stats.DroppedDecode != 4 || a.Stats.DroppedGraphs != 4 {
@@ -332,7 +343,7 @@ func TestSplitsAndCopies(t *testing.T) {
 	a := New(s)
 	a.SplitEnter(1, 1, 5, "CPU", 3) // a graph computed outside llama_decode (an RPC server)
 	a.SplitExit(1, 1, 6)
-	a.DecodeEnter(1, 1, 10, 1)
+	a.DecodeEnter(1, 1, 10, 1, 0, nil)
 	a.SchedEnter(1, 1, 11, 9)
 	a.SplitEnter(1, 1, 12, "CPU", 4)
 	a.SplitExit(1, 1, 20)

@@ -29,11 +29,12 @@ const (
 	SplitExit   = Kind(bpf.ProfinferKindEV_SPLIT_EXIT)
 	Copy        = Kind(bpf.ProfinferKindEV_COPY)
 	CopyExit    = Kind(bpf.ProfinferKindEV_COPY_EXIT)
-	lastKind    = CopyExit
+	SeqRm       = Kind(bpf.ProfinferKindEV_SEQ_RM)
+	lastKind    = SeqRm
 )
 
 var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit", "thread_exit", "experts",
-	"split_enter", "split_exit", "copy", "copy_exit"}
+	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -47,6 +48,14 @@ const (
 	FlagFused   = 1 // a node started by a fused kernel; Fused is then the second node's tensor
 	FlagCounted = 2 // Counters holds the thread's perf counter values
 	FlagKnown   = 4 // a Node of thread 0 whose NodeDetail came since the process last built a graph
+
+	// On a DecodeEnter, what its batch leaves out.
+	BatchNoPos     = 8   // no positions: llama_decode placed the tokens itself
+	BatchNoSeq     = 16  // no sequence ids: every token is sequence 0's
+	BatchNoOutputs = 32  // no output flags: only the last token's output was computed
+	BatchMoreSeqs  = 64  // more than MaxSeqs sequences: those past it are not summed
+	BatchShared    = 128 // a token of several sequences, summed into its first
+	BatchTruncated = 256 // more tokens than the probe sums
 )
 
 // MaxCounters is how many perf counters a record carries.
@@ -89,6 +98,8 @@ type Event struct {
 	// SrcView is each source's view_src (the tensor owning its data; 0 if it owns its
 	// own), little-endian; valid with Detail.
 	SrcView []byte
+	// Batch is a DecodeEnter's batch, summed per sequence.
+	Batch Batch
 	// Rows is, for Experts, Nth rows of RowBytes bytes of the ids tensor IDs, one per
 	// token, each starting with the ids of the experts the router chose; Ith is the
 	// tensor's rows. The record has room for more.
@@ -131,6 +142,31 @@ func (e *Event) Backend() uint64 { return e.a }
 // Buffers are a Copy's source and destination buffers' get_base functions, which name
 // their backends.
 func (e *Event) Buffers() (src, dst uint64) { return e.a, e.b }
+
+// SeqRemoved is a SeqRm's sequence (-1: every one) and the positions [p0, p1) it
+// removed; p1 < 0 removes every position from p0 on.
+func (e *Event) SeqRemoved() (seq, p0, p1 int32) {
+	return int32(e.a), int32(uint32(e.b)), int32(uint32(e.b >> 32))
+}
+
+// MaxSeqs is how many sequences a decode's batch is summed into.
+const MaxSeqs = len(bpf.ProfinferBatch{}.Seqs)
+
+// SeqTokens is one sequence's tokens in a decode's batch: how many, their lowest and
+// highest position (-1 without positions), and how many ask for an output.
+type SeqTokens struct {
+	Seq, Tokens, PosMin, PosMax, Outputs int32
+}
+
+// Batch is a decode's batch summed per sequence: N entries of Seqs, and the Batch* flags.
+type Batch struct {
+	N     int
+	Flags uint16
+	Seqs  [MaxSeqs]SeqTokens
+}
+
+// Sequences returns the batch's sequences.
+func (b *Batch) Sequences() []SeqTokens { return b.Seqs[:b.N] }
 
 // Counters is one reading of a thread's perf counters.
 type Counters [MaxCounters]uint64
@@ -184,6 +220,9 @@ func Decode(b []byte, e *Event) error {
 	if e.Kind < DecodeEnter || e.Kind > lastKind {
 		return fmt.Errorf("events: unknown kind %d", uint16(e.Kind))
 	}
+	if e.Kind == DecodeEnter {
+		return decodeBatch(b, e)
+	}
 	if e.Kind == Experts {
 		n := uint64(e.Nth) * e.b
 		if e.b == 0 || uint64(len(b)-HeaderSize) < n {
@@ -213,6 +252,25 @@ func Decode(b []byte, e *Event) error {
 		for i := range e.Counters {
 			e.Counters[i] = le.Uint64(b[ctr+8*i:])
 		}
+	}
+	return nil
+}
+
+// seqTokensSize is the size of one struct seq_tokens.
+const seqTokensSize = 20
+
+// decodeBatch reads a DecodeEnter's sequences, Nth of them after the header.
+func decodeBatch(b []byte, e *Event) error {
+	n := int(e.Nth)
+	if n > MaxSeqs || len(b) < HeaderSize+n*seqTokensSize {
+		return fmt.Errorf("events: decode entry of %d bytes for %d sequences", len(b), n)
+	}
+	le := binary.LittleEndian
+	e.Batch.N, e.Batch.Flags = n, e.Flags
+	for i := range n {
+		r := b[HeaderSize+i*seqTokensSize:]
+		e.Batch.Seqs[i] = SeqTokens{Seq: int32(le.Uint32(r[0:])), Tokens: int32(le.Uint32(r[4:])),
+			PosMin: int32(le.Uint32(r[8:])), PosMax: int32(le.Uint32(r[12:])), Outputs: int32(le.Uint32(r[16:]))}
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/model"
+	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
@@ -126,8 +127,9 @@ func (s *Spans) scope(td ptrace.Traces, p *Origin) ptrace.SpanSlice {
 	return ss.Spans()
 }
 
-// Decode appends a llama_decode span, its graph spans and their node spans to td.
-func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) {
+// Decode appends a llama_decode span, its graph spans and their node spans to td, and
+// returns the decode span, for the requests it carried to link to.
+func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) requests.Link {
 	spans := s.scope(td, p)
 	sp := spans.AppendEmpty()
 	trace := s.traceID()
@@ -137,6 +139,7 @@ func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) {
 	a.PutStr("llama.phase", Phase(d.Tokens))
 	a.PutInt("llama.decode.result", int64(d.Result))
 	a.PutInt("thread.id", int64(d.TID))
+	putBatch(a, &d.Batch)
 	if d.Result != 0 {
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage("llama_decode returned " + strconv.Itoa(d.Result))
@@ -167,6 +170,7 @@ func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) {
 		}, g.TID, g.Start, g.End)
 		s.graph(spans, trace, parent, g)
 	}
+	return requests.Link{Trace: trace, Span: sp.SpanID()}
 }
 
 // enclosing returns the span among ids whose extent, on thread tid, holds start to end;

@@ -13,6 +13,7 @@ import (
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
@@ -21,7 +22,24 @@ import (
 var (
 	opBounds     = []float64{1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1}
 	decodeBounds = []float64{1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.2, 0.5, 1, 2, 5, 10}
+	// The GenAI semantic conventions' recommended buckets (v1.38.0).
+	ttftBounds     = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}
+	tpotBounds     = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}
+	durationBounds = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	// Batch occupancy: sequences and tokens per decode.
+	seqBounds   = []float64{1, 2, 4, 8, 16, 32}
+	tokenBounds = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
 )
+
+// Token kinds of the request token counter (gen_ai.token.type): input computed, input
+// read from the cache, output.
+const (
+	tokInput = iota
+	tokCached
+	tokOutput
+)
+
+var tokenTypes = [...]string{"input", "cached_input", "output"}
 
 type histogram struct {
 	count  uint64
@@ -58,10 +76,14 @@ type processMetrics struct {
 	threads   map[threadKey]*events.Counters
 	tokens    [2]int64 // by phase: prefill, decode
 	decodeDur [2]*histogram
-	moe       map[int][]int64     // MoE layer -> selections per expert
-	splits    map[string]*span    // by backend
-	copies    map[copyKey]*copied // by source and destination backend
-	exited    bool                // emit once more, then drop
+	// Requests: GenAI server histograms, tokens by kind, and batch occupancy.
+	ttft, tpot, duration *histogram
+	reqTokens            [3]int64
+	batchSeqs, batchToks *histogram
+	moe                  map[int][]int64     // MoE layer -> selections per expert
+	splits               map[string]*span    // by backend
+	copies               map[copyKey]*copied // by source and destination backend
+	exited               bool                // emit once more, then drop
 }
 
 // span counts calls and their time.
@@ -147,7 +169,9 @@ func (m *Metrics) process(p *Origin) *processMetrics {
 	pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
 		ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{}, moe: map[int][]int64{},
 		splits: map[string]*span{}, copies: map[copyKey]*copied{},
-		decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)}}
+		decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)},
+		ttft:      newHistogram(ttftBounds), tpot: newHistogram(tpotBounds), duration: newHistogram(durationBounds),
+		batchSeqs: newHistogram(seqBounds), batchToks: newHistogram(tokenBounds)}
 	m.procs[p.PID] = pm
 	return pm
 }
@@ -161,6 +185,10 @@ func (m *Metrics) Decode(p *Origin, d *assemble.Decode) {
 	}
 	pm.tokens[ph] += int64(d.Tokens)
 	pm.decodeDur[ph].add(float64(d.End-d.Start) / 1e9)
+	if d.Batch.N > 0 {
+		pm.batchSeqs.add(float64(d.Batch.N))
+		pm.batchToks.add(float64(d.Tokens))
+	}
 	for _, sl := range d.Splits {
 		st := pm.splits[sl.Backend]
 		if st == nil {
@@ -182,6 +210,21 @@ func (m *Metrics) Decode(p *Origin, d *assemble.Decode) {
 	}
 	for _, g := range d.Graphs {
 		m.graph(pm, g)
+	}
+}
+
+// Request counts a finished request's tokens and times.
+func (m *Metrics) Request(p *Origin, r *requests.Request) {
+	pm := m.process(p)
+	pm.reqTokens[tokInput] += int64(r.Prompt)
+	pm.reqTokens[tokCached] += int64(r.Cached)
+	pm.reqTokens[tokOutput] += int64(r.Output)
+	pm.duration.add(float64(r.End-r.Start) / 1e9)
+	if r.Output > 0 {
+		pm.ttft.add(float64(r.TTFT()) / 1e9)
+	}
+	if r.Output > 1 {
+		pm.tpot.add(float64(r.TPOT()) / 1e9)
 	}
 }
 
@@ -406,7 +449,7 @@ func (m *Metrics) recordRoofs(now pcommon.Timestamp) {
 }
 
 func (m *Metrics) histograms(ms pmetric.MetricSlice, pm *processMetrics, now pcommon.Timestamp) {
-	op := newHistogramMetric(ms, "ggml.op.duration", "Duration of computed graph nodes, from the first thread's start to the last thread's end.")
+	op := newHistogramMetric(ms, "ggml.op.duration", "Duration of computed graph nodes, from the first thread's start to the last thread's end.", "s")
 	for k, st := range pm.ops {
 		h := st.dur
 		dp := op.DataPoints().AppendEmpty()
@@ -417,7 +460,7 @@ func (m *Metrics) histograms(ms pmetric.MetricSlice, pm *processMetrics, now pco
 		dp.Attributes().PutStr("ggml.tensor.type", k.typ)
 		h.put(dp)
 	}
-	dec := newHistogramMetric(ms, "llama.decode.duration", "Duration of llama_decode calls.")
+	dec := newHistogramMetric(ms, "llama.decode.duration", "Duration of llama_decode calls.", "s")
 	for ph, name := range []string{"prefill", "decode"} {
 		if pm.decodeDur[ph].count == 0 {
 			continue
@@ -428,13 +471,62 @@ func (m *Metrics) histograms(ms pmetric.MetricSlice, pm *processMetrics, now pco
 		dp.Attributes().PutStr("llama.phase", name)
 		pm.decodeDur[ph].put(dp)
 	}
+	m.requestMetrics(ms, pm, now)
 }
 
-func newHistogramMetric(ms pmetric.MetricSlice, name, desc string) pmetric.Histogram {
+// requestMetrics adds the request layer's metrics: the GenAI server histograms and token
+// counter, with the conventions' attributes, and batch occupancy.
+func (m *Metrics) requestMetrics(ms pmetric.MetricSlice, pm *processMetrics, now pcommon.Timestamp) {
+	genAI := func(dp pmetric.HistogramDataPoint, h *histogram) {
+		dp.SetStartTimestamp(m.start)
+		dp.SetTimestamp(now)
+		putGenAI(dp.Attributes(), &pm.proc)
+		h.put(dp)
+	}
+	if pm.duration.count > 0 {
+		genAI(newHistogramMetric(ms, "gen_ai.server.request.duration",
+			"Time from a request's first decode to its last, as the engine computed it.", "s").DataPoints().AppendEmpty(), pm.duration)
+		genAI(newHistogramMetric(ms, "gen_ai.server.time_to_first_token",
+			"Time from a request's first decode to the end of the decode that computed its first output token.", "s").DataPoints().AppendEmpty(), pm.ttft)
+		genAI(newHistogramMetric(ms, "gen_ai.server.time_per_output_token",
+			"Mean time per output token after the first, per request.", "s").DataPoints().AppendEmpty(), pm.tpot)
+		mt := ms.AppendEmpty()
+		mt.SetName("llama.request.tokens")
+		mt.SetDescription("Tokens of finished requests, by kind: prompt tokens computed (input), prompt tokens reused from the cache (cached_input), and generated (output).")
+		mt.SetUnit("{token}")
+		sum := mt.SetEmptySum()
+		sum.SetIsMonotonic(true)
+		sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		for kind, n := range pm.reqTokens {
+			dp := sum.DataPoints().AppendEmpty()
+			dp.SetStartTimestamp(m.start)
+			dp.SetTimestamp(now)
+			putGenAI(dp.Attributes(), &pm.proc)
+			dp.Attributes().PutStr("gen_ai.token.type", tokenTypes[kind])
+			dp.SetIntValue(n)
+		}
+	}
+	if pm.batchSeqs.count > 0 {
+		for _, b := range []struct {
+			name, desc, unit string
+			h                *histogram
+		}{
+			{"llama.batch.sequences", "Sequences per llama_decode batch.", "{sequence}", pm.batchSeqs},
+			{"llama.batch.tokens", "Tokens per llama_decode batch.", "{token}", pm.batchToks},
+		} {
+			dp := newHistogramMetric(ms, b.name, b.desc, b.unit).DataPoints().AppendEmpty()
+			dp.SetStartTimestamp(m.start)
+			dp.SetTimestamp(now)
+			b.h.put(dp)
+		}
+	}
+}
+
+func newHistogramMetric(ms pmetric.MetricSlice, name, desc, unit string) pmetric.Histogram {
 	mt := ms.AppendEmpty()
 	mt.SetName(name)
 	mt.SetDescription(desc)
-	mt.SetUnit("s")
+	mt.SetUnit(unit)
 	h := mt.SetEmptyHistogram()
 	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
 	return h

@@ -48,6 +48,12 @@ func Load(cfg LoadConfig) (*Loaded, error) {
 		"all_threads":  boolByte(cfg.AllThreads),
 		"follow_sched": boolByte(cfg.FollowSched),
 		"n_counters":   uint32(cfg.Counters),
+		// llama_batch is llama's, not ggml's: one layout for every release.
+		"batch_stack_off":    uint32(ggml.LlamaBatch.Stack),
+		"batch_pos_off":      uint32(ggml.LlamaBatch.Pos),
+		"batch_n_seq_id_off": uint32(ggml.LlamaBatch.NSeqID),
+		"batch_seq_id_off":   uint32(ggml.LlamaBatch.SeqID),
+		"batch_logits_off":   uint32(ggml.LlamaBatch.Logits),
 	}
 	for name, v := range consts {
 		if err := spec.Variables[name].Set(v); err != nil {

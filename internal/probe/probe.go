@@ -120,6 +120,8 @@ type progs = bpf.ProfinferPrograms
 var specs = []spec{
 	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.RSP | symbols.RDI, false},
 	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
+	{app, discover.Llama, seqRmSymbol, func(p *progs) *ebpf.Program { return p.SeqRm }, false, symbols.RSI | symbols.RDX | symbols.RCX, false},
+	{app, discover.Llama, clearSymbol, func(p *progs) *ebpf.Program { return p.SeqClear }, false, 0, false},
 	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedEnter }, false, symbols.RSI, false},
 	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedExit }, true, 0, false},
 	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitEnter }, false, symbols.RDI | symbols.RSI, false},
@@ -141,12 +143,29 @@ var specs = []spec{
 // the probe point, a local symbol.
 var NodeSymbols = []string{"ggml_cpu_extra_compute_forward", "ggml_compute_forward"}
 
-// nodeSymbol stands for the first of NodeSymbols that an object defines.
-const nodeSymbol = "(node)"
+// nodeSymbol, seqRmSymbol and clearSymbol stand for the first of their choices that an
+// object defines.
+const (
+	nodeSymbol  = "(node)"
+	seqRmSymbol = "(seq_rm)"
+	clearSymbol = "(clear)"
+)
+
+// choices are the symbols each stand-in may be, best first. The memory calls were
+// renamed twice; the older names became wrappers that call the newer, so the newest an
+// object has sees every call.
+var choices = map[string][]string{
+	nodeSymbol:  NodeSymbols,
+	seqRmSymbol: {"llama_memory_seq_rm", "llama_kv_self_seq_rm", "llama_kv_cache_seq_rm"},
+	clearSymbol: {"llama_memory_clear", "llama_kv_self_clear", "llama_kv_cache_clear"},
+}
 
 // NodeSymbol returns the node probe point of CPU backend f.
-func NodeSymbol(f *symbols.File) (symbols.Symbol, bool) {
-	for _, name := range NodeSymbols {
+func NodeSymbol(f *symbols.File) (symbols.Symbol, bool) { return choose(f, nodeSymbol) }
+
+// choose returns the first of stand-in's choices that f defines.
+func choose(f *symbols.File, standIn string) (symbols.Symbol, bool) {
+	for _, name := range choices[standIn] {
 		if s, ok := f.Function(name); ok {
 			return s, true
 		}
@@ -166,6 +185,8 @@ var loses = map[string]string{
 	"ggml_backend_tensor_copy":               "tensor copies",
 	"ggml_graph_compute":                     "graph spans",
 	nodeSymbol:                               "node spans or per-op metrics",
+	seqRmSymbol:                              "request boundaries where a sequence is rewound",
+	clearSymbol:                              "request boundaries where the cache is cleared",
 	"ggml_barrier":                           "barrier waits",
 	"ggml_graph_compute_thread":              "counts outside nodes",
 }
@@ -309,8 +330,8 @@ func (a *Attachment) attach(want func(spec) bool) ([]link.Link, error) {
 		var names, lost []string
 		for _, sym := range missing[path] {
 			lost = append(lost, loses[sym])
-			if sym == nodeSymbol {
-				sym = strings.Join(NodeSymbols, " and ")
+			if c, ok := choices[sym]; ok {
+				sym = strings.Join(c, " and ")
 			}
 			names = append(names, sym)
 		}
@@ -334,8 +355,8 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 		return nil, err
 	}
 	lookup := f.Function
-	if s.symbol == nodeSymbol {
-		lookup = func(string) (symbols.Symbol, bool) { return NodeSymbol(f) }
+	if _, ok := choices[s.symbol]; ok {
+		lookup = func(name string) (symbols.Symbol, bool) { return choose(f, name) }
 	}
 	sym, ok := lookup(s.symbol)
 	if !ok {

@@ -10,6 +10,7 @@ import (
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
@@ -19,7 +20,7 @@ func TestHeldDecodesBounded(t *testing.T) {
 	set := receivertest.NewNopSettings(metadata.Type)
 	ctr := export.NewCounters(nil)
 	p := &Profiler{cfg: Config{SampleEvery: 1}, log: set.Logger, traces: new(consumertest.TracesSink),
-		tracked: map[int]*tracked{}, pending: ptrace.NewTraces(), out: make(chan ptrace.Traces, 64),
+		tracked: map[int]*tracked{}, reqs: requests.New(uint64(requestIdle)), pending: ptrace.NewTraces(), out: make(chan ptrace.Traces, 64),
 		spans: export.NewSpans(export.Clock{}, true, roofline.Peaks{}, ctr),
 		acc:   export.NewMetrics(metadata.DefaultMetricsBuilderConfig(), set, roofline.Roofs{}, ctr)}
 	tr := &tracked{proc: export.Origin{PID: 7, Exe: "/usr/bin/llama-server"}, looking: true}

@@ -24,6 +24,7 @@ import (
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/registry"
+	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/watch"
 	"github.com/profinfer/profinfer/internal/window"
@@ -103,8 +104,10 @@ type Profiler struct {
 	asked       map[uint32]bool // threads whose counters the controller was asked to open
 	retiring    []retiring      // processes gone, for the reader to drop once it drained the ring
 	windows     *window.Scheduler
-	effects     []effect      // what the reader asks of the controller (control.go)
-	wake        chan struct{} // tells the controller that effects wait
+	reqs        *requests.Tracker
+	ended       []*requests.Request // scratch: requests just ended
+	effects     []effect            // what the reader asks of the controller (control.go)
+	wake        chan struct{}       // tells the controller that effects wait
 
 	// out queues span batches for the exporting goroutine, so that a slow pipeline never
 	// holds up the reader; exportCtx ends what that goroutine and the metrics ticker hand
@@ -117,6 +120,10 @@ type Profiler struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
+
+// requestIdle is how long a generating request goes without a decode before it is over:
+// a client that went away, or an engine waiting for its next prompt.
+const requestIdle = time.Second
 
 // shutdownGrace bounds how long Shutdown waits for the pipeline to take what is queued.
 const shutdownGrace = 2 * time.Second
@@ -158,6 +165,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 	p.spans.Resources = p.cfg.Metrics.ResourceAttributes
 	p.acc = export.NewMetrics(p.cfg.Metrics, p.set, roofs, ctr)
 	p.asm = assemble.New(sink{p})
+	p.reqs = requests.New(uint64(requestIdle))
 	p.windows = window.New(p.cfg.Nodes.Interval, time.Now)
 	p.pending = ptrace.NewTraces()
 	// The hooks go first, so that a process started during the first scan is noticed.
@@ -280,6 +288,7 @@ func (p *Profiler) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	for _, t := range p.tracked { // decodes still waiting for a context's lookup
 		p.release(t)
+		p.endRequests(t, requests.Stopped)
 	}
 	p.mu.Unlock()
 	p.flush(true)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/requests"
 )
 
 // tick is how often the reader wakes on its own, to hand assembled spans to the pipeline.
@@ -58,6 +59,9 @@ func (p *Profiler) readLoop() {
 			}
 		}
 		if now := time.Now(); now.Sub(last) >= tick {
+			p.mu.Lock()
+			p.sweepRequests()
+			p.mu.Unlock()
 			p.flush(false)
 			last = now
 		}
@@ -72,7 +76,7 @@ func (p *Profiler) dispatch(ev *events.Event) {
 		if tr := p.tracked[int(ev.PID)]; tr != nil && ev.Context() != tr.ctx && ev.Context() != 0 {
 			p.newContext(tr, ev.Context())
 		}
-		a.DecodeEnter(ev.PID, ev.TID, ev.TS, ev.Tokens())
+		a.DecodeEnter(ev.PID, ev.TID, ev.TS, ev.Tokens(), ev.Context(), &ev.Batch)
 	case events.DecodeExit:
 		a.DecodeExit(ev.PID, ev.TID, ev.TS, ev.Result(), ev.Lost())
 	case events.GraphEnter:
@@ -112,6 +116,9 @@ func (p *Profiler) dispatch(ev *events.Event) {
 		}
 	case events.CopyExit:
 		a.CopyExit(ev.PID, ev.TID, ev.TS)
+	case events.SeqRm:
+		seq, p0, p1 := ev.SeqRemoved()
+		p.reqs.Remove(ev.PID, ev.TS, seq, p0, p1)
 	}
 }
 
@@ -169,12 +176,43 @@ func (s sink) Decode(d *assemble.Decode) {
 	s.export(tr, d)
 }
 
-// export counts decode d of tr and builds its spans, if kept.
+// export counts decode d of tr and builds its spans, if kept, then follows the requests
+// it carried. A decode dropped for lost records counts for its requests alone.
 func (s sink) export(tr *tracked, d *assemble.Decode) {
-	s.p.acc.Decode(&tr.proc, d)
-	if s.p.traces != nil && (len(d.Graphs) == 0 || s.keep()) { // graph-less decodes are cheap: keep them all
-		s.p.spans.Decode(s.p.pending, &tr.proc, d)
+	var link requests.Link
+	if !d.Dropped {
+		s.p.acc.Decode(&tr.proc, d)
+		if s.p.traces != nil && (len(d.Graphs) == 0 || s.keep()) { // graph-less decodes are cheap: keep them all
+			link = s.p.spans.Decode(s.p.pending, &tr.proc, d)
+			s.pend()
+		}
+	}
+	s.p.ended = s.p.reqs.Decode(d, link, s.p.ended[:0])
+	for _, r := range s.p.ended {
+		s.request(tr, r)
+	}
+}
+
+// request counts a request of tr that ended, and builds its span.
+func (s sink) request(tr *tracked, r *requests.Request) {
+	s.p.acc.Request(&tr.proc, r)
+	if s.p.traces != nil {
+		s.p.spans.Request(s.p.pending, &tr.proc, r)
 		s.pend()
+	}
+}
+
+// sweepRequests ends the requests that are over by now: rewound since their last decode,
+// or idle. Called with p.mu held.
+func (p *Profiler) sweepRequests() {
+	p.ended = p.reqs.Sweep(monotonic(), func(pid uint32) bool {
+		tr := p.tracked[int(pid)]
+		return tr != nil && !tr.looking && !p.asm.Decoding(pid)
+	}, p.ended[:0])
+	for _, r := range p.ended {
+		if tr := p.tracked[int(r.PID)]; tr != nil {
+			sink{p}.request(tr, r)
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/registry"
+	"github.com/profinfer/profinfer/internal/requests"
 )
 
 // tracked is one process with probes attached.
@@ -151,6 +152,7 @@ func (p *Profiler) reap() {
 		if t := p.tracked[r.pid]; t != nil {
 			p.asm.Exit(uint32(r.pid))
 			p.release(t)
+			p.endRequests(t, requests.Exited)
 			p.acc.Forget(r.pid)
 			delete(p.tracked, r.pid)
 			p.windows.Remove(r.pid)
@@ -312,4 +314,12 @@ func (p *Profiler) release(t *tracked) {
 	}
 	clear(t.held)
 	t.held = t.held[:0]
+}
+
+// endRequests ends every request of t, for why. Called with p.mu held.
+func (p *Profiler) endRequests(t *tracked, why requests.End) {
+	p.ended = p.reqs.End(uint32(t.proc.PID), why, p.ended[:0])
+	for _, r := range p.ended {
+		sink{p}.request(t, r)
+	}
 }

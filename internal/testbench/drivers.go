@@ -1,6 +1,7 @@
 package testbench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -179,4 +180,61 @@ func ParseNode(out []byte) (NodeResult, error) {
 		return r, fmt.Errorf("node driver output %q: %w", out, err)
 	}
 	return r, nil
+}
+
+// Completion is llama-server's answer to a /completion request: the slot it ran on and its
+// own timings.
+type Completion struct {
+	Slot    int `json:"id_slot"`
+	Timings struct {
+		PromptN             int     `json:"prompt_n"`
+		CacheN              int     `json:"cache_n"`
+		PredictedN          int     `json:"predicted_n"`
+		PromptMS            float64 `json:"prompt_ms"`
+		PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	} `json:"timings"`
+}
+
+// CompleteCached sends one completion request that may reuse the slot's cached prompt
+// prefix, and returns the server's account of it.
+func (s *Server) CompleteCached(ctx context.Context, prompt string, n int) (Completion, error) {
+	var c Completion
+	body, _ := json.Marshal(map[string]any{"prompt": prompt, "n_predict": n, "cache_prompt": true})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/completion", bytes.NewReader(body))
+	if err != nil {
+		return c, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return c, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return c, fmt.Errorf("llama-server: %s", resp.Status)
+	}
+	return c, json.NewDecoder(resp.Body).Decode(&c)
+}
+
+// CompleteCut streams a completion of up to n tokens and hangs up after chunks of them,
+// as a client that goes away mid-generation.
+func (s *Server) CompleteCut(ctx context.Context, prompt string, n, chunks int) error {
+	body, _ := json.Marshal(map[string]any{"prompt": prompt, "n_predict": n, "stream": true})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/completion", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for got := 0; got < chunks && sc.Scan(); {
+		if bytes.HasPrefix(sc.Bytes(), []byte("data: ")) {
+			got++
+		}
+	}
+	return sc.Err()
 }

@@ -1,0 +1,82 @@
+package export
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/requests"
+)
+
+// The GenAI semantic conventions (v1.38.0) name what a request is: llama.cpp computes a
+// text completion, whatever API the server put around it.
+const (
+	genAIOperation = "text_completion"
+	genAIProvider  = "llama.cpp"
+)
+
+// putGenAI puts the GenAI attributes that name the operation, provider and model.
+func putGenAI(a pcommon.Map, p *Origin) {
+	a.PutStr("gen_ai.operation.name", genAIOperation)
+	a.PutStr("gen_ai.provider.name", genAIProvider)
+	if p.Model != nil && p.Model.Name != "" {
+		a.PutStr("gen_ai.request.model", p.Model.Name)
+	}
+}
+
+// putBatch says which sequences a decode's batch carried, and how many tokens of each.
+func putBatch(a pcommon.Map, b *events.Batch) {
+	if b.N == 0 {
+		return
+	}
+	ids := a.PutEmptySlice("llama.batch.seq_ids")
+	toks := a.PutEmptySlice("llama.batch.seq_tokens")
+	for _, s := range b.Sequences() {
+		ids.AppendEmpty().SetInt(int64(s.Seq))
+		toks.AppendEmpty().SetInt(int64(s.Tokens))
+	}
+	if b.Flags&events.BatchNoSeq != 0 {
+		a.PutBool("llama.batch.implicit_seq", true)
+	}
+	if b.Flags&(events.BatchMoreSeqs|events.BatchTruncated) != 0 {
+		a.PutBool("llama.batch.partial", true)
+	}
+}
+
+// Request appends a request's span to td, as the root of its own trace, linked to the
+// decode spans that computed it.
+func (s *Spans) Request(td ptrace.Traces, p *Origin, r *requests.Request) {
+	sp := s.scope(td, p).AppendEmpty()
+	name := genAIOperation
+	if p.Model != nil && p.Model.Name != "" {
+		name += " " + p.Model.Name
+	}
+	s.begin(sp, s.traceID(), pcommon.NewSpanIDEmpty(), name, r.Start, r.End)
+	a := sp.Attributes()
+	putGenAI(a, p)
+	a.PutInt("gen_ai.usage.input_tokens", int64(r.Prompt+r.Cached))
+	a.PutInt("gen_ai.usage.cache_read.input_tokens", int64(r.Cached))
+	a.PutInt("gen_ai.usage.output_tokens", int64(r.Output))
+	a.PutInt("llama.seq_id", int64(r.Seq))
+	if r.Implicit {
+		a.PutBool("llama.batch.implicit_seq", true)
+	}
+	a.PutInt("llama.request.prompt_tokens", int64(r.Prompt))
+	if r.Output > 0 {
+		a.PutDouble("llama.request.time_to_first_token", float64(r.TTFT())/1e9)
+	}
+	if r.Output > 1 {
+		a.PutDouble("llama.request.time_per_output_token", float64(r.TPOT())/1e9)
+		a.PutDouble("llama.request.time_per_output_token.max", float64(r.GapMax)/1e9)
+	}
+	a.PutInt("llama.request.decodes", int64(r.Decodes))
+	a.PutInt("llama.request.shared_sequences.max", int64(r.SharedMax))
+	a.PutDouble("llama.request.shared_sequences.mean", float64(r.SharedSum)/float64(max(r.Decodes, 1)))
+	a.PutStr("llama.request.end", string(r.Ended))
+	links := sp.Links()
+	for _, l := range r.Links {
+		k := links.AppendEmpty()
+		k.SetTraceID(l.Trace)
+		k.SetSpanID(l.Span)
+	}
+}

@@ -1,0 +1,264 @@
+// Package requests follows each sequence through the batches llama_decode receives and
+// the memory calls that rewind it, and cuts the stream into requests: one generation on
+// one sequence. It is pure logic, fed in order by the reader, one call per decode, per
+// rewind and per sweep: never per node.
+package requests
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/events"
+)
+
+// MaxLinks bounds the decode spans a request links to: a long generation has a decode per
+// token.
+const MaxLinks = 128
+
+// maxOpen bounds the sequences followed per process, and the rewinds remembered.
+const maxOpen = 1024
+
+// PromptIdle is how long a request still in its prompt waits without a decode before it
+// is ended: a prompt may wait for room in the batch while others' long prompts compute.
+const PromptIdle = 30_000_000_000
+
+// End says why a request ended.
+type End string
+
+const (
+	Rewound End = "rewound" // its sequence was rewound, for a new prompt (llama_memory_seq_rm to the end)
+	Cleared End = "cleared" // the cache was cleared (llama_memory_clear)
+	Idle    End = "idle"    // no decode carried it for Tracker.Idle
+	Exited  End = "exited"  // its process exited
+	Stopped End = "stopped" // profinfer stopped before it ended
+	Evicted End = "evicted" // its process followed too many sequences at once
+)
+
+// Link is a decode span a request's tokens were computed in.
+type Link struct {
+	Trace pcommon.TraceID
+	Span  pcommon.SpanID
+}
+
+// Request is one generation on one sequence of one llama_context. Times are
+// CLOCK_MONOTONIC nanoseconds.
+type Request struct {
+	PID     uint32
+	Context uint64
+	Seq     int32
+	// Implicit says its batches named no sequence (llama_batch_get_one): sequence 0 is
+	// assumed.
+	Implicit bool
+	// Start is the entry of the first decode that carried its prompt, FirstToken the exit
+	// of the decode that computed its first output, End the exit of its last decode.
+	Start, FirstToken, End uint64
+	// Prompt is the prompt tokens computed, Cached those already in the cache (the
+	// position its prompt started at), Output the tokens generated: one per decode that
+	// computed an output for it, the first from its prompt's last decode.
+	Prompt, Cached, Output int
+	// GapSum and GapMax are the time between the exits of its output decodes after the
+	// first: per output token, past the first.
+	GapSum, GapMax uint64
+	// Decodes is how many decodes carried it; SharedSum and SharedMax count the other
+	// sequences in those decodes.
+	Decodes              int
+	SharedSum, SharedMax int
+	Links                []Link
+	Ended                End
+}
+
+// TTFT is the time to the first token, in nanoseconds; 0 without one.
+func (r *Request) TTFT() uint64 {
+	if r.Output == 0 {
+		return 0
+	}
+	return r.FirstToken - r.Start
+}
+
+// TPOT is the mean time per output token after the first, in nanoseconds; 0 with fewer
+// than two.
+func (r *Request) TPOT() uint64 {
+	if r.Output < 2 {
+		return 0
+	}
+	return r.GapSum / uint64(r.Output-1)
+}
+
+// key is a sequence of a context.
+type key struct {
+	ctx uint64
+	seq int32
+}
+
+type process struct {
+	open    map[key]*Request
+	rewound map[int32]uint64 // the latest rewind of each sequence
+	cleared uint64           // the latest clear
+}
+
+// Tracker cuts each process's sequences into requests.
+type Tracker struct {
+	// Idle is how long a generating request goes without a decode before it is ended (a
+	// request cut short by its client, or one whose engine waits for the next prompt).
+	Idle  uint64
+	procs map[uint32]*process
+}
+
+// New returns a tracker that ends generating requests idle for idle nanoseconds.
+func New(idle uint64) *Tracker { return &Tracker{Idle: idle, procs: map[uint32]*process{}} }
+
+func (t *Tracker) proc(pid uint32) *process {
+	p := t.procs[pid]
+	if p == nil {
+		p = &process{open: map[key]*Request{}, rewound: map[int32]uint64{}}
+		t.procs[pid] = p
+	}
+	return p
+}
+
+// boundary says whether sequence seq was rewound, or the cache cleared, after last and
+// before ts.
+func (p *process) boundary(seq int32, last, ts uint64) (End, bool) {
+	if rw := p.rewound[seq]; rw > last && rw <= ts {
+		return Rewound, true
+	}
+	if p.cleared > last && p.cleared <= ts {
+		return Cleared, true
+	}
+	return "", false
+}
+
+// Decode follows decode d, whose span (if kept) is link, and appends to out the requests
+// it shows ended. A decode that failed computed nothing.
+func (t *Tracker) Decode(d *assemble.Decode, link Link, out []*Request) []*Request {
+	if d.Result != 0 {
+		return out
+	}
+	p := t.proc(d.PID)
+	seqs := d.Batch.Sequences()
+	for _, s := range seqs {
+		k := key{d.Context, s.Seq}
+		r := p.open[k]
+		if r != nil {
+			if why, ok := p.boundary(s.Seq, r.End, d.Start); ok {
+				out = t.end(p, k, why, out)
+				r = nil
+			}
+		}
+		if r == nil {
+			if len(p.open) >= maxOpen {
+				out = t.evict(p, out)
+			}
+			r = &Request{PID: d.PID, Context: d.Context, Seq: s.Seq, Implicit: d.Batch.Flags&events.BatchNoSeq != 0,
+				Start: d.Start, Cached: max(int(s.PosMin), 0)}
+			p.open[k] = r
+		}
+		r.Decodes++
+		others := len(seqs) - 1
+		r.SharedSum += others
+		r.SharedMax = max(r.SharedMax, others)
+		if len(r.Links) < MaxLinks && !link.Span.IsEmpty() {
+			r.Links = append(r.Links, link)
+		}
+		switch {
+		case r.Output == 0:
+			r.Prompt += int(s.Tokens)
+			if s.Outputs > 0 {
+				r.FirstToken = d.End
+				r.Output = 1
+			}
+		case s.Outputs > 0: // the tokens fed back are its own outputs, not prompt
+			gap := d.End - r.End
+			r.GapSum += gap
+			r.GapMax = max(r.GapMax, gap)
+			r.Output++
+		}
+		r.End = d.End
+	}
+	return out
+}
+
+// Remove follows a llama_memory_seq_rm(seq, p0, p1) of process pid at ts: removing every
+// position from p0 on rewinds the sequence, as a server does when a new prompt comes to a
+// slot; removing a span within it (a context shift) does not. seq < 0 is every sequence.
+func (t *Tracker) Remove(pid uint32, ts uint64, seq, p0, p1 int32) {
+	if p1 >= 0 && p1 > p0 {
+		return
+	}
+	p := t.proc(pid)
+	if seq < 0 {
+		p.cleared = ts
+		return
+	}
+	if len(p.rewound) >= maxOpen {
+		clear(p.rewound)
+	}
+	p.rewound[seq] = ts
+}
+
+// Sweep ends, at now, the requests whose sequence was rewound since their last decode,
+// and those idle too long, in processes settled says hold no decode back (none in flight,
+// none waiting to be fed).
+func (t *Tracker) Sweep(now uint64, settled func(pid uint32) bool, out []*Request) []*Request {
+	for pid, p := range t.procs {
+		if !settled(pid) {
+			continue
+		}
+		for k, r := range p.open {
+			if why, ok := p.boundary(k.seq, r.End, now); ok {
+				out = t.end(p, k, why, out)
+				continue
+			}
+			idle := t.Idle
+			if r.Output == 0 {
+				idle = PromptIdle
+			}
+			if now > r.End && now-r.End >= idle {
+				out = t.end(p, k, Idle, out)
+			}
+		}
+	}
+	return out
+}
+
+// End ends every request of process pid, for why (Exited, Stopped), and forgets it.
+func (t *Tracker) End(pid uint32, why End, out []*Request) []*Request {
+	p := t.procs[pid]
+	if p == nil {
+		return out
+	}
+	for k := range p.open {
+		out = t.end(p, k, why, out)
+	}
+	delete(t.procs, pid)
+	return out
+}
+
+// Open is how many requests are followed now, for tests of boundedness.
+func (t *Tracker) Open() (requests, rewinds int) {
+	for _, p := range t.procs {
+		requests += len(p.open)
+		rewinds += len(p.rewound)
+	}
+	return requests, rewinds
+}
+
+func (t *Tracker) end(p *process, k key, why End, out []*Request) []*Request {
+	r := p.open[k]
+	delete(p.open, k)
+	r.Ended = why
+	return append(out, r)
+}
+
+// evict ends the request of p that decoded least recently.
+func (t *Tracker) evict(p *process, out []*Request) []*Request {
+	var oldest key
+	var at uint64
+	first := true
+	for k, r := range p.open {
+		if first || r.End < at {
+			oldest, at, first = k, r.End, false
+		}
+	}
+	return t.end(p, oldest, Evicted, out)
+}

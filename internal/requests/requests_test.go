@@ -1,0 +1,181 @@
+package requests
+
+import (
+	"testing"
+
+	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/events"
+)
+
+const ms = 1_000_000
+
+// feed is a process's decodes, as llama-server makes them: each a batch of sequences.
+type feed struct {
+	t   *Tracker
+	now uint64
+	out []*Request
+}
+
+// decode runs a decode of dur ms carrying seqs, and returns its start.
+func (f *feed) decode(dur uint64, seqs ...events.SeqTokens) uint64 {
+	d := &assemble.Decode{PID: 1, Context: 0xc7, Start: f.now, End: f.now + dur*ms}
+	d.Batch.N = copy(d.Batch.Seqs[:], seqs)
+	for _, s := range seqs {
+		d.Tokens += int(s.Tokens)
+	}
+	f.now = d.End + ms
+	f.out = f.t.Decode(d, Link{Span: [8]byte{1}}, f.out)
+	return d.Start
+}
+
+func prompt(seq, from, n int32) events.SeqTokens {
+	return events.SeqTokens{Seq: seq, Tokens: n, PosMin: from, PosMax: from + n - 1, Outputs: 1}
+}
+
+func gen(seq, pos int32) events.SeqTokens {
+	return events.SeqTokens{Seq: seq, Tokens: 1, PosMin: pos, PosMax: pos, Outputs: 1}
+}
+
+func settled(uint32) bool { return true }
+
+// Two slots under continuous batching: one generates while the other's prompt comes, and
+// the second request on slot 0 reuses its cached prefix after the server rewinds it.
+func TestContinuousBatching(t *testing.T) {
+	f := &feed{t: New(1000 * ms)}
+	f.t.Remove(1, f.now, 0, 0, -1)
+	start0 := f.decode(100, prompt(0, 0, 20))
+	for i := range int32(3) { // slot 0 generates alone
+		f.decode(10, gen(0, 20+i))
+	}
+	f.t.Remove(1, f.now, 1, 0, -1)
+	f.decode(120, gen(0, 23), prompt(1, 0, 30)) // slot 1's prompt rides along
+	for i := range int32(2) {
+		f.decode(12, gen(0, 24+i), gen(1, 30+i))
+	}
+	if len(f.out) != 0 {
+		t.Fatalf("ended early: %+v", f.out[0])
+	}
+	// Slot 0's generation is over; a new prompt sharing 16 tokens comes to it.
+	f.t.Remove(1, f.now, 0, 16, -1)
+	f.decode(60, gen(1, 32), prompt(0, 16, 8))
+	if len(f.out) != 1 {
+		t.Fatalf("%d requests ended, want slot 0's first", len(f.out))
+	}
+	r := f.out[0]
+	// 20 prompt tokens; outputs from the prompt's decode, 3 alone, 1 beside slot 1's
+	// prompt and 2 beside its generation.
+	if r.Seq != 0 || r.Prompt != 20 || r.Cached != 0 || r.Output != 7 || r.Ended != Rewound || r.Start != start0 {
+		t.Fatalf("first request %+v", r)
+	}
+	if r.TTFT() != 100*ms || r.GapMax != 121*ms || r.SharedMax != 1 || r.Decodes != 7 || len(r.Links) != 7 {
+		t.Fatalf("first request's times: ttft %d, max gap %d, shared %d, decodes %d", r.TTFT(), r.GapMax, r.SharedMax, r.Decodes)
+	}
+	if want := (3*11 + 121 + 2*13) * ms / 6; r.TPOT() != uint64(want) {
+		t.Fatalf("tpot %d, want %d", r.TPOT(), want)
+	}
+	// Slot 1 stops; slot 0 generates twice more, then the server goes idle.
+	f.decode(10, gen(0, 24))
+	f.decode(10, gen(0, 25))
+	f.out = f.t.Sweep(f.now+500*ms, settled, f.out[:0])
+	if len(f.out) != 0 {
+		t.Fatal("ended before idle")
+	}
+	f.out = f.t.Sweep(f.now+2000*ms, func(uint32) bool { return false }, f.out)
+	if len(f.out) != 0 {
+		t.Fatal("ended while the process was not settled")
+	}
+	f.out = f.t.Sweep(f.now+2000*ms, settled, f.out)
+	if len(f.out) != 2 {
+		t.Fatalf("%d requests ended idle, want 2", len(f.out))
+	}
+	for _, r := range f.out {
+		switch r.Seq {
+		case 0:
+			if r.Prompt != 8 || r.Cached != 16 || r.Output != 3 || r.Ended != Idle {
+				t.Fatalf("second request on slot 0 %+v", r)
+			}
+		case 1:
+			if r.Prompt != 30 || r.Output != 4 || r.SharedMax != 1 {
+				t.Fatalf("slot 1's request %+v", r)
+			}
+		}
+	}
+	if n, _ := f.t.Open(); n != 0 {
+		t.Fatalf("%d requests still open", n)
+	}
+}
+
+// A context shift (a span removed inside the sequence) is no boundary; a cleared cache
+// and a prompt split over several decodes are.
+func TestShiftClearAndChunkedPrompt(t *testing.T) {
+	f := &feed{t: New(1000 * ms)}
+	chunk := prompt(0, 0, 16)
+	chunk.Outputs = 0
+	f.decode(50, chunk)
+	last := prompt(0, 16, 4)
+	f.decode(20, last)
+	f.decode(10, gen(0, 20))
+	f.t.Remove(1, f.now, 0, 4, 12) // context shift
+	f.decode(10, gen(0, 13))
+	f.t.Remove(1, f.now, -1, -1, -1) // llama_memory_clear
+	f.decode(10, prompt(0, 0, 5))
+	if len(f.out) != 1 {
+		t.Fatalf("%d ended", len(f.out))
+	}
+	if r := f.out[0]; r.Prompt != 20 || r.Output != 3 || r.Ended != Cleared || r.TTFT() != 71*ms {
+		t.Fatalf("request %+v, ttft %d", r, r.TTFT())
+	}
+}
+
+// llama-bench's batches name no sequence or position: one request per cleared cache, on
+// sequence 0.
+func TestImplicitSequence(t *testing.T) {
+	f := &feed{t: New(1000 * ms)}
+	for rep := 0; rep < 2; rep++ {
+		f.t.Remove(1, f.now, -1, -1, -1)
+		f.decode(40, events.SeqTokens{Seq: 0, Tokens: 16, PosMin: -1, PosMax: -1, Outputs: 1})
+		for range 4 {
+			f.decode(10, events.SeqTokens{Seq: 0, Tokens: 1, PosMin: -1, PosMax: -1, Outputs: 1})
+		}
+	}
+	f.out = f.t.End(1, Exited, f.out)
+	if len(f.out) != 2 {
+		t.Fatalf("%d requests, want 2", len(f.out))
+	}
+	for _, r := range f.out {
+		if r.Prompt != 16 || r.Cached != 0 || r.Output != 5 {
+			t.Fatalf("request %+v", r)
+		}
+	}
+	if _, ok := f.t.procs[1]; ok {
+		t.Fatal("an exited process is still followed")
+	}
+}
+
+// Many short requests over a long run, on ever new sequence ids: the state stays bounded.
+func TestBounded(t *testing.T) {
+	f := &feed{t: New(1000 * ms)}
+	for i := range int32(20000) {
+		f.t.Remove(1, f.now, i, 0, -1)
+		f.decode(1, prompt(i, 0, 3))
+		f.decode(1, gen(i, 3))
+	}
+	reqs, rewinds := f.t.Open()
+	if reqs > maxOpen || rewinds > maxOpen {
+		t.Fatalf("%d requests and %d rewinds followed", reqs, rewinds)
+	}
+	if len(f.out) < 20000-maxOpen {
+		t.Fatalf("only %d requests ended", len(f.out))
+	}
+}
+
+// A failed decode computed nothing.
+func TestFailedDecode(t *testing.T) {
+	tr := New(1000 * ms)
+	d := &assemble.Decode{PID: 1, Result: 1}
+	d.Batch.N = copy(d.Batch.Seqs[:], []events.SeqTokens{prompt(0, 0, 9)})
+	tr.Decode(d, Link{}, nil)
+	if n, _ := tr.Open(); n != 0 {
+		t.Fatal("a failed decode opened a request")
+	}
+}

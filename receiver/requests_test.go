@@ -1,0 +1,196 @@
+//go:build e2e
+
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// requestSpans are the request spans, by sequence, in order of start.
+func requestSpans(all []span) map[int64][]span {
+	out := map[int64][]span{}
+	for _, s := range all {
+		if strings.HasPrefix(s.name, "text_completion") {
+			seq := s.attrs["llama.seq_id"].(int64)
+			out[seq] = append(out[seq], s)
+		}
+	}
+	for _, ss := range out {
+		slices.SortFunc(ss, func(a, b span) int { return int(int64(a.start) - int64(b.start)) })
+	}
+	return out
+}
+
+func attrInt(s span, k string) int {
+	v, _ := s.attrs[k].(int64)
+	return int(v)
+}
+
+func attrFloat(s span, k string) float64 {
+	v, _ := s.attrs[k].(float64)
+	return v
+}
+
+// within says whether got is within frac of want.
+func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*want }
+
+// llama-server with four slots under continuous batching: eight concurrent requests in
+// two rounds, the second sharing a long prefix with the first so that the prompt cache
+// hits. Each request's span agrees with the server's own timings, matched by the slot the
+// response names; a request whose client hangs up ends too.
+func TestE2ERequests(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, e.Bin("llama-server"), "")
+	s, err := e.StartServer(ctx, e.Bin("llama-server"), "llama-1b-q4_0", 2, "-np", "4", "-c", "4096")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+
+	prefix := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 12)
+	bySlot := map[int][]testbench.Completion{}
+	var mu sync.Mutex
+	for round := range 2 {
+		var wg sync.WaitGroup
+		for i := range 4 {
+			prompt := prefix + fmt.Sprintf("Story %d begins here", i)
+			if round == 1 {
+				prompt += ", and goes on"
+			}
+			wg.Go(func() {
+				r, err := s.CompleteCached(ctx, prompt, 24)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				bySlot[r.Slot] = append(bySlot[r.Slot], r)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	// A client that hangs up mid-generation.
+	if err := s.CompleteCut(ctx, "Once upon a time", 400, 4); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // idle requests end at the reader's next tick
+	traces, metrics := c.stop(t)
+	all := spans(traces)
+	reqs := requestSpans(all)
+
+	cached := 0
+	for slot, rs := range bySlot {
+		var got []span
+		for _, sp := range reqs[int64(slot)] {
+			if attrInt(sp, "gen_ai.usage.input_tokens") >= 240 { // the shared prefix: ours, not the warmup's or the cut one's
+				got = append(got, sp)
+			}
+		}
+		if len(got) < len(rs) {
+			for _, sp := range reqs[int64(slot)] {
+				t.Logf("slot %d: %v", slot, sp.attrs)
+			}
+			t.Fatalf("slot %d: %d request spans after the warmup, want %d", slot, len(got), len(rs))
+		}
+		for i, r := range rs {
+			sp := got[i]
+			prompt := attrInt(sp, "llama.request.prompt_tokens")
+			cache := attrInt(sp, "gen_ai.usage.cache_read.input_tokens")
+			out := attrInt(sp, "gen_ai.usage.output_tokens")
+			ttft := attrFloat(sp, "llama.request.time_to_first_token") * 1e3
+			tpot := attrFloat(sp, "llama.request.time_per_output_token") * 1e3
+			t.Logf("slot %d request %d: prompt %d/%d cached %d/%d output %d/%d, ttft %.1f/%.1f ms, tpot %.2f/%.2f ms, shared max %d, end %v",
+				slot, i, prompt, r.Timings.PromptN, cache, r.Timings.CacheN, out, r.Timings.PredictedN,
+				ttft, r.Timings.PromptMS, tpot, r.Timings.PredictedPerTokenMS, attrInt(sp, "llama.request.shared_sequences.max"), sp.attrs["llama.request.end"])
+			if prompt != r.Timings.PromptN || cache != r.Timings.CacheN || out != r.Timings.PredictedN {
+				t.Errorf("slot %d request %d: tokens prompt %d cached %d output %d, llama-server says %d, %d, %d",
+					slot, i, prompt, cache, out, r.Timings.PromptN, r.Timings.CacheN, r.Timings.PredictedN)
+			}
+			if !within(ttft, r.Timings.PromptMS, 0.1) || (r.Timings.PredictedN > 1 && !within(tpot, r.Timings.PredictedPerTokenMS, 0.1)) {
+				t.Errorf("slot %d request %d: time to first token %.1f ms, per output token %.2f ms; llama-server says %.1f and %.2f",
+					slot, i, ttft, tpot, r.Timings.PromptMS, r.Timings.PredictedPerTokenMS)
+			}
+			cached += cache
+			if len(sp.links) == 0 {
+				t.Errorf("slot %d request %d links to no decode", slot, i)
+			}
+		}
+	}
+	if cached == 0 {
+		t.Error("no request reused the prompt cache")
+	}
+	// Decode spans say which sequences they carried, and the requests link to them.
+	decodes := map[string]span{}
+	shared := 0
+	for _, sp := range all {
+		if sp.name == "llama_decode" {
+			decodes[sp.id] = sp
+			if ids, ok := sp.attrs["llama.batch.seq_ids"].([]any); ok && len(ids) > 1 {
+				shared++
+			}
+		}
+	}
+	if shared == 0 {
+		t.Error("no decode carried several sequences")
+	}
+	for _, rs := range reqs {
+		for _, sp := range rs {
+			for _, l := range sp.links {
+				if _, ok := decodes[l]; !ok {
+					t.Fatalf("request span links to %s, which is no decode span", l)
+				}
+			}
+		}
+	}
+	// The request cut short ended on its own, with fewer tokens than it asked for.
+	ended := 0
+	for _, rs := range reqs {
+		for _, sp := range rs {
+			if sp.attrs["llama.request.end"] == "idle" && attrInt(sp, "gen_ai.usage.output_tokens") >= 4 &&
+				attrInt(sp, "gen_ai.usage.output_tokens") < 400 && attrInt(sp, "gen_ai.usage.input_tokens") < 20 {
+				t.Logf("cut short: %v", sp.attrs)
+				ended++
+			}
+		}
+	}
+	if ended != 1 {
+		for _, rs := range reqs {
+			for _, sp := range rs {
+				t.Logf("%v", sp.attrs)
+			}
+		}
+		t.Errorf("%d idle short-prompt requests, want the one cut short", ended)
+	}
+	// The GenAI server metrics count every request, with the conventions' attributes.
+	n := uint64(0)
+	eachMetric(metrics, "gen_ai.server.time_to_first_token", func(m pmetric.Metric) {
+		dp := m.Histogram().DataPoints().At(0)
+		n = dp.Count()
+		if v, _ := dp.Attributes().Get("gen_ai.provider.name"); v.Str() != "llama.cpp" {
+			t.Errorf("gen_ai.provider.name %q", v.Str())
+		}
+		if v, _ := dp.Attributes().Get("gen_ai.request.model"); v.Str() == "" {
+			t.Error("no gen_ai.request.model")
+		}
+	})
+	if n < 9 {
+		t.Errorf("time to first token counted %d requests, want at least 9", n)
+	}
+}
