@@ -170,10 +170,10 @@ type Decode struct {
 	// Dropped says that records of the decode were lost: it reaches the sink only for
 	// its batch and times, with nothing below it.
 	Dropped bool
-	Scheds     []SchedCall
-	Splits     []Split
-	Copies     []Copy
-	Graphs     []*Graph
+	Scheds  []SchedCall
+	Splits  []Split
+	Copies  []Copy
+	Graphs  []*Graph
 }
 
 // Sink receives what the assembler finishes.

@@ -22,7 +22,7 @@ func (s *sink) Decode(d *Decode) {
 	}
 	s.decodes = append(s.decodes, d)
 }
-func (s *sink) Graph(g *Graph)   { s.graphs = append(s.graphs, g) }
+func (s *sink) Graph(g *Graph) { s.graphs = append(s.graphs, g) }
 
 // Two threads compute three nodes; the matmul calls the barrier internally, and thread 1
 // waits at the barriers for thread 0.
