@@ -29,6 +29,7 @@ func TestE2ELlamaBench(t *testing.T) {
 	checkProfile(t, traces, metrics, 16)
 	checkShapes(t, traces)
 	checkDAG(t, traces)
+	checkBenchRequests(t, traces)
 	// With the barrier probe every node span splits each thread's busy time from its wait.
 	for _, s := range spans(traces) {
 		if s.name != "MUL_MAT" {

@@ -131,11 +131,17 @@ func TestE2EReleases(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			c := startCollector(t, ctx, node, fullTracing)
-			if _, err := testbench.Run(ctx, node, driver, e.Model("llama-1b-q4_0"), "24", "2", "3"); err != nil {
+			out, err := testbench.Run(ctx, node, driver, e.Model("llama-1b-q4_0"), "24", "2", "3")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := testbench.ParseNode(out)
+			if err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1500 * time.Millisecond)
 			traces, metrics := c.stop(t)
+			checkNodeRequests(t, traces, 3, res.Tokens)
 			v := resourceVersions(traces)
 			switch {
 			case len(v) != 1:

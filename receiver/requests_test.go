@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/testbench"
 )
@@ -192,5 +193,58 @@ func TestE2ERequests(t *testing.T) {
 	})
 	if n < 9 {
 		t.Errorf("time to first token counted %d requests, want at least 9", n)
+	}
+}
+
+// checkBenchRequests checks the requests of llama-bench, whose batches name no sequence
+// (llama_batch_get_one) and which clears the cache before each run: a request per run on
+// sequence 0, said to be implicit, and every token of its decodes accounted for.
+func checkBenchRequests(t *testing.T, traces []ptrace.Traces) {
+	t.Helper()
+	n, in, out := tally(t, traces, func(sp span) {
+		if sp.attrs["llama.batch.implicit_seq"] != true || attrInt(sp, "llama.seq_id") != 0 {
+			t.Errorf("llama-bench request not on the implicit sequence 0: %v", sp.attrs)
+		}
+	})
+	if n < 3 {
+		t.Errorf("%d requests from llama-bench's pp, tg and pg runs", n)
+	}
+	t.Logf("llama-bench: %d requests, %d prompt and %d output tokens", n, in, out)
+}
+
+// tally counts the request spans and their prompt and output tokens, calling each on
+// every one, and checks that every token a successful decode computed is a prompt token
+// or an output fed back.
+func tally(t *testing.T, traces []ptrace.Traces, each func(span)) (n, in, out int) {
+	t.Helper()
+	all := spans(traces)
+	for _, rs := range requestSpans(all) {
+		for _, sp := range rs {
+			n++
+			out += attrInt(sp, "gen_ai.usage.output_tokens")
+			in += attrInt(sp, "llama.request.prompt_tokens")
+			each(sp)
+		}
+	}
+	batch := 0
+	for _, sp := range all {
+		if sp.name == "llama_decode" && sp.attrs["llama.decode.result"] == int64(0) {
+			batch += attrInt(sp, "llama.batch.tokens")
+		}
+	}
+	if batch != in+out-n {
+		t.Errorf("decodes computed %d tokens; requests account for %d prompt and %d fed back", batch, in, out-n)
+	}
+	return n, in, out
+}
+
+// checkNodeRequests checks the requests of the node driver, which generates on a sequence
+// of its own repeat times: as many request spans as generations, their output tokens the
+// tokens the driver counted, and their decodes' tokens all accounted for.
+func checkNodeRequests(t *testing.T, traces []ptrace.Traces, repeat, tokens int) {
+	t.Helper()
+	n, _, out := tally(t, traces, func(span) {})
+	if n != repeat || out != tokens {
+		t.Errorf("%d requests generating %d tokens; the driver ran %d generating %d", n, out, repeat, tokens)
 	}
 }
