@@ -234,6 +234,11 @@ func tally(t *testing.T, traces []ptrace.Traces, each func(span)) (n, in, out in
 	}
 	if batch != in+out-n {
 		t.Errorf("decodes computed %d tokens; requests account for %d prompt and %d fed back", batch, in, out-n)
+		for _, sp := range all {
+			if sp.name == "llama_decode" || strings.HasPrefix(sp.name, "text_completion") {
+				t.Logf("%d %s %v", sp.start, sp.name, sp.attrs)
+			}
+		}
 	}
 	return n, in, out
 }

@@ -118,10 +118,12 @@ type spec struct {
 type progs = bpf.ProfinferPrograms
 
 var specs = []spec{
-	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.RSP | symbols.RDI, false},
-	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
+	// The memory calls before llama_decode: a decode seen means its request's boundaries
+	// are seen too, even while a process is attached to mid-run.
 	{app, discover.Llama, seqRmSymbol, func(p *progs) *ebpf.Program { return p.SeqRm }, false, symbols.RSI | symbols.RDX | symbols.RCX, false},
 	{app, discover.Llama, clearSymbol, func(p *progs) *ebpf.Program { return p.SeqClear }, false, 0, false},
+	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.RSP | symbols.RDI, false},
+	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
 	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedEnter }, false, symbols.RSI, false},
 	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedExit }, true, 0, false},
 	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitEnter }, false, symbols.RDI | symbols.RSI, false},

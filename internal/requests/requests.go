@@ -92,8 +92,31 @@ type key struct {
 
 type process struct {
 	open    map[key]*Request
-	rewound map[int32]uint64 // the latest rewind of each sequence
-	cleared uint64           // the latest clear
+	rewound map[int32]*marks // the latest rewinds of each sequence
+	cleared marks            // the latest clears
+}
+
+// marks are the times of the latest rewinds or clears. More than one is kept: a
+// process's decodes may be held back a while (until its new context is read) while the
+// calls between them are not, and llama-bench clears before every run.
+type marks struct {
+	ts   [8]uint64
+	next int
+}
+
+func (m *marks) add(ts uint64) {
+	m.ts[m.next] = ts
+	m.next = (m.next + 1) % len(m.ts)
+}
+
+// between says whether a mark falls after last and by ts.
+func (m *marks) between(last, ts uint64) bool {
+	for _, t := range m.ts {
+		if t > last && t <= ts {
+			return true
+		}
+	}
+	return false
 }
 
 // Tracker cuts each process's sequences into requests.
@@ -110,7 +133,7 @@ func New(idle uint64) *Tracker { return &Tracker{Idle: idle, procs: map[uint32]*
 func (t *Tracker) proc(pid uint32) *process {
 	p := t.procs[pid]
 	if p == nil {
-		p = &process{open: map[key]*Request{}, rewound: map[int32]uint64{}}
+		p = &process{open: map[key]*Request{}, rewound: map[int32]*marks{}}
 		t.procs[pid] = p
 	}
 	return p
@@ -119,10 +142,10 @@ func (t *Tracker) proc(pid uint32) *process {
 // boundary says whether sequence seq was rewound, or the cache cleared, after last and
 // before ts.
 func (p *process) boundary(seq int32, last, ts uint64) (End, bool) {
-	if rw := p.rewound[seq]; rw > last && rw <= ts {
+	if rw := p.rewound[seq]; rw != nil && rw.between(last, ts) {
 		return Rewound, true
 	}
-	if p.cleared > last && p.cleared <= ts {
+	if p.cleared.between(last, ts) {
 		return Cleared, true
 	}
 	return "", false
@@ -187,13 +210,18 @@ func (t *Tracker) Remove(pid uint32, ts uint64, seq, p0, p1 int32) {
 	}
 	p := t.proc(pid)
 	if seq < 0 {
-		p.cleared = ts
+		p.cleared.add(ts)
 		return
 	}
-	if len(p.rewound) >= maxOpen {
-		clear(p.rewound)
+	m := p.rewound[seq]
+	if m == nil {
+		if len(p.rewound) >= maxOpen {
+			clear(p.rewound)
+		}
+		m = &marks{}
+		p.rewound[seq] = m
 	}
-	p.rewound[seq] = ts
+	m.add(ts)
 }
 
 // Sweep ends, at now, the requests whose sequence was rewound since their last decode,

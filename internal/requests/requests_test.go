@@ -179,3 +179,31 @@ func TestFailedDecode(t *testing.T) {
 		t.Fatal("a failed decode opened a request")
 	}
 }
+
+// Decodes held back (while their process's new context is read) reach the tracker after
+// the clears between them: each boundary still counts.
+func TestBoundariesBeforeHeldDecodes(t *testing.T) {
+	tr := New(1000 * ms)
+	var held []*assemble.Decode
+	at := uint64(0)
+	for range 3 {
+		tr.Remove(1, at, -1, -1, -1)
+		d := &assemble.Decode{PID: 1, Start: at + 1, End: at + 10}
+		d.Batch.N = copy(d.Batch.Seqs[:], []events.SeqTokens{{Tokens: 16, PosMin: -1, PosMax: -1, Outputs: 1}})
+		held = append(held, d)
+		at += 20
+	}
+	var out []*Request
+	for _, d := range held {
+		out = tr.Decode(d, Link{}, out)
+	}
+	out = tr.End(1, Exited, out)
+	if len(out) != 3 {
+		t.Fatalf("%d requests, want 3", len(out))
+	}
+	for _, r := range out {
+		if r.Prompt != 16 || r.Output != 1 {
+			t.Fatalf("request %+v", r)
+		}
+	}
+}
