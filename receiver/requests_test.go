@@ -194,6 +194,23 @@ func TestE2ERequests(t *testing.T) {
 	if n < 9 {
 		t.Errorf("time to first token counted %d requests, want at least 9", n)
 	}
+	want := map[string]int{}
+	for _, rs := range bySlot {
+		for _, r := range rs {
+			want["cached_input"] += r.Timings.CacheN
+		}
+	}
+	got := map[string]int64{}
+	eachMetric(metrics, "llama.request.tokens", func(m pmetric.Metric) {
+		for i := 0; i < m.Sum().DataPoints().Len(); i++ {
+			dp := m.Sum().DataPoints().At(i)
+			kind, _ := dp.Attributes().Get("gen_ai.token.type")
+			got[kind.Str()] = dp.IntValue()
+		}
+	})
+	if got["cached_input"] < int64(want["cached_input"]) || got["input"] == 0 || got["output"] == 0 {
+		t.Errorf("llama.request.tokens %v; the server reused %d cached tokens", got, want["cached_input"])
+	}
 }
 
 // checkBenchRequests checks the requests of llama-bench, whose batches name no sequence

@@ -31,15 +31,9 @@ var (
 	tokenBounds = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
 )
 
-// Token kinds of the request token counter (gen_ai.token.type): input computed, input
-// read from the cache, output.
-const (
-	tokInput = iota
-	tokCached
-	tokOutput
-)
-
-var tokenTypes = [...]string{"input", "cached_input", "output"}
+// tokenTypes are the kinds of the request token counter, in the order of reqTokens.
+var tokenTypes = [...]metadata.AttributeGenAiTokenType{metadata.AttributeGenAiTokenTypeInput,
+	metadata.AttributeGenAiTokenTypeCachedInput, metadata.AttributeGenAiTokenTypeOutput}
 
 type histogram struct {
 	count  uint64
@@ -78,7 +72,7 @@ type processMetrics struct {
 	decodeDur [2]*histogram
 	// Requests: GenAI server histograms, tokens by kind, and batch occupancy.
 	ttft, tpot, duration *histogram
-	reqTokens            [3]int64
+	reqTokens            [3]int64 // by tokenTypes
 	batchSeqs, batchToks *histogram
 	moe                  map[int][]int64     // MoE layer -> selections per expert
 	splits               map[string]*span    // by backend
@@ -216,9 +210,9 @@ func (m *Metrics) Decode(p *Origin, d *assemble.Decode) {
 // Request counts a finished request's tokens and times.
 func (m *Metrics) Request(p *Origin, r *requests.Request) {
 	pm := m.process(p)
-	pm.reqTokens[tokInput] += int64(r.Prompt)
-	pm.reqTokens[tokCached] += int64(r.Cached)
-	pm.reqTokens[tokOutput] += int64(r.Output)
+	pm.reqTokens[0] += int64(r.Prompt)
+	pm.reqTokens[1] += int64(r.Cached)
+	pm.reqTokens[2] += int64(r.Output)
 	pm.duration.add(float64(r.End-r.Start) / 1e9)
 	if r.Output > 0 {
 		pm.ttft.add(float64(r.TTFT()) / 1e9)
@@ -400,6 +394,11 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 		m.recordRoofs(now)
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[0], metadata.AttributeLlamaPhasePrefill)
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[1], metadata.AttributeLlamaPhaseDecode)
+		if pm.duration.count > 0 {
+			for i, n := range pm.reqTokens {
+				m.mb.RecordLlamaRequestTokensDataPoint(now, n, tokenTypes[i], genAIOperation, genAIProvider, pm.proc.ModelName())
+			}
+		}
 		m.mb.EmitForResource(metadata.WithResource(pm.proc.Resource(m.mb.NewResourceBuilder())))
 	}
 	m.mb.RecordProfinferEventsReceivedDataPoint(now, int64(t.EventsReceived))
@@ -490,21 +489,6 @@ func (m *Metrics) requestMetrics(ms pmetric.MetricSlice, pm *processMetrics, now
 			"Time from a request's first decode to the end of the decode that computed its first output token.", "s").DataPoints().AppendEmpty(), pm.ttft)
 		genAI(newHistogramMetric(ms, "gen_ai.server.time_per_output_token",
 			"Mean time per output token after the first, per request.", "s").DataPoints().AppendEmpty(), pm.tpot)
-		mt := ms.AppendEmpty()
-		mt.SetName("llama.request.tokens")
-		mt.SetDescription("Tokens of finished requests, by kind: prompt tokens computed (input), prompt tokens reused from the cache (cached_input), and generated (output).")
-		mt.SetUnit("{token}")
-		sum := mt.SetEmptySum()
-		sum.SetIsMonotonic(true)
-		sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-		for kind, n := range pm.reqTokens {
-			dp := sum.DataPoints().AppendEmpty()
-			dp.SetStartTimestamp(m.start)
-			dp.SetTimestamp(now)
-			putGenAI(dp.Attributes(), &pm.proc)
-			dp.Attributes().PutStr("gen_ai.token.type", tokenTypes[kind])
-			dp.SetIntValue(n)
-		}
 	}
 	if pm.batchSeqs.count > 0 {
 		for _, b := range []struct {

@@ -15,12 +15,20 @@ const (
 	genAIProvider  = "llama.cpp"
 )
 
+// ModelName is the model's GGUF general.name, or "" before the model file is read.
+func (p *Origin) ModelName() string {
+	if p.Model == nil {
+		return ""
+	}
+	return p.Model.Name
+}
+
 // putGenAI puts the GenAI attributes that name the operation, provider and model.
 func putGenAI(a pcommon.Map, p *Origin) {
 	a.PutStr("gen_ai.operation.name", genAIOperation)
 	a.PutStr("gen_ai.provider.name", genAIProvider)
-	if p.Model != nil && p.Model.Name != "" {
-		a.PutStr("gen_ai.request.model", p.Model.Name)
+	if name := p.ModelName(); name != "" {
+		a.PutStr("gen_ai.request.model", name)
 	}
 }
 
@@ -48,8 +56,8 @@ func putBatch(a pcommon.Map, b *events.Batch) {
 func (s *Spans) Request(td ptrace.Traces, p *Origin, r *requests.Request) {
 	sp := s.scope(td, p).AppendEmpty()
 	name := genAIOperation
-	if p.Model != nil && p.Model.Name != "" {
-		name += " " + p.Model.Name
+	if model := p.ModelName(); model != "" {
+		name += " " + model
 	}
 	s.begin(sp, s.traceID(), pcommon.NewSpanIDEmpty(), name, r.Start, r.End)
 	a := sp.Attributes()

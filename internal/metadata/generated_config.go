@@ -48,6 +48,7 @@ type MetricsConfig struct {
 	GgmlOpRunqueueTime      MetricConfig `mapstructure:"ggml.op.runqueue.time"`
 	GgmlThreadCounter       MetricConfig `mapstructure:"ggml.thread.counter"`
 	LlamaDecodeTokens       MetricConfig `mapstructure:"llama.decode.tokens"`
+	LlamaRequestTokens      MetricConfig `mapstructure:"llama.request.tokens"`
 	ProfinferAttachFailures MetricConfig `mapstructure:"profinfer.attach.failures"`
 	ProfinferEventsDropped  MetricConfig `mapstructure:"profinfer.events.dropped"`
 	ProfinferEventsReceived MetricConfig `mapstructure:"profinfer.events.received"`
@@ -115,6 +116,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		LlamaDecodeTokens: MetricConfig{
+			Enabled: true,
+		},
+		LlamaRequestTokens: MetricConfig{
 			Enabled: true,
 		},
 		ProfinferAttachFailures: MetricConfig{

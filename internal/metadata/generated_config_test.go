@@ -84,6 +84,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					LlamaDecodeTokens: MetricConfig{
 						Enabled: true,
 					},
+					LlamaRequestTokens: MetricConfig{
+						Enabled: true,
+					},
 					ProfinferAttachFailures: MetricConfig{
 						Enabled: true,
 					},
@@ -187,6 +190,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					LlamaDecodeTokens: MetricConfig{
+						Enabled: false,
+					},
+					LlamaRequestTokens: MetricConfig{
 						Enabled: false,
 					},
 					ProfinferAttachFailures: MetricConfig{

@@ -12,6 +12,36 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 )
 
+// AttributeGenAiTokenType specifies the value gen_ai.token.type attribute.
+type AttributeGenAiTokenType int
+
+const (
+	_ AttributeGenAiTokenType = iota
+	AttributeGenAiTokenTypeInput
+	AttributeGenAiTokenTypeCachedInput
+	AttributeGenAiTokenTypeOutput
+)
+
+// String returns the string representation of the AttributeGenAiTokenType.
+func (av AttributeGenAiTokenType) String() string {
+	switch av {
+	case AttributeGenAiTokenTypeInput:
+		return "input"
+	case AttributeGenAiTokenTypeCachedInput:
+		return "cached_input"
+	case AttributeGenAiTokenTypeOutput:
+		return "output"
+	}
+	return ""
+}
+
+// MapAttributeGenAiTokenType is a helper map of string to AttributeGenAiTokenType attribute value.
+var MapAttributeGenAiTokenType = map[string]AttributeGenAiTokenType{
+	"input":        AttributeGenAiTokenTypeInput,
+	"cached_input": AttributeGenAiTokenTypeCachedInput,
+	"output":       AttributeGenAiTokenTypeOutput,
+}
+
 // AttributeGgmlCountersBound specifies the value ggml.counters.bound attribute.
 type AttributeGgmlCountersBound int
 
@@ -254,6 +284,9 @@ var MetricsInfo = metricsInfo{
 	LlamaDecodeTokens: metricInfo{
 		Name: "llama.decode.tokens",
 	},
+	LlamaRequestTokens: metricInfo{
+		Name: "llama.request.tokens",
+	},
 	ProfinferAttachFailures: metricInfo{
 		Name: "profinfer.attach.failures",
 	},
@@ -300,6 +333,7 @@ type metricsInfo struct {
 	GgmlOpRunqueueTime      metricInfo
 	GgmlThreadCounter       metricInfo
 	LlamaDecodeTokens       metricInfo
+	LlamaRequestTokens      metricInfo
 	ProfinferAttachFailures metricInfo
 	ProfinferEventsDropped  metricInfo
 	ProfinferEventsReceived metricInfo
@@ -1364,6 +1398,63 @@ func newMetricLlamaDecodeTokens(cfg MetricConfig) metricLlamaDecodeTokens {
 	return m
 }
 
+type metricLlamaRequestTokens struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills llama.request.tokens metric with initial data.
+func (m *metricLlamaRequestTokens) init() {
+	m.data.SetName("llama.request.tokens")
+	m.data.SetDescription("Tokens of finished requests, by kind.")
+	m.data.SetUnit("{token}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricLlamaRequestTokens) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, genAiTokenTypeAttributeValue string, genAiOperationNameAttributeValue string, genAiProviderNameAttributeValue string, genAiRequestModelAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("gen_ai.token.type", genAiTokenTypeAttributeValue)
+	dp.Attributes().PutStr("gen_ai.operation.name", genAiOperationNameAttributeValue)
+	dp.Attributes().PutStr("gen_ai.provider.name", genAiProviderNameAttributeValue)
+	dp.Attributes().PutStr("gen_ai.request.model", genAiRequestModelAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricLlamaRequestTokens) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricLlamaRequestTokens) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricLlamaRequestTokens(cfg MetricConfig) metricLlamaRequestTokens {
+	m := metricLlamaRequestTokens{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricProfinferAttachFailures struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -1811,6 +1902,7 @@ type MetricsBuilder struct {
 	metricGgmlOpRunqueueTime       metricGgmlOpRunqueueTime
 	metricGgmlThreadCounter        metricGgmlThreadCounter
 	metricLlamaDecodeTokens        metricLlamaDecodeTokens
+	metricLlamaRequestTokens       metricLlamaRequestTokens
 	metricProfinferAttachFailures  metricProfinferAttachFailures
 	metricProfinferEventsDropped   metricProfinferEventsDropped
 	metricProfinferEventsReceived  metricProfinferEventsReceived
@@ -1863,6 +1955,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGgmlOpRunqueueTime:       newMetricGgmlOpRunqueueTime(mbc.Metrics.GgmlOpRunqueueTime),
 		metricGgmlThreadCounter:        newMetricGgmlThreadCounter(mbc.Metrics.GgmlThreadCounter),
 		metricLlamaDecodeTokens:        newMetricLlamaDecodeTokens(mbc.Metrics.LlamaDecodeTokens),
+		metricLlamaRequestTokens:       newMetricLlamaRequestTokens(mbc.Metrics.LlamaRequestTokens),
 		metricProfinferAttachFailures:  newMetricProfinferAttachFailures(mbc.Metrics.ProfinferAttachFailures),
 		metricProfinferEventsDropped:   newMetricProfinferEventsDropped(mbc.Metrics.ProfinferEventsDropped),
 		metricProfinferEventsReceived:  newMetricProfinferEventsReceived(mbc.Metrics.ProfinferEventsReceived),
@@ -2052,6 +2145,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGgmlOpRunqueueTime.emit(ils.Metrics())
 	mb.metricGgmlThreadCounter.emit(ils.Metrics())
 	mb.metricLlamaDecodeTokens.emit(ils.Metrics())
+	mb.metricLlamaRequestTokens.emit(ils.Metrics())
 	mb.metricProfinferAttachFailures.emit(ils.Metrics())
 	mb.metricProfinferEventsDropped.emit(ils.Metrics())
 	mb.metricProfinferEventsReceived.emit(ils.Metrics())
@@ -2184,6 +2278,11 @@ func (mb *MetricsBuilder) RecordGgmlThreadCounterDataPoint(ts pcommon.Timestamp,
 // RecordLlamaDecodeTokensDataPoint adds a data point to llama.decode.tokens metric.
 func (mb *MetricsBuilder) RecordLlamaDecodeTokensDataPoint(ts pcommon.Timestamp, val int64, llamaPhaseAttributeValue AttributeLlamaPhase) {
 	mb.metricLlamaDecodeTokens.recordDataPoint(mb.startTime, ts, val, llamaPhaseAttributeValue.String())
+}
+
+// RecordLlamaRequestTokensDataPoint adds a data point to llama.request.tokens metric.
+func (mb *MetricsBuilder) RecordLlamaRequestTokensDataPoint(ts pcommon.Timestamp, val int64, genAiTokenTypeAttributeValue AttributeGenAiTokenType, genAiOperationNameAttributeValue string, genAiProviderNameAttributeValue string, genAiRequestModelAttributeValue string) {
+	mb.metricLlamaRequestTokens.recordDataPoint(mb.startTime, ts, val, genAiTokenTypeAttributeValue.String(), genAiOperationNameAttributeValue, genAiProviderNameAttributeValue, genAiRequestModelAttributeValue)
 }
 
 // RecordProfinferAttachFailuresDataPoint adds a data point to profinfer.attach.failures metric.

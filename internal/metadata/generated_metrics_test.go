@@ -145,6 +145,10 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordLlamaRequestTokensDataPoint(ts, 1, AttributeGenAiTokenTypeInput, "gen_ai.operation.name-val", "gen_ai.provider.name-val", "gen_ai.request.model-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordProfinferAttachFailuresDataPoint(ts, 1, AttributeProfinferAttachReasonNoNodeProbe)
 
 			defaultMetricsCount++
@@ -618,6 +622,32 @@ func TestMetricsBuilder(t *testing.T) {
 					llamaPhaseAttrVal, ok := dp.Attributes().Get("llama.phase")
 					assert.True(t, ok)
 					assert.Equal(t, "prefill", llamaPhaseAttrVal.Str())
+				case "llama.request.tokens":
+					assert.False(t, validatedMetrics["llama.request.tokens"], "Found a duplicate in the metrics slice: llama.request.tokens")
+					validatedMetrics["llama.request.tokens"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Tokens of finished requests, by kind.", mi.Description())
+					assert.Equal(t, "{token}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					genAiTokenTypeAttrVal, ok := dp.Attributes().Get("gen_ai.token.type")
+					assert.True(t, ok)
+					assert.Equal(t, "input", genAiTokenTypeAttrVal.Str())
+					genAiOperationNameAttrVal, ok := dp.Attributes().Get("gen_ai.operation.name")
+					assert.True(t, ok)
+					assert.Equal(t, "gen_ai.operation.name-val", genAiOperationNameAttrVal.Str())
+					genAiProviderNameAttrVal, ok := dp.Attributes().Get("gen_ai.provider.name")
+					assert.True(t, ok)
+					assert.Equal(t, "gen_ai.provider.name-val", genAiProviderNameAttrVal.Str())
+					genAiRequestModelAttrVal, ok := dp.Attributes().Get("gen_ai.request.model")
+					assert.True(t, ok)
+					assert.Equal(t, "gen_ai.request.model-val", genAiRequestModelAttrVal.Str())
 				case "profinfer.attach.failures":
 					assert.False(t, validatedMetrics["profinfer.attach.failures"], "Found a duplicate in the metrics slice: profinfer.attach.failures")
 					validatedMetrics["profinfer.attach.failures"] = true
