@@ -85,6 +85,7 @@ func (p *Profiler) controlLoop() {
 		if sampled {
 			window = p.windows.Tick()
 		}
+		missing := p.modelsMissing()
 		p.mu.Unlock()
 		p.openCounters(threads)
 		if swept {
@@ -94,7 +95,7 @@ func (p *Profiler) controlLoop() {
 			p.readContext(pid)
 		}
 		now := time.Now()
-		switch missing := p.modelsMissing(); {
+		switch { // a model found just now by readContext makes one look in vain
 		case !missing:
 			search = time.Time{}
 		case search.IsZero():

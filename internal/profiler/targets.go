@@ -245,10 +245,9 @@ func (p *Profiler) newContext(t *tracked, ctx uint64) {
 // they are exported without.
 const maxHeld = 256
 
-// modelsMissing says whether some traced process has no model file yet.
+// modelsMissing says whether some traced process has no model file yet. Called with p.mu
+// held.
 func (p *Profiler) modelsMissing() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, t := range p.tracked {
 		if t.proc.Model == nil && !t.noModel {
 			return true
