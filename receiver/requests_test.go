@@ -262,11 +262,20 @@ func tally(t *testing.T, traces []ptrace.Traces, each func(span)) (n, in, out in
 
 // checkNodeRequests checks the requests of the node driver, which generates on a sequence
 // of its own repeat times: as many request spans as generations, their output tokens the
-// tokens the driver counted, and their decodes' tokens all accounted for.
+// tokens the driver counted, and their decodes' tokens all accounted for. The driver's
+// first prompt may run before profinfer has probed the libllama it loads with dlopen: a
+// request whose prompt decode went unseen starts with its first generation step (a
+// one-token prompt, which the driver never sends) and counts one output less.
 func checkNodeRequests(t *testing.T, traces []ptrace.Traces, repeat, tokens int) {
 	t.Helper()
-	n, _, out := tally(t, traces, func(span) {})
-	if n != repeat || out != tokens {
-		t.Errorf("%d requests generating %d tokens; the driver ran %d generating %d", n, out, repeat, tokens)
+	late := 0
+	n, _, out := tally(t, traces, func(sp span) {
+		if attrInt(sp, "llama.request.prompt_tokens") == 1 {
+			late++
+		}
+	})
+	if n != repeat || out+late != tokens || late > 1 {
+		t.Errorf("%d requests generating %d tokens (%d begun before the probes); the driver ran %d generating %d",
+			n, out, late, repeat, tokens)
 	}
 }
