@@ -27,6 +27,7 @@ type Origin struct {
 	Exe       string // as the process sees it
 	BuildID   string
 	GGML      string      // ggml_version(); empty for releases without one
+	Container string      // container.id; empty outside containers
 	Model     *model.Info // nil until the process has loaded one
 	// CtxSize and CtxThreads are its llama_context's n_ctx and n_threads; 0 until a
 	// decode showed them.
@@ -47,6 +48,9 @@ func (p *Origin) Resource(rb *metadata.ResourceBuilder) pcommon.Resource {
 	}
 	if p.GGML != "" {
 		rb.SetGgmlVersion(p.GGML)
+	}
+	if p.Container != "" {
+		rb.SetContainerID(p.Container)
 	}
 	if m := p.Model; m != nil {
 		rb.SetLlamaModelPath(m.Path)

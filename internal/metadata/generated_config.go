@@ -176,6 +176,7 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 
 // ResourceAttributesConfig provides config for profinfer resource attributes.
 type ResourceAttributesConfig struct {
+	ContainerID                 ResourceAttributeConfig `mapstructure:"container.id"`
 	GgmlVersion                 ResourceAttributeConfig `mapstructure:"ggml.version"`
 	LlamaContextSize            ResourceAttributeConfig `mapstructure:"llama.context.size"`
 	LlamaContextThreads         ResourceAttributeConfig `mapstructure:"llama.context.threads"`
@@ -195,6 +196,9 @@ type ResourceAttributesConfig struct {
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 	return ResourceAttributesConfig{
+		ContainerID: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		GgmlVersion: ResourceAttributeConfig{
 			Enabled: true,
 		},

@@ -113,6 +113,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					ContainerID:                 ResourceAttributeConfig{Enabled: true},
 					GgmlVersion:                 ResourceAttributeConfig{Enabled: true},
 					LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
 					LlamaContextThreads:         ResourceAttributeConfig{Enabled: true},
@@ -221,6 +222,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
+					ContainerID:                 ResourceAttributeConfig{Enabled: false},
 					GgmlVersion:                 ResourceAttributeConfig{Enabled: false},
 					LlamaContextSize:            ResourceAttributeConfig{Enabled: false},
 					LlamaContextThreads:         ResourceAttributeConfig{Enabled: false},
@@ -271,6 +273,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "all_set",
 			want: ResourceAttributesConfig{
+				ContainerID:                 ResourceAttributeConfig{Enabled: true},
 				GgmlVersion:                 ResourceAttributeConfig{Enabled: true},
 				LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
 				LlamaContextThreads:         ResourceAttributeConfig{Enabled: true},
@@ -291,6 +294,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
+				ContainerID:                 ResourceAttributeConfig{Enabled: false},
 				GgmlVersion:                 ResourceAttributeConfig{Enabled: false},
 				LlamaContextSize:            ResourceAttributeConfig{Enabled: false},
 				LlamaContextThreads:         ResourceAttributeConfig{Enabled: false},

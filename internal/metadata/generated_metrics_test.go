@@ -180,6 +180,7 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordProfinferSpansDroppedDataPoint(ts, 1)
 
 			rb := mb.NewResourceBuilder()
+			rb.SetContainerID("container.id-val")
 			rb.SetGgmlVersion("ggml.version-val")
 			rb.SetLlamaContextSize(18)
 			rb.SetLlamaContextThreads(21)

@@ -21,6 +21,13 @@ func NewResourceBuilder(rac ResourceAttributesConfig) *ResourceBuilder {
 	}
 }
 
+// SetContainerID sets provided value as "container.id" attribute.
+func (rb *ResourceBuilder) SetContainerID(val string) {
+	if rb.config.ContainerID.Enabled {
+		rb.res.Attributes().PutStr("container.id", val)
+	}
+}
+
 // SetGgmlVersion sets provided value as "ggml.version" attribute.
 func (rb *ResourceBuilder) SetGgmlVersion(val string) {
 	if rb.config.GgmlVersion.Enabled {

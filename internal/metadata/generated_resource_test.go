@@ -13,6 +13,7 @@ func TestResourceBuilder(t *testing.T) {
 		t.Run(tt, func(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
+			rb.SetContainerID("container.id-val")
 			rb.SetGgmlVersion("ggml.version-val")
 			rb.SetLlamaContextSize(18)
 			rb.SetLlamaContextThreads(21)
@@ -34,14 +35,19 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 15, res.Attributes().Len())
+				assert.Equal(t, 16, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 15, res.Attributes().Len())
+				assert.Equal(t, 16, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
 			default:
 				assert.Failf(t, "unexpected test case: %s", tt)
+			}
+			containerIDAttrVal, ok := res.Attributes().Get("container.id")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "container.id-val", containerIDAttrVal.Str())
 			}
 			ggmlVersionAttrVal, ok := res.Attributes().Get("ggml.version")
 			assert.True(t, ok)

@@ -59,7 +59,8 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		p.log.Warn("some probes not attached", zap.Int("pid", pid), zap.Error(err))
 	}
 	t := &tracked{
-		proc:       export.Origin{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: f.BuildID, GGML: f.Target.Version},
+		proc: export.Origin{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: f.BuildID, GGML: f.Target.Version,
+			Container: f.Container},
 		attachment: a,
 		backends:   backends.NewResolver(p.reg.FS(), "/proc", pid, p.reg.Files.Get),
 		describer:  describe.New(f.Target),
@@ -77,7 +78,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	p.mu.Unlock()
 	p.wakeController() // to look for its model file, and to time its windows
 	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("ggml", cmp.Or(f.Target.Version, "unknown")),
-		zap.Int("probes", probes), zap.Int("emulated", a.Emulated()))
+		zap.String("container", cmp.Or(f.Container, "none")), zap.Int("probes", probes), zap.Int("emulated", a.Emulated()))
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/profinfer/profinfer/internal/container"
 	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/metadata"
@@ -25,6 +26,8 @@ type Found struct {
 	// libllama or the application layer, or when the getters are not plain loads.
 	Context *ggml.Context
 	BuildID string
+	// Container is the id of the container it runs in, from its cgroup; "" outside any.
+	Container string
 }
 
 // Refusal is a GGML process profinfer cannot profile: never a silent skip.
@@ -96,7 +99,7 @@ func (r *Registry) inspectGGML(pid int) (f *Found, mapped bool, err error) {
 		return nil, true, Refuse(metadata.AttributeProfinferAttachReasonUnsupportedLayout, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
 	return &Found{Proc: proc, Target: target, Context: r.contextFields(proc),
-		BuildID: symbols.BuildIDOf(r.proc(pid, "exe"))}, true, nil
+		BuildID: symbols.BuildIDOf(r.proc(pid, "exe")), Container: container.Of(r.cfg.Root, pid)}, true, nil
 }
 
 // notGGML says why process pid, which maps no GGML CPU backend, cannot be profiled. Its
