@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/bpf"
 )
@@ -36,6 +37,11 @@ type Notice struct {
 // host's file system names them. Processes whose loader is elsewhere (another mount
 // namespace's, say) are noticed at exec, and at the periodic scan after a dlopen.
 var Loaders = []string{"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-x86-64.so.2", "/lib/ld-musl-x86_64.so.1"}
+
+// hostRoot is the root of init's mount namespace: profinfer in a container of its own
+// (with the host's PID namespace, as a DaemonSet runs it) finds the host's loaders there,
+// not in its own image.
+const hostRoot = "/proc/1/root"
 
 // Watcher owns the hooks and the ring buffer they write notices to.
 type Watcher struct {
@@ -73,28 +79,33 @@ func Open(traced *ebpf.Map) (*Watcher, error) {
 	return w, w.attachLoaders()
 }
 
-// attachLoaders places the loader hook on each of Loaders present, once per file.
+// attachLoaders places the loader hook on each of Loaders present, in profinfer's own
+// root and the host's, once per file.
 func (w *Watcher) attachLoaders() error {
-	seen := map[string]bool{}
+	seen := map[[2]uint64]bool{}
 	var errs []error
-	for _, path := range Loaders {
-		real, err := filepath.EvalSymlinks(path)
-		if err != nil || seen[real] {
-			continue
-		}
-		seen[real] = true
-		ex, err := link.OpenExecutable(real)
-		if err == nil {
-			var l link.Link
-			if l, err = ex.Uprobe("_dl_debug_state", w.objs.LoaderState, nil); err == nil {
-				w.links = append(w.links, l)
+	for _, root := range []string{"/", hostRoot} {
+		for _, name := range Loaders {
+			// Not EvalSymlinks: under /proc/1/root it would resolve into profinfer's own root.
+			path := filepath.Join(root, name)
+			var st unix.Stat_t
+			if unix.Stat(path, &st) != nil || seen[[2]uint64{st.Dev, st.Ino}] {
 				continue
 			}
+			seen[[2]uint64{st.Dev, st.Ino}] = true
+			ex, err := link.OpenExecutable(path)
+			if err == nil {
+				var l link.Link
+				if l, err = ex.Uprobe("_dl_debug_state", w.objs.LoaderState, nil); err == nil {
+					w.links = append(w.links, l)
+					continue
+				}
+			}
+			errs = append(errs, fmt.Errorf("dynamic loader %s: %w", path, err))
 		}
-		errs = append(errs, fmt.Errorf("dynamic loader %s: %w", real, err))
 	}
 	if len(seen) == 0 {
-		errs = append(errs, fmt.Errorf("no dynamic loader found at %v", Loaders))
+		errs = append(errs, fmt.Errorf("no dynamic loader found at %v, nor under %s", Loaders, hostRoot))
 	}
 	return errors.Join(errs...)
 }
