@@ -1,0 +1,309 @@
+//go:build e2e
+
+package receiver
+
+// The fleet: a llama-server in a real container (podman, runc), the agent image run with
+// exactly the DaemonSet's privileges, and an agent chained to a gateway over OTLP.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// podman runs podman as this machine allows: with runc (crun refuses its hybrid cgroups)
+// and without the default rlimits, which it may not raise.
+type podman struct {
+	bin, conf string
+}
+
+func requirePodman(t *testing.T) *podman {
+	t.Helper()
+	bin, err := exec.LookPath("podman")
+	if err != nil {
+		testbench.Missing(t, "podman")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		testbench.Missing(t, "runc")
+	}
+	conf := filepath.Join(t.TempDir(), "containers.conf")
+	err = os.WriteFile(conf, []byte("[containers]\ndefault_ulimits = []\n[engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n"), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &podman{bin: bin, conf: conf}
+}
+
+// run runs podman with args and returns its trimmed output.
+func (p *podman) run(t *testing.T, ctx context.Context, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, p.bin, args...)
+	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+p.conf)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("podman %s: %v: %s", strings.Join(args, " "), err, errb.String())
+	}
+	return strings.TrimSpace(out.String())
+}
+
+// logs returns what container id wrote to its stdout and stderr.
+func (p *podman) logs(t *testing.T, ctx context.Context, id string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, p.bin, "logs", id)
+	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+p.conf)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("podman logs: %v: %s", err, out)
+	}
+	return string(out)
+}
+
+// serverImage imports an image whose root file system holds exe and the libraries ldd
+// names for it, and nothing else.
+func (p *podman) serverImage(t *testing.T, ctx context.Context, exe string) string {
+	t.Helper()
+	root := t.TempDir()
+	ldd, err := exec.CommandContext(ctx, "ldd", exe).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{exe}
+	for _, f := range strings.Fields(string(ldd)) {
+		if strings.HasPrefix(f, "/") {
+			files = append(files, f)
+		}
+	}
+	for i, f := range files {
+		dst := filepath.Join(root, f)
+		if i == 0 {
+			dst = filepath.Join(root, "bin", filepath.Base(f))
+		}
+		b, err := os.ReadFile(f)
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(dst), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(dst, b, 0o755)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tarball := filepath.Join(t.TempDir(), "rootfs.tar")
+	if out, err := exec.CommandContext(ctx, "tar", "-C", root, "-cf", tarball, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v: %s", err, out)
+	}
+	image := "localhost/profinfer-test-server:" + strconv.Itoa(os.Getpid())
+	p.run(t, ctx, "import", tarball, image)
+	t.Cleanup(func() { _ = exec.Command(p.bin, "rmi", "-f", image).Run() })
+	return image
+}
+
+// containerIDs maps each process's PID to the container.id of its resource ("" for none),
+// over spans and metrics.
+func containerIDs(traces []ptrace.Traces, metrics []pmetric.Metrics) map[int64]string {
+	ids := map[int64]string{}
+	note := func(attrs interface {
+		AsRaw() map[string]any
+	}) {
+		a := attrs.AsRaw()
+		pid, _ := a["process.pid"].(int64)
+		id, _ := a["container.id"].(string)
+		if prev, ok := ids[pid]; ok && prev != id {
+			ids[pid] = "inconsistent: " + prev + " and " + id
+			return
+		}
+		ids[pid] = id
+	}
+	for _, td := range traces {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			note(td.ResourceSpans().At(i).Resource().Attributes())
+		}
+	}
+	for _, md := range metrics {
+		for i := 0; i < md.ResourceMetrics().Len(); i++ {
+			if _, ok := md.ResourceMetrics().At(i).Resource().Attributes().Get("process.pid"); ok {
+				note(md.ResourceMetrics().At(i).Resource().Attributes())
+			}
+		}
+	}
+	return ids
+}
+
+func waitHTTP(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	for {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never answered", url)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// The test bench's static llama-server runs in a podman container, from an image built
+// here from a root file system, while a llama-bench runs on the host. profinfer on the
+// host names the container's spans and metrics with exactly the id podman gives it, and
+// the host's process with none.
+func TestE2EPodmanContainer(t *testing.T) {
+	e := testbench.Require(t)
+	pm := requirePodman(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	image := pm.serverImage(t, ctx, e.StaticServer())
+	c := startCollectorOf(t, ctx, nil, "") // no targets: every GGML process
+	port, err := testbench.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := pm.run(t, ctx, "run", "-d", "--network", "host", "-v", filepath.Dir(e.Model("llama-1b-q4_0"))+":/models:ro",
+		image, "/bin/llama-server", "-m", "/models/llama-1b-q4_0.gguf", "-t", "2", "--host", "127.0.0.1",
+		"--port", strconv.Itoa(port), "-c", "1024", "-np", "1")
+	defer func() { _ = exec.Command(pm.bin, "rm", "-f", id).Run() }()
+	pid, _ := strconv.Atoi(pm.run(t, ctx, "inspect", "--format", "{{.State.Pid}}", id))
+	inspected := pm.run(t, ctx, "inspect", "--format", "{{.Id}}", id)
+	s := &testbench.Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	waitHTTP(t, ctx, s.URL+"/health")
+	if _, err := s.Complete(ctx, "The quick brown fox", 8); err != nil {
+		t.Fatal(err)
+	}
+	bench, err := testbench.Start(e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 8, 4, 2, 1)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bench.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	traces, metrics := c.stop(t)
+	ids := containerIDs(traces, metrics)
+	t.Logf("container.id by pid: %v; podman: pid %d, id %s", ids, pid, inspected)
+	if got, ok := ids[int64(pid)]; !ok || got != inspected {
+		t.Errorf("the container's llama-server (pid %d) has container.id %q, want podman's %q", pid, got, inspected)
+	}
+	if got, ok := ids[int64(bench.PID())]; !ok || got != "" {
+		t.Errorf("the host's llama-bench (pid %d, seen %v) has container.id %q, want none", bench.PID(), ok, got)
+	}
+}
+
+// daemonSetSecurity reads the capabilities and seccomp profile the DaemonSet grants.
+func daemonSetSecurity(t *testing.T) (caps []string, seccomp string) {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/kubernetes/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					HostPID    bool `yaml:"hostPID"`
+					Containers []struct {
+						SecurityContext struct {
+							Capabilities struct{ Add, Drop []string }
+							SeccompProfile struct{ Type string } `yaml:"seccompProfile"`
+						} `yaml:"securityContext"`
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal(b, &ds); err != nil {
+		t.Fatal(err)
+	}
+	spec := ds.Spec.Template.Spec
+	if !spec.HostPID || len(spec.Containers) != 1 {
+		t.Fatalf("DaemonSet spec %+v", spec)
+	}
+	sc := spec.Containers[0].SecurityContext
+	return sc.Capabilities.Add, sc.SeccompProfile.Type
+}
+
+// The agent image (deploy/Dockerfile, from the ocb output) runs in a container with the
+// host's PID namespace, a read-only root and exactly the capabilities and seccomp
+// profile of deploy/kubernetes/daemonset.yaml, and profiles a llama-bench on the host.
+func TestE2EAgentImage(t *testing.T) {
+	e := testbench.Require(t)
+	pm := requirePodman(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if os.Geteuid() != 0 {
+		testbench.Missing(t, "root (podman's host PID namespace)")
+	}
+	image := "localhost/otelcol-profinfer-test:" + strconv.Itoa(os.Getpid())
+	pm.run(t, ctx, "build", "-q", "-f", "../deploy/Dockerfile", "-t", image, "..")
+	t.Cleanup(func() { _ = exec.Command(pm.bin, "rmi", "-f", image).Run() })
+	caps, seccomp := daemonSetSecurity(t)
+	out := t.TempDir()
+	state := t.TempDir()
+	if err := os.Chmod(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `receivers:
+  profinfer:
+    roofline: {state_file: /var/lib/profinfer/roofline.json}
+exporters:
+  file: {path: /out/out.jsonl}
+service:
+  pipelines:
+    traces: {receivers: [profinfer], exporters: [file]}
+    metrics: {receivers: [profinfer], exporters: [file]}
+`
+	if err := os.WriteFile(filepath.Join(out, "config.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"run", "-d", "--pid", "host", "--read-only", "--cap-drop", "all", "--cap-add", strings.Join(caps, ","),
+		"-v", out + ":/out", "-v", state + ":/var/lib/profinfer"}
+	if seccomp == "Unconfined" {
+		args = append(args, "--security-opt", "seccomp=unconfined")
+	}
+	id := pm.run(t, ctx, append(args, image, "--config", "/out/config.yaml")...)
+	defer func() { _ = exec.Command(pm.bin, "rm", "-f", id).Run() }()
+	for !strings.Contains(pm.logs(t, ctx, id), "Everything is ready") {
+		if pm.run(t, ctx, "inspect", "--format", "{{.State.Running}}", id) != "true" {
+			t.Fatalf("the agent container stopped: %s", pm.logs(t, ctx, id))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 8, 4, 2, 1)...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	pm.run(t, ctx, "stop", "-t", "10", id)
+	logs := pm.logs(t, ctx, id)
+	if !strings.Contains(logs, "attached") {
+		t.Fatalf("the agent never attached with capabilities %v:\n%s", caps, logs)
+	}
+	traces, _ := (&collector{out: filepath.Join(out, "out.jsonl")}).read(t, false)
+	decodes := 0
+	for _, s := range spans(traces) {
+		if s.name == "llama_decode" {
+			decodes++
+		}
+	}
+	if decodes == 0 {
+		t.Fatalf("no llama_decode span from the containerized agent:\n%s", logs)
+	}
+	t.Logf("agent in a container with %v, seccomp %s: %d decode spans", caps, seccomp, decodes)
+}
