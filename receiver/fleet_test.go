@@ -221,7 +221,7 @@ func daemonSetSecurity(t *testing.T) (caps []string, seccomp string) {
 					HostPID    bool `yaml:"hostPID"`
 					Containers []struct {
 						SecurityContext struct {
-							Capabilities struct{ Add, Drop []string }
+							Capabilities   struct{ Add, Drop []string }
 							SeccompProfile struct{ Type string } `yaml:"seccompProfile"`
 						} `yaml:"securityContext"`
 					}
