@@ -307,3 +307,178 @@ service:
 	}
 	t.Logf("agent in a container with %v, seccomp %s: %d decode spans", caps, seccomp, decodes)
 }
+
+// yamlConfig reads a collector config file from deploy/ as a generic tree.
+func yamlConfig(t *testing.T, file string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../deploy", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func sub(m map[string]any, keys ...string) map[string]any {
+	for _, k := range keys {
+		m = m[k].(map[string]any)
+	}
+	return m
+}
+
+func writeYAML(t *testing.T, cfg map[string]any) string {
+	t.Helper()
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// byTrace groups span IDs with their names and attributes by trace.
+func byTrace(traces []ptrace.Traces) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, td := range traces {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			ss := td.ResourceSpans().At(i).ScopeSpans()
+			for j := 0; j < ss.Len(); j++ {
+				for k := 0; k < ss.At(j).Spans().Len(); k++ {
+					s := ss.At(j).Spans().At(k)
+					tr := s.TraceID().String()
+					if out[tr] == nil {
+						out[tr] = map[string]string{}
+					}
+					out[tr][s.SpanID().String()] = fmt.Sprintf("%s %d %d %v %d", s.Name(), s.StartTimestamp(), s.EndTimestamp(),
+						s.Attributes().AsRaw(), s.Links().Len())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// The agent (deploy/agent.yaml) sends over OTLP on loopback to a gateway
+// (deploy/gateway.yaml, its Kubernetes enrichment replaced by a static pod name, as no
+// Kubernetes API exists here, and its exporters by a file). Every trace the gateway keeps
+// is the agent's, span for span and attribute for attribute; its tail sampling keeps
+// every request and every slow decode; resources arrive enriched; metrics arrive whole.
+func TestE2EAgentToGateway(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	port, err := testbench.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+
+	gw := yamlConfig(t, "gateway.yaml")
+	sub(gw, "receivers", "otlp", "protocols", "grpc")["endpoint"] = fmt.Sprintf("127.0.0.1:%d", port)
+	procs := sub(gw, "processors")
+	delete(procs, "k8sattributes")
+	procs["resource/k8s"] = map[string]any{"attributes": []any{
+		map[string]any{"key": "k8s.pod.name", "value": "llama-server-0", "action": "upsert"},
+		map[string]any{"key": "k8s.namespace.name", "value": "inference", "action": "upsert"},
+	}}
+	sub(procs, "tail_sampling")["decision_wait"] = "2s"
+	gwOut := filepath.Join(dir, "gateway.jsonl")
+	gw["exporters"] = map[string]any{"file": map[string]any{"path": gwOut}}
+	for _, p := range sub(gw, "service", "pipelines") {
+		pl := p.(map[string]any)
+		ps := pl["processors"].([]any)
+		for i, name := range ps {
+			if name == "k8sattributes" {
+				ps[i] = "resource/k8s"
+			}
+		}
+		pl["exporters"] = []any{"file"}
+	}
+	quiet := map[string]any{"metrics": map[string]any{"level": "none"}} // two collectors, one :8888
+	sub(gw, "service")["telemetry"] = quiet
+	gateway := &collector{proc: runCollector(t, ctx, writeYAML(t, gw)), out: gwOut}
+
+	ag := yamlConfig(t, "agent.yaml")
+	sub(ag, "exporters", "otlp")["endpoint"] = fmt.Sprintf("127.0.0.1:%d", port)
+	agOut := filepath.Join(dir, "agent.jsonl")
+	sub(ag, "exporters")["file"] = map[string]any{"path": agOut}
+	for _, p := range sub(ag, "service", "pipelines") {
+		pl := p.(map[string]any)
+		pl["exporters"] = append(pl["exporters"].([]any), "file")
+	}
+	sub(ag, "service")["telemetry"] = quiet
+	agent := &collector{proc: runCollector(t, ctx, writeYAML(t, ag)), out: agOut}
+
+	s, err := e.StartServer(ctx, e.Bin("llama-server"), "llama-1b-q4_0", 2, "-np", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	for i := range 3 {
+		if _, err := s.CompleteCached(ctx, fmt.Sprintf("Request %d: the quick brown fox", i), 12); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2500 * time.Millisecond) // the last request ends idle
+	s.Stop()
+	agentTraces, agentMetrics := agent.stop(t)
+	time.Sleep(3 * time.Second) // tail sampling decides after decision_wait
+	gateway.proc.Stop()
+	gwTraces, gwMetrics := gateway.read(t, false)
+
+	sent, kept := byTrace(agentTraces), byTrace(gwTraces)
+	if len(kept) == 0 {
+		t.Fatalf("the gateway kept no trace of the agent's %d:\n%s", len(sent), gateway.proc.Stderr.String())
+	}
+	for tr, spans := range kept {
+		for id, s := range spans {
+			if sent[tr][id] != s {
+				t.Fatalf("trace %s span %s at the gateway:\n  %s\nthe agent sent:\n  %s", tr, id, s, sent[tr][id])
+			}
+		}
+		if len(spans) != len(sent[tr]) {
+			t.Fatalf("trace %s: %d spans at the gateway, %d sent", tr, len(spans), len(sent[tr]))
+		}
+	}
+	// Every request, and every decode of 200 ms or more, is kept.
+	requests, slow := 0, 0
+	for _, sp := range spans(agentTraces) {
+		slowDecode := sp.name == "llama_decode" && sp.end-sp.start >= 200e6
+		if strings.HasPrefix(sp.name, "text_completion") || slowDecode {
+			if strings.HasPrefix(sp.name, "text_completion") {
+				requests++
+			} else {
+				slow++
+			}
+			found := false
+			for _, tr := range kept {
+				if _, ok := tr[sp.id]; ok {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s span %s (%d ms) not kept by the gateway", sp.name, sp.id, (sp.end-sp.start)/1e6)
+			}
+		}
+	}
+	if requests < 3 {
+		t.Errorf("%d request spans from the agent, want 3", requests)
+	}
+	// Enriched resources: the static pod and the agent's detected host.
+	for _, td := range gwTraces {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			a := td.ResourceSpans().At(i).Resource().Attributes().AsRaw()
+			if a["k8s.pod.name"] != "llama-server-0" || a["host.name"] == nil || a["process.pid"] == nil {
+				t.Fatalf("resource at the gateway: %v", a)
+			}
+		}
+	}
+	want, _ := lastSum(agentMetrics, "llama.decode.tokens")
+	got, _ := lastSum(gwMetrics, "llama.decode.tokens")
+	if want == 0 || got != want {
+		t.Errorf("llama.decode.tokens: the gateway has %d, the agent sent %d", got, want)
+	}
+	t.Logf("the agent sent %d traces; the gateway kept %d (%d requests, %d slow decodes among them)", len(sent), len(kept), requests, slow)
+}
