@@ -482,3 +482,17 @@ func TestE2EAgentToGateway(t *testing.T) {
 	}
 	t.Logf("the agent sent %d traces; the gateway kept %d (%d requests, %d slow decodes among them)", len(sent), len(kept), requests, slow)
 }
+
+// The distribution has every component the deploy/ configs name, and accepts them.
+func TestE2EDeployConfigsValidate(t *testing.T) {
+	bin, _ := filepath.Abs("../bin/otelcol-profinfer")
+	if _, err := os.Stat(bin); err != nil {
+		testbench.Missing(t, "bin/otelcol-profinfer; run `make build`")
+	}
+	for _, cfg := range []string{"agent.yaml", "gateway.yaml"} {
+		out, err := exec.Command(bin, "validate", "--config", filepath.Join("../deploy", cfg)).CombinedOutput()
+		if err != nil {
+			t.Errorf("deploy/%s: %v\n%s", cfg, err, out)
+		}
+	}
+}
