@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/confmap/xconfmap"
+	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/perfcount"
@@ -135,7 +135,7 @@ type LayersConfig struct {
 	Scheduler bool `mapstructure:"scheduler"`
 }
 
-var _ xconfmap.Validator = (*Config)(nil)
+var _ confmap.Validator = (*Config)(nil)
 
 func createDefaultConfig() component.Config {
 	return &Config{

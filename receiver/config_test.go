@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
-	"go.opentelemetry.io/collector/confmap/xconfmap"
 
 	"github.com/profinfer/profinfer/internal/metadata"
 )
@@ -149,10 +149,10 @@ func TestLoadConfig(t *testing.T) {
 			require.NoError(t, sub.Unmarshal(cfg))
 
 			if tt.expectedErr != "" {
-				assert.EqualError(t, xconfmap.Validate(cfg), tt.expectedErr)
+				assert.EqualError(t, confmap.Validate(cfg), tt.expectedErr)
 				return
 			}
-			assert.NoError(t, xconfmap.Validate(cfg))
+			assert.NoError(t, confmap.Validate(cfg))
 			if diff := cmp.Diff(tt.expected, cfg,
 				cmpopts.IgnoreUnexported(metadata.MetricConfig{}, metadata.ResourceAttributeConfig{})); diff != "" {
 				t.Errorf("config mismatch (-expected +actual):\n%s", diff)

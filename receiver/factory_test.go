@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/confmap/xconfmap"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
@@ -28,7 +28,7 @@ func TestFactoryStability(t *testing.T) {
 func TestDefaultConfig(t *testing.T) {
 	cfg := NewFactory().CreateDefaultConfig()
 	require.NoError(t, componenttest.CheckConfigStruct(cfg))
-	require.NoError(t, xconfmap.Validate(cfg))
+	require.NoError(t, confmap.Validate(cfg))
 	assert.Equal(t, createDefaultConfig(), cfg)
 }
 
