@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
@@ -178,6 +179,21 @@ func TestE2ERequests(t *testing.T) {
 			}
 		}
 		t.Errorf("%d idle short-prompt requests, want the one cut short", ended)
+	}
+	// The summary the views and the report show has them.
+	agg := summary.New()
+	for _, td := range traces {
+		agg.Traces(td)
+	}
+	folded := 0
+	for _, p := range agg.Snapshot().Processes {
+		if p.Requests != nil {
+			folded += int(p.Requests.Count)
+			t.Logf("summary: %+v", *p.Requests)
+		}
+	}
+	if folded < 9 {
+		t.Errorf("the summary has %d requests, want at least 9", folded)
 	}
 	// The GenAI server metrics count every request, with the conventions' attributes.
 	n := uint64(0)

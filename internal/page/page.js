@@ -139,6 +139,16 @@
         tile(num(l.p99, 1) + ' ms', 'p99'), tile(num(l.max, 1) + ' ms', 'max, of ' + l.count + ' decodes'));
     }
     s.append(tiles);
+    const r = p.requests;
+    if (r) {
+      const req = el('div', 'tiles');
+      req.append(tile(num(r.ttft.p50, 1) + ' ms', 'time to first token p50, of ' + r.count + ' requests'),
+        tile(num(r.ttft.p90, 1) + ' ms', 'p90'), tile(num(r.tpot.p50, 1) + ' ms', 'per output token p50'),
+        tile(num(r.tpot.p90, 1) + ' ms', 'p90'),
+        tile(num(100 * r.cached / Math.max(1, r.input + r.cached), 0) + '%', 'prompt tokens from the cache'),
+        tile(String(r.max_shared + 1), 'most sequences in one decode'));
+      s.append(req);
+    }
     if ((p.rate || []).length > 1) {
       const xs = p.rate.map((r) => r.t * 1000);
       chart(s, {

@@ -33,6 +33,8 @@ func full() *summary.View {
 		Roofs:    summary.Roofs{FLOPS: 200e9, Bandwidth: 50e9, Source: hostile, Measured: "2026-11-23T10:00:00Z"},
 		Phases:   []*summary.Phase{ph("prefill"), ph("decode")},
 		Latency:  summary.Quantiles{Count: 4, P50: 20, P90: 25, P99: 30, Max: 31},
+		Requests: &summary.Requests{Count: 9, TTFT: summary.Quantiles{Count: 9, P50: 208, P90: 7520}, TPOT: summary.Quantiles{Count: 9, P50: 61, P90: 62},
+			Input: 996, Cached: 976, Output: 216, MaxShared: 3},
 		Rate:     []summary.Rate{{Time: 1_800_000_000, Decode: 40}, {Time: 1_800_000_001, Decode: 42, Prefill: 100}},
 		Timeline: &summary.Timeline{Phase: "decode", Tokens: 1, Duration: 100, Threads: 2, Critical: 80, Nodes: []summary.Node{
 			{Op: "MUL_MAT", Tensor: hostile, Start: 0, Duration: 60, Busy: []float64{55, 50}, Critical: true},

@@ -28,6 +28,11 @@ func Table(w io.Writer, v *summary.View) error {
 		if l := p.Latency; l.Count > 0 {
 			fmt.Fprintf(tw, "decode latency: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %d decodes\n", l.P50, l.P90, l.P99, l.Count)
 		}
+		if r := p.Requests; r != nil {
+			fmt.Fprintf(tw, "requests: %d; time to first token p50 %.1f ms, p90 %.1f ms; per output token p50 %.1f ms, p90 %.1f ms;"+
+				" %d prompt tokens computed, %d from the cache, %d generated; up to %d other sequences alongside\n",
+				r.Count, r.TTFT.P50, r.TTFT.P90, r.TPOT.P50, r.TPOT.P90, r.Input, r.Cached, r.Output, r.MaxShared)
+		}
 		for _, ph := range p.Phases {
 			fmt.Fprintf(tw, "\n%s: %d tokens in %d decodes, %.1f tokens/s; %d graphs traced, %.1f ms\n",
 				ph.Name, ph.Tokens, ph.Decodes, ph.TokensPerSec, ph.TracedGraphs, ph.GraphSeconds*1e3)

@@ -52,6 +52,8 @@ type proc struct {
 	lastSeen         time.Time
 	phases           map[string]*phase
 	latency          *logHistogram
+	requests         Requests
+	ttft, tpot       *logHistogram
 	rate             []Rate // ring by second
 	roofs, derived   Roofs
 	timeline         *Timeline
@@ -84,7 +86,7 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 		if len(a.procs) >= maxProcesses {
 			a.forgetOldest()
 		}
-		p = &proc{id: id, phases: map[string]*phase{}, latency: newLogHistogram(),
+		p = &proc{id: id, phases: map[string]*phase{}, latency: newLogHistogram(), ttft: newLogHistogram(), tpot: newLogHistogram(),
 			moeSpans: map[int][]int64{}, moeMetric: map[int][]int64{},
 			backends: map[string]*Backend{}, copies: map[[2]string]*Copy{}, counters: map[string]bool{}}
 		a.procs[id] = p
@@ -132,8 +134,11 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 		p := a.process(rs.Resource())
 		// Decodes first: their phase is their nodes' phase.
 		a.eachSpan(rs, func(s ptrace.Span) {
-			if s.Name() == "llama_decode" {
+			switch {
+			case s.Name() == "llama_decode":
 				a.decode(p, s)
+			case strAttr(s.Attributes(), "gen_ai.operation.name") != "":
+				p.request(s)
 			}
 		})
 		graphs := map[pcommon.SpanID]*graphRef{}
@@ -191,6 +196,23 @@ func (a *Aggregator) decode(p *proc, s ptrace.Span) {
 		p.latency.add(dur(s))
 	}
 	p.addRate(s.EndTimestamp().AsTime().Unix(), name, tokens)
+}
+
+// request sums a request span.
+func (p *proc) request(s ptrace.Span) {
+	attrs := s.Attributes()
+	r := &p.requests
+	r.Count++
+	r.Input += intAttr(attrs, "llama.request.prompt_tokens")
+	r.Cached += intAttr(attrs, "gen_ai.usage.cache_read.input_tokens")
+	r.Output += intAttr(attrs, "gen_ai.usage.output_tokens")
+	r.MaxShared = max(r.MaxShared, intAttr(attrs, "llama.request.shared_sequences.max"))
+	if v, ok := attrs.Get("llama.request.time_to_first_token"); ok {
+		p.ttft.add(v.Double())
+	}
+	if v, ok := attrs.Get("llama.request.time_per_output_token"); ok {
+		p.tpot.add(v.Double())
+	}
 }
 
 func (p *proc) addRate(sec int64, name string, tokens int64) {
@@ -601,6 +623,11 @@ func (p *proc) snapshot() *Process {
 	out := &Process{ID: p.id, Title: p.title, Model: p.model, Resource: slices.Clone(p.resource),
 		Roofs: p.roofs, Rate: slices.Clone(p.rate), Timeline: p.timeline, LastSeen: p.lastSeen.UTC(),
 		Latency: p.latency.quantiles(), Findings: []Finding{}}
+	if p.requests.Count > 0 {
+		r := p.requests
+		r.TTFT, r.TPOT = p.ttft.quantiles(), p.tpot.quantiles()
+		out.Requests = &r
+	}
 	if out.Roofs.FLOPS == 0 && out.Roofs.Bandwidth == 0 && p.derived != (Roofs{}) {
 		out.Roofs = p.derived
 		out.Roofs.Source = "derived from the spans' peak fractions"

@@ -12,6 +12,7 @@ import (
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
@@ -272,4 +273,28 @@ func BenchmarkFold(b *testing.B) {
 		a.Traces(td)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/300, "ns/span")
+}
+
+// Request spans, as the receiver's span builder makes them, fold into the process's
+// requests: counts, tokens and time to first token and per output token.
+func TestRequests(t *testing.T) {
+	s := export.NewSpans(export.Clock{Offset: 1e18}, true, peaks, nil)
+	td := ptrace.NewTraces()
+	for i := range 10 {
+		r := &requests.Request{PID: 7, Seq: int32(i % 4), Start: 0, FirstToken: uint64(100+10*i) * 1e6, End: 2e9,
+			Prompt: 20, Cached: 10 * i, Output: 11, GapSum: 10 * 50e6, GapMax: 60e6, Decodes: 11, SharedMax: i % 4, Ended: requests.Idle}
+		s.Request(td, server, r)
+	}
+	a := New()
+	a.Traces(td)
+	r := a.Snapshot().Processes[0].Requests
+	if r == nil || r.Count != 10 || r.Input != 200 || r.Cached != 450 || r.Output != 110 || r.MaxShared != 3 {
+		t.Fatalf("requests %+v", r)
+	}
+	if math.Abs(r.TTFT.P50-145)/145 > 0.05 || math.Abs(r.TPOT.P50-50)/50 > 0.05 {
+		t.Errorf("ttft p50 %g ms, want 145; tpot p50 %g ms, want 50", r.TTFT.P50, r.TPOT.P50)
+	}
+	if len(a.Snapshot().Processes[0].Phases) != 0 {
+		t.Error("request spans made a phase")
+	}
 }

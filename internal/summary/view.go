@@ -26,6 +26,7 @@ type Process struct {
 	Roofs    Roofs      `json:"roofs"`
 	Phases   []*Phase   `json:"phases"`             // prefill, decode and graphs outside a decode, those seen
 	Latency  Quantiles  `json:"latency"`            // of decode-phase llama_decode calls
+	Requests *Requests  `json:"requests,omitempty"` // generations, from the request spans
 	Rate     []Rate     `json:"rate"`               // tokens per second over the last minutes
 	Timeline *Timeline  `json:"timeline,omitempty"` // the newest traced decode-phase graph
 	MoE      []MoELayer `json:"moe,omitempty"`
@@ -122,6 +123,18 @@ type Quantiles struct {
 	P90   float64 `json:"p90"`
 	P99   float64 `json:"p99"`
 	Max   float64 `json:"max"`
+}
+
+// Requests sums the process's finished requests: one generation on one sequence each.
+type Requests struct {
+	Count int64     `json:"count"`
+	TTFT  Quantiles `json:"ttft"` // time to first token, ms
+	TPOT  Quantiles `json:"tpot"` // mean time per output token after the first, ms
+	// Prompt tokens computed, prompt tokens read from the cache, tokens generated.
+	Input     int64 `json:"input"`
+	Cached    int64 `json:"cached"`
+	Output    int64 `json:"output"`
+	MaxShared int64 `json:"max_shared"` // most other sequences in one decode with a request
 }
 
 // Rate is the tokens computed in one second of wall time, by phase.
