@@ -35,7 +35,7 @@ func full() *summary.View {
 		Latency:  summary.Quantiles{Count: 4, P50: 20, P90: 25, P99: 30, Max: 31},
 		Requests: &summary.Requests{Count: 9, TTFT: summary.Quantiles{Count: 9, P50: 208, P90: 7520}, TPOT: summary.Quantiles{Count: 9, P50: 61, P90: 62},
 			Input: 996, Cached: 976, Output: 216, MaxShared: 3},
-		Rate:     []summary.Rate{{Time: 1_800_000_000, Decode: 40}, {Time: 1_800_000_001, Decode: 42, Prefill: 100}},
+		Rate: []summary.Rate{{Time: 1_800_000_000, Decode: 40}, {Time: 1_800_000_001, Decode: 42, Prefill: 100}},
 		Timeline: &summary.Timeline{Phase: "decode", Tokens: 1, Duration: 100, Threads: 2, Critical: 80, Nodes: []summary.Node{
 			{Op: "MUL_MAT", Tensor: hostile, Start: 0, Duration: 60, Busy: []float64{55, 50}, Critical: true},
 			{Op: "ADD", Tensor: "ffn_out-0", Start: 60, Duration: 30, Busy: []float64{20, 28}}}},
