@@ -30,8 +30,8 @@ func Table(w io.Writer, v *summary.View) error {
 		}
 		if r := p.Requests; r != nil {
 			fmt.Fprintf(tw, "requests: %d; time to first token p50 %.1f ms, p90 %.1f ms; per output token p50 %.1f ms, p90 %.1f ms;"+
-				" %d prompt tokens computed, %d from the cache, %d generated; up to %d other sequences alongside\n",
-				r.Count, r.TTFT.P50, r.TTFT.P90, r.TPOT.P50, r.TPOT.P90, r.Input, r.Cached, r.Output, r.MaxShared)
+				" %d prompt tokens computed, %d from the cache, %d generated; at most %d sequences in one decode\n",
+				r.Count, r.TTFT.P50, r.TTFT.P90, r.TPOT.P50, r.TPOT.P90, r.Input, r.Cached, r.Output, r.MaxShared+1)
 		}
 		for _, ph := range p.Phases {
 			fmt.Fprintf(tw, "\n%s: %d tokens in %d decodes, %.1f tokens/s; %d graphs traced, %.1f ms\n",
