@@ -295,3 +295,50 @@ func checkNodeRequests(t *testing.T, traces []ptrace.Traces, repeat, tokens int)
 			n, out, late, repeat, tokens)
 	}
 }
+
+// Many short requests over a run, four at a time on four slots: every one is reported, and
+// none is still followed when the run ends (the per-sequence state is what is in flight,
+// not what was).
+func TestE2EManyShortRequests(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, e.Bin("llama-server"), "")
+	s, err := e.StartServer(ctx, e.Bin("llama-server"), "llama-1b-q4_0", 2, "-np", "4", "-c", "2048")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	const workers, each = 4, 20
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := s.CompleteCached(ctx, fmt.Sprintf("Worker %d asks question %d", w, i), 1+i%3); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(2500 * time.Millisecond) // the last ones end idle
+	traces, _ := c.stop(t)
+	ended := map[string]int{}
+	n := 0
+	for _, rs := range requestSpans(spans(traces)) {
+		for _, sp := range rs {
+			ended[fmt.Sprint(sp.attrs["llama.request.end"])]++
+			if attrInt(sp, "gen_ai.usage.output_tokens") >= 1 && attrInt(sp, "gen_ai.usage.input_tokens") > 5 {
+				n++
+			}
+		}
+	}
+	t.Logf("%d requests with a prompt; ended: %v", n, ended)
+	if n < workers*each {
+		t.Errorf("%d requests reported, want %d", n, workers*each)
+	}
+	if ended["stopped"] != 0 || ended["evicted"] != 0 {
+		t.Errorf("requests still followed at shutdown or evicted: %v", ended)
+	}
+}
