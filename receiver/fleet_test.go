@@ -48,11 +48,16 @@ func requirePodman(t *testing.T) *podman {
 	return &podman{bin: bin, conf: conf}
 }
 
+func (p *podman) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, p.bin, args...)
+	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+p.conf)
+	return cmd
+}
+
 // run runs podman with args and returns its trimmed output.
 func (p *podman) run(t *testing.T, ctx context.Context, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, p.bin, args...)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+p.conf)
+	cmd := p.command(ctx, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -64,9 +69,7 @@ func (p *podman) run(t *testing.T, ctx context.Context, args ...string) string {
 // logs returns what container id wrote to its stdout and stderr.
 func (p *podman) logs(t *testing.T, ctx context.Context, id string) string {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, p.bin, "logs", id)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+p.conf)
-	out, err := cmd.CombinedOutput()
+	out, err := p.command(ctx, "logs", id).CombinedOutput()
 	if err != nil {
 		t.Fatalf("podman logs: %v: %s", err, out)
 	}
@@ -110,7 +113,7 @@ func (p *podman) serverImage(t *testing.T, ctx context.Context, exe string) stri
 	}
 	image := "localhost/profinfer-test-server:" + strconv.Itoa(os.Getpid())
 	p.run(t, ctx, "import", tarball, image)
-	t.Cleanup(func() { _ = exec.Command(p.bin, "rmi", "-f", image).Run() })
+	t.Cleanup(func() { _ = p.command(context.Background(), "rmi", "-f", image).Run() })
 	return image
 }
 
@@ -118,10 +121,7 @@ func (p *podman) serverImage(t *testing.T, ctx context.Context, exe string) stri
 // over spans and metrics.
 func containerIDs(traces []ptrace.Traces, metrics []pmetric.Metrics) map[int64]string {
 	ids := map[int64]string{}
-	note := func(attrs interface {
-		AsRaw() map[string]any
-	}) {
-		a := attrs.AsRaw()
+	note := func(a map[string]any) {
 		pid, _ := a["process.pid"].(int64)
 		id, _ := a["container.id"].(string)
 		if prev, ok := ids[pid]; ok && prev != id {
@@ -132,13 +132,13 @@ func containerIDs(traces []ptrace.Traces, metrics []pmetric.Metrics) map[int64]s
 	}
 	for _, td := range traces {
 		for i := 0; i < td.ResourceSpans().Len(); i++ {
-			note(td.ResourceSpans().At(i).Resource().Attributes())
+			note(td.ResourceSpans().At(i).Resource().Attributes().AsRaw())
 		}
 	}
 	for _, md := range metrics {
 		for i := 0; i < md.ResourceMetrics().Len(); i++ {
 			if _, ok := md.ResourceMetrics().At(i).Resource().Attributes().Get("process.pid"); ok {
-				note(md.ResourceMetrics().At(i).Resource().Attributes())
+				note(md.ResourceMetrics().At(i).Resource().Attributes().AsRaw())
 			}
 		}
 	}
@@ -180,7 +180,7 @@ func TestE2EPodmanContainer(t *testing.T) {
 	id := pm.run(t, ctx, "run", "-d", "--network", "host", "-v", filepath.Dir(e.Model("llama-1b-q4_0"))+":/models:ro",
 		image, "/bin/llama-server", "-m", "/models/llama-1b-q4_0.gguf", "-t", "2", "--host", "127.0.0.1",
 		"--port", strconv.Itoa(port), "-c", "1024", "-np", "1")
-	defer func() { _ = exec.Command(pm.bin, "rm", "-f", id).Run() }()
+	defer func() { _ = pm.command(context.Background(), "rm", "-f", id).Run() }()
 	pid, _ := strconv.Atoi(pm.run(t, ctx, "inspect", "--format", "{{.State.Pid}}", id))
 	inspected := pm.run(t, ctx, "inspect", "--format", "{{.Id}}", id)
 	s := &testbench.Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
@@ -253,7 +253,7 @@ func TestE2EAgentImage(t *testing.T) {
 	}
 	image := "localhost/otelcol-profinfer-test:" + strconv.Itoa(os.Getpid())
 	pm.run(t, ctx, "build", "-q", "-f", "../deploy/Dockerfile", "-t", image, "..")
-	t.Cleanup(func() { _ = exec.Command(pm.bin, "rmi", "-f", image).Run() })
+	t.Cleanup(func() { _ = pm.command(context.Background(), "rmi", "-f", image).Run() })
 	caps, seccomp := daemonSetSecurity(t)
 	out := t.TempDir()
 	state := t.TempDir()
@@ -279,7 +279,7 @@ service:
 		args = append(args, "--security-opt", "seccomp=unconfined")
 	}
 	id := pm.run(t, ctx, append(args, image, "--config", "/out/config.yaml")...)
-	defer func() { _ = exec.Command(pm.bin, "rm", "-f", id).Run() }()
+	defer func() { _ = pm.command(context.Background(), "rm", "-f", id).Run() }()
 	for !strings.Contains(pm.logs(t, ctx, id), "Everything is ready") {
 		if pm.run(t, ctx, "inspect", "--format", "{{.State.Running}}", id) != "true" {
 			t.Fatalf("the agent container stopped: %s", pm.logs(t, ctx, id))

@@ -143,10 +143,7 @@ func (p *Profiler) openCounters(threads []effect) {
 // sweepCounters closes the perf counters of threads that are gone, and has the reader ask
 // for them again should their tids come back.
 func (p *Profiler) sweepCounters() {
-	traced := map[int]bool{}
-	for _, pid := range p.Traced() {
-		traced[pid] = true
-	}
+	traced := p.Traced()
 	var closed []uint32
 	err := p.counters.Sweep(func(pid, tid uint32) bool {
 		_, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, tid))

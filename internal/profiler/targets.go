@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"time"
 
@@ -105,11 +104,15 @@ func (p *Profiler) Extend(proc *discover.Process, ctx *ggml.Context) {
 		zap.Int("probes", t.attachment.Probes()))
 }
 
-// Traced lists the traced processes.
-func (p *Profiler) Traced() []int {
+// Traced is the set of traced processes.
+func (p *Profiler) Traced() map[int]bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Collect(maps.Keys(p.tracked))
+	set := make(map[int]bool, len(p.tracked))
+	for pid := range p.tracked {
+		set[pid] = true
+	}
+	return set
 }
 
 // Scanned has the controller close the perf counters of threads that are gone.

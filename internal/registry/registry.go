@@ -50,8 +50,8 @@ type Tracer interface {
 	Extend(proc *discover.Process, ctx *ggml.Context)
 	// Retire removes a traced process that exited or replaced its image.
 	Retire(pid int, why string)
-	// Traced lists the traced processes.
-	Traced() []int
+	// Traced is the set of traced processes.
+	Traced() map[int]bool
 	// Scanned follows each full scan of /proc: the tracer drops what it keeps for threads
 	// that are gone.
 	Scanned()
@@ -215,9 +215,8 @@ func (r *Registry) Scan(first bool) error {
 	if err != nil {
 		r.log.Debug("listing processes", zap.Error(err))
 	}
-	traced := map[int]bool{}
-	for _, pid := range r.tracer.Traced() {
-		traced[pid] = true
+	traced := r.tracer.Traced()
+	for pid := range traced {
 		if _, ok := pids[pid]; !ok || !r.alive(pid) {
 			r.tracer.Retire(pid, retired[watch.Exited])
 		}
@@ -255,10 +254,7 @@ func (r *Registry) Scan(first bool) error {
 // at again, and traced ones are extended.
 func (r *Registry) Notice(noticed []int) {
 	slices.Sort(noticed)
-	traced := map[int]bool{}
-	for _, pid := range r.tracer.Traced() {
-		traced[pid] = true
-	}
+	traced := r.tracer.Traced()
 	named := map[int]bool{}
 	var todo []int
 	for _, pid := range slices.Compact(noticed) {

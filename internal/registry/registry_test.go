@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,14 +84,8 @@ func (t *tracer) Retire(pid int, why string) {
 		t.retired = append(t.retired, fmt.Sprintf("%d: %s", pid, why))
 	}
 }
-func (t *tracer) Traced() []int {
-	var pids []int
-	for pid := range t.traced {
-		pids = append(pids, pid)
-	}
-	return pids
-}
-func (t *tracer) Scanned() { t.scans++ }
+func (t *tracer) Traced() map[int]bool { return maps.Clone(t.traced) }
+func (t *tracer) Scanned()             { t.scans++ }
 
 // bench is a registry over a fake /proc whose inspection answers from kinds: "ggml" is a
 // GGML process, "refused" one that cannot be profiled, anything else none. It counts

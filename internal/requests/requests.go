@@ -11,16 +11,16 @@ import (
 	"github.com/profinfer/profinfer/internal/events"
 )
 
-// MaxLinks bounds the decode spans a request links to: a long generation has a decode per
+// maxLinks bounds the decode spans a request links to: a long generation has a decode per
 // token.
-const MaxLinks = 128
+const maxLinks = 128
 
 // maxOpen bounds the sequences followed per process, and the rewinds remembered.
 const maxOpen = 1024
 
-// PromptIdle is how long a request still in its prompt waits without a decode before it
+// promptIdle is how long a request still in its prompt waits without a decode before it
 // is ended: a prompt may wait for room in the batch while others' long prompts compute.
-const PromptIdle = 30_000_000_000
+const promptIdle = 30_000_000_000
 
 // End says why a request ended.
 type End string
@@ -180,7 +180,7 @@ func (t *Tracker) Decode(d *assemble.Decode, link Link, out []*Request) []*Reque
 		others := len(seqs) - 1
 		r.SharedSum += others
 		r.SharedMax = max(r.SharedMax, others)
-		if len(r.Links) < MaxLinks && !link.Span.IsEmpty() {
+		if len(r.Links) < maxLinks && !link.Span.IsEmpty() {
 			r.Links = append(r.Links, link)
 		}
 		switch {
@@ -239,7 +239,7 @@ func (t *Tracker) Sweep(now uint64, settled func(pid uint32) bool, out []*Reques
 			}
 			idle := t.Idle
 			if r.Output == 0 {
-				idle = PromptIdle
+				idle = promptIdle
 			}
 			if now > r.End && now-r.End >= idle {
 				out = t.end(p, k, Idle, out)
@@ -262,8 +262,8 @@ func (t *Tracker) End(pid uint32, why End, out []*Request) []*Request {
 	return out
 }
 
-// Open is how many requests are followed now, for tests of boundedness.
-func (t *Tracker) Open() (requests, rewinds int) {
+// followed is how many requests and rewinds are followed now, for tests of boundedness.
+func (t *Tracker) followed() (requests, rewinds int) {
 	for _, p := range t.procs {
 		requests += len(p.open)
 		rewinds += len(p.rewound)

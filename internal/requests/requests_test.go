@@ -100,7 +100,7 @@ func TestContinuousBatching(t *testing.T) {
 			}
 		}
 	}
-	if n, _ := f.t.Open(); n != 0 {
+	if n, _ := f.t.followed(); n != 0 {
 		t.Fatalf("%d requests still open", n)
 	}
 }
@@ -160,7 +160,7 @@ func TestBounded(t *testing.T) {
 		f.decode(1, prompt(i, 0, 3))
 		f.decode(1, gen(i, 3))
 	}
-	reqs, rewinds := f.t.Open()
+	reqs, rewinds := f.t.followed()
 	if reqs > maxOpen || rewinds > maxOpen {
 		t.Fatalf("%d requests and %d rewinds followed", reqs, rewinds)
 	}
@@ -175,7 +175,7 @@ func TestFailedDecode(t *testing.T) {
 	d := &assemble.Decode{PID: 1, Result: 1}
 	d.Batch.N = copy(d.Batch.Seqs[:], []events.SeqTokens{prompt(0, 0, 9)})
 	tr.Decode(d, Link{}, nil)
-	if n, _ := tr.Open(); n != 0 {
+	if n, _ := tr.followed(); n != 0 {
 		t.Fatal("a failed decode opened a request")
 	}
 }

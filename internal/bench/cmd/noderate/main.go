@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"flag"
 	"fmt"
 	"log"
@@ -22,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/profinfer/profinfer/internal/testbench"
+	"github.com/prometheus/procfs"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -79,16 +82,26 @@ service:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return r, err
 	}
-	col := exec.Command("bin/otelcol-profinfer", "--config", cfgPath)
-	var logs bytes.Buffer
-	col.Stderr = &logs
-	if err := col.Start(); err != nil {
+	col, err := testbench.Start("bin/otelcol-profinfer", "--config", cfgPath)
+	if err != nil {
 		return r, err
 	}
-	for !strings.Contains(logs.String(), "Everything is ready") {
+	defer col.Stop() // on an error; a no-op once it has exited
+	for !strings.Contains(col.Stderr.String(), "Everything is ready") {
+		if col.Exited() {
+			return r, fmt.Errorf("the collector exited: %s", col.Stderr.String())
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cpu0 := cpuSeconds(col.Process.Pid)
+	// The collector's CPU and memory over the workload only, not its start-up.
+	proc, err := procfs.NewProc(col.PID())
+	if err != nil {
+		return r, err
+	}
+	before, err := proc.Stat()
+	if err != nil {
+		return r, err
+	}
 	start := time.Now()
 	bench := exec.Command(".testenv/llama.cpp/bin/llama-bench", "-m", ".testenv/models/llama-1b-q4_0.gguf",
 		"-p", "0", "-n", strconv.Itoa(tokens), "-t", "2", "-r", "1")
@@ -96,10 +109,20 @@ service:
 		return r, fmt.Errorf("llama-bench: %v: %s", err, out)
 	}
 	r.seconds = time.Since(start).Seconds()
-	r.cpu = cpuSeconds(col.Process.Pid) - cpu0
-	r.rssMiB = peakRSS(col.Process.Pid)
-	_ = col.Process.Signal(syscall.SIGINT)
-	_ = col.Wait()
+	after, err := proc.Stat()
+	if err != nil {
+		return r, err
+	}
+	status, err := proc.NewStatus()
+	if err != nil {
+		return r, err
+	}
+	r.cpu = after.CPUTime() - before.CPUTime()
+	r.rssMiB = float64(status.VmHWM) / (1 << 20)
+	_ = syscall.Kill(col.PID(), syscall.SIGINT) // the exporters flush
+	if err := col.Wait(context.Background()); err != nil {
+		return r, err
+	}
 	f, err := os.Open(out)
 	if err != nil {
 		return r, err
@@ -121,30 +144,6 @@ service:
 		r.gzipped += float64(gzipped(proto))
 	}
 	return r, sc.Err()
-}
-
-// cpuSeconds is process pid's user and system time so far.
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
-}
-
-// peakRSS is process pid's peak resident memory (VmHWM) in MiB.
-func peakRSS(pid int) float64 {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
 }
 
 // gzipped is the size of b compressed as the OTLP exporters do by default.
