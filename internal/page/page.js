@@ -127,7 +127,7 @@
   function phaseOf(p, name) { return (p.phases || []).find((x) => x.name === name); }
 
   function renderThroughput(main, p) {
-    const s = section('Tokens per second and decode latency', 'throughput');
+    const s = section(p.requests ? 'Tokens per second, decode latency and requests' : 'Tokens per second and decode latency', 'throughput');
     const tiles = el('div', 'tiles');
     for (const name of ['prefill', 'decode']) {
       const ph = phaseOf(p, name);
