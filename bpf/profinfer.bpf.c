@@ -8,6 +8,7 @@
 #include "regs.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -52,6 +53,7 @@ enum kind {
 
 #define MAX_SEQS 16
 #define MAX_BATCH 65536
+#define BOUNDED_BATCH 2048 /* tokens summed where the kernel has no bpf_loop (before 5.17) */
 
 #define MAX_COUNTERS 8
 #define COUNTER_SLOTS 256 /* threads with counters open at once */
@@ -425,9 +427,8 @@ struct batch_arrays {
 
 /* Sums token i of the batch into its sequence's entry: four reads of the target's memory
  * per token, paid once per decode. */
-static long batch_token(u64 i, void *arg)
+static __always_inline long sum_token(u64 i, struct batch_arrays *arr)
 {
-	struct batch_arrays *arr = arg;
 	u32 zero = 0;
 	struct batch *b = bpf_map_lookup_elem(&batches, &zero);
 	if (!b)
@@ -471,11 +472,31 @@ static long batch_token(u64 i, void *arg)
 	return 0;
 }
 
+/* bpf_loop's callback. */
+static long batch_token(u64 i, void *arg)
+{
+	return sum_token(i, arg);
+}
+
+/* The same without bpf_loop. A global function is verified once, not at each call, so
+ * the loop that calls it costs the verifier a few instructions a token. It takes scalars
+ * only, as 5.10 requires, and five at most: the last token's index is the batch's count,
+ * in the record being built. */
+__attribute__((noinline)) int batch_token_global(u64 i, u64 pos, u64 n_seq_id, u64 seq_id, u64 logits)
+{
+	u32 zero = 0;
+	struct batch *b = bpf_map_lookup_elem(&batches, &zero);
+	if (!b)
+		return 1;
+	struct batch_arrays arr = {.pos = pos, .n_seq_id = n_seq_id, .seq_id = seq_id, .logits = logits, .last = b->ev.a - 1};
+	return sum_token(i, &arr);
+}
+
 /* llama_decode(ctx, batch): the batch is passed in memory, n_tokens first. Its tokens
  * are summed per sequence, for the requests they belong to. The context pointer lets
- * user space read the context's size and threads once. */
-SEC("uprobe/llama_decode")
-int decode_enter(struct pt_regs *ctx)
+ * user space read the context's size and threads once. Without bpf_loop (before 5.17), a
+ * bounded loop sums the first BOUNDED_BATCH tokens, which the verifier walks one by one. */
+static __always_inline int decode_batch(struct pt_regs *ctx, bool loop)
 {
 	u32 zero = 0;
 	struct batch *b = bpf_map_lookup_elem(&batches, &zero);
@@ -490,20 +511,38 @@ int decode_enter(struct pt_regs *ctx)
 	bpf_probe_read_user(&arr.seq_id, sizeof(arr.seq_id), batch + batch_seq_id_off);
 	bpf_probe_read_user(&arr.logits, sizeof(arr.logits), batch + batch_logits_off);
 	u16 flags = (arr.pos ? 0 : BATCH_NO_POS) | (arr.seq_id ? 0 : BATCH_NO_SEQ) | (arr.logits ? 0 : BATCH_NO_OUTPUTS);
-	u32 tokens = n > 0 ? n : 0;
-	if (tokens > MAX_BATCH) {
-		tokens = MAX_BATCH;
+	u32 tokens = n > 0 ? n : 0, limit = loop ? MAX_BATCH : BOUNDED_BATCH;
+	arr.last = tokens - 1;
+	if (tokens > limit) {
+		tokens = limit;
 		flags |= BATCH_TRUNCATED;
 	}
-	arr.last = tokens - 1;
 	fill(&b->ev, EV_DECODE_ENTER, (u64)n, PT_REGS_PARM1(ctx), 0, 0, flags);
-	bpf_loop(tokens, batch_token, &arr, 0);
+	if (loop) {
+		bpf_loop(tokens, batch_token, &arr, 0);
+	} else {
+		for (u32 i = 0; i < BOUNDED_BATCH && i < tokens; i++)
+			if (batch_token_global(i, arr.pos, arr.n_seq_id, arr.seq_id, arr.logits))
+				break;
+	}
 	u32 seqs = b->ev.nth;
 	if (seqs > MAX_SEQS)
 		seqs = MAX_SEQS;
 	if (bpf_ringbuf_output(&events, b, sizeof(struct event) + seqs * sizeof(struct seq_tokens), wakeup()))
 		dropped();
 	return 0;
+}
+
+SEC("uprobe/llama_decode")
+int decode_enter(struct pt_regs *ctx)
+{
+	return decode_batch(ctx, 1);
+}
+
+SEC("uprobe/llama_decode")
+int decode_enter_bounded(struct pt_regs *ctx)
+{
+	return decode_batch(ctx, 0);
 }
 
 /* llama_memory_seq_rm(mem, seq, p0, p1), or llama_kv_self_seq_rm or llama_kv_cache_seq_rm
@@ -665,9 +704,18 @@ static __always_inline void emit_rows(u32 cap, void *ids, void *data, u64 nb1, s
 		return;
 	}
 	fill(&x->ev, EV_EXPERTS, (u64)ids, nb1, rows > 0xffff ? 0xffff : (u16)rows, (u16)n, 0);
+	/* n * nb1 is 1 to cap bytes. The read's length is derived from it with a mask, right
+	 * before the call: a check alone bounds one register, and 6.1's verifier loses the
+	 * bound of the copy clang spills and reloads for the call. */
 	u64 size = n * nb1;
-	if (size > cap || bpf_probe_read_user(x->rows, size, data))
+	if (size > cap) {
 		x->ev.nth = 0;
+	} else {
+		u64 len = (size - 1) & (cap - 1);
+		barrier_var(len);
+		if (bpf_probe_read_user(x->rows, len + 1, data))
+			x->ev.nth = 0;
+	}
 	bpf_ringbuf_submit(x, wakeup());
 }
 
@@ -821,10 +869,10 @@ static __always_inline struct thread *thread_of(struct task_struct *task)
 	return bpf_map_lookup_elem(&threads, &tid);
 }
 
-/* A user thread preempted on its way back to user space leaves through schedule() with
- * preempt false: still runnable (prev_state 0, TASK_RUNNING) is what marks it preempted. */
-SEC("tp_btf/sched_switch")
-int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+/* A thread switches out, and another in. A user thread preempted on its way back to user
+ * space leaves through schedule() with preempt false: still runnable (prev_state 0,
+ * TASK_RUNNING) is what marks it preempted. */
+static __always_inline int switched(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
 	u64 now = bpf_ktime_get_ns();
 	struct thread *t = thread_of(prev);
@@ -851,6 +899,29 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		t->ready_ts = 0;
 	}
 	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+{
+	return switched(preempt, prev, next, prev_state);
+}
+
+/* Before 5.18 the tracepoint has no prev_state argument. The tracepoint itself read it
+ * from the task as it switched out, as this does: task_struct.state, __state from 5.14. */
+struct task_struct___state {
+	long state;
+} __attribute__((preserve_access_index));
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch_task, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	unsigned int state;
+	if (bpf_core_field_exists(prev->__state))
+		state = prev->__state;
+	else
+		state = ((struct task_struct___state *)prev)->state;
+	return switched(preempt, prev, next, state);
 }
 
 SEC("tp_btf/sched_wakeup")

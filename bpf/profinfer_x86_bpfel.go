@@ -123,63 +123,65 @@ type ProfinferThread struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	ProfinferMapBatches           = "batches"
-	ProfinferMapBuilt             = "built"
-	ProfinferMapCounterSlots      = "counter_slots"
-	ProfinferMapCounters          = "counters"
-	ProfinferMapDescribed         = "described"
-	ProfinferMapDrops             = "drops"
-	ProfinferMapEvents            = "events"
-	ProfinferMapLost              = "lost"
-	ProfinferMapRemember          = "remember"
-	ProfinferMapSlots             = "slots"
-	ProfinferMapThreads           = "threads"
-	ProfinferMapTraced            = "traced"
-	ProfinferProgBarrierEnter     = "barrier_enter"
-	ProfinferProgCopyEnter        = "copy_enter"
-	ProfinferProgCopyExit         = "copy_exit"
-	ProfinferProgDecodeEnter      = "decode_enter"
-	ProfinferProgDecodeExit       = "decode_exit"
-	ProfinferProgFusedEnter       = "fused_enter"
-	ProfinferProgGraphEnter       = "graph_enter"
-	ProfinferProgGraphExit        = "graph_exit"
-	ProfinferProgGraphNew         = "graph_new"
-	ProfinferProgNodeEnter        = "node_enter"
-	ProfinferProgSchedEnter       = "sched_enter"
-	ProfinferProgSchedExit        = "sched_exit"
-	ProfinferProgSchedSwitch      = "sched_switch"
-	ProfinferProgSchedWakeup      = "sched_wakeup"
-	ProfinferProgSeqClear         = "seq_clear"
-	ProfinferProgSeqRm            = "seq_rm"
-	ProfinferProgSplitEnter       = "split_enter"
-	ProfinferProgSplitExit        = "split_exit"
-	ProfinferProgThreadExit       = "thread_exit"
-	ProfinferVarAllThreads        = "all_threads"
-	ProfinferVarBackendGetNameOff = "backend_get_name_off"
-	ProfinferVarBatchLogitsOff    = "batch_logits_off"
-	ProfinferVarBatchN_seqIdOff   = "batch_n_seq_id_off"
-	ProfinferVarBatchPosOff       = "batch_pos_off"
-	ProfinferVarBatchSeqIdOff     = "batch_seq_id_off"
-	ProfinferVarBatchStackOff     = "batch_stack_off"
-	ProfinferVarBufferGetBaseOff  = "buffer_get_base_off"
-	ProfinferVarCplanNthreadsOff  = "cplan_nthreads_off"
-	ProfinferVarFollowSched       = "follow_sched"
-	ProfinferVarGraphNnodesOff    = "graph_nnodes_off"
-	ProfinferVarN_counters        = "n_counters"
-	ProfinferVarTensorBufferOff   = "tensor_buffer_off"
-	ProfinferVarTensorDataOff     = "tensor_data_off"
-	ProfinferVarTensorNbOff       = "tensor_nb_off"
-	ProfinferVarTensorNeOff       = "tensor_ne_off"
-	ProfinferVarTensorSize        = "tensor_size"
-	ProfinferVarTensorSrcOff      = "tensor_src_off"
-	ProfinferVarTensorViewSrcOff  = "tensor_view_src_off"
-	ProfinferVarTypeI32           = "type_i32"
-	ProfinferVarUnusedBatch       = "unused_batch"
-	ProfinferVarUnusedCounted     = "unused_counted"
-	ProfinferVarUnusedDetail      = "unused_detail"
-	ProfinferVarUnusedEvent       = "unused_event"
-	ProfinferVarUnusedKind        = "unused_kind"
-	ProfinferVarWakeupBytes       = "wakeup_bytes"
+	ProfinferMapBatches             = "batches"
+	ProfinferMapBuilt               = "built"
+	ProfinferMapCounterSlots        = "counter_slots"
+	ProfinferMapCounters            = "counters"
+	ProfinferMapDescribed           = "described"
+	ProfinferMapDrops               = "drops"
+	ProfinferMapEvents              = "events"
+	ProfinferMapLost                = "lost"
+	ProfinferMapRemember            = "remember"
+	ProfinferMapSlots               = "slots"
+	ProfinferMapThreads             = "threads"
+	ProfinferMapTraced              = "traced"
+	ProfinferProgBarrierEnter       = "barrier_enter"
+	ProfinferProgCopyEnter          = "copy_enter"
+	ProfinferProgCopyExit           = "copy_exit"
+	ProfinferProgDecodeEnter        = "decode_enter"
+	ProfinferProgDecodeEnterBounded = "decode_enter_bounded"
+	ProfinferProgDecodeExit         = "decode_exit"
+	ProfinferProgFusedEnter         = "fused_enter"
+	ProfinferProgGraphEnter         = "graph_enter"
+	ProfinferProgGraphExit          = "graph_exit"
+	ProfinferProgGraphNew           = "graph_new"
+	ProfinferProgNodeEnter          = "node_enter"
+	ProfinferProgSchedEnter         = "sched_enter"
+	ProfinferProgSchedExit          = "sched_exit"
+	ProfinferProgSchedSwitch        = "sched_switch"
+	ProfinferProgSchedSwitchTask    = "sched_switch_task"
+	ProfinferProgSchedWakeup        = "sched_wakeup"
+	ProfinferProgSeqClear           = "seq_clear"
+	ProfinferProgSeqRm              = "seq_rm"
+	ProfinferProgSplitEnter         = "split_enter"
+	ProfinferProgSplitExit          = "split_exit"
+	ProfinferProgThreadExit         = "thread_exit"
+	ProfinferVarAllThreads          = "all_threads"
+	ProfinferVarBackendGetNameOff   = "backend_get_name_off"
+	ProfinferVarBatchLogitsOff      = "batch_logits_off"
+	ProfinferVarBatchN_seqIdOff     = "batch_n_seq_id_off"
+	ProfinferVarBatchPosOff         = "batch_pos_off"
+	ProfinferVarBatchSeqIdOff       = "batch_seq_id_off"
+	ProfinferVarBatchStackOff       = "batch_stack_off"
+	ProfinferVarBufferGetBaseOff    = "buffer_get_base_off"
+	ProfinferVarCplanNthreadsOff    = "cplan_nthreads_off"
+	ProfinferVarFollowSched         = "follow_sched"
+	ProfinferVarGraphNnodesOff      = "graph_nnodes_off"
+	ProfinferVarN_counters          = "n_counters"
+	ProfinferVarTensorBufferOff     = "tensor_buffer_off"
+	ProfinferVarTensorDataOff       = "tensor_data_off"
+	ProfinferVarTensorNbOff         = "tensor_nb_off"
+	ProfinferVarTensorNeOff         = "tensor_ne_off"
+	ProfinferVarTensorSize          = "tensor_size"
+	ProfinferVarTensorSrcOff        = "tensor_src_off"
+	ProfinferVarTensorViewSrcOff    = "tensor_view_src_off"
+	ProfinferVarTypeI32             = "type_i32"
+	ProfinferVarUnusedBatch         = "unused_batch"
+	ProfinferVarUnusedCounted       = "unused_counted"
+	ProfinferVarUnusedDetail        = "unused_detail"
+	ProfinferVarUnusedEvent         = "unused_event"
+	ProfinferVarUnusedKind          = "unused_kind"
+	ProfinferVarWakeupBytes         = "wakeup_bytes"
 )
 
 // LoadProfinfer returns the embedded CollectionSpec for Profinfer.
@@ -224,25 +226,27 @@ type ProfinferSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferProgramSpecs struct {
-	BarrierEnter *ebpf.ProgramSpec `ebpf:"barrier_enter"`
-	CopyEnter    *ebpf.ProgramSpec `ebpf:"copy_enter"`
-	CopyExit     *ebpf.ProgramSpec `ebpf:"copy_exit"`
-	DecodeEnter  *ebpf.ProgramSpec `ebpf:"decode_enter"`
-	DecodeExit   *ebpf.ProgramSpec `ebpf:"decode_exit"`
-	FusedEnter   *ebpf.ProgramSpec `ebpf:"fused_enter"`
-	GraphEnter   *ebpf.ProgramSpec `ebpf:"graph_enter"`
-	GraphExit    *ebpf.ProgramSpec `ebpf:"graph_exit"`
-	GraphNew     *ebpf.ProgramSpec `ebpf:"graph_new"`
-	NodeEnter    *ebpf.ProgramSpec `ebpf:"node_enter"`
-	SchedEnter   *ebpf.ProgramSpec `ebpf:"sched_enter"`
-	SchedExit    *ebpf.ProgramSpec `ebpf:"sched_exit"`
-	SchedSwitch  *ebpf.ProgramSpec `ebpf:"sched_switch"`
-	SchedWakeup  *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
-	SeqClear     *ebpf.ProgramSpec `ebpf:"seq_clear"`
-	SeqRm        *ebpf.ProgramSpec `ebpf:"seq_rm"`
-	SplitEnter   *ebpf.ProgramSpec `ebpf:"split_enter"`
-	SplitExit    *ebpf.ProgramSpec `ebpf:"split_exit"`
-	ThreadExit   *ebpf.ProgramSpec `ebpf:"thread_exit"`
+	BarrierEnter       *ebpf.ProgramSpec `ebpf:"barrier_enter"`
+	CopyEnter          *ebpf.ProgramSpec `ebpf:"copy_enter"`
+	CopyExit           *ebpf.ProgramSpec `ebpf:"copy_exit"`
+	DecodeEnter        *ebpf.ProgramSpec `ebpf:"decode_enter"`
+	DecodeEnterBounded *ebpf.ProgramSpec `ebpf:"decode_enter_bounded"`
+	DecodeExit         *ebpf.ProgramSpec `ebpf:"decode_exit"`
+	FusedEnter         *ebpf.ProgramSpec `ebpf:"fused_enter"`
+	GraphEnter         *ebpf.ProgramSpec `ebpf:"graph_enter"`
+	GraphExit          *ebpf.ProgramSpec `ebpf:"graph_exit"`
+	GraphNew           *ebpf.ProgramSpec `ebpf:"graph_new"`
+	NodeEnter          *ebpf.ProgramSpec `ebpf:"node_enter"`
+	SchedEnter         *ebpf.ProgramSpec `ebpf:"sched_enter"`
+	SchedExit          *ebpf.ProgramSpec `ebpf:"sched_exit"`
+	SchedSwitch        *ebpf.ProgramSpec `ebpf:"sched_switch"`
+	SchedSwitchTask    *ebpf.ProgramSpec `ebpf:"sched_switch_task"`
+	SchedWakeup        *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
+	SeqClear           *ebpf.ProgramSpec `ebpf:"seq_clear"`
+	SeqRm              *ebpf.ProgramSpec `ebpf:"seq_rm"`
+	SplitEnter         *ebpf.ProgramSpec `ebpf:"split_enter"`
+	SplitExit          *ebpf.ProgramSpec `ebpf:"split_exit"`
+	ThreadExit         *ebpf.ProgramSpec `ebpf:"thread_exit"`
 }
 
 // ProfinferMapSpecs contains maps before they are loaded into the kernel.
@@ -382,25 +386,27 @@ type ProfinferVariables struct {
 //
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferPrograms struct {
-	BarrierEnter *ebpf.Program `ebpf:"barrier_enter"`
-	CopyEnter    *ebpf.Program `ebpf:"copy_enter"`
-	CopyExit     *ebpf.Program `ebpf:"copy_exit"`
-	DecodeEnter  *ebpf.Program `ebpf:"decode_enter"`
-	DecodeExit   *ebpf.Program `ebpf:"decode_exit"`
-	FusedEnter   *ebpf.Program `ebpf:"fused_enter"`
-	GraphEnter   *ebpf.Program `ebpf:"graph_enter"`
-	GraphExit    *ebpf.Program `ebpf:"graph_exit"`
-	GraphNew     *ebpf.Program `ebpf:"graph_new"`
-	NodeEnter    *ebpf.Program `ebpf:"node_enter"`
-	SchedEnter   *ebpf.Program `ebpf:"sched_enter"`
-	SchedExit    *ebpf.Program `ebpf:"sched_exit"`
-	SchedSwitch  *ebpf.Program `ebpf:"sched_switch"`
-	SchedWakeup  *ebpf.Program `ebpf:"sched_wakeup"`
-	SeqClear     *ebpf.Program `ebpf:"seq_clear"`
-	SeqRm        *ebpf.Program `ebpf:"seq_rm"`
-	SplitEnter   *ebpf.Program `ebpf:"split_enter"`
-	SplitExit    *ebpf.Program `ebpf:"split_exit"`
-	ThreadExit   *ebpf.Program `ebpf:"thread_exit"`
+	BarrierEnter       *ebpf.Program `ebpf:"barrier_enter"`
+	CopyEnter          *ebpf.Program `ebpf:"copy_enter"`
+	CopyExit           *ebpf.Program `ebpf:"copy_exit"`
+	DecodeEnter        *ebpf.Program `ebpf:"decode_enter"`
+	DecodeEnterBounded *ebpf.Program `ebpf:"decode_enter_bounded"`
+	DecodeExit         *ebpf.Program `ebpf:"decode_exit"`
+	FusedEnter         *ebpf.Program `ebpf:"fused_enter"`
+	GraphEnter         *ebpf.Program `ebpf:"graph_enter"`
+	GraphExit          *ebpf.Program `ebpf:"graph_exit"`
+	GraphNew           *ebpf.Program `ebpf:"graph_new"`
+	NodeEnter          *ebpf.Program `ebpf:"node_enter"`
+	SchedEnter         *ebpf.Program `ebpf:"sched_enter"`
+	SchedExit          *ebpf.Program `ebpf:"sched_exit"`
+	SchedSwitch        *ebpf.Program `ebpf:"sched_switch"`
+	SchedSwitchTask    *ebpf.Program `ebpf:"sched_switch_task"`
+	SchedWakeup        *ebpf.Program `ebpf:"sched_wakeup"`
+	SeqClear           *ebpf.Program `ebpf:"seq_clear"`
+	SeqRm              *ebpf.Program `ebpf:"seq_rm"`
+	SplitEnter         *ebpf.Program `ebpf:"split_enter"`
+	SplitExit          *ebpf.Program `ebpf:"split_exit"`
+	ThreadExit         *ebpf.Program `ebpf:"thread_exit"`
 }
 
 func (p *ProfinferPrograms) Close() error {
@@ -409,6 +415,7 @@ func (p *ProfinferPrograms) Close() error {
 		p.CopyEnter,
 		p.CopyExit,
 		p.DecodeEnter,
+		p.DecodeEnterBounded,
 		p.DecodeExit,
 		p.FusedEnter,
 		p.GraphEnter,
@@ -418,6 +425,7 @@ func (p *ProfinferPrograms) Close() error {
 		p.SchedEnter,
 		p.SchedExit,
 		p.SchedSwitch,
+		p.SchedSwitchTask,
 		p.SchedWakeup,
 		p.SeqClear,
 		p.SeqRm,

@@ -1,5 +1,5 @@
-/* Kernel types beyond the UAPI headers: only struct pt_regs for x86-64 uprobes and two
- * fields of struct task_struct, with CO-RE relocations, so no generated vmlinux.h is
+/* Kernel types beyond the UAPI headers: only struct pt_regs for x86-64 uprobes and the
+ * task_struct fields read, with CO-RE relocations, so no generated vmlinux.h is
  * needed to build. */
 #pragma once
 
@@ -19,10 +19,11 @@ struct pt_regs {
 	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 } __attribute__((preserve_access_index));
 
-/* The two task fields the scheduler programs read, relocated against the kernel's BTF. */
+/* The task fields the scheduler programs read, relocated against the kernel's BTF. */
 struct task_struct {
 	int pid;
 	int tgid;
+	unsigned int __state; /* 5.14 on; state before */
 } __attribute__((preserve_access_index));
 
 /* bpf_tracing.h reads pt_regs by kernel field names when this is defined. */

@@ -1,12 +1,10 @@
 package probe
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/bpf"
 	"github.com/profinfer/profinfer/internal/ggml"
@@ -23,14 +21,19 @@ type LoadConfig struct {
 // Loaded are profinfer's eBPF objects in the kernel: every map, the programs for the first
 // known struct layout, and those of other layouts as targets need them.
 type Loaded struct {
-	bpf.ProfinferObjects
+	bpf.ProfinferMaps
+	bpf.ProfinferPrograms
 	Programs *Programs
-	Multi    bool // uprobe programs are uprobe_multi programs (PrepareMulti)
+	Kernel   Kernel
 }
 
-// Load loads the programs with every constant they read set: the first known layout's
-// offsets, and cfg. With counters, Counters is the perf event array of CounterMap.
-func Load(cfg LoadConfig) (*Loaded, error) {
+// Multi says whether uprobe programs are uprobe_multi programs (PrepareMulti).
+func (l *Loaded) Multi() bool { return l.Kernel.UprobeMulti }
+
+// Load loads the programs the kernel k runs, with every constant they read set: the first
+// known layout's offsets, and cfg. With counters, Counters is the perf event array of
+// CounterMap.
+func Load(cfg LoadConfig, k Kernel) (*Loaded, error) {
 	// Kernels since 5.11 charge BPF memory to the cgroup; raising the limit is only needed
 	// (and only possible) on older ones.
 	_ = rlimit.RemoveMemlock()
@@ -60,36 +63,41 @@ func Load(cfg LoadConfig) (*Loaded, error) {
 			return nil, fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
-	l := &Loaded{Multi: PrepareMulti(spec)}
+	if k.UprobeMulti {
+		PrepareMulti(spec)
+	}
+	l := &Loaded{Kernel: k}
 	var ctrMap *ebpf.Map
 	if cfg.Counters > 0 {
 		if ctrMap, err = CounterMap(spec); err != nil {
 			return nil, err
 		}
 	}
-	kept := spec.Copy() // for targets of other layouts
-	if err := spec.LoadAndAssign(&l.ProfinferObjects, nil); err != nil {
+	if err := spec.LoadAndAssign(&l.ProfinferMaps, nil); err != nil {
 		if ctrMap != nil {
 			ctrMap.Close()
 		}
-		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return nil, fmt.Errorf("loading eBPF programs: %w: profinfer needs root, or CAP_BPF and CAP_PERFMON", err)
-		}
-		return nil, fmt.Errorf("loading eBPF programs: %w", err)
+		return nil, loadError(k, err)
 	}
 	if ctrMap != nil {
 		// The programs use ctrMap; the one the collection made for them goes unused.
 		l.Counters.Close()
 		l.Counters = ctrMap
 	}
-	l.Programs = newPrograms(kept, ggml.Layouts[0], &l.ProfinferObjects)
+	l.Programs = newPrograms(spec, k, &l.ProfinferMaps)
+	progs, err := l.Programs.For(ggml.Layouts[0])
+	if err != nil {
+		l.ProfinferMaps.Close()
+		return nil, err
+	}
+	l.ProfinferPrograms = *progs
 	return l, nil
 }
 
 // Close closes the programs of every layout and the maps.
 func (l *Loaded) Close() error {
 	l.Programs.Close()
-	return l.ProfinferObjects.Close()
+	return l.ProfinferMaps.Close()
 }
 
 func boolByte(b bool) uint8 {

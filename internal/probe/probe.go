@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/profinfer/profinfer/bpf"
@@ -28,22 +27,18 @@ type Layers struct {
 	Counters    bool // with the node probes, each thread's graph exit: perf counters per node
 }
 
-// PrepareMulti makes spec's uprobe programs uprobe_multi programs where the kernel has
-// uprobe_multi links (Linux 6.6), and reports whether it did. Closing a perf-event uprobe
-// that a thread is hitting blocks that thread: its handler asks to remove the breakpoint
-// and waits on the uprobe's lock, which the closer holds across an RCU grace period. With
-// a uprobe_multi link the consumer is gone before that, so the thread runs on. The node
-// probes come and go with every sampling window while the model runs through them.
-func PrepareMulti(spec *ebpf.CollectionSpec) bool {
-	if features.HaveBPFLinkUprobeMulti() != nil {
-		return false
-	}
+// PrepareMulti makes spec's uprobe programs uprobe_multi programs, for kernels with
+// uprobe_multi links (Linux 6.6). Closing a perf-event uprobe that a thread is hitting
+// blocks that thread: its handler asks to remove the breakpoint and waits on the uprobe's
+// lock, which the closer holds across an RCU grace period. With a uprobe_multi link the
+// consumer is gone before that, so the thread runs on. The node probes come and go with
+// every sampling window while the model runs through them.
+func PrepareMulti(spec *ebpf.CollectionSpec) {
 	for _, p := range spec.Programs {
 		if strings.HasPrefix(p.SectionName, "uprobe/") || strings.HasPrefix(p.SectionName, "uretprobe/") {
 			p.AttachType = ebpf.AttachTraceUprobeMulti
 		}
 	}
-	return true
 }
 
 // Scheduler attaches the scheduler tracepoints, which serve every traced process; the

@@ -36,40 +36,35 @@ func setLayout(spec *ebpf.CollectionSpec, l ggml.Layout) error {
 	return nil
 }
 
-// Programs are the node, graph and token programs for each struct layout in use. The
-// offsets are constants, so that a probe hit reads no map to learn them: a process whose
-// ggml has another layout than the first gets its own copy of the programs, sharing the
-// first copy's maps and ring buffer.
+// Programs are the programs for each struct layout in use. The offsets are constants, so
+// that a probe hit reads no map to learn them: a process whose ggml has another layout
+// than the first gets its own copy of the programs, sharing the first copy's maps and
+// ring buffer.
 type Programs struct {
-	spec  *ebpf.CollectionSpec // before loading, with every constant but the layout's set
-	first ggml.Layout
-	maps  map[string]*ebpf.Map
+	spec   *ebpf.CollectionSpec // every constant but the layout's set
+	kernel Kernel
+	maps   map[string]*ebpf.Map
 
 	mu     sync.Mutex
 	copies map[ggml.Layout]*bpf.ProfinferPrograms
-	loaded *bpf.ProfinferPrograms // the first layout's
 }
 
-// newPrograms keeps spec (not yet loaded, its layout constants set from first) for more
-// layouts; objs are what loading it gave. The perf counter map is not shared by name:
-// CounterMap tied the programs' instructions to it already.
-func newPrograms(spec *ebpf.CollectionSpec, first ggml.Layout, objs *bpf.ProfinferObjects) *Programs {
-	maps := map[string]*ebpf.Map{}
-	v := reflect.ValueOf(&objs.ProfinferMaps).Elem()
+// newPrograms keeps a copy of spec for loading programs of each layout on maps. The perf
+// counter map is not shared by name: CounterMap tied the programs' instructions to it
+// already.
+func newPrograms(spec *ebpf.CollectionSpec, k Kernel, maps *bpf.ProfinferMaps) *Programs {
+	shared := map[string]*ebpf.Map{}
+	v := reflect.ValueOf(maps).Elem()
 	for i := range v.NumField() {
 		if name := v.Type().Field(i).Tag.Get("ebpf"); name != bpf.ProfinferMapCounters {
-			maps[name] = v.Field(i).Interface().(*ebpf.Map)
+			shared[name] = v.Field(i).Interface().(*ebpf.Map)
 		}
 	}
-	return &Programs{spec: spec, first: first, maps: maps, loaded: &objs.ProfinferPrograms,
-		copies: map[ggml.Layout]*bpf.ProfinferPrograms{}}
+	return &Programs{spec: spec.Copy(), kernel: k, maps: shared, copies: map[ggml.Layout]*bpf.ProfinferPrograms{}}
 }
 
 // For returns the programs for targets of layout l, loading them the first time.
 func (p *Programs) For(l ggml.Layout) (*bpf.ProfinferPrograms, error) {
-	if l == p.first {
-		return p.loaded, nil
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if progs := p.copies[l]; progs != nil {
@@ -79,15 +74,51 @@ func (p *Programs) For(l ggml.Layout) (*bpf.ProfinferPrograms, error) {
 	if err := setLayout(spec, l); err != nil {
 		return nil, err
 	}
-	progs := &bpf.ProfinferPrograms{}
-	if err := spec.LoadAndAssign(progs, &ebpf.CollectionOptions{MapReplacements: p.maps}); err != nil {
-		return nil, fmt.Errorf("loading the eBPF programs for the layout of ggml %s: %w", l.Versions, err)
+	progs, err := loadPrograms(spec, p.kernel, p.maps)
+	if err != nil {
+		if l != ggml.Layouts[0] {
+			err = fmt.Errorf("for the layout of ggml %s: %w", l.Versions, err)
+		}
+		return nil, err
 	}
 	p.copies[l] = progs
 	return progs, nil
 }
 
-// Close closes the copies; the first layout's programs belong to the caller.
+// loadPrograms loads the programs of spec that kernel k runs, on maps. A variant's
+// field holds its fallback where the kernel runs that instead.
+func loadPrograms(spec *ebpf.CollectionSpec, k Kernel, maps map[string]*ebpf.Map) (*bpf.ProfinferPrograms, error) {
+	instead := map[string]string{}
+	for _, v := range variants {
+		run, drop := v.program, v.fallback
+		if !v.runs(k) {
+			run, drop = drop, run
+		}
+		delete(spec.Programs, drop)
+		instead[drop] = run
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: maps})
+	if err != nil {
+		return nil, loadError(k, err)
+	}
+	// The programs hold what they use; the collection's handles to the shared maps are
+	// clones, and its own maps (the constants) are the programs' alone.
+	for _, m := range coll.Maps {
+		m.Close()
+	}
+	progs := &bpf.ProfinferPrograms{}
+	v := reflect.ValueOf(progs).Elem()
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		if run, ok := instead[name]; ok {
+			name = run
+		}
+		v.Field(i).Set(reflect.ValueOf(coll.Programs[name]))
+	}
+	return progs, nil
+}
+
+// Close closes the programs of every layout.
 func (p *Programs) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

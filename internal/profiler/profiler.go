@@ -200,12 +200,20 @@ func (p *Profiler) Start(ctx context.Context) error {
 }
 
 func (p *Profiler) load() error {
+	k, err := probe.ProbeKernel()
+	if err != nil {
+		return fmt.Errorf("profinfer: %w", err)
+	}
+	// Once, at start: what this kernel cannot serve, and what that costs.
+	for _, d := range k.Degraded() {
+		p.log.Warn("kernel "+k.Release+": "+d, zap.String("kernel", k.Release))
+	}
 	l, err := probe.Load(probe.LoadConfig{
 		RingBufferSize: p.cfg.RingBufferSize,
 		AllThreads:     p.cfg.Layers.Barriers || p.cfg.Layers.Counters,
 		FollowSched:    p.cfg.Layers.Scheduler,
 		Counters:       len(p.cfg.Counters),
-	})
+	}, k)
 	if err != nil {
 		return fmt.Errorf("profinfer: %w", err)
 	}

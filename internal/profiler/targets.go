@@ -47,7 +47,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	if err != nil {
 		return registry.Refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
-	a, err := probe.Attach(progs, proc, p.reg.Files.Open, p.cfg.Layers, p.bpf.Multi)
+	a, err := probe.Attach(progs, proc, p.reg.Files.Open, p.cfg.Layers, p.bpf.Multi())
 	if a == nil {
 		return registry.Refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}

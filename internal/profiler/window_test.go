@@ -33,7 +33,7 @@ func TestWindowsNeverBlockTarget(t *testing.T) {
 	cfg.Targets = []Selector{{Executable: e.Bin("llama-bench")}}
 	p := start(t, ctx, cfg, new(consumertest.TracesSink), new(consumertest.MetricsSink))
 	defer p.Shutdown(ctx)
-	if !p.bpf.Multi {
+	if !p.bpf.Multi() {
 		testbench.Missing(t, "uprobe_multi links (Linux 6.6)")
 	}
 	bench, err := testbench.Start(e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 0, 128, 2, 1)...)

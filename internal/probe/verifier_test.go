@@ -1,0 +1,154 @@
+//go:build e2e
+
+package probe
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/profinfer/profinfer/bpf"
+	"github.com/profinfer/profinfer/internal/ggml"
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// The running kernel's verifier accepts every program it is to run, under the sets of
+// constants that change which code it walks, as perf-event and as uprobe_multi programs
+// where it has those, and for every layout; and a variant's program is refused exactly
+// where the kernel lacks its feature, so the feature probes choose right. The kernel
+// matrix (internal/vm) runs this test in each kernel it boots.
+func TestE2EVerifier(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testbench.Missing(t, "root, to load eBPF programs")
+	}
+	k, err := ProbeKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Linux %s: bpf_loop %v, sched_switch prev_state %v, uprobe_multi %v", k.Release, k.Loop, k.PrevState, k.UprobeMulti)
+	configs := []LoadConfig{
+		{RingBufferSize: 1 << 20},
+		{RingBufferSize: 1 << 20, AllThreads: true, FollowSched: true, Counters: 8},
+	}
+	for _, multi := range []bool{false, true} {
+		if multi && !k.UprobeMulti {
+			continue
+		}
+		for _, cfg := range configs {
+			// Other layouts change offsets, not code: the whole set's load below has them.
+			for _, layout := range ggml.Layouts[:1] {
+				spec := loadSpec(t, cfg, layout, multi)
+				var maps bpf.ProfinferMaps
+				if err := spec.LoadAndAssign(&maps, nil); err != nil {
+					t.Fatal(loadError(k, err))
+				}
+				shared := newPrograms(spec, k, &maps).maps
+				for name := range spec.Programs {
+					one := spec.Copy()
+					for other := range one.Programs {
+						if other != name {
+							delete(one.Programs, other)
+						}
+					}
+					coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: shared})
+					// Fallbacks run everywhere; a variant's program only where the kernel has
+					// its feature.
+					runs := true
+					for _, v := range variants {
+						if v.program == name {
+							runs = v.runs(k)
+						}
+					}
+					switch {
+					case err == nil && !runs:
+						t.Errorf("%s (multi %v, %+v, ggml %s) loads, though the feature probes say this kernel cannot run it", name, multi, cfg, layout.Versions)
+					case err != nil && runs:
+						t.Errorf("%s (multi %v, %+v, ggml %s): %v", name, multi, cfg, layout.Versions, loadError(k, err))
+					}
+					if coll != nil {
+						coll.Close()
+					}
+				}
+				maps.Close()
+			}
+		}
+	}
+	// The whole set, as the profiler loads it.
+	l, err := Load(LoadConfig{RingBufferSize: 1 << 20, FollowSched: true}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, layout := range ggml.Layouts[1:] {
+		if _, err := l.Programs.For(layout); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// loadSpec is the programs' spec with every constant Load sets.
+func loadSpec(t *testing.T, cfg LoadConfig, layout ggml.Layout, multi bool) *ebpf.CollectionSpec {
+	t.Helper()
+	spec, err := bpf.LoadProfinfer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Maps[bpf.ProfinferMapEvents].MaxEntries = uint32(cfg.RingBufferSize)
+	if err := setLayout(spec, layout); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]any{"all_threads": boolByte(cfg.AllThreads),
+		"follow_sched": boolByte(cfg.FollowSched), "n_counters": uint32(cfg.Counters)} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if multi {
+		PrepareMulti(spec)
+	}
+	return spec
+}
+
+// A verifier rejection names the program and the kernel, and never blames privileges.
+func TestE2EVerifierErrorNamesTheProgram(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testbench.Missing(t, "root, to load eBPF programs")
+	}
+	k, err := ProbeKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := bpf.LoadProfinfer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every real program passes, so break one: cut it before its exit.
+	prog := spec.Programs["graph_new"]
+	prog.Instructions = append(prog.Instructions[:0:0], prog.Instructions...)
+	for i := range prog.Instructions {
+		if prog.Instructions[i].OpCode.JumpOp().String() == "Exit" {
+			prog.Instructions = prog.Instructions[:i]
+			break
+		}
+	}
+	_, err = ebpf.NewCollection(&ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"graph_new": prog}, Maps: spec.Maps})
+	if err == nil {
+		t.Fatal("a program without exit was loaded")
+	}
+	msg := loadError(k, err).Error()
+	for _, want := range []string{"the verifier of Linux " + k.Release + " rejected eBPF program graph_new"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "needs root") {
+		t.Errorf("%q blames privileges", msg)
+	}
+	var ve *ebpf.VerifierError
+	if !errors.As(err, &ve) {
+		t.Errorf("not a verifier error: %v", err)
+	}
+}
