@@ -21,6 +21,8 @@ type Kernel struct {
 	Loop        bool // bpf_loop (Linux 5.17): a decode's whole batch is summed
 	PrevState   bool // sched_switch's prev_state argument (5.18)
 	UprobeMulti bool // uprobe_multi links (6.6): windows open and close without stalling the target
+
+	memlock error // why RLIMIT_MEMLOCK, which kernels before 5.11 charge maps to, could not be raised
 }
 
 // variant is a program and the one that stands in for it where the kernel lacks what it
@@ -161,8 +163,14 @@ func loadError(k Kernel, err error) error {
 		return fmt.Errorf("the verifier of Linux %s rejected %s (%v); its last lines:\n  %s",
 			k.Release, what, ve.Cause, strings.Join(log, "\n  "))
 	}
-	if (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)) && !Privileged() {
-		return fmt.Errorf("loading %s: %w: profinfer needs root, or CAP_BPF and CAP_PERFMON", what, err)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		if !Privileged() {
+			return fmt.Errorf("loading %s: %w: profinfer needs root, or CAP_BPF and CAP_PERFMON", what, err)
+		}
+		if k.memlock != nil {
+			return fmt.Errorf("loading %s on Linux %s: %w: this kernel charges BPF maps to RLIMIT_MEMLOCK, "+
+				"which could not be raised (%v): give profinfer CAP_SYS_RESOURCE, or a higher memlock limit", what, k.Release, err, k.memlock)
+		}
 	}
 	return fmt.Errorf("loading %s on Linux %s: %w", what, k.Release, err)
 }

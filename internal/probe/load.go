@@ -36,7 +36,9 @@ func (l *Loaded) Multi() bool { return l.Kernel.UprobeMulti }
 func Load(cfg LoadConfig, k Kernel) (*Loaded, error) {
 	// Kernels since 5.11 charge BPF memory to the cgroup; raising the limit is only needed
 	// (and only possible) on older ones.
-	_ = rlimit.RemoveMemlock()
+	if err := rlimit.RemoveMemlock(); err != nil {
+		k.memlock = err
+	}
 	spec, err := bpf.LoadProfinfer()
 	if err != nil {
 		return nil, fmt.Errorf("reading the eBPF object: %w", err)

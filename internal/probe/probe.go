@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -296,8 +297,18 @@ func (a *Attachment) DetachNodes() Links {
 // Links are probes to close.
 type Links []link.Link
 
-// Close closes every link.
-func (l Links) Close() error { return closeAll(l) }
+// Close closes every link, all at once. Removing a perf-event uprobe holds the uprobe's
+// lock across RCU grace periods, and every thread that hits it meanwhile waits: closed
+// together, the node probes' waits overlap instead of adding up.
+func (l Links) Close() error {
+	errs := make([]error, len(l))
+	var wg sync.WaitGroup
+	for i, link := range l {
+		wg.Go(func() { errs[i] = link.Close() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
 func (a *Attachment) attach(want func(spec) bool) ([]link.Link, error) {
 	var (
