@@ -120,4 +120,105 @@ for q in q4_0 q8_0; do
 done
 [ -f "$MODELS/moe-q4_0.gguf" ] || "$LC/bin/llama-quantize" "$MODELS/moe-f16.gguf" "$MODELS/moe-q4_0.gguf" Q4_0 >/dev/null 2>&1
 rm -f "$MODELS"/*-f16.gguf
-log "ready: $LC/bin, $MODELS"
+
+# The VM tests (internal/vm) boot Debian's kernels under qemu with busybox as the guest's
+# userland: busybox-static, since the guest has no libraries.
+vm_apt=()
+command -v qemu-system-x86_64 >/dev/null || vm_apt+=(qemu-system-x86)
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || vm_apt+=(busybox-static)
+command -v zstd >/dev/null || vm_apt+=(zstd)
+if [ ${#vm_apt[@]} -gt 0 ]; then
+  log "installing ${vm_apt[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${vm_apt[@]}" >/dev/null
+fi
+
+# Their kernels: Debian 11's 5.10 and Debian 12's 6.1 and 6.12, the image alone out of each
+# package, and the release that uname -r will say. Beside it, the ELF vmlinux unpacked
+# from it: qemu boots that directly (PVH), skipping the xz decompression that takes five
+# seconds of every boot under emulation.
+KERNELS=$TE/kernels
+# The URI (and key) of this machine's Debian source whose suites match $1, from its deb822
+# sources: bullseye is fetched from the same mirror, without adding it to those sources.
+debian_source() { # SUITE_REGEX
+  awk -v re="$1" 'BEGIN { RS = "" } {
+    uri = ""; key = ""; ok = 0
+    n = split($0, line, "\n")
+    for (i = 1; i <= n; i++) {
+      m = split(line[i], f, /[ \t]+/)
+      if (f[1] == "URIs:") uri = f[2]
+      if (f[1] == "Signed-By:") key = f[2]
+      if (f[1] == "Suites:") for (j = 2; j <= m; j++) if (f[j] ~ re) ok = 1
+    }
+    if (ok && uri != "") { print (key == "" ? "" : "[signed-by=" key "] ") uri; exit }
+  }' /etc/apt/sources.list.d/debian.sources
+}
+# The vmlinux inside a bzImage: the first xz or zstd stream that unpacks to an ELF file,
+# found the way the kernel's scripts/extract-vmlinux finds it.
+extract_vmlinux() { # VMLINUZ OUT
+  local magic tool off
+  for magic in 'xz:\xfd7zXZ\x00' 'zstd:\x28\xb5\x2f\xfd'; do
+    tool=${magic%%:*}
+    for off in $(LC_ALL=C grep -aboP "${magic#*:}" "$1" | cut -d: -f1); do
+      tail -c +$((off + 1)) "$1" | "$tool" -dc 2>/dev/null >"$2" || true
+      [ "$(head -c 4 "$2" | od -An -c | tr -d ' ')" = '177ELF' ] && return
+    done
+  done
+  log "no vmlinux found in $1" && return 1
+}
+# As root, apt downloads as _apt, which cannot write to the temporary directories below.
+as_root=(-o APT::Sandbox::User=root)
+kernel_done() { [ "$(cat "$KERNELS/$1/.stamp" 2>/dev/null)" = "$2 v1" ]; } # NAME PACKAGE
+fetch_kernel() { # NAME PACKAGE [APT OPTIONS...]: the unsigned package, else the signed one
+  local name=$1 pkg=$2 tmp deb image
+  shift 2
+  kernel_done "$name" "$pkg" && return
+  log "fetching kernel $pkg"
+  apt-cache "$@" show "$pkg" >/dev/null 2>&1 || apt-get -qq "$@" update
+  tmp=$(mktemp -d)
+  (cd "$tmp" && { apt-get -qq "$@" "${as_root[@]}" download "$pkg-unsigned" 2>/dev/null ||
+    apt-get -qq "$@" "${as_root[@]}" download "$pkg"; }) || {
+    log "$pkg is not in Debian's archive any more: pick its successor in scripts/testenv.sh"; return 1; }
+  deb=$(echo "$tmp"/*.deb)
+  image=$(dpkg-deb -c "$deb" | grep -o 'boot/vmlinuz-.*')
+  rm -rf "${KERNELS:?}/$name" && mkdir -p "$KERNELS/$name"
+  dpkg-deb --fsys-tarfile "$deb" | tar -xO "./$image" >"$KERNELS/$name/vmlinuz"
+  extract_vmlinux "$KERNELS/$name/vmlinuz" "$KERNELS/$name/vmlinux"
+  echo "${image#boot/vmlinuz-}" >"$KERNELS/$name/release"
+  rm -rf "$tmp"
+  echo "$pkg v1" >"$KERNELS/$name/.stamp"
+}
+if ! kernel_done 5.10 linux-image-5.10.0-32-amd64; then
+  apt11=$(mktemp -d)
+  mkdir -p "$apt11/lists/partial"
+  echo "deb $(debian_source '^[a-z]+$') bullseye main" >"$apt11/sources.list"
+  echo "deb $(debian_source '-security$') bullseye-security main" >>"$apt11/sources.list"
+  bullseye=(-o "Dir::Etc::sourcelist=$apt11/sources.list" -o Dir::Etc::sourceparts=/dev/null
+            -o "Dir::State::Lists=$apt11/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=)
+  log "listing bullseye's packages"
+  apt-get -qq "${bullseye[@]}" "${as_root[@]}" update
+  fetch_kernel 5.10 linux-image-5.10.0-32-amd64 "${bullseye[@]}"
+  rm -rf "$apt11"
+fi
+fetch_kernel 6.1 linux-image-6.1.0-50-amd64
+fetch_kernel 6.12 linux-image-6.12.111+deb12-amd64
+
+# A portable llama.cpp for the guests: static down to libc, since they have no libraries,
+# and built for any x86-64 with AVX2 instead of this machine's CPU: qemu's has no AVX-512.
+# ggml's own threadpool rather than OpenMP, whose libgomp CMake links as a shared object
+# only. Its own build tree, removed once the tools are copied out.
+if [ "$(cat "$LC/.stamp-portable" 2>/dev/null)" != "$KEY portable-v1" ]; then
+  log "building portable llama-bench and llama-server; about 10 minutes on 2 cores"
+  cmake -S "$LC/src" -B "$LC/build-portable" "${common[@]}" -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
+      -DGGML_OPENMP=OFF -DGGML_RPC=OFF -DLLAMA_BUILD_TESTS=OFF -DCMAKE_EXE_LINKER_FLAGS=-static >/dev/null
+  cmake --build "$LC/build-portable" -j "$JOBS" --target llama-bench llama-server
+  mkdir -p "$LC/portable"
+  for t in llama-bench llama-server; do
+    if readelf -lW "$LC/build-portable/bin/$t" | grep -q INTERP; then
+      log "$t is not fully static" && exit 1
+    fi
+    cp "$LC/build-portable/bin/$t" "$LC/portable/$t"
+  done
+  rm -rf "$LC/build-portable"
+  echo "$KEY portable-v1" >"$LC/.stamp-portable"
+fi
+log "ready: $LC/bin, $LC/portable, $MODELS, $KERNELS"

@@ -58,6 +58,12 @@ func (e *Env) StaticServer() string {
 	return filepath.Join(e.Root, "llama.cpp", "static", "llama-server")
 }
 
+// Portable is a llama.cpp tool built for the VM guests of internal/vm: static, libc
+// included, and for any x86-64 CPU with AVX2 rather than this machine's.
+func (e *Env) Portable(name string) string {
+	return filepath.Join(e.Root, "llama.cpp", "portable", name)
+}
+
 // Model is the path of a test bench model, by name without extension.
 func (e *Env) Model(name string) string { return filepath.Join(e.Root, "models", name+".gguf") }
 
