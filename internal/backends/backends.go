@@ -78,7 +78,7 @@ func (r *Resolver) mappings() {
 		return
 	}
 	exe, _ := discover.Executable(proc)
-	bias := map[string]uint64{} // the mapping at file offset 0 gives the load bias
+	bias := map[string]uint64{} // the mapping at file offset 0 gives the load address
 	for _, m := range maps {
 		if m.Offset == 0 && m.Pathname != "" {
 			bias[m.Pathname] = uint64(m.StartAddr)
@@ -94,8 +94,9 @@ func (r *Resolver) mappings() {
 		if !ggml && path != exe {
 			continue
 		}
-		c := code{start: uint64(m.StartAddr), end: uint64(m.EndAddr), bias: bias[m.Pathname],
-			path: discover.Host(r.root, r.pid, m), dev: uint64(m.Dev), inode: m.Inode}
+		host := discover.Host(r.root, r.pid, m)
+		c := code{start: uint64(m.StartAddr), end: uint64(m.EndAddr), bias: bias[m.Pathname] - discover.LinkBase(host),
+			path: host, dev: uint64(m.Dev), inode: m.Inode}
 		if ggml && !c.load(r.open) {
 			continue
 		}

@@ -4,6 +4,7 @@
 package discover
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -94,9 +95,12 @@ func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process,
 		if err != nil {
 			continue // not ELF, or unreadable: not ours
 		}
+		if len(roles) == 0 {
+			continue
+		}
 		low := lowest[m.Pathname]
 		mod := &Module{Path: path, HostPath: host, Dev: dev, Inode: m.Inode,
-			Bias: uint64(low.StartAddr) - uint64(low.Offset)}
+			Bias: uint64(low.StartAddr) - uint64(low.Offset) - LinkBase(host)}
 		for _, r := range roles {
 			if p.Modules[r] == nil {
 				p.Modules[r] = mod
@@ -200,4 +204,21 @@ func VSize(fs procfs.FS, pid int) (uint64, error) {
 		return 0, err
 	}
 	return uint64(st.VSize), nil
+}
+
+// LinkBase is the link-time address of the start of an object file, as its first PT_LOAD
+// maps it: 0 for shared objects and PIE executables, and the fixed address (0x400000 on
+// x86-64) of a non-PIE executable, such as a fully static llama.cpp.
+func LinkBase(path string) uint64 {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			return p.Vaddr - p.Off
+		}
+	}
+	return 0
 }
