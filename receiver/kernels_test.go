@@ -1,0 +1,361 @@
+//go:build e2e
+
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/profinfer/profinfer/internal/testbench"
+	"github.com/profinfer/profinfer/internal/vm"
+)
+
+// degradations are the warnings each kernel of the matrix must print at start, once,
+// and no other kernel may: what it lacks, found by probing its features.
+var degradations = map[string][]string{
+	"5.10": {"no bpf_loop (Linux 5.17)", "no uprobe_multi links (Linux 6.6)"},
+	"6.1":  {"no uprobe_multi links (Linux 6.6)"},
+	"6.12": nil,
+}
+
+// everyDegradation is every warning of degradations, to check that a kernel prints none
+// but its own.
+func everyDegradation() []string {
+	seen := map[string]bool{}
+	var all []string
+	for _, ws := range degradations {
+		for _, w := range ws {
+			if !seen[w] {
+				seen[w] = true
+				all = append(all, w)
+			}
+		}
+	}
+	return all
+}
+
+// The kernel matrix: Debian's 5.10, 6.1 and 6.12 booted under qemu, each running the
+// real collector against a real (portable, static) llama.cpp. In each kernel: the eBPF
+// verifier test, then the default configuration (config/otelcol.yaml, unedited) and full
+// tracing with the scheduler layer and a software counter, each against llama-bench and
+// against llama-server serving a request. Each must yield decodes, graphs, node spans,
+// the request and metrics, with no error logged and exactly the kernel's degradation
+// warnings.
+func TestE2EKernels(t *testing.T) {
+	env, kernels := vm.Require(t)
+	for _, name := range []string{"5.10", "6.1", "6.12"} {
+		found := false
+		for _, k := range kernels {
+			found = found || k.Name == name
+		}
+		if !found {
+			t.Fatalf("kernel %s missing under %s; run `make testenv`", name, filepath.Join(env.Root, "kernels"))
+		}
+	}
+	collector, _ := filepath.Abs("../bin/otelcol-profinfer")
+	if _, err := os.Stat(collector); err != nil {
+		t.Fatalf("%s: %v; run `make build`", collector, err)
+	}
+	for _, p := range []string{env.Portable("llama-bench"), env.Portable("llama-server")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%v; run `make testenv`", err)
+		}
+	}
+	// The verifier test, as a static binary for the guests.
+	verifier := filepath.Join(t.TempDir(), "probe.test")
+	build := exec.Command("go", "test", "-c", "-tags", "e2e", "-o", verifier, "../internal/probe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the verifier test: %v\n%s", err, out)
+	}
+	defaultCfg, err := os.ReadFile("../config/otelcol.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := strings.Replace(string(defaultCfg), "  profinfer:\n",
+		"  profinfer: {nodes: {mode: all}, layers: {scheduler: true}, counters: [task-clock]}\n", 1)
+	if full == string(defaultCfg) {
+		t.Fatal("config/otelcol.yaml has no profinfer receiver to set up full tracing in")
+	}
+
+	for _, k := range kernels {
+		t.Run(k.Name, func(t *testing.T) {
+			files := &vm.Initramfs{}
+			for guest, host := range map[string]string{
+				"/usr/bin/otelcol-profinfer": collector,
+				"/usr/bin/probe.test":        verifier,
+				"/usr/bin/llama-bench":       env.Portable("llama-bench"),
+				"/usr/bin/llama-server":      env.Portable("llama-server"),
+				"/models/tiny-dense.gguf":    env.Model("tiny-dense"),
+			} {
+				if err := files.File(guest, host, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			files.Bytes("/cfg/default.yaml", defaultCfg, 0o644)
+			files.Bytes("/cfg/full.yaml", []byte(full), 0o644)
+			files.Dir("/var/lib/profinfer", 0o755)
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+			defer cancel()
+			g := &vm.Guest{Kernel: k, Files: files, Script: guestScript}
+			r, err := g.Run(ctx, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("Linux %s: init at %v, %v in all", k.Release, r.InitAt, r.Wall.Round(time.Second))
+			if r.Status != 0 {
+				t.Fatalf("guest script exited %d:\n%s", r.Status, r.Output)
+			}
+			verifierOut, _ := os.ReadFile(filepath.Join(r.Out, "verifier.txt"))
+			if !strings.Contains(string(verifierOut), "\nPASS") {
+				t.Errorf("verifier test on Linux %s:\n%s", k.Release, verifierOut)
+			} else if m := regexp.MustCompile(`Linux [^:]*: .*`).Find(verifierOut); m != nil {
+				t.Logf("%s", m)
+			}
+			for _, cfg := range []string{"default", "full"} {
+				t.Run(cfg, func(t *testing.T) { checkGuestRun(t, k, filepath.Join(r.Out, cfg)) })
+			}
+		})
+	}
+}
+
+// checkGuestRun checks one configuration's run in a guest: the collector's log and what
+// it exported.
+func checkGuestRun(t *testing.T, k vm.Kernel, dir string) {
+	logText, err := os.ReadFile(filepath.Join(dir, "collector.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(logText)
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "\terror\t") || strings.Contains(line, "\tpanic\t") || strings.HasPrefix(line, "Error:") {
+			t.Errorf("error logged: %s", line)
+		}
+	}
+	for _, w := range everyDegradation() {
+		want := 0
+		for _, own := range degradations[k.Name] {
+			if own == w {
+				want = 1
+			}
+		}
+		if got := strings.Count(log, w); got != want {
+			t.Errorf("warning %q printed %d times on Linux %s, want %d", w, got, k.Release, want)
+		}
+	}
+	pids := map[string]int64{}
+	for _, exe := range []string{"llama-bench", "llama-server"} {
+		b, err := os.ReadFile(filepath.Join(dir, exe+".pid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid int64
+		fmt.Sscan(string(b), &pid)
+		pids[exe] = pid
+		if !strings.Contains(log, fmt.Sprintf(`"pid": %d, "exe": "/usr/bin/%s"`, pid, exe)) {
+			t.Errorf("%s (pid %d) was not attached to", exe, pid)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("collector log:\n%s", log)
+	}
+	traces, metrics := (&collector{out: filepath.Join(dir, "profinfer-output.jsonl")}).read(t, false)
+	checkProfileOf(t, traces, metrics, 0, false)
+	decodes, mulmats, requests, counted := map[int64]int{}, 0, 0, 0
+	for _, s := range spans(traces) {
+		switch {
+		case s.name == "llama_decode":
+			decodes[s.pid]++
+		case s.name == "MUL_MAT":
+			mulmats++
+			if _, ok := s.attrs["perf.task_clock"]; ok {
+				counted++
+			}
+		case strings.HasPrefix(s.name, "text_completion") && s.pid == pids["llama-server"]:
+			// Ours generates 8 tokens; llama-server's warm-up at load, one.
+			if s.attrs["gen_ai.usage.output_tokens"] == int64(8) {
+				requests++
+			}
+		}
+	}
+	for exe, pid := range pids {
+		if decodes[pid] < 2 {
+			t.Errorf("%d llama_decode spans from %s (pid %d), want a prefill and decodes", decodes[pid], exe, pid)
+		}
+	}
+	if mulmats == 0 || requests != 1 {
+		t.Errorf("%d MUL_MAT spans and %d request spans of 8 output tokens, want some and 1", mulmats, requests)
+	}
+	// Full tracing reads task-clock at every node.
+	if full := filepath.Base(dir) == "full"; full != (counted > 0) {
+		t.Errorf("%d of %d MUL_MAT spans carry perf.task_clock", counted, mulmats)
+	}
+	if n, ok := lastSum(metrics, "llama.decode.tokens"); !ok || n == 0 {
+		t.Errorf("llama.decode.tokens = %d (exported: %v)", n, ok)
+	}
+}
+
+// guestScript runs in each kernel. The portable llama.cpp processes are held (SIGSTOP)
+// once started, until the collector has attached to them: under emulation an attach
+// takes seconds, and the tiny model's work less.
+const guestScript = `
+set -u
+/usr/bin/probe.test -test.run 'TestE2EVerifier' -test.v >/out/verifier.txt 2>&1
+echo "verifier test exited $?"
+
+# until SECONDS COMMAND...: runs COMMAND every half second until it succeeds.
+until_ok() {
+	n=$(( $1 * 2 )); shift
+	while ! "$@" >/dev/null 2>&1; do
+		n=$((n - 1)); [ $n -gt 0 ] || { echo "timed out: $*"; return 1; }
+		sleep 0.5
+	done
+}
+tab=$(printf '\t')
+attached() { grep "${tab}attached${tab}" collector.log | grep -q "\"pid\": $1,"; }
+# hold PID: stop a process just started, and let it go once the collector attached.
+hold() {
+	kill -STOP $1
+	until_ok 120 attached $1 || cat collector.log
+	kill -CONT $1
+}
+
+for cfg in default full; do
+	mkdir -p /out/$cfg && cd /out/$cfg
+	otelcol-profinfer --config /cfg/$cfg.yaml >collector.log 2>&1 &
+	collector=$!
+	until_ok 180 grep -q 'Everything is ready' collector.log || { cat collector.log; exit 1; }
+
+	llama-bench -m /models/tiny-dense.gguf -p 16 -n 16 -r 1 -t 2 --delay 1 -o json >bench.json 2>bench.err &
+	bench=$!
+	echo $bench >llama-bench.pid
+	sleep 0.3
+	hold $bench
+	wait $bench || { echo "llama-bench failed"; cat bench.err; }
+
+	llama-server -m /models/tiny-dense.gguf --host 127.0.0.1 --port 8080 -t 2 -c 512 -np 1 >server.log 2>&1 &
+	server=$!
+	echo $server >llama-server.pid
+	sleep 0.3
+	hold $server
+	until_ok 120 wget -q -O /dev/null http://127.0.0.1:8080/health || cat server.log
+	wget -q -O completion.json --header 'Content-Type: application/json' \
+		--post-data '{"prompt":"Once upon a time","n_predict":8,"temperature":0,"ignore_eos":true}' http://127.0.0.1:8080/completion ||
+		echo "request failed"
+	# The request ends when its slot has been idle for a second.
+	sleep 3
+	kill $server; wait $server
+
+	kill $collector; wait $collector
+	echo "$cfg: collector exited $?"
+done
+`
+
+// BenchmarkKernelWindows measures what a sampling window costs the model in each kernel
+// of the matrix, as stalled decode time: llama-bench tg128 on the tiny model under a
+// collector without node probes, alternating with one that opens a window (2 graphs)
+// every 200 ms, and with the same windows plus the barrier probe (three node probes
+// instead of two, which shows whether closing costs per probe). Emulated kernels are
+// slow, so only ratios within one boot are compared. Not part of make test:
+//
+//	go test -tags e2e -run '^$' -bench KernelWindows -benchtime 1x -timeout 60m ./receiver
+func BenchmarkKernelWindows(b *testing.B) {
+	env, kernels := vm.Require(b)
+	bin, _ := filepath.Abs("../bin/otelcol-profinfer")
+	configs := map[string]string{
+		"off":      "nodes: {mode: off}",
+		"windows":  "nodes: {mode: sampled, sample_interval: 200ms, sample_graphs: 2}",
+		"barriers": "nodes: {mode: sampled, sample_interval: 200ms, sample_graphs: 2, barriers: true}",
+	}
+	const rounds = 4
+	for _, k := range kernels {
+		files := &vm.Initramfs{}
+		for guest, host := range map[string]string{
+			"/usr/bin/otelcol-profinfer": bin,
+			"/usr/bin/llama-bench":       env.Portable("llama-bench"),
+			"/models/tiny-dense.gguf":    env.Model("tiny-dense"),
+		} {
+			if err := files.File(guest, host, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for name, settings := range configs {
+			files.Bytes("/cfg/"+name+".yaml", []byte(fmt.Sprintf(`
+receivers:
+  profinfer: {%s, roofline: {enabled: false}, collection_interval: 1s}
+exporters:
+  file: {path: ./out.jsonl}
+service:
+  telemetry: {metrics: {level: none}}
+  pipelines:
+    metrics: {receivers: [profinfer], exporters: [file]}
+`, settings)), 0o644)
+		}
+		script := windowScript(rounds, []string{"off", "windows", "barriers"})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		r, err := (&vm.Guest{Kernel: k, Files: files, Script: script}).Run(ctx, b.TempDir())
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		secs := map[string][]float64{} // seconds per token, by config
+		windows := map[string][]float64{}
+		for round := 1; round <= rounds; round++ {
+			for name := range configs {
+				dir := filepath.Join(r.Out, fmt.Sprintf("%s-%d", name, round))
+				raw, err := os.ReadFile(filepath.Join(dir, "bench.json"))
+				if err != nil {
+					b.Fatalf("%v\n%s", err, r.Output)
+				}
+				rs, err := testbench.ParseBench(raw)
+				if err != nil || len(rs) != 1 {
+					b.Fatalf("%s: %v %s", dir, err, raw)
+				}
+				secs[name] = append(secs[name], 1/rs[0].AvgTS)
+				_, metrics := (&collector{out: filepath.Join(dir, "out.jsonl")}).read(b, false)
+				traced, _ := lastSum(metrics, "profinfer.graphs.traced")
+				windows[name] = append(windows[name], float64(traced)/2)
+			}
+		}
+		base := median(slices.Clone(secs["off"]))
+		for _, name := range []string{"windows", "barriers"} {
+			perToken, w := median(slices.Clone(secs[name]))-base, median(slices.Clone(windows[name]))
+			b.Logf("Linux %s, %s: %.2f ms a token without node probes, +%.1f%% with a window every 200 ms "+
+				"(%.0f windows in 128 tokens): %.1f ms of decode per window (rounds: off %v, %s %v)",
+				k.Release, name, 1e3*base, 100*(median(slices.Clone(secs[name]))/base-1), w, 1e3*perToken*128/w, secs["off"], name, secs[name])
+		}
+	}
+}
+
+// windowScript runs llama-bench tg128 under each configuration in turn, rounds times,
+// leaving each run's bench.json and out.jsonl in /out/CONFIG-ROUND.
+func windowScript(rounds int, configs []string) string {
+	return fmt.Sprintf(`
+tab=$(printf '\t')
+attached() { grep "${tab}attached${tab}" collector.log | grep -q "\"pid\": $1,"; }
+for round in $(seq %d); do
+	for cfg in %s; do
+		mkdir -p /out/$cfg-$round && cd /out/$cfg-$round
+		otelcol-profinfer --config /cfg/$cfg.yaml >collector.log 2>&1 &
+		collector=$!
+		until grep -q 'Everything is ready' collector.log; do sleep 0.2; done
+		llama-bench -m /models/tiny-dense.gguf -p 0 -n 128 -r 1 -t 2 --delay 1 -o json >bench.json 2>bench.err &
+		bench=$!
+		sleep 0.3
+		kill -STOP $bench
+		until attached $bench; do sleep 0.2; done
+		kill -CONT $bench
+		wait $bench
+		kill $collector; wait $collector
+	done
+done
+`, rounds, strings.Join(configs, " "))
+}
