@@ -22,13 +22,7 @@ import (
 // feature, so the feature probes choose right. The kernel matrix (internal/vm) runs this
 // test in each kernel it boots.
 func TestE2EVerifier(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testbench.Missing(t, "root, to load eBPF programs")
-	}
-	k, err := ProbeKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := probeKernel(t)
 	t.Logf("Linux %s: bpf_loop %v, sched_switch prev_state %v, uprobe_multi %v", k.Release, k.Loop, k.PrevState, k.UprobeMulti)
 	configs := []LoadConfig{
 		{RingBufferSize: 1 << 20},
@@ -109,13 +103,7 @@ func loadSpec(t *testing.T, cfg LoadConfig, layout ggml.Layout) *ebpf.Collection
 
 // A verifier rejection names the program and the kernel, and never blames privileges.
 func TestE2EVerifierErrorNamesTheProgram(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testbench.Missing(t, "root, to load eBPF programs")
-	}
-	k, err := ProbeKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := probeKernel(t)
 	spec, err := bpf.LoadProfinfer()
 	if err != nil {
 		t.Fatal(err)
@@ -146,4 +134,17 @@ func TestE2EVerifierErrorNamesTheProgram(t *testing.T) {
 	if !errors.As(err, &ve) {
 		t.Errorf("not a verifier error: %v", err)
 	}
+}
+
+// probeKernel is the running kernel's features, as root.
+func probeKernel(t *testing.T) Kernel {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testbench.Missing(t, "root, to load eBPF programs")
+	}
+	k, err := ProbeKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
