@@ -59,11 +59,10 @@ func ProbeKernel() (Kernel, error) {
 	if _, err := os.Stat(uprobePMU); err != nil {
 		return k, missing("uprobes", "CONFIG_UPROBE_EVENTS", err)
 	}
-	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
-		if !errors.Is(err, ebpf.ErrNotSupported) {
-			return k, fmt.Errorf("probing the kernel for BPF ring buffers: %w", err)
-		}
-		return k, missing("BPF ring buffer", "Linux 5.8", err)
+	if ok, err := have(features.HaveMapType(ebpf.RingBuf)); err != nil {
+		return k, fmt.Errorf("probing the kernel for BPF ring buffers: %w", err)
+	} else if !ok {
+		return k, missing("BPF ring buffer", "Linux 5.8", ebpf.ErrNotSupported)
 	}
 	if k.Loop, err = have(features.HaveProgramHelper(ebpf.Kprobe, asm.FnLoop)); err != nil {
 		return k, fmt.Errorf("probing the kernel for bpf_loop: %w", err)

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/profinfer/profinfer/internal/testbench"
 )
 
 // cpioEntry is one member of a newc archive as parseNewc reads it back.
@@ -80,7 +82,7 @@ func TestInitramfsNewc(t *testing.T) {
 // TestInitramfsBusyboxCpio has another implementation unpack the archive.
 func TestInitramfsBusyboxCpio(t *testing.T) {
 	if _, err := exec.LookPath("busybox"); err != nil {
-		t.Skip("no busybox")
+		testbench.Missing(t, "busybox (apt-get install busybox-static)")
 	}
 	r, _ := testArchive(t)
 	dir := t.TempDir()
