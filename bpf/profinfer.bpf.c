@@ -37,6 +37,7 @@ enum kind {
 	EV_COPY = 14,
 	EV_COPY_EXIT = 15,
 	EV_SEQ_RM = 16,
+	EV_THREAD_START = 17,
 };
 
 /* Flags on events. */
@@ -922,6 +923,26 @@ int BPF_PROG(sched_switch_task, bool preempt, struct task_struct *prev, struct t
 	else
 		state = ((struct task_struct___state *)prev)->state;
 	return switched(preempt, prev, next, state);
+}
+
+/* A traced process starts a thread: its perf counters are opened before it computes,
+ * instead of when the reader first meets its records, which it reads on a timer. A wakeup
+ * per thread started, attached only with counters configured. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(thread_start, struct task_struct *parent, struct task_struct *child)
+{
+	u32 tgid = child->tgid;
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		dropped();
+		return 0;
+	}
+	fill(e, EV_THREAD_START, 0, 0, 0, 0, 0);
+	e->tid = child->pid;
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
 }
 
 SEC("tp_btf/sched_wakeup")

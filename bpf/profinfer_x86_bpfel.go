@@ -86,6 +86,7 @@ const (
 	ProfinferKindEV_COPY         ProfinferKind = 14
 	ProfinferKindEV_COPY_EXIT    ProfinferKind = 15
 	ProfinferKindEV_SEQ_RM       ProfinferKind = 16
+	ProfinferKindEV_THREAD_START ProfinferKind = 17
 )
 
 type ProfinferSeqTokens struct {
@@ -156,6 +157,7 @@ const (
 	ProfinferProgSplitEnter         = "split_enter"
 	ProfinferProgSplitExit          = "split_exit"
 	ProfinferProgThreadExit         = "thread_exit"
+	ProfinferProgThreadStart        = "thread_start"
 	ProfinferVarAllThreads          = "all_threads"
 	ProfinferVarBackendGetNameOff   = "backend_get_name_off"
 	ProfinferVarBatchLogitsOff      = "batch_logits_off"
@@ -247,6 +249,7 @@ type ProfinferProgramSpecs struct {
 	SplitEnter         *ebpf.ProgramSpec `ebpf:"split_enter"`
 	SplitExit          *ebpf.ProgramSpec `ebpf:"split_exit"`
 	ThreadExit         *ebpf.ProgramSpec `ebpf:"thread_exit"`
+	ThreadStart        *ebpf.ProgramSpec `ebpf:"thread_start"`
 }
 
 // ProfinferMapSpecs contains maps before they are loaded into the kernel.
@@ -407,6 +410,7 @@ type ProfinferPrograms struct {
 	SplitEnter         *ebpf.Program `ebpf:"split_enter"`
 	SplitExit          *ebpf.Program `ebpf:"split_exit"`
 	ThreadExit         *ebpf.Program `ebpf:"thread_exit"`
+	ThreadStart        *ebpf.Program `ebpf:"thread_start"`
 }
 
 func (p *ProfinferPrograms) Close() error {
@@ -432,6 +436,7 @@ func (p *ProfinferPrograms) Close() error {
 		p.SplitEnter,
 		p.SplitExit,
 		p.ThreadExit,
+		p.ThreadStart,
 	)
 }
 

@@ -194,6 +194,7 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string) {
 	// Full tracing reads task-clock at every node of a thread whose counters are open:
 	// they are opened as each thread is first seen, so a server's first request may come
 	// before.
+	t.Logf("%d of %d MUL_MAT spans carry perf.task_clock", counted, mulmats)
 	if full := cfg == "full"; full != (counted > 0) && (exe == "llama-bench" || !full) {
 		t.Errorf("%d of %d MUL_MAT spans carry perf.task_clock", counted, mulmats)
 	}

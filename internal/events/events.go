@@ -30,11 +30,12 @@ const (
 	Copy        = Kind(bpf.ProfinferKindEV_COPY)
 	CopyExit    = Kind(bpf.ProfinferKindEV_COPY_EXIT)
 	SeqRm       = Kind(bpf.ProfinferKindEV_SEQ_RM)
-	lastKind    = SeqRm
+	ThreadStart = Kind(bpf.ProfinferKindEV_THREAD_START)
+	lastKind    = ThreadStart
 )
 
 var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit", "thread_exit", "experts",
-	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm"}
+	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {

@@ -1,6 +1,7 @@
 package perfcount
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -100,11 +101,24 @@ func TestThreads(t *testing.T) {
 	if !in || len(tab.events) != 2 || tab.events[s*PerThread] <= 0 || tab.events[s*PerThread+1] <= 0 || !th.Has(tid) {
 		t.Fatalf("published slots %v, events %v", tab.slots, tab.events)
 	}
+	// A thread started with a tid whose counters are still open gets its own, in the
+	// slot the earlier thread's freed.
+	if err := th.Started(pid, tid); err != nil {
+		t.Fatal(err)
+	}
+	if s2 := tab.slots[tid]; len(tab.events) != 2 || tab.events[s2*PerThread] <= 0 || len(th.free) != Slots-1 || !th.Has(tid) {
+		t.Fatalf("after Started: slots %v, events %v, %d free", tab.slots, tab.events, len(th.free))
+	}
 	if err := th.Sweep(func(uint32, uint32) bool { return false }); err != nil {
 		t.Fatal(err)
 	}
 	if len(tab.slots) != 0 || len(tab.events) != 0 || th.Has(tid) || len(th.free) != Slots {
 		t.Fatalf("after sweep: slots %v, events %v, %d free", tab.slots, tab.events, len(th.free))
+	}
+	// Every slot taken: the caller learns it can free some.
+	th.free = nil
+	if err := th.Open(pid, tid); !errors.Is(err, ErrFull) {
+		t.Errorf("Open with every slot taken: %v", err)
 	}
 	if _, err := NewThreads(make([]Counter, PerThread+1), tab); err == nil ||
 		err.Error() != "9 perf counters configured, at most 8 fit a record" {

@@ -14,6 +14,9 @@ const (
 	PerThread = 8
 )
 
+// ErrFull says every slot is in use: Sweep frees those of threads gone.
+var ErrFull = fmt.Errorf("perf counters: all %d thread slots in use", Slots)
+
 // Table is where the eBPF programs find the counters: Events maps slot*PerThread+i to
 // the descriptor of counter i of the thread in slot, Slots maps a tid to its slot. The
 // profinfer maps satisfy it.
@@ -61,7 +64,7 @@ func (t *Threads) Open(pid, tid uint32) error {
 		return nil
 	}
 	if len(t.free) == 0 {
-		return fmt.Errorf("perf counters: all %d thread slots in use", Slots)
+		return ErrFull
 	}
 	th := &thread{pid: pid, slot: t.free[len(t.free)-1]}
 	for i, c := range t.counters {
@@ -93,11 +96,28 @@ func (t *Threads) Sweep(keep func(pid, tid uint32) bool) error {
 		if keep(th.pid, tid) {
 			continue
 		}
-		errs = append(errs, t.table.DeleteSlot(tid), t.release(th))
-		t.free = append(t.free, th.slot)
-		delete(t.open, tid)
+		errs = append(errs, t.close(tid, th))
 	}
 	return errors.Join(errs...)
+}
+
+// Started opens the counters of thread tid, which has just started: any still open on
+// tid were a thread's that had the tid before, and are closed first.
+func (t *Threads) Started(pid, tid uint32) error {
+	if th := t.open[tid]; th != nil {
+		if err := t.close(tid, th); err != nil {
+			return fmt.Errorf("perf counters of an earlier thread %d: %w", tid, err)
+		}
+	}
+	return t.Open(pid, tid)
+}
+
+// close unpublishes and closes th's counters, and frees its slot.
+func (t *Threads) close(tid uint32, th *thread) error {
+	err := errors.Join(t.table.DeleteSlot(tid), t.release(th))
+	t.free = append(t.free, th.slot)
+	delete(t.open, tid)
+	return err
 }
 
 // release unpublishes and closes the descriptors of th.

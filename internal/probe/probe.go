@@ -42,17 +42,25 @@ func PrepareMulti(spec *ebpf.CollectionSpec) {
 	}
 }
 
-// Scheduler attaches the scheduler tracepoints, which serve every traced process; the
-// processes are chosen by Trace.
-func Scheduler(progs *bpf.ProfinferPrograms) ([]link.Link, error) {
+// Tracepoints attaches the tracepoint programs the layers need, which serve every traced
+// process; the processes are chosen by Trace. Scheduler: sched_switch and sched_wakeup.
+// Counters: thread starts, so that a new thread's counters open before it computes.
+func Tracepoints(progs *bpf.ProfinferPrograms, l Layers) ([]link.Link, error) {
+	want := map[string]*ebpf.Program{}
+	if l.Scheduler {
+		want["sched_switch"], want["sched_wakeup"] = progs.SchedSwitch, progs.SchedWakeup
+	}
+	if l.Counters {
+		want["sched_process_fork"] = progs.ThreadStart
+	}
 	var links []link.Link
-	for _, prog := range []*ebpf.Program{progs.SchedSwitch, progs.SchedWakeup} {
-		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+	for _, tp := range slices.Sorted(maps.Keys(want)) {
+		lk, err := link.AttachTracing(link.TracingOptions{Program: want[tp]})
 		if err != nil {
 			closeAll(links)
-			return nil, fmt.Errorf("attaching the scheduler tracepoints: %w", err)
+			return nil, fmt.Errorf("attaching to tracepoint %s: %w", tp, err)
 		}
-		links = append(links, l)
+		links = append(links, lk)
 	}
 	return links, nil
 }

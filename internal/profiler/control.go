@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
 )
 
@@ -26,13 +27,14 @@ const (
 	redescribe                    // a known node came undescribed: have every detail sent again
 	contextSeen                   // a process decodes with a new llama_context: read it
 	countThread                   // a thread came without counters: open them
+	threadStart                   // a thread started: open its counters
 	sweep                         // discovery scanned /proc: close the counters of threads gone
 )
 
 type effect struct {
 	kind effectKind
 	pid  int
-	tid  uint32 // countThread
+	tid  uint32 // countThread, threadStart
 }
 
 // signal wakes the controller if the reader posted effects. Called with p.mu held.
@@ -75,7 +77,7 @@ func (p *Profiler) controlLoop() {
 				}
 			case contextSeen:
 				contexts = append(contexts, e.pid)
-			case countThread:
+			case countThread, threadStart:
 				threads = append(threads, e)
 			case sweep:
 				swept = true
@@ -123,14 +125,27 @@ func (p *Profiler) wakeController() {
 	}
 }
 
-// openCounters opens the perf counters of threads that came without. Only the controller
-// opens and closes them.
+// openCounters opens the perf counters of threads that came without, or just started.
+// Only the controller opens and closes them.
 func (p *Profiler) openCounters(threads []effect) {
-	for _, e := range threads {
-		if p.counters.Has(e.tid) {
-			continue
+	open := func(e effect) error {
+		switch {
+		case e.kind == threadStart:
+			return p.counters.Started(uint32(e.pid), e.tid)
+		case !p.counters.Has(e.tid):
+			return p.counters.Open(uint32(e.pid), e.tid)
 		}
-		if err := p.counters.Open(uint32(e.pid), e.tid); err != nil {
+		return nil
+	}
+	for _, e := range threads {
+		err := open(e)
+		if errors.Is(err, perfcount.ErrFull) {
+			// Threads that exited keep their slots until a sweep: a build without
+			// OpenMP starts its workers anew for every graph.
+			p.sweepCounters()
+			err = open(e)
+		}
+		if err != nil {
 			if errors.Is(err, unix.ESRCH) { // a short-lived thread, gone before the reader met it
 				p.log.Debug("perf counters not opened on a thread", zap.Error(err))
 			} else {

@@ -85,7 +85,7 @@ type Profiler struct {
 	metrics consumer.Metrics
 
 	bpf      *probe.Loaded
-	sched    []link.Link // the scheduler tracepoints
+	tps      []link.Link // the tracepoint programs
 	reader   *ringbuf.Reader
 	reg      *registry.Registry
 	counters *perfcount.Threads // nil: no perf counters
@@ -222,18 +222,16 @@ func (p *Profiler) load() error {
 		l.Close()
 		return fmt.Errorf("profinfer: opening the ring buffer: %w", err)
 	}
-	if p.cfg.Layers.Scheduler {
-		if p.sched, err = probe.Scheduler(&l.ProfinferPrograms); err != nil {
-			p.reader.Close()
-			l.Close()
-			return fmt.Errorf("profinfer: %w", err)
-		}
-	}
 	if p.cfg.Layers.Counters {
 		if p.counters, err = perfcount.NewThreads(p.cfg.Counters, probe.CounterTable(l.Counters, &l.ProfinferMaps)); err != nil {
 			p.close()
 			return fmt.Errorf("profinfer: %w", err)
 		}
+	}
+	layers := probe.Layers{Scheduler: p.cfg.Layers.Scheduler, Counters: p.cfg.Layers.Counters}
+	if p.tps, err = probe.Tracepoints(&l.ProfinferPrograms, layers); err != nil {
+		p.close()
+		return fmt.Errorf("profinfer: %w", err)
 	}
 	return nil
 }
@@ -315,7 +313,7 @@ func (p *Profiler) close() {
 		t.attachment.Close()
 		delete(p.tracked, pid)
 	}
-	for _, l := range p.sched {
+	for _, l := range p.tps {
 		l.Close()
 	}
 	if p.watch != nil {

@@ -97,6 +97,10 @@ func (p *Profiler) dispatch(ev *events.Event) {
 		a.ThreadExit(ev.PID, ev.TID, ev.TS, ev.Sched, p.counted(ev))
 	case events.Barrier:
 		a.Barrier(ev.PID, ev.TID, ev.TS)
+	case events.ThreadStart:
+		if p.counters != nil {
+			p.askCounters(threadStart, ev)
+		}
 	case events.SchedEnter:
 		a.SchedEnter(ev.PID, ev.TID, ev.TS, ev.Nodes())
 	case events.SchedExit:
@@ -135,12 +139,17 @@ func (p *Profiler) counted(ev *events.Event) *events.Counters {
 	if p.counters == nil || p.asked[ev.TID] {
 		return nil
 	}
+	p.askCounters(countThread, ev)
+	return nil
+}
+
+// askCounters has the controller open the counters of ev's thread. Called with p.mu held.
+func (p *Profiler) askCounters(kind effectKind, ev *events.Event) {
 	if len(p.asked) >= maxAsked { // tids are reused; forget the old ones
 		clear(p.asked)
 	}
 	p.asked[ev.TID] = true
-	p.effects = append(p.effects, effect{kind: countThread, pid: int(ev.PID), tid: ev.TID})
-	return nil
+	p.effects = append(p.effects, effect{kind: kind, pid: int(ev.PID), tid: ev.TID})
 }
 
 // nodeInfo describes the node ev starts, and has the controller ask the process to send
