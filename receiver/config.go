@@ -25,7 +25,7 @@ const (
 )
 
 const (
-	defaultDiscoveryInterval  = 10 * time.Second
+	defaultDiscoveryInterval  = time.Minute
 	defaultCollectionInterval = 10 * time.Second
 	defaultRingBufferSize     = 8 << 20 // 8 MiB
 	minRingBufferSize         = 4096
@@ -39,6 +39,9 @@ type Config struct {
 	// DiscoveryInterval is how often /proc is scanned in full for new and exited
 	// targets. Kernel hooks report processes as they map code or exit, so the scan only
 	// catches what they missed; where the hooks cannot attach, it is the only way in.
+	// A scan reads every process's stat file, and its burst of system calls keeps the
+	// Go runtime's monitor thread waking on the model's cores: a minute between scans
+	// keeps that out of the default's cost.
 	DiscoveryInterval time.Duration `mapstructure:"discovery_interval"`
 	// CollectionInterval is the metrics export period.
 	CollectionInterval time.Duration `mapstructure:"collection_interval"`

@@ -1,0 +1,604 @@
+// Command alwayson measures what the collector's default configuration costs a model in
+// steady state, finely enough to tell 0.5% from nothing on a noisy 2-core machine.
+//
+// Target server: one llama-server serves the same requests throughout; rounds alternate
+// (in an order shuffled per round) an arm without the collector and an arm with it,
+// started beforehand and settled after its attach, so that the attach is paid outside the
+// arm. Target bench: llama-bench processes, each attached to as it starts, as a
+// collector already running pays it per process.
+//
+// Per arm it takes the target's decode time per token (the server's own timings, or
+// llama-bench's), and its CPU time per token (user+system of the whole process from
+// /proc/PID/stat, which keeps exited threads' time), and the collector's CPU, wakeups
+// and the target's page faults. Each round's ratio of the arm with the collector to the
+// one without cancels the machine's drift between rounds; the report gives the median
+// ratio and a distribution-free 95% interval, and says whether the bound is met.
+//
+// It needs root, runs from the repository root after `make testenv build`, and measures
+// the collector's own default configuration (config/otelcol.yaml) unless -config says
+// otherwise:
+//
+//	go run ./internal/bench/cmd/alwayson -target server -rounds 30
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/prometheus/procfs"
+
+	"github.com/profinfer/profinfer/internal/bench"
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+const threads = 2
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("alwayson: ")
+	var o options
+	flag.StringVar(&o.target, "target", "server", "server (llama-server in steady state) or bench (a llama-bench process per arm)")
+	flag.IntVar(&o.rounds, "rounds", 20, "alternating rounds")
+	flag.StringVar(&o.model, "model", "llama-1b-q4_0", "test bench model")
+	config := flag.String("config", "config/otelcol.yaml", "the collector's configuration")
+	flag.DurationVar(&o.arm, "arm", 20*time.Second, "server: how long an arm sends requests; two sampling windows by default")
+	flag.IntVar(&o.tokens, "tokens", 64, "tokens generated per request, or per llama-bench run")
+	flag.Float64Var(&o.bound, "bound", 0.005, "the cost to test for, as a fraction")
+	out := flag.String("o", "", "also write the report to this file")
+	flag.Float64Var(&o.load, "load", 0, "calibration: instead of the collector, a process that keeps this share of one core busy")
+	spin := flag.Float64("spin", 0, "run as that process (internal)")
+	flag.Parse()
+	if *spin > 0 {
+		spinFor(*spin)
+	}
+	o.command = strings.Join(os.Args[1:], " ")
+	var err error
+	if o.collector, err = filepath.Abs("bin/otelcol-profinfer"); err == nil {
+		_, err = os.Stat(o.collector)
+	}
+	if err != nil {
+		log.Fatalf("%v; run `make build` and run this from the repository root", err)
+	}
+	if o.config, err = filepath.Abs(*config); err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report, err := run(ctx, o, os.Stderr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(report)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(report), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+// options are what to measure, and how long.
+type options struct {
+	target, model     string
+	collector, config string // the collector's executable and configuration
+	rounds, tokens    int
+	arm               time.Duration
+	bound, load       float64
+	command           string // the arguments, for the report
+}
+
+// run measures o.rounds alternating rounds, writes each arm's figures to progress, and
+// returns the report.
+func run(ctx context.Context, o options, progress io.Writer) (string, error) {
+	// The kernel's per-program statistics: run counts and times of the probes.
+	const stats = "/proc/sys/kernel/bpf_stats_enabled"
+	if err := os.WriteFile(stats, []byte("1"), 0o644); err != nil {
+		return "", fmt.Errorf("enabling BPF statistics: %w", err)
+	}
+	defer os.WriteFile(stats, []byte("0"), 0o644)
+	env, err := testbench.Find()
+	if err != nil {
+		return "", err
+	}
+	m := &meter{env: env, model: o.model, arm: o.arm, tokens: o.tokens, load: o.load,
+		collector: o.collector, config: o.config}
+	var measure func(context.Context) (arm, error)
+	switch o.target {
+	case "server":
+		if err := m.startServer(ctx); err != nil {
+			return "", err
+		}
+		defer m.server.Stop()
+		measure = m.serverArm
+	case "bench":
+		measure = m.benchArm
+	default:
+		return "", fmt.Errorf("unknown target %q: want server or bench", o.target)
+	}
+	var off, on []arm
+	var starts []float64
+	for i := range o.rounds {
+		for _, which := range bench.Order([]string{"off", "on"}, i) {
+			if which == "off" {
+				a, err := measure(ctx)
+				if err != nil {
+					return "", fmt.Errorf("round %d, off: %w", i+1, err)
+				}
+				off = append(off, a)
+				fmt.Fprintf(progress, "round %d/%d off %v\n", i+1, o.rounds, a)
+				continue
+			}
+			c, err := m.startCollector(ctx)
+			if err != nil {
+				return "", fmt.Errorf("round %d: %w", i+1, err)
+			}
+			a, err := m.under(ctx, c, measure)
+			if err != nil {
+				return "", fmt.Errorf("round %d, on: %w", i+1, err)
+			}
+			on = append(on, a)
+			if c.startCPU > 0 {
+				starts = append(starts, c.startCPU)
+			}
+			fmt.Fprintf(progress, "round %d/%d on  %v (collector start: %.0f ms CPU)\n", i+1, o.rounds, a, 1e3*c.startCPU)
+		}
+	}
+	return m.report(o, off, on, starts), nil
+}
+
+// arm is what one arm measured.
+type arm struct {
+	tokens    int
+	decode    float64 // seconds of decode, by the target's own clock
+	cpu       float64 // the target's CPU seconds
+	faults    float64 // the target's minor and major page faults
+	ipis      float64 // TLB shootdowns and function-call interrupts, machine-wide
+	wall      float64 // seconds
+	collector float64 // the collector's CPU seconds, to the nanosecond; 0 without it
+	wakeups   float64 // the collector's context switches, all threads
+	bpf       bpfUse  // the collector's programs, run in the target's threads
+}
+
+func (a arm) msPerToken() float64  { return 1e3 * a.decode / float64(a.tokens) }
+func (a arm) cpuPerToken() float64 { return 1e3 * a.cpu / float64(a.tokens) }
+
+// accounted is the arm's cost to the model per token in seconds, term by term as far as
+// it is measured directly: the collector's CPU, each ms of which a model thread that
+// needs every core waits (the calibration, -load, checks that), and the programs' run
+// time and traps in the model's own threads.
+func (a arm) accounted() float64 {
+	return (a.collector + a.bpf.ns/1e9 + a.bpf.trap()) / float64(a.tokens)
+}
+
+func (a arm) String() string {
+	s := fmt.Sprintf("%d tokens, %.2f ms/token, %.2f CPU ms/token, %.0f faults", a.tokens, a.msPerToken(), a.cpuPerToken(), a.faults)
+	if a.collector > 0 {
+		s += fmt.Sprintf(", collector %.2f%% of a core, %.1f wakeups/s, %.1f probe hits and %.1f µs of program a token",
+			100*a.collector/a.wall, a.wakeups/a.wall, (a.bpf.hits+a.bpf.retHits)/float64(a.tokens), a.bpf.ns/1e3/float64(a.tokens))
+	}
+	return s
+}
+
+// bpfUse is what the kernel's BPF statistics say of the uprobe programs that ran.
+type bpfUse struct {
+	hits, retHits float64 // entry and return probe hits
+	ns            float64 // program run time
+}
+
+// Per-hit trap costs beyond the program, measured on these machines from a C loop (the
+// project's BRIEF): an emulated uprobe about 1.1 µs, a return probe 0.5 µs more.
+const (
+	trapCost    = 1.1e-6
+	retTrapCost = 0.5e-6
+)
+
+func (b bpfUse) trap() float64 { return (b.hits+b.retHits)*trapCost + b.retHits*retTrapCost }
+
+func (b bpfUse) minus(o bpfUse) bpfUse {
+	return bpfUse{b.hits - o.hits, b.retHits - o.retHits, b.ns - o.ns}
+}
+
+// uprobeStats sums the statistics of every loaded uprobe program (kernel.bpf_stats_enabled
+// must be 1). Return probes are the programs named *_exit, as the collector names them.
+func uprobeStats() bpfUse {
+	var u bpfUse
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if err != nil {
+			return u
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
+		}
+		info, ierr := p.Info()
+		st, serr := p.Stats()
+		p.Close()
+		if ierr != nil || serr != nil || info.Type != ebpf.Kprobe {
+			continue
+		}
+		if strings.HasSuffix(info.Name, "_exit") {
+			u.retHits += float64(st.RunCount)
+		} else {
+			u.hits += float64(st.RunCount)
+		}
+		u.ns += float64(st.Runtime.Nanoseconds())
+	}
+}
+
+type meter struct {
+	env       *testbench.Env
+	model     string
+	arm       time.Duration // server: how long an arm sends requests
+	tokens    int
+	collector string // bin/otelcol-profinfer
+	config    string
+	server    *testbench.Server
+	load      float64 // calibration: a spinner's share of a core instead of the collector
+}
+
+func (m *meter) startServer(ctx context.Context) error {
+	var err error
+	if m.server, err = m.env.StartServer(ctx, m.env.Bin("llama-server"), m.model, threads); err != nil {
+		return err
+	}
+	// Warm: the first requests fault the weights in and size the buffers.
+	for range 2 {
+		if _, err := m.complete(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timings are llama-server's own account of a request.
+type timings struct {
+	PredictedN  int     `json:"predicted_n"`
+	PredictedMS float64 `json:"predicted_ms"`
+}
+
+func (m *meter) complete(ctx context.Context) (timings, error) {
+	body, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": m.tokens,
+		"temperature": 0, "ignore_eos": true, "cache_prompt": false})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.server.URL+"/completion", bytes.NewReader(body))
+	if err != nil {
+		return timings{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return timings{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return timings{}, fmt.Errorf("llama-server: %s", resp.Status)
+	}
+	var r struct {
+		Timings timings `json:"timings"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return timings{}, err
+	}
+	if r.Timings.PredictedN != m.tokens {
+		return timings{}, fmt.Errorf("llama-server generated %d tokens, want %d", r.Timings.PredictedN, m.tokens)
+	}
+	return r.Timings, nil
+}
+
+// usage is a process's CPU seconds and page faults so far, its exited threads' included.
+func usage(pid int) (cpu, faults float64, err error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.CPUTime(), float64(st.MinFlt + st.MajFlt), nil
+}
+
+// serverArm sends the arm's requests to the running server.
+func (m *meter) serverArm(ctx context.Context) (arm, error) {
+	var a arm
+	cpu0, faults0, err := usage(m.server.PID())
+	if err != nil {
+		return a, err
+	}
+	ipis0 := ipis()
+	start := time.Now()
+	for time.Since(start) < m.arm {
+		t, err := m.complete(ctx)
+		if err != nil {
+			return a, err
+		}
+		a.tokens += t.PredictedN
+		a.decode += t.PredictedMS / 1e3
+	}
+	a.wall = time.Since(start).Seconds()
+	a.ipis = ipis() - ipis0
+	cpu1, faults1, err := usage(m.server.PID())
+	a.cpu, a.faults = cpu1-cpu0, faults1-faults0
+	return a, err
+}
+
+// benchArm runs one llama-bench decode test to completion. Its CPU time includes the
+// model's load, which is the same in both arms.
+func (m *meter) benchArm(ctx context.Context) (arm, error) {
+	var a arm
+	ipis0 := ipis()
+	start := time.Now()
+	p, err := testbench.Start(m.env.Bin("llama-bench"), m.env.BenchArgs(m.model, 0, m.tokens, threads, 1)...)
+	if err != nil {
+		return a, err
+	}
+	if err := p.Wait(ctx); err != nil {
+		return a, err
+	}
+	a.wall = time.Since(start).Seconds()
+	a.ipis = ipis() - ipis0
+	rs, err := testbench.ParseBench(p.Stdout.Bytes())
+	if err != nil {
+		return a, err
+	}
+	if len(rs) != 1 || rs[0].AvgTS <= 0 {
+		return a, fmt.Errorf("llama-bench: %d results, want 1", len(rs))
+	}
+	ru := p.Cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	a.tokens = m.tokens
+	a.decode = float64(m.tokens) / rs[0].AvgTS
+	a.cpu = (p.Cmd.ProcessState.UserTime() + p.Cmd.ProcessState.SystemTime()).Seconds()
+	a.faults = float64(ru.Minflt + ru.Majflt)
+	return a, nil
+}
+
+// collector is a running collector, or the calibration's spinner.
+type collector struct {
+	proc     *testbench.Process
+	dir      string
+	startCPU float64 // its CPU seconds until it attached to the server; 0 for bench
+}
+
+// settle is how long the collector runs before an arm: its start-up work (a roofline
+// probe on idle CPUs, the garbage of its initialisation) is not the steady state.
+const settle = 5 * time.Second
+
+// startCollector starts the collector in a directory of its own (the default
+// configuration writes its output file there) and waits until it is ready, and with a
+// server, until it attached to it and the attach settled.
+func (m *meter) startCollector(ctx context.Context) (*collector, error) {
+	dir, err := os.MkdirTemp("", "profinfer-alwayson-")
+	if err != nil {
+		return nil, err
+	}
+	if m.load > 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		p, err := testbench.Start(self, "-spin", strconv.FormatFloat(m.load, 'g', -1, 64))
+		return &collector{proc: p, dir: dir}, err
+	}
+	logPath := filepath.Join(dir, "collector.log")
+	p, err := testbench.Start("sh", "-c", `cd "$1" && exec "$2" --config "$3" >"$4" 2>&1`, "sh", dir, m.collector, m.config, logPath)
+	if err != nil {
+		return nil, err
+	}
+	c := &collector{proc: p, dir: dir}
+	ready := "Everything is ready"
+	if m.server != nil {
+		ready = fmt.Sprintf(`"pid": %d, "exe"`, m.server.PID())
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, _ := os.ReadFile(logPath)
+		if bytes.Contains(out, []byte(ready)) && bytes.Contains(out, []byte("Everything is ready")) {
+			break
+		}
+		if p.Exited() || time.Now().After(deadline) {
+			p.Stop()
+			return nil, fmt.Errorf("collector not ready: %s", out)
+		}
+		select {
+		case <-ctx.Done():
+			p.Stop()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if m.server != nil {
+		c.startCPU = onCPU(p.PID()).Seconds()
+		time.Sleep(settle)
+	}
+	return c, nil
+}
+
+// under runs an arm under collector c and stops it.
+func (m *meter) under(ctx context.Context, c *collector, run func(context.Context) (arm, error)) (arm, error) {
+	defer os.RemoveAll(c.dir)
+	defer c.proc.Stop()
+	cpu0, sw0, bpf0 := onCPU(c.proc.PID()), switches(c.proc.PID()), uprobeStats()
+	a, err := run(ctx)
+	if err != nil {
+		return a, err
+	}
+	a.collector = (onCPU(c.proc.PID()) - cpu0).Seconds()
+	a.wakeups = switches(c.proc.PID()) - sw0
+	a.bpf = uprobeStats().minus(bpf0)
+	return a, nil
+}
+
+// onCPU is the time pid's threads have run, to the nanosecond (schedstat).
+func onCPU(pid int) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var ns int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) > 0 {
+			x, _ := strconv.ParseInt(f[0], 10, 64)
+			ns += x
+		}
+	}
+	return time.Duration(ns)
+}
+
+// ipis is the TLB shootdowns and function-call interrupts every CPU has taken so far: a
+// probe's breakpoint written into a mapped page, or taken out, shoots the page's old
+// translation down on the CPUs running the model.
+func ipis() float64 {
+	b, _ := os.ReadFile("/proc/interrupts")
+	var n float64
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 0 || (f[0] != "TLB:" && f[0] != "CAL:") {
+			continue
+		}
+		for _, c := range f[1:] {
+			x, err := strconv.ParseFloat(c, 64)
+			if err != nil {
+				break
+			}
+			n += x
+		}
+	}
+	return n
+}
+
+// switches is the context switches of pid's threads so far, voluntary and not.
+func switches(pid int) float64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n float64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				x, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				n += x
+			}
+		}
+	}
+	return n
+}
+
+// spinFor keeps share of one core busy, in slices of a scheduler tick, until killed.
+func spinFor(share float64) {
+	const slice = 10 * time.Millisecond
+	busy := time.Duration(share * float64(slice))
+	for {
+		start := time.Now()
+		for time.Since(start) < busy {
+		}
+		time.Sleep(slice - busy)
+	}
+}
+
+func (m *meter) report(o options, off, on []arm, starts []float64) string {
+	bound := o.bound
+	perRound := func(f func(on, off arm) float64) []float64 {
+		rs := make([]float64, len(off))
+		for i := range off {
+			rs[i] = f(on[i], off[i])
+		}
+		return rs
+	}
+	med := func(as []arm, f func(arm) float64) float64 {
+		xs := make([]float64, len(as))
+		for i, a := range as {
+			xs[i] = f(a)
+		}
+		return bench.Median(xs)
+	}
+	verdict := func(lo, hi, limit float64) string {
+		switch {
+		case hi <= limit:
+			return "yes"
+		case lo > limit:
+			return "no"
+		}
+		return "cannot tell"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| measure | without | with | per round (median) | 95%% CI | within %.1f%% |\n|---|---:|---:|---:|---:|---|\n", 100*bound)
+	for _, row := range []struct {
+		name string
+		f    func(arm) float64
+	}{{"decode ms/token, ratio", arm.msPerToken}, {"target CPU ms/token, ratio", arm.cpuPerToken}} {
+		rs := perRound(func(on, off arm) float64 { return row.f(on) / row.f(off) })
+		lo, hi := bench.MedianInterval(rs)
+		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %.4f | %.4f–%.4f | %s |\n", row.name, med(off, row.f), med(on, row.f),
+			bench.Median(rs), lo, hi, verdict(lo, hi, 1+bound))
+	}
+	if m.load == 0 {
+		// The accounted cost of each arm with the collector, against the decode time of the
+		// same round's arm without.
+		rs := perRound(func(on, off arm) float64 { return on.accounted() / (off.decode / float64(off.tokens)) })
+		lo, hi := bench.MedianInterval(rs)
+		fmt.Fprintf(&b, "| accounted cost, share of decode | — | %.3f ms/token | %.4f%% | %.4f%%–%.4f%% | %s |\n",
+			1e3*med(on, arm.accounted), 100*bench.Median(rs), 100*lo, 100*hi, verdict(lo, hi, bound))
+	}
+	perTok := func(f func(arm) float64) func(arm) float64 {
+		return func(a arm) float64 { return f(a) / float64(a.tokens) }
+	}
+	share := med(on, func(a arm) float64 { return a.collector / a.wall })
+	if m.load > 0 {
+		loss := perRound(func(on, off arm) float64 { return on.msPerToken()/off.msPerToken() - 1 })
+		lo, hi := bench.MedianInterval(loss)
+		fmt.Fprintf(&b, "\nCalibration: a spinner busy %.2f%% of a core cost decode %.2f%% (95%% CI %.2f%%–%.2f%%): %.2f of decode time per unit of a core's time.\n",
+			100*share, 100*bench.Median(loss), 100*lo, 100*hi, bench.Median(loss)/share)
+	} else {
+		fmt.Fprintf(&b, "\nPer token, medians with the collector: collector CPU %.1f µs (%.2f%% of a core), %.2f collector wakeups; "+
+			"%.1f probe hits (%.1f return probes), %.1f µs of program and %.1f µs of traps (estimated) in the model's threads; "+
+			"target page faults %.3f (without: %.3f), TLB shootdowns and function-call interrupts %.2f (without: %.2f).\n",
+			1e6*med(on, perTok(func(a arm) float64 { return a.collector })), 100*share,
+			med(on, perTok(func(a arm) float64 { return a.wakeups })),
+			med(on, perTok(func(a arm) float64 { return a.bpf.hits + a.bpf.retHits })),
+			med(on, perTok(func(a arm) float64 { return a.bpf.retHits })),
+			med(on, perTok(func(a arm) float64 { return a.bpf.ns / 1e3 })),
+			med(on, perTok(func(a arm) float64 { return 1e6 * a.bpf.trap() })),
+			med(on, perTok(func(a arm) float64 { return a.faults })), med(off, perTok(func(a arm) float64 { return a.faults })),
+			med(on, perTok(func(a arm) float64 { return a.ipis })), med(off, perTok(func(a arm) float64 { return a.ipis })))
+	}
+	if len(starts) > 0 {
+		slices.Sort(starts)
+		fmt.Fprintf(&b, "Collector start beside the idle server, CPU until attached: median %.0f ms (%.0f–%.0f).\n",
+			1e3*bench.Median(starts), 1e3*starts[0], 1e3*starts[len(starts)-1])
+	}
+	host, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
+	fmt.Fprintf(&b, `
+%d rounds, target %s, model %s, %d threads, %d tokens a request or run (server: requests for %v an arm).
+Per round: the arm with the collector over the arm without, its accounted cost over the
+decode time without; intervals are the distribution-free ones for a median.
+
+- date: %s
+- kernel: %s
+- CPU: %s, %d CPUs
+- command: go run ./internal/bench/cmd/alwayson %s
+`, len(off), o.target, m.model, threads, m.tokens, m.arm, time.Now().UTC().Format("2006-01-02 15:04 MST"),
+		strings.TrimSpace(string(host)), bench.CPUModel(string(cpuinfo)), runtime.NumCPU(), o.command)
+	return b.String()
+}

@@ -1,0 +1,47 @@
+//go:build e2e
+
+package main
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// The benchmark runs end to end on a real llama-server and collector, and its account
+// sees the collector's probes run in the model: one short round on the tiny model. Its
+// figures are not checked; the benchmark is for measuring, not a timed test.
+func TestE2EAlwaysOn(t *testing.T) {
+	testbench.Require(t)
+	collector, _ := filepath.Abs("../../../../bin/otelcol-profinfer")
+	config, _ := filepath.Abs("receiver-only.yaml")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	report, err := run(ctx, options{target: "server", model: "tiny-dense", collector: collector, config: config,
+		rounds: 1, arm: time.Second, tokens: 16, bound: 0.005}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(report)
+	m := regexp.MustCompile(`([0-9.]+) probe hits \(([0-9.]+) return probes\), ([0-9.]+) µs of program`).FindStringSubmatch(report)
+	if m == nil {
+		t.Fatalf("no probe account in the report:\n%s", report)
+	}
+	hits, _ := strconv.ParseFloat(m[1], 64)
+	rets, _ := strconv.ParseFloat(m[2], 64)
+	// Every token is a decode, a graph and their scheduler calls: four return probes
+	// (llama_decode, the scheduler's, the split's, the CPU graph's) and more entries.
+	if rets < 4 || hits <= rets {
+		t.Errorf("%v probe hits a token, %v of them return probes: want 4 return probes and more entries", hits, rets)
+	}
+	if !strings.Contains(report, "| accounted cost, share of decode |") {
+		t.Errorf("no accounted cost in the report:\n%s", report)
+	}
+}
