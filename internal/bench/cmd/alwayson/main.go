@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"os"
 	"os/signal"
@@ -170,8 +171,11 @@ type arm struct {
 	ipis      float64 // TLB shootdowns and function-call interrupts, machine-wide
 	wall      float64 // seconds
 	collector float64 // the collector's CPU seconds, to the nanosecond; 0 without it
-	wakeups   float64 // the collector's context switches, all threads
-	bpf       bpfUse  // the collector's programs, run in the target's threads
+	// bench: the collector's CPU seconds while llama-bench loaded its model on one
+	// thread (the attach, mostly), apart from collector, which is from its first graph on
+	loadCollector float64
+	wakeups       float64 // the collector's context switches, all threads
+	bpf           bpfUse  // the collector's programs, run in the target's threads
 }
 
 func (a arm) msPerToken() float64  { return 1e3 * a.decode / float64(a.tokens) }
@@ -198,7 +202,11 @@ func (a arm) String() string {
 type bpfUse struct {
 	hits, retHits float64 // entry and return probe hits
 	ns            float64 // program run time
+	progs         map[string]progUse
 }
+
+// progUse is one program's runs and run time.
+type progUse struct{ runs, ns float64 }
 
 // Per-hit trap costs beyond the program, measured on these machines from a C loop (the
 // project's BRIEF): an emulated uprobe about 1.1 µs, a return probe 0.5 µs more.
@@ -210,13 +218,17 @@ const (
 func (b bpfUse) trap() float64 { return (b.hits+b.retHits)*trapCost + b.retHits*retTrapCost }
 
 func (b bpfUse) minus(o bpfUse) bpfUse {
-	return bpfUse{b.hits - o.hits, b.retHits - o.retHits, b.ns - o.ns}
+	d := bpfUse{b.hits - o.hits, b.retHits - o.retHits, b.ns - o.ns, map[string]progUse{}}
+	for name, p := range b.progs {
+		d.progs[name] = progUse{p.runs - o.progs[name].runs, p.ns - o.progs[name].ns}
+	}
+	return d
 }
 
 // uprobeStats sums the statistics of every loaded uprobe program (kernel.bpf_stats_enabled
 // must be 1). Return probes are the programs named *_exit, as the collector names them.
 func uprobeStats() bpfUse {
-	var u bpfUse
+	u := bpfUse{progs: map[string]progUse{}}
 	var id ebpf.ProgramID
 	for {
 		next, err := ebpf.ProgramGetNextID(id)
@@ -234,13 +246,36 @@ func uprobeStats() bpfUse {
 		if ierr != nil || serr != nil || info.Type != ebpf.Kprobe {
 			continue
 		}
+		runs, ns := float64(st.RunCount), float64(st.Runtime.Nanoseconds())
 		if strings.HasSuffix(info.Name, "_exit") {
-			u.retHits += float64(st.RunCount)
+			u.retHits += runs
 		} else {
-			u.hits += float64(st.RunCount)
+			u.hits += runs
 		}
-		u.ns += float64(st.Runtime.Nanoseconds())
+		u.ns += ns
+		pu := u.progs[info.Name]
+		u.progs[info.Name] = progUse{pu.runs + runs, pu.ns + ns}
 	}
+}
+
+// programTable is each program's hits a token and run time a hit, over the arms.
+func programTable(as []arm) string {
+	total, tokens := map[string]progUse{}, 0
+	for _, a := range as {
+		tokens += a.tokens
+		for name, p := range a.bpf.progs {
+			t := total[name]
+			total[name] = progUse{t.runs + p.runs, t.ns + p.ns}
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| program | hits a token | ns a hit | µs a token |\n|---|---:|---:|---:|\n")
+	for _, name := range slices.Sorted(maps.Keys(total)) {
+		if p := total[name]; p.runs > 0 {
+			fmt.Fprintf(&b, "| %s | %.2f | %.0f | %.2f |\n", name, p.runs/float64(tokens), p.ns/p.runs, p.ns/1e3/float64(tokens))
+		}
+	}
+	return b.String()
 }
 
 type meter struct {
@@ -252,6 +287,8 @@ type meter struct {
 	config    string
 	server    *testbench.Server
 	load      float64 // calibration: a spinner's share of a core instead of the collector
+	// collectorPID is the collector's while an arm runs under it; 0 otherwise
+	collectorPID int
 }
 
 func (m *meter) startServer(ctx context.Context) error {
@@ -349,6 +386,20 @@ func (m *meter) benchArm(ctx context.Context) (arm, error) {
 	if err != nil {
 		return a, err
 	}
+	// llama-bench loads the model on one thread and starts the others at its first
+	// graph: from then on the model needs every core, and the collector's CPU costs it.
+	for computing := false; !p.Exited(); {
+		if !computing && len(tasks(p.PID())) >= threads {
+			computing = true
+			if m.collectorPID != 0 {
+				a.loadCollector = onCPU(m.collectorPID).Seconds()
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 	if err := p.Wait(ctx); err != nil {
 		return a, err
 	}
@@ -435,14 +486,26 @@ func (m *meter) under(ctx context.Context, c *collector, run func(context.Contex
 	defer os.RemoveAll(c.dir)
 	defer c.proc.Stop()
 	cpu0, sw0, bpf0 := onCPU(c.proc.PID()), switches(c.proc.PID()), uprobeStats()
+	m.collectorPID = c.proc.PID()
+	defer func() { m.collectorPID = 0 }()
 	a, err := run(ctx)
 	if err != nil {
 		return a, err
 	}
 	a.collector = (onCPU(c.proc.PID()) - cpu0).Seconds()
+	if a.loadCollector > 0 { // bench: what it spent while the model loaded is apart
+		a.loadCollector -= cpu0.Seconds()
+		a.collector -= a.loadCollector
+	}
 	a.wakeups = switches(c.proc.PID()) - sw0
 	a.bpf = uprobeStats().minus(bpf0)
 	return a, nil
+}
+
+// tasks lists pid's threads.
+func tasks(pid int) []string {
+	ts, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	return ts
 }
 
 // onCPU is the time pid's threads have run, to the nanosecond (schedstat).
@@ -582,9 +645,16 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 			med(on, perTok(func(a arm) float64 { return a.faults })), med(off, perTok(func(a arm) float64 { return a.faults })),
 			med(on, perTok(func(a arm) float64 { return a.ipis })), med(off, perTok(func(a arm) float64 { return a.ipis })))
 	}
+	if m.load == 0 {
+		b.WriteString("\nThe probes, over every arm with the collector (the kernel's BPF statistics):\n\n" + programTable(on))
+	}
+	if o.target == "bench" && m.load == 0 {
+		fmt.Fprintf(&b, "\nThe collector's CPU while llama-bench loaded the model on one thread (the attach, mostly; not in the accounted cost): median %.1f ms a process.\n",
+			1e3*med(on, func(a arm) float64 { return a.loadCollector }))
+	}
 	if len(starts) > 0 {
 		slices.Sort(starts)
-		fmt.Fprintf(&b, "Collector start beside the idle server, CPU until attached: median %.0f ms (%.0f–%.0f).\n",
+		fmt.Fprintf(&b, "\nCollector start beside the idle server, CPU until attached: median %.0f ms (%.0f–%.0f).\n",
 			1e3*bench.Median(starts), 1e3*starts[0], 1e3*starts[len(starts)-1])
 	}
 	host, _ := os.ReadFile("/proc/sys/kernel/osrelease")
