@@ -68,15 +68,13 @@ func measure(config string, tokens int) (result, error) {
 	out := filepath.Join(dir, "out.jsonl")
 	cfg := fmt.Sprintf(`receivers:
   profinfer: %s
-processors:
-  batch:
 exporters:
   file: {path: %q}
 service:
   telemetry: {metrics: {level: none}}
   pipelines:
-    traces: {receivers: [profinfer], processors: [batch], exporters: [file]}
-    metrics: {receivers: [profinfer], processors: [batch], exporters: [file]}
+    traces: {receivers: [profinfer], exporters: [file]}
+    metrics: {receivers: [profinfer], exporters: [file]}
 `, set, out)
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
