@@ -249,7 +249,9 @@ func TestE2EOldStaticBuilds(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			c := startCollector(t, ctx, bench, fullTracing)
-			if _, err := testbench.Run(ctx, bench, e.BenchArgs("llama-1b-q4_0", 16, 16, 2, 2)...); err != nil {
+			// The collector attaches as llama-bench starts; --delay holds it after the
+			// model's load, before any graph, so that no graph runs half-attached.
+			if _, err := testbench.Run(ctx, bench, e.BenchArgs("llama-1b-q4_0", 16, 16, 2, 2, "--delay", "1")...); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1500 * time.Millisecond)
@@ -265,7 +267,7 @@ func TestE2EOldStaticBuilds(t *testing.T) {
 			defer cancel()
 			layers, used, experts := modelShape(t, e.Model("moe-q4_0"))
 			c := startCollector(t, ctx, bench, "nodes: {mode: all}")
-			if _, err := testbench.Run(ctx, bench, e.BenchArgs("moe-q4_0", 8, 8, 2, 1)...); err != nil {
+			if _, err := testbench.Run(ctx, bench, e.BenchArgs("moe-q4_0", 8, 8, 2, 1, "--delay", "1")...); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1500 * time.Millisecond)
