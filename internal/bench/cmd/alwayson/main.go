@@ -1,24 +1,24 @@
-// Command alwayson measures what the collector's default configuration costs a model in
-// steady state, finely enough to tell 0.5% from nothing on a noisy 2-core machine.
+// Command alwayson measures what the collector costs a model in steady state, and accounts
+// for it term by term, finely enough to tell 0.5% from nothing on a noisy 2-core machine.
 //
-// Target server: one llama-server serves the same requests throughout; rounds alternate
-// (in an order shuffled per round) an arm without the collector and an arm with it,
-// started beforehand and settled after its attach, so that the attach is paid outside the
-// arm. Target bench: llama-bench processes, each attached to as it starts, as a
-// collector already running pays it per process.
+// Target server: one llama-server serves the same requests throughout; rounds alternate,
+// in an order shuffled per round, an arm without the collector and an arm with it, started
+// beforehand and settled, so that its start and attach stay outside the arm. Target bench:
+// a llama-bench process per arm, attached to as it starts, as a collector already running
+// pays it per process.
 //
-// Per arm it takes the target's decode time per token (the server's own timings, or
-// llama-bench's), and its CPU time per token (user+system of the whole process from
-// /proc/PID/stat, which keeps exited threads' time), and the collector's CPU, wakeups
-// and the target's page faults. Each round's ratio of the arm with the collector to the
-// one without cancels the machine's drift between rounds; the report gives the median
-// ratio and a distribution-free 95% interval, and says whether the bound is met.
+// Per arm it takes the target's decode time per token (llama-server's own timings, or
+// llama-bench's), its CPU time per token (/proc/PID/stat, which keeps exited threads'
+// time), its page faults, the machine's TLB shootdowns and call IPIs, the collector's CPU
+// to the nanosecond and its context switches, and each probe program's hits and run time
+// from the kernel's BPF statistics. Alternating arms differ by ±10% here, so the ratios'
+// intervals stay wide; the accounted cost (the collector's CPU, the programs' run time and
+// their traps) is what the noise does not reach. -load calibrates it: a process keeping a
+// known share of a core busy in the collector's place.
 //
-// It needs root, runs from the repository root after `make testenv build`, and measures
-// the collector's own default configuration (config/otelcol.yaml) unless -config says
-// otherwise:
+// It needs root and runs from the repository root after `make testenv build`:
 //
-//	go run ./internal/bench/cmd/alwayson -target server -rounds 30
+//	go run ./internal/bench/cmd/alwayson -target server -rounds 12 -config internal/bench/cmd/alwayson/receiver-only.yaml
 package main
 
 import (
