@@ -1,5 +1,6 @@
-// Package bench is the pure logic of the overhead benchmark (cmd/overhead): statistics over
-// paired rounds, the receiver's counters in the collector's metrics, and the report table.
+// Package bench is the shared logic of the overhead benchmarks (cmd/overhead,
+// cmd/alwayson): statistics over paired rounds, the receiver's counters in the
+// collector's metrics, the report table, and the kernel's statistics of BPF programs.
 package bench
 
 import (

@@ -46,19 +46,23 @@ func PrepareMulti(spec *ebpf.CollectionSpec) {
 // process; the processes are chosen by Trace. Scheduler: sched_switch and sched_wakeup.
 // Counters: thread starts, so that a new thread's counters open before it computes.
 func Tracepoints(progs *bpf.ProfinferPrograms, l Layers) ([]link.Link, error) {
-	want := map[string]*ebpf.Program{}
+	type tracepoint struct {
+		name string
+		prog *ebpf.Program
+	}
+	var want []tracepoint
 	if l.Scheduler {
-		want["sched_switch"], want["sched_wakeup"] = progs.SchedSwitch, progs.SchedWakeup
+		want = append(want, tracepoint{"sched_switch", progs.SchedSwitch}, tracepoint{"sched_wakeup", progs.SchedWakeup})
 	}
 	if l.Counters {
-		want["sched_process_fork"] = progs.ThreadStart
+		want = append(want, tracepoint{"sched_process_fork", progs.ThreadStart})
 	}
 	var links []link.Link
-	for _, tp := range slices.Sorted(maps.Keys(want)) {
-		lk, err := link.AttachTracing(link.TracingOptions{Program: want[tp]})
+	for _, tp := range want {
+		lk, err := link.AttachTracing(link.TracingOptions{Program: tp.prog})
 		if err != nil {
 			closeAll(links)
-			return nil, fmt.Errorf("attaching to tracepoint %s: %w", tp, err)
+			return nil, fmt.Errorf("attaching to tracepoint %s: %w", tp.name, err)
 		}
 		links = append(links, lk)
 	}

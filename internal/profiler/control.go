@@ -137,12 +137,15 @@ func (p *Profiler) openCounters(threads []effect) {
 		}
 		return nil
 	}
+	swept := false
 	for _, e := range threads {
 		err := open(e)
-		if errors.Is(err, perfcount.ErrFull) {
+		if errors.Is(err, perfcount.ErrFull) && !swept {
 			// Threads that exited keep their slots until a sweep: a build without
-			// OpenMP starts its workers anew for every graph.
+			// OpenMP starts its workers anew for every graph. Once a batch: a sweep
+			// that freed nothing would free nothing for the next thread either.
 			p.sweepCounters()
+			swept = true
 			err = open(e)
 		}
 		if err != nil {

@@ -227,35 +227,24 @@ func (b bpfUse) minus(o bpfUse) bpfUse {
 
 // uprobeStats sums the statistics of every loaded uprobe program (kernel.bpf_stats_enabled
 // must be 1). Return probes are the programs named *_exit, as the collector names them.
-func uprobeStats() bpfUse {
+func uprobeStats() (bpfUse, error) {
 	u := bpfUse{progs: map[string]progUse{}}
-	var id ebpf.ProgramID
-	for {
-		next, err := ebpf.ProgramGetNextID(id)
-		if err != nil {
-			return u
-		}
-		id = next
-		p, err := ebpf.NewProgramFromID(id)
-		if err != nil {
+	ps, err := bench.Programs()
+	for _, p := range ps {
+		if p.Type != ebpf.Kprobe {
 			continue
 		}
-		info, ierr := p.Info()
-		st, serr := p.Stats()
-		p.Close()
-		if ierr != nil || serr != nil || info.Type != ebpf.Kprobe {
-			continue
-		}
-		runs, ns := float64(st.RunCount), float64(st.Runtime.Nanoseconds())
-		if strings.HasSuffix(info.Name, "_exit") {
+		runs, ns := float64(p.Runs), float64(p.Runtime.Nanoseconds())
+		if strings.HasSuffix(p.Name, "_exit") {
 			u.retHits += runs
 		} else {
 			u.hits += runs
 		}
 		u.ns += ns
-		pu := u.progs[info.Name]
-		u.progs[info.Name] = progUse{pu.runs + runs, pu.ns + ns}
+		pu := u.progs[p.Name]
+		u.progs[p.Name] = progUse{pu.runs + runs, pu.ns + ns}
 	}
+	return u, err
 }
 
 // programTable is each program's hits a token and run time a hit, over the arms.
@@ -388,17 +377,18 @@ func (m *meter) benchArm(ctx context.Context) (arm, error) {
 	}
 	// llama-bench loads the model on one thread and starts the others at its first
 	// graph: from then on the model needs every core, and the collector's CPU costs it.
-	for computing := false; !p.Exited(); {
-		if !computing && len(tasks(p.PID())) >= threads {
-			computing = true
-			if m.collectorPID != 0 {
-				a.loadCollector = onCPU(m.collectorPID).Seconds()
+	// Polled only until then, not beside the decode.
+	for !p.Exited() && ctx.Err() == nil {
+		if st, err := procfs.NewProc(p.PID()); err == nil {
+			if stat, err := st.Stat(); err == nil && stat.NumThreads >= threads {
+				if m.collectorPID != 0 {
+					cpu, _, _ := threadTotals(m.collectorPID)
+					a.loadCollector = cpu.Seconds()
+				}
+				break
 			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(5 * time.Millisecond):
-		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if err := p.Wait(ctx); err != nil {
 		return a, err
@@ -475,7 +465,8 @@ func (m *meter) startCollector(ctx context.Context) (*collector, error) {
 		}
 	}
 	if m.server != nil {
-		c.startCPU = onCPU(p.PID()).Seconds()
+		cpu, _, _ := threadTotals(p.PID())
+		c.startCPU = cpu.Seconds()
 		time.Sleep(settle)
 	}
 	return c, nil
@@ -485,45 +476,42 @@ func (m *meter) startCollector(ctx context.Context) (*collector, error) {
 func (m *meter) under(ctx context.Context, c *collector, run func(context.Context) (arm, error)) (arm, error) {
 	defer os.RemoveAll(c.dir)
 	defer c.proc.Stop()
-	cpu0, sw0, bpf0 := onCPU(c.proc.PID()), switches(c.proc.PID()), uprobeStats()
+	cpu0, sw0, _ := threadTotals(c.proc.PID())
+	bpf0, err := uprobeStats()
+	if err != nil {
+		return arm{}, err
+	}
 	m.collectorPID = c.proc.PID()
 	defer func() { m.collectorPID = 0 }()
 	a, err := run(ctx)
 	if err != nil {
 		return a, err
 	}
-	a.collector = (onCPU(c.proc.PID()) - cpu0).Seconds()
+	cpu1, sw1, _ := threadTotals(c.proc.PID())
+	bpf1, err := uprobeStats()
+	a.collector = (cpu1 - cpu0).Seconds()
 	if a.loadCollector > 0 { // bench: what it spent while the model loaded is apart
 		a.loadCollector -= cpu0.Seconds()
 		a.collector -= a.loadCollector
 	}
-	a.wakeups = switches(c.proc.PID()) - sw0
-	a.bpf = uprobeStats().minus(bpf0)
-	return a, nil
+	a.wakeups = sw1 - sw0
+	a.bpf = bpf1.minus(bpf0)
+	return a, err
 }
 
-// tasks lists pid's threads.
-func tasks(pid int) []string {
-	ts, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
-	return ts
-}
-
-// onCPU is the time pid's threads have run, to the nanosecond (schedstat).
-func onCPU(pid int) time.Duration {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	var ns int64
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue
+// threadTotals is pid's threads' time on a CPU, to the nanosecond (schedstat), and their
+// context switches, voluntary and not, so far; and how many threads it has.
+func threadTotals(pid int) (onCPU time.Duration, switches float64, n int) {
+	ts, _ := procfs.AllThreads(pid)
+	for _, t := range ts {
+		if st, err := t.Schedstat(); err == nil {
+			onCPU += time.Duration(st.RunningNanoseconds)
 		}
-		f := strings.Fields(string(b))
-		if len(f) > 0 {
-			x, _ := strconv.ParseInt(f[0], 10, 64)
-			ns += x
+		if st, err := t.NewStatus(); err == nil {
+			switches += float64(st.TotalCtxtSwitches())
 		}
 	}
-	return time.Duration(ns)
+	return onCPU, switches, len(ts)
 }
 
 // ipis is the TLB shootdowns and function-call interrupts every CPU has taken so far: a
@@ -543,25 +531,6 @@ func ipis() float64 {
 				break
 			}
 			n += x
-		}
-	}
-	return n
-}
-
-// switches is the context switches of pid's threads so far, voluntary and not.
-func switches(pid int) float64 {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
-	var n float64
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for line := range strings.Lines(string(b)) {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
-				x, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				n += x
-			}
 		}
 	}
 	return n

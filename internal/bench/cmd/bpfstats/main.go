@@ -3,36 +3,20 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os"
+	"log"
 
-	"github.com/cilium/ebpf"
+	"github.com/profinfer/profinfer/internal/bench"
 )
 
 func main() {
-	var id ebpf.ProgramID
-	for {
-		next, err := ebpf.ProgramGetNextID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			return
-		}
-		if err != nil {
-			panic(err)
-		}
-		id = next
-		p, err := ebpf.NewProgramFromID(id)
-		if err != nil {
-			continue
-		}
-		info, err := p.Info()
-		st, serr := p.Stats()
-		p.Close()
-		if err != nil || serr != nil {
-			continue
-		}
-		if st.RunCount > 0 {
-			fmt.Printf("%-24s %8d runs %8.0f ns/run\n", info.Name, st.RunCount, float64(st.Runtime.Nanoseconds())/float64(st.RunCount))
+	ps, err := bench.Programs()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.Runs > 0 {
+			fmt.Printf("%-24s %8d runs %8.0f ns/run\n", p.Name, p.Runs, float64(p.Runtime.Nanoseconds())/float64(p.Runs))
 		}
 	}
 }
