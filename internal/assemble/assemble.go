@@ -416,8 +416,7 @@ func (a *Assembler) GraphEnter(pid, tid uint32, ts, ptr uint64, nodes, threads i
 	if p.graph != nil {
 		a.Stats.DroppedGraphs++
 	}
-	p.graph = &Graph{PID: pid, TID: tid, Ptr: ptr, NNodes: nodes, NThreads: threads, Start: ts,
-		byTensor: make(map[uint64]*Node, nodes)}
+	p.graph = &Graph{PID: pid, TID: tid, Ptr: ptr, NNodes: nodes, NThreads: threads, Start: ts}
 	for tid, t := range p.threads {
 		*t = thread{tid: tid, ctr: t.ctr}
 	}
@@ -488,6 +487,9 @@ func (a *Assembler) NodeStart(pid, tid uint32, ts, tensor, tensor2 uint64, ith i
 	// A graph may compute one tensor more than once (llama.cpp's test-backend-ops adds
 	// the same node many times): a thread that already started this tensor's node is on
 	// its next computation.
+	if g.byTensor == nil { // made at the first node: most graphs are computed outside a window
+		g.byTensor = make(map[uint64]*Node, g.NNodes)
+	}
 	n := g.byTensor[tensor]
 	var last *Node
 	for n != nil && n.startedBy(ith) {

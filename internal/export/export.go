@@ -97,6 +97,14 @@ type Spans struct {
 	Resources metadata.ResourceAttributesConfig
 	rb        *metadata.ResourceBuilder // of Resources, made at first use; Emit resets it
 	rng       *rand.PCG
+	batch     ptrace.Traces          // the traces scopes are in
+	scopes    map[*Origin]scopeSpans // each process's spans in batch
+}
+
+// scopeSpans is a process's span slice in a batch, and what its resource was made from.
+type scopeSpans struct {
+	origin Origin
+	spans  ptrace.SpanSlice
 }
 
 // NewSpans returns a span builder.
@@ -119,15 +127,26 @@ func (s *Spans) spanID() pcommon.SpanID {
 	return id
 }
 
-// scope returns the span slice for process p in td, adding the resource on first use.
+// scope returns the span slice for process p in td, adding its resource on first use: one
+// a process a batch while p stays the same. A token's spans are few, and its resource
+// as many attributes again.
 func (s *Spans) scope(td ptrace.Traces, p *Origin) ptrace.SpanSlice {
+	if s.batch != td {
+		s.batch = td
+		clear(s.scopes)
+	}
+	if sc, ok := s.scopes[p]; ok && sc.origin == *p {
+		return sc.spans
+	}
 	rs := td.ResourceSpans().AppendEmpty()
 	if s.rb == nil {
 		s.rb = metadata.NewResourceBuilder(s.Resources)
+		s.scopes = map[*Origin]scopeSpans{}
 	}
 	p.Resource(s.rb).MoveTo(rs.Resource())
 	ss := rs.ScopeSpans().AppendEmpty()
 	ss.Scope().SetName(metadata.ScopeName) // the metrics' scope too
+	s.scopes[p] = scopeSpans{origin: *p, spans: ss.Spans()}
 	return ss.Spans()
 }
 

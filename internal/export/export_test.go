@@ -2,6 +2,7 @@ package export
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -310,5 +311,41 @@ func TestResourceAttributeSwitches(t *testing.T) {
 	}
 	if spanScope != metricScope || spanScope != metadata.ScopeName {
 		t.Errorf("scopes: spans %q, metrics %q", spanScope, metricScope)
+	}
+}
+
+// A process's spans share one resource in a batch while its origin stays the same.
+func TestResourceOncePerBatch(t *testing.T) {
+	a, b := &Origin{PID: 1, Exe: "/bin/a"}, &Origin{PID: 2, Exe: "/bin/b"}
+	s := NewSpans(Clock{}, false, roofline.Peaks{}, nil)
+	d := func(pid uint32) *assemble.Decode {
+		return &assemble.Decode{PID: pid, TID: pid, Tokens: 1, Start: 1, End: 2}
+	}
+	resources := func(td ptrace.Traces) (pids []int64, spans []int) {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			rs := td.ResourceSpans().At(i)
+			pid, _ := rs.Resource().Attributes().Get("process.pid")
+			pids = append(pids, pid.Int())
+			spans = append(spans, rs.ScopeSpans().At(0).Spans().Len())
+		}
+		return pids, spans
+	}
+	td := ptrace.NewTraces()
+	s.Decode(td, a, d(1))
+	s.Decode(td, b, d(2))
+	s.Decode(td, a, d(1))
+	a.CtxSize = 512 // a context read: a new resource
+	s.Decode(td, a, d(1))
+	pids, spans := resources(td)
+	if !slices.Equal(pids, []int64{1, 2, 1}) || !slices.Equal(spans, []int{2, 1, 1}) {
+		t.Fatalf("resources' pids %v with %v spans; want [1 2 1] with [2 1 1]", pids, spans)
+	}
+	if got, _ := td.ResourceSpans().At(2).Resource().Attributes().Get("llama.context.size"); got.Int() != 512 {
+		t.Errorf("the changed origin's resource: context size %v", got.AsRaw())
+	}
+	next := ptrace.NewTraces() // the next batch starts its own
+	s.Decode(next, a, d(1))
+	if pids, spans = resources(next); !slices.Equal(pids, []int64{1}) || !slices.Equal(spans, []int{1}) {
+		t.Fatalf("next batch: pids %v with %v spans", pids, spans)
 	}
 }

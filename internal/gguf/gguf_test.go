@@ -47,6 +47,23 @@ func TestRoundTrip(t *testing.T) {
 	if out.DataOffset != in.DataOffset || out.DataOffset%DefaultAlignment != 0 {
 		t.Fatalf("data offset %d, writer said %d", out.DataOffset, in.DataOffset)
 	}
+	// Skipping arrays reads every other key, the tensors and the data offset the same.
+	skipped, err := ReadSkippingArrays(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, kv := range skipped.KV {
+		want := in.KV[i]
+		if a, ok := want.Value.(Array); ok {
+			want.Value = Array{Elem: a.Elem}
+		}
+		if !reflect.DeepEqual(kv, want) {
+			t.Errorf("skipping arrays, key %d: got %#v, want %#v", i, kv, want)
+		}
+	}
+	if !reflect.DeepEqual(skipped.Tensors, in.Tensors) || skipped.DataOffset != in.DataOffset {
+		t.Errorf("skipping arrays: tensors or data offset differ")
+	}
 	for i, ti := range out.Tensors {
 		if ti.Offset%DefaultAlignment != 0 {
 			t.Errorf("tensor %s offset %d not aligned", ti.Name, ti.Offset)
@@ -87,9 +104,10 @@ func TestReadErrors(t *testing.T) {
 			"gguf: unexpected EOF"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := Read(bytes.NewReader(tc.in))
-			if err == nil || err.Error() != tc.want {
-				t.Fatalf("got %v, want %q", err, tc.want)
+			for _, read := range []func(io.Reader) (*File, error){Read, ReadSkippingArrays} {
+				if _, err := read(bytes.NewReader(tc.in)); err == nil || err.Error() != tc.want {
+					t.Fatalf("got %v, want %q", err, tc.want)
+				}
 			}
 		})
 	}
@@ -110,5 +128,6 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("GGUF\x03\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = Read(bytes.NewReader(b))
+		_, _ = ReadSkippingArrays(bytes.NewReader(b))
 	})
 }

@@ -22,8 +22,14 @@ var ErrNotGGUF = errors.New("gguf: not a GGUF file (bad magic)")
 
 // Read parses the header, metadata and tensor infos from r. Arrays of string, float32,
 // int32 and uint32 come back as typed slices; other element types as []any.
-func Read(r io.Reader) (*File, error) {
-	d := decoder{r: bufio.NewReaderSize(r, 1<<16)}
+func Read(r io.Reader) (*File, error) { return read(r, false) }
+
+// ReadSkippingArrays is Read, but leaves every array's values unread (Values nil): a
+// tokenizer's vocabulary is most of a header, and describing a model needs none of it.
+func ReadSkippingArrays(r io.Reader) (*File, error) { return read(r, true) }
+
+func read(r io.Reader, skipArrays bool) (*File, error) {
+	d := decoder{r: bufio.NewReaderSize(r, 1<<16), skipArrays: skipArrays}
 	var magic [4]byte
 	d.full(magic[:])
 	if d.err != nil {
@@ -66,10 +72,11 @@ func Read(r io.Reader) (*File, error) {
 }
 
 type decoder struct {
-	r   *bufio.Reader
-	n   uint64
-	err error
-	buf [8]byte
+	r          *bufio.Reader
+	n          uint64
+	err        error
+	buf        [8]byte
+	skipArrays bool
 }
 
 func (d *decoder) full(p []byte) {
@@ -157,6 +164,10 @@ func (d *decoder) array() any {
 		return nil
 	}
 	a := Array{Elem: elem}
+	if d.skipArrays {
+		d.skip(elem, n)
+		return a
+	}
 	switch elem {
 	case TypeString:
 		vs := make([]string, 0, n)
@@ -190,4 +201,44 @@ func (d *decoder) array() any {
 		a.Values = vs
 	}
 	return a
+}
+
+// skip reads past n array elements of type elem.
+func (d *decoder) skip(elem ValueType, n uint64) {
+	var size uint64
+	switch elem {
+	case TypeUint8, TypeInt8, TypeBool:
+		size = 1
+	case TypeUint16, TypeInt16:
+		size = 2
+	case TypeUint32, TypeInt32, TypeFloat32:
+		size = 4
+	case TypeUint64, TypeInt64, TypeFloat64:
+		size = 8
+	}
+	switch {
+	case elem == TypeString:
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			if l := d.u64(); l > maxStringLen {
+				d.err = fmt.Errorf("string of %d bytes is implausible", l)
+			} else {
+				d.discard(l)
+			}
+		}
+	case size > 0:
+		d.discard(n * size)
+	case d.err == nil:
+		d.err = fmt.Errorf("unknown metadata value type %d", elem)
+	}
+}
+
+func (d *decoder) discard(n uint64) {
+	if d.err != nil {
+		return
+	}
+	got, err := d.r.Discard(int(n))
+	d.n += uint64(got)
+	if err != nil {
+		d.err = err
+	}
 }

@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/internal/gguf"
 )
@@ -69,14 +71,8 @@ func isGGUF(path string) bool {
 	return err == nil && bytes.Equal(magic, []byte(gguf.Magic))
 }
 
-// Read describes the GGUF file at host; path is its name as the process sees it.
-func Read(host, path string) (Info, error) {
-	f, err := os.Open(host)
-	if err != nil {
-		return Info{}, fmt.Errorf("model: %w", err)
-	}
-	defer f.Close()
-	g, err := gguf.Read(bufio.NewReaderSize(f, 1<<16))
+func read(f *os.File, path string) (Info, error) {
+	g, err := gguf.ReadSkippingArrays(bufio.NewReaderSize(f, 1<<16))
 	if err != nil {
 		return Info{}, fmt.Errorf("model: %s: %w", path, err)
 	}
@@ -94,6 +90,56 @@ func Read(host, path string) (Info, error) {
 	for _, t := range g.Tensors {
 		info.Parameters += t.Elements()
 	}
+	return info, nil
+}
+
+// Cache remembers what model files say, by file: a machine starts the same model many
+// times (llama-bench a process per test), and each start is looked at while it computes.
+// Safe for concurrent use.
+type Cache struct {
+	mu    sync.Mutex
+	infos map[fileID]Info
+}
+
+// fileID tells a file from its replacement: a model rewritten in place changes size or
+// modification time.
+type fileID struct {
+	dev, ino, size uint64
+	mtime          int64
+}
+
+// maxCached bounds the cache; past it, it starts over.
+const maxCached = 64
+
+// Read describes the GGUF file at host; path is its name as the process sees it. A file
+// read before is answered from the cache.
+func (c *Cache) Read(host, path string) (Info, error) {
+	f, err := os.Open(host)
+	if err != nil {
+		return Info{}, fmt.Errorf("model: %w", err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return Info{}, fmt.Errorf("model: %s: %w", path, err)
+	}
+	id := fileID{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano()}
+	c.mu.Lock()
+	info, ok := c.infos[id]
+	c.mu.Unlock()
+	if ok {
+		info.Path = path
+		return info, nil
+	}
+	if info, err = read(f, path); err != nil {
+		return info, err
+	}
+	c.mu.Lock()
+	if c.infos == nil || len(c.infos) >= maxCached {
+		c.infos = map[fileID]Info{}
+	}
+	c.infos[id] = info
+	c.mu.Unlock()
 	return info, nil
 }
 

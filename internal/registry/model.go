@@ -28,7 +28,7 @@ func (r *Registry) LookForModel(pid int, vsize uint64) (m ModelLook, changed boo
 	m.VSize = v
 	var host string
 	if m.Path, host, m.Found = model.Find(r.fs, r.cfg.Root, pid); m.Found {
-		m.Info, m.Err = model.Read(host, m.Path)
+		m.Info, m.Err = r.models.Read(host, m.Path)
 	}
 	return m, true
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/watch"
 )
 
@@ -85,6 +86,7 @@ type Registry struct {
 
 	// Files is the ELF cache, shared with the tracer's probes and backend resolvers.
 	Files    *Files
+	models   model.Cache
 	rejected map[int]rejected
 
 	mu       sync.Mutex // guards failures, which the metrics goroutine reads

@@ -29,6 +29,17 @@ func (f *File) ReadAt(addr uint64, n int) ([]byte, error) {
 	return buf[:got], nil
 }
 
+// FileOffset returns where in the file the code at link-time address addr lies: what a
+// uprobe is placed by. Only executable PT_LOAD segments hold code.
+func (f *File) FileOffset(addr uint64) (uint64, error) {
+	for _, p := range f.elf.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && addr >= p.Vaddr && addr-p.Vaddr < p.Filesz {
+			return addr - p.Vaddr + p.Off, nil
+		}
+	}
+	return 0, fmt.Errorf("symbols: %s: address %#x is in no executable segment", f.name, addr)
+}
+
 // locate finds the file content at addr: the PT_LOAD segment holding it,
 // or for objects without program headers the allocated section.
 func (f *File) locate(addr uint64) (r io.ReaderAt, avail uint64, ok bool) {
