@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver"
@@ -25,6 +24,7 @@ import (
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/registry"
 	"github.com/profinfer/profinfer/internal/requests"
+	"github.com/profinfer/profinfer/internal/ringread"
 	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/watch"
 	"github.com/profinfer/profinfer/internal/window"
@@ -86,7 +86,7 @@ type Profiler struct {
 
 	bpf      *probe.Loaded
 	tps      []link.Link // the tracepoint programs
-	reader   *ringbuf.Reader
+	reader   *ringread.Reader
 	reg      *registry.Registry
 	counters *perfcount.Threads // nil: no perf counters
 	watch    *watch.Watcher     // nil: the process hooks could not attach; discovery polls
@@ -218,7 +218,7 @@ func (p *Profiler) load() error {
 		return fmt.Errorf("profinfer: %w", err)
 	}
 	p.bpf = l
-	if p.reader, err = ringbuf.NewReader(l.Events); err != nil {
+	if p.reader, err = ringread.NewReader(l.Events); err != nil {
 		l.Close()
 		return fmt.Errorf("profinfer: opening the ring buffer: %w", err)
 	}

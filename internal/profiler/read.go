@@ -28,8 +28,7 @@ func (p *Profiler) readLoop() {
 		last = time.Now()
 	)
 	for {
-		p.reader.SetDeadline(last.Add(tick))
-		err := p.reader.ReadInto(&rec)
+		err := p.reader.ReadInto(&rec, last.Add(tick))
 		switch {
 		case errors.Is(err, ringbuf.ErrClosed):
 			return

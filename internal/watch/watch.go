@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/bpf"
+	"github.com/profinfer/profinfer/internal/ringread"
 )
 
 // Kind is what a notice says of its process.
@@ -47,7 +48,7 @@ const hostRoot = "/proc/1/root"
 type Watcher struct {
 	objs   bpf.WatchObjects
 	links  []link.Link
-	reader *ringbuf.Reader
+	reader *ringread.Reader
 	rec    ringbuf.Record
 }
 
@@ -72,7 +73,7 @@ func Open(traced *ebpf.Map) (*Watcher, error) {
 		}
 		w.links = append(w.links, l)
 	}
-	if w.reader, err = ringbuf.NewReader(w.objs.Notices); err != nil {
+	if w.reader, err = ringread.NewReader(w.objs.Notices); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("opening the notice ring buffer: %w", err)
 	}
@@ -113,8 +114,7 @@ func (w *Watcher) attachLoaders() error {
 // Read waits for the next notice until deadline. It returns os.ErrDeadlineExceeded when
 // the deadline passes, and ringbuf.ErrClosed once Close was called.
 func (w *Watcher) Read(deadline time.Time) (Notice, error) {
-	w.reader.SetDeadline(deadline)
-	if err := w.reader.ReadInto(&w.rec); err != nil {
+	if err := w.reader.ReadInto(&w.rec, deadline); err != nil {
 		return Notice{}, err
 	}
 	b := w.rec.RawSample
