@@ -60,6 +60,8 @@ func main() {
 	config := flag.String("config", "config/otelcol.yaml", "the collector's configuration")
 	flag.DurationVar(&o.arm, "arm", 20*time.Second, "server: how long an arm sends requests; two sampling windows by default")
 	flag.IntVar(&o.tokens, "tokens", 64, "tokens generated per request, or per llama-bench run")
+	flag.BoolVar(&o.sample, "sample", false, "sample the target's CPU in every arm (perf record), to measure the probes' traps rather than estimate them")
+	flag.IntVar(&o.reps, "reps", 2, "bench: llama-bench's repetitions of its run in one process (-r), as the issue's held-out method has it")
 	flag.Float64Var(&o.bound, "bound", 0.005, "the cost to test for, as a fraction")
 	out := flag.String("o", "", "also write the report to this file")
 	flag.Float64Var(&o.load, "load", 0, "calibration: instead of the collector, a process that keeps this share of one core busy")
@@ -98,6 +100,8 @@ type options struct {
 	target, model     string
 	collector, config string // the collector's executable and configuration
 	rounds, tokens    int
+	reps              int
+	sample            bool
 	arm               time.Duration
 	bound, load       float64
 	command           string // the arguments, for the report
@@ -116,7 +120,7 @@ func run(ctx context.Context, o options, progress io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	m := &meter{env: env, model: o.model, arm: o.arm, tokens: o.tokens, load: o.load,
+	m := &meter{env: env, model: o.model, arm: o.arm, tokens: o.tokens, reps: o.reps, sample: o.sample, load: o.load,
 		collector: o.collector, config: o.config}
 	var measure func(context.Context) (arm, error)
 	switch o.target {
@@ -176,6 +180,26 @@ type arm struct {
 	loadCollector float64
 	wakeups       float64 // the collector's context switches, all threads
 	bpf           bpfUse  // the collector's programs, run in the target's threads
+	// With -sample: the target's CPU samples, and those in the uprobe path.
+	samples, inPath int
+}
+
+// path is the target's CPU seconds in the uprobe path, traps and programs, as sampled;
+// 0 if not sampled.
+func (a arm) path() float64 {
+	if a.samples == 0 {
+		return 0
+	}
+	return a.cpu * float64(a.inPath) / float64(a.samples)
+}
+
+// probes is the probes' cost in the model's threads: as sampled if it was, else the
+// programs' run time and their traps estimated per hit.
+func (a arm) probes() float64 {
+	if a.samples > 0 {
+		return max(a.path(), a.bpf.ns/1e9)
+	}
+	return a.bpf.ns/1e9 + a.bpf.trap()
 }
 
 func (a arm) msPerToken() float64  { return 1e3 * a.decode / float64(a.tokens) }
@@ -186,7 +210,7 @@ func (a arm) cpuPerToken() float64 { return 1e3 * a.cpu / float64(a.tokens) }
 // needs every core waits (the calibration, -load, checks that), and the programs' run
 // time and traps in the model's own threads.
 func (a arm) accounted() float64 {
-	return (a.collector + a.bpf.ns/1e9 + a.bpf.trap()) / float64(a.tokens)
+	return (a.collector + a.probes()) / float64(a.tokens)
 }
 
 func (a arm) String() string {
@@ -272,6 +296,8 @@ type meter struct {
 	model     string
 	arm       time.Duration // server: how long an arm sends requests
 	tokens    int
+	reps      int    // bench: llama-bench's -r
+	sample    bool   // sample the target's CPU in each arm
 	collector string // bin/otelcol-profinfer
 	config    string
 	server    *testbench.Server
@@ -349,6 +375,12 @@ func (m *meter) serverArm(ctx context.Context) (arm, error) {
 		return a, err
 	}
 	ipis0 := ipis()
+	var smp *sampler
+	if m.sample {
+		if smp, err = startSampling(m.server.PID()); err != nil {
+			return a, err
+		}
+	}
 	start := time.Now()
 	for time.Since(start) < m.arm {
 		t, err := m.complete(ctx)
@@ -362,6 +394,9 @@ func (m *meter) serverArm(ctx context.Context) (arm, error) {
 	a.ipis = ipis() - ipis0
 	cpu1, faults1, err := usage(m.server.PID())
 	a.cpu, a.faults = cpu1-cpu0, faults1-faults0
+	if smp != nil && err == nil {
+		a.samples, a.inPath, err = smp.stop(ctx)
+	}
 	return a, err
 }
 
@@ -371,9 +406,16 @@ func (m *meter) benchArm(ctx context.Context) (arm, error) {
 	var a arm
 	ipis0 := ipis()
 	start := time.Now()
-	p, err := testbench.Start(m.env.Bin("llama-bench"), m.env.BenchArgs(m.model, 0, m.tokens, threads, 1)...)
+	p, err := testbench.Start(m.env.Bin("llama-bench"), m.env.BenchArgs(m.model, 0, m.tokens, threads, m.reps)...)
 	if err != nil {
 		return a, err
+	}
+	var smp *sampler
+	if m.sample { // from the start: threads started later are sampled too
+		if smp, err = startSampling(p.PID()); err != nil {
+			p.Stop()
+			return a, err
+		}
 	}
 	// llama-bench loads the model on one thread and starts the others at its first
 	// graph: from then on the model needs every core, and the collector's CPU costs it.
@@ -403,11 +445,14 @@ func (m *meter) benchArm(ctx context.Context) (arm, error) {
 		return a, fmt.Errorf("llama-bench: %d results, want 1", len(rs))
 	}
 	ru := p.Cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	a.tokens = m.tokens
-	a.decode = float64(m.tokens) / rs[0].AvgTS
+	a.tokens = m.tokens * m.reps
+	a.decode = float64(a.tokens) / rs[0].AvgTS
 	a.cpu = (p.Cmd.ProcessState.UserTime() + p.Cmd.ProcessState.SystemTime()).Seconds()
 	a.faults = float64(ru.Minflt + ru.Majflt)
-	return a, nil
+	if smp != nil {
+		a.samples, a.inPath, err = smp.stop(ctx)
+	}
+	return a, err
 }
 
 // collector is a running collector, or the calibration's spinner.
@@ -614,6 +659,19 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 			med(on, perTok(func(a arm) float64 { return a.faults })), med(off, perTok(func(a arm) float64 { return a.faults })),
 			med(on, perTok(func(a arm) float64 { return a.ipis })), med(off, perTok(func(a arm) float64 { return a.ipis })))
 	}
+	if m.sample && m.load == 0 {
+		var samples, inPath, offPath int
+		for i := range on {
+			samples, inPath, offPath = samples+on[i].samples, inPath+on[i].inPath, offPath+off[i].inPath
+		}
+		path := perTok(arm.path)
+		traps := perTok(func(a arm) float64 { return a.path() - a.bpf.ns/1e9 })
+		fmt.Fprintf(&b, "\nThe target sampled (perf record -e cpu-clock -F %d -g, every arm): %d of %d samples with the collector in the uprobe path "+
+			"(%d without it). Per token, medians: the uprobe path %.1f µs, of which programs %.1f µs and traps %.1f µs "+
+			"(the per-hit estimate: %.1f µs). The accounted cost uses the sampled path.\n",
+			sampleRate, inPath, samples, offPath, 1e6*med(on, path), med(on, perTok(func(a arm) float64 { return a.bpf.ns / 1e3 })),
+			1e6*med(on, traps), med(on, perTok(func(a arm) float64 { return 1e6 * a.bpf.trap() })))
+	}
 	if m.load == 0 {
 		b.WriteString("\nThe probes, over every arm with the collector (the kernel's BPF statistics):\n\n" + programTable(on))
 	}
@@ -629,7 +687,7 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 	host, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
 	fmt.Fprintf(&b, `
-%d rounds, target %s, model %s, %d threads, %d tokens a request or run (server: requests for %v an arm).
+%d rounds, target %s, model %s, %d threads, %d tokens a request or run, %d runs a llama-bench process (server: requests for %v an arm).
 Per round: the arm with the collector over the arm without, its accounted cost over the
 decode time without; intervals are the distribution-free ones for a median.
 
@@ -637,7 +695,7 @@ decode time without; intervals are the distribution-free ones for a median.
 - kernel: %s
 - CPU: %s, %d CPUs
 - command: go run ./internal/bench/cmd/alwayson %s
-`, len(off), o.target, m.model, threads, m.tokens, m.arm, time.Now().UTC().Format("2006-01-02 15:04 MST"),
+`, len(off), o.target, m.model, threads, m.tokens, m.reps, m.arm, time.Now().UTC().Format("2006-01-02 15:04 MST"),
 		strings.TrimSpace(string(host)), bench.CPUModel(string(cpuinfo)), runtime.NumCPU(), o.command)
 	return b.String()
 }
