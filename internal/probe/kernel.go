@@ -43,8 +43,9 @@ const uprobePMU = "/sys/bus/event_source/devices/uprobe/type"
 
 // ProbeKernel finds what the kernel offers. It fails, naming what is missing, when the
 // kernel lacks what profinfer cannot run without: privileges to load programs, BTF,
-// uprobes and the BPF ring buffer.
-func ProbeKernel() (Kernel, error) {
+// uprobes and the BPF ring buffer. types keeps the kernel's BTF it decodes for the loads
+// that follow: decoding it is most of a start's CPU.
+func ProbeKernel(types *btf.Cache) (Kernel, error) {
 	k := Kernel{Release: release()}
 	if !Privileged() {
 		return k, errors.New("profinfer needs root, or CAP_BPF and CAP_PERFMON")
@@ -52,7 +53,7 @@ func ProbeKernel() (Kernel, error) {
 	missing := func(what, since string, err error) error {
 		return fmt.Errorf("Linux %s has no %s, which profinfer needs (%s): %w", k.Release, what, since, err)
 	}
-	kernelBTF, err := btf.LoadKernelSpec()
+	kernelBTF, err := types.Kernel()
 	if err != nil {
 		return k, missing("BTF", "CONFIG_DEBUG_INFO_BTF, /sys/kernel/btf/vmlinux", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/profinfer/profinfer/bpf"
@@ -31,9 +32,9 @@ type Loaded struct {
 func (l *Loaded) Multi() bool { return l.Kernel.UprobeMulti }
 
 // Load loads the programs the kernel k runs, with every constant they read set: the first
-// known layout's offsets, and cfg. With counters, Counters is the perf event array of
-// CounterMap.
-func Load(cfg LoadConfig, k Kernel) (*Loaded, error) {
+// known layout's offsets, and cfg; types holds the kernel's BTF. With counters, Counters
+// is the perf event array of CounterMap.
+func Load(cfg LoadConfig, k Kernel, types *btf.Cache) (*Loaded, error) {
 	// Kernels since 5.11 charge BPF memory to the cgroup; raising the limit is only needed
 	// (and only possible) on older ones.
 	if err := rlimit.RemoveMemlock(); err != nil {
@@ -87,7 +88,7 @@ func Load(cfg LoadConfig, k Kernel) (*Loaded, error) {
 		l.Counters = ctrMap
 	}
 	l.Programs = newPrograms(spec, k, &l.ProfinferMaps)
-	progs, err := l.Programs.For(ggml.Layouts[0])
+	progs, err := l.Programs.load(ggml.Layouts[0], types)
 	if err != nil {
 		l.ProfinferMaps.Close()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/profinfer/profinfer/bpf"
 	"github.com/profinfer/profinfer/internal/ggml"
@@ -64,7 +65,10 @@ func newPrograms(spec *ebpf.CollectionSpec, k Kernel, maps *bpf.ProfinferMaps) *
 }
 
 // For returns the programs for targets of layout l, loading them the first time.
-func (p *Programs) For(l ggml.Layout) (*bpf.ProfinferPrograms, error) {
+func (p *Programs) For(l ggml.Layout) (*bpf.ProfinferPrograms, error) { return p.load(l, nil) }
+
+// load is For, with the kernel's BTF from types; nil decodes it anew.
+func (p *Programs) load(l ggml.Layout, types *btf.Cache) (*bpf.ProfinferPrograms, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if progs := p.copies[l]; progs != nil {
@@ -74,7 +78,7 @@ func (p *Programs) For(l ggml.Layout) (*bpf.ProfinferPrograms, error) {
 	if err := setLayout(spec, l); err != nil {
 		return nil, err
 	}
-	progs, err := loadPrograms(spec, p.kernel, p.maps)
+	progs, err := loadPrograms(spec, p.kernel, p.maps, types)
 	if err != nil {
 		if l != ggml.Layouts[0] {
 			err = fmt.Errorf("for the layout of ggml %s: %w", l.Versions, err)
@@ -87,7 +91,7 @@ func (p *Programs) For(l ggml.Layout) (*bpf.ProfinferPrograms, error) {
 
 // loadPrograms loads the programs of spec that kernel k runs, on maps. A variant's
 // field holds its fallback where the kernel runs that instead.
-func loadPrograms(spec *ebpf.CollectionSpec, k Kernel, maps map[string]*ebpf.Map) (*bpf.ProfinferPrograms, error) {
+func loadPrograms(spec *ebpf.CollectionSpec, k Kernel, maps map[string]*ebpf.Map, types *btf.Cache) (*bpf.ProfinferPrograms, error) {
 	instead := map[string]string{}
 	for _, v := range variants {
 		run, drop := v.program, v.fallback
@@ -97,7 +101,7 @@ func loadPrograms(spec *ebpf.CollectionSpec, k Kernel, maps map[string]*ebpf.Map
 		delete(spec.Programs, drop)
 		instead[drop] = run
 	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: maps})
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: maps, Cache: types})
 	if err != nil {
 		return nil, loadError(k, err)
 	}

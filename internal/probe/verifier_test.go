@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/profinfer/profinfer/bpf"
 	"github.com/profinfer/profinfer/internal/ggml"
@@ -24,6 +25,7 @@ import (
 func TestE2EVerifier(t *testing.T) {
 	k := probeKernel(t)
 	t.Logf("Linux %s: bpf_loop %v, sched_switch prev_state %v, uprobe_multi %v", k.Release, k.Loop, k.PrevState, k.UprobeMulti)
+	types := btf.NewCache() // as a start shares it
 	configs := []LoadConfig{
 		{RingBufferSize: 1 << 20},
 		{RingBufferSize: 1 << 20, AllThreads: true, FollowSched: true, Counters: 8},
@@ -35,7 +37,7 @@ func TestE2EVerifier(t *testing.T) {
 		for i, cfg := range configs {
 			kk := k
 			kk.UprobeMulti = multi
-			l, err := Load(cfg, kk)
+			l, err := Load(cfg, kk, types)
 			if err != nil {
 				t.Fatalf("uprobe_multi %v, %+v: %v", multi, cfg, err)
 			}
@@ -142,7 +144,7 @@ func probeKernel(t *testing.T) Kernel {
 	if os.Geteuid() != 0 {
 		testbench.Missing(t, "root, to load eBPF programs")
 	}
-	k, err := ProbeKernel()
+	k, err := ProbeKernel(btf.NewCache())
 	if err != nil {
 		t.Fatal(err)
 	}

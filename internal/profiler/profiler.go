@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -154,7 +155,9 @@ func (p *Profiler) Start(ctx context.Context) error {
 	}
 	p.reg = reg
 	p.detectCounters()
-	if err := p.load(); err != nil {
+	// The kernel's BTF, decoded once for every load here, and let go after them.
+	types := btf.NewCache()
+	if err := p.load(types); err != nil {
 		return err
 	}
 	var real unix.Timespec
@@ -169,7 +172,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 	p.windows = window.New(p.cfg.Nodes.Interval, time.Now)
 	p.pending = ptrace.NewTraces()
 	// The hooks go first, so that a process started during the first scan is noticed.
-	p.watch, err = watch.Open(p.bpf.Traced)
+	p.watch, err = watch.Open(p.bpf.Traced, types)
 	switch {
 	case p.watch == nil:
 		p.log.Warn("process hooks unavailable: new targets are found only by scanning /proc every discovery_interval",
@@ -199,8 +202,8 @@ func (p *Profiler) Start(ctx context.Context) error {
 	return nil
 }
 
-func (p *Profiler) load() error {
-	k, err := probe.ProbeKernel()
+func (p *Profiler) load(types *btf.Cache) error {
+	k, err := probe.ProbeKernel(types)
 	if err != nil {
 		return fmt.Errorf("profinfer: %w", err)
 	}
@@ -213,7 +216,7 @@ func (p *Profiler) load() error {
 		AllThreads:     p.cfg.Layers.Barriers || p.cfg.Layers.Counters,
 		FollowSched:    p.cfg.Layers.Scheduler,
 		Counters:       len(p.cfg.Counters),
-	}, k)
+	}, k, types)
 	if err != nil {
 		return fmt.Errorf("profinfer: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
@@ -52,16 +53,17 @@ type Watcher struct {
 	rec    ringbuf.Record
 }
 
-// Open loads and attaches the hooks; traced is the profiler's map of traced processes.
-// A loader hook that cannot be placed does not fail Open: the returned Watcher works
-// without it, and the error says what is missing.
-func Open(traced *ebpf.Map) (*Watcher, error) {
+// Open loads and attaches the hooks; traced is the profiler's map of traced processes,
+// and types the kernel's BTF, decoded once for every load at start. A loader hook that
+// cannot be placed does not fail Open: the returned Watcher works without it, and the
+// error says what is missing.
+func Open(traced *ebpf.Map, types *btf.Cache) (*Watcher, error) {
 	spec, err := bpf.LoadWatch()
 	if err != nil {
 		return nil, fmt.Errorf("reading the watch eBPF object: %w", err)
 	}
 	w := &Watcher{}
-	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{"traced": traced}}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{"traced": traced}, Cache: types}
 	if err := spec.LoadAndAssign(&w.objs, opts); err != nil {
 		return nil, fmt.Errorf("loading the process hooks: %w", err)
 	}

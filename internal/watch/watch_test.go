@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/profinfer/profinfer/internal/testbench"
 )
@@ -24,7 +25,7 @@ func open(t *testing.T) (*Watcher, *ebpf.Map) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { traced.Close() })
-	w, err := Open(traced)
+	w, err := Open(traced, btf.NewCache())
 	if w == nil {
 		t.Fatal(err)
 	}
