@@ -95,7 +95,8 @@ func batch(t testing.TB, start uint64, n int) ptrace.Traces {
 		Model: &model.Info{Name: "Tiny " + hostile + "\xc3", Architecture: "llama"}}
 	s.Decode(td, p, decode(start, n))
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "host-a")
-	s.Decode(td, p, decode(start+5000, n))
+	other := *p // the other host's process: an origin of its own
+	s.Decode(td, &other, decode(start+5000, n))
 	td.ResourceSpans().At(1).Resource().Attributes().PutStr("host.name", "host-b")
 	return td
 }
