@@ -5,7 +5,7 @@
 // in an order shuffled per round, an arm without the collector and an arm with it, started
 // beforehand and settled, so that its start and attach stay outside the arm. Target bench:
 // a llama-bench process per arm, attached to as it starts, as a collector already running
-// pays it per process; the arm's collector has seen one short process before it.
+// pays it per process.
 //
 // Per arm it takes the target's decode time per token (llama-server's own timings, or
 // llama-bench's), its CPU time per token (/proc/PID/stat, which keeps exited threads'
@@ -513,26 +513,8 @@ func (m *meter) startCollector(ctx context.Context) (*collector, error) {
 		cpu, _, _ := threadTotals(p.PID())
 		c.startCPU = cpu.Seconds()
 		time.Sleep(settle)
-	} else if err := m.warmBench(ctx); err != nil {
-		p.Stop()
-		return nil, err
 	}
 	return c, nil
-}
-
-// warmBench runs one short llama-bench process under a collector just started, before
-// the measured one: a collector that has been running pays a new process its attach,
-// not its own start (the garbage of decoding the kernel's BTF, collected a moment
-// later) nor the first look at each library, which it keeps.
-func (m *meter) warmBench(ctx context.Context) error {
-	p, err := testbench.Start(m.env.Bin("llama-bench"), m.env.BenchArgs(m.model, 0, 1, threads, 1)...)
-	if err != nil {
-		return err
-	}
-	if err := p.Wait(ctx); err != nil {
-		return fmt.Errorf("warm-up llama-bench: %w", err)
-	}
-	return nil
 }
 
 // under runs an arm under collector c and stops it.
