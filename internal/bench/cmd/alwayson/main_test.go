@@ -16,7 +16,8 @@ import (
 )
 
 // The benchmark runs end to end on a real llama-server and collector, and its account
-// sees the collector's probes run in the model: one short round on the tiny model. Its
+// sees the collector's probes run in the model, by their statistics and by sampling the
+// model: one short round on the tiny model. Its
 // figures are not checked; the benchmark is for measuring, not a timed test.
 func TestE2EAlwaysOn(t *testing.T) {
 	testbench.Require(t)
@@ -25,7 +26,7 @@ func TestE2EAlwaysOn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	report, err := run(ctx, options{target: "server", model: "tiny-dense", collector: collector, config: config,
-		rounds: 1, arm: time.Second, tokens: 16, bound: 0.005}, io.Discard)
+		rounds: 1, arm: 3 * time.Second, tokens: 16, bound: 0.005, sample: true}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,6 +41,12 @@ func TestE2EAlwaysOn(t *testing.T) {
 	// (llama_decode, the scheduler's, the split's, the CPU graph's) and more entries.
 	if rets < 4 || hits <= rets {
 		t.Errorf("%v probe hits a token, %v of them return probes: want 4 return probes and more entries", hits, rets)
+	}
+	// The target sampled: the probes show in its threads with the collector, and never
+	// without it.
+	sm := regexp.MustCompile(`: ([0-9]+) of ([0-9]+) samples with the collector in the uprobe path \(([0-9]+) without it\)`).FindStringSubmatch(report)
+	if sm == nil || sm[1] == "0" || sm[3] != "0" {
+		t.Errorf("the target's samples in the uprobe path, with the collector and without: %v", sm)
 	}
 	if !strings.Contains(report, "| accounted cost, share of decode |") {
 		t.Errorf("no accounted cost in the report:\n%s", report)
