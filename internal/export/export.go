@@ -110,8 +110,8 @@ type scopeSpans struct {
 // NewSpans returns a span builder.
 func NewSpans(clock Clock, nodes bool, peaks roofline.Peaks, counters *Counters) *Spans {
 	return &Spans{Clock: clock, Nodes: nodes, Peaks: peaks, Counters: counters,
-		Resources: metadata.DefaultResourceAttributesConfig(),
-		rng:       rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)}
+		Resources: metadata.DefaultResourceAttributesConfig(), scopes: map[*Origin]scopeSpans{},
+		rng: rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15)}
 }
 
 func (s *Spans) traceID() pcommon.TraceID {
@@ -141,7 +141,6 @@ func (s *Spans) scope(td ptrace.Traces, p *Origin) ptrace.SpanSlice {
 	rs := td.ResourceSpans().AppendEmpty()
 	if s.rb == nil {
 		s.rb = metadata.NewResourceBuilder(s.Resources)
-		s.scopes = map[*Origin]scopeSpans{}
 	}
 	p.Resource(s.rb).MoveTo(rs.Resource())
 	ss := rs.ScopeSpans().AppendEmpty()

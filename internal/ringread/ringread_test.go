@@ -13,9 +13,9 @@ import (
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
-// ring makes a ring buffer and a program that submits an 8-byte record to it with the
-// given flags when run.
-func ring(t *testing.T, flags int64) (*ebpf.Map, func()) {
+// ring makes a ring buffer, a reader of it, and a program that submits an 8-byte record
+// to it with the given flags when run.
+func ring(t *testing.T, flags int64) (*Reader, func()) {
 	t.Helper()
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.RingBuf, MaxEntries: 4096})
 	if err != nil {
@@ -42,7 +42,12 @@ func ring(t *testing.T, flags int64) (*ebpf.Map, func()) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { prog.Close() })
-	return m, func() {
+	r, err := NewReader(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, func() {
 		if _, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 14)}); err != nil {
 			t.Error(err)
 		}
@@ -62,12 +67,7 @@ const (
 )
 
 func TestWakeupAndDeadline(t *testing.T) {
-	m, submit := ring(t, forceWakeup)
-	r, err := NewReader(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, submit := ring(t, forceWakeup)
 	var rec ringbuf.Record
 	start := time.Now()
 	if err := r.ReadInto(&rec, start.Add(100*time.Millisecond)); !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -88,27 +88,18 @@ func TestWakeupAndDeadline(t *testing.T) {
 
 // A record submitted without a wakeup waits for the deadline, and is read then.
 func TestNoWakeup(t *testing.T) {
-	m, submit := ring(t, noWakeup)
-	r, err := NewReader(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, submit := ring(t, noWakeup)
 	defer later(20*time.Millisecond, submit)()
 	var rec ringbuf.Record
 	start := time.Now()
-	err = r.ReadInto(&rec, start.Add(300*time.Millisecond))
+	err := r.ReadInto(&rec, start.Add(300*time.Millisecond))
 	if d := time.Since(start); err != nil || d < 300*time.Millisecond {
 		t.Fatalf("got %v after %v; want the record at the deadline", err, d)
 	}
 }
 
 func TestFlushAndClose(t *testing.T) {
-	m, submit := ring(t, noWakeup)
-	r, err := NewReader(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, submit := ring(t, noWakeup)
 	submit()
 	submit()
 	defer later(20*time.Millisecond, func() { _ = r.Flush() })()

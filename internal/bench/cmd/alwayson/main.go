@@ -368,18 +368,18 @@ func usage(pid int) (cpu, faults float64, err error) {
 }
 
 // serverArm sends the arm's requests to the running server.
-func (m *meter) serverArm(ctx context.Context) (arm, error) {
-	var a arm
+func (m *meter) serverArm(ctx context.Context) (a arm, err error) {
 	cpu0, faults0, err := usage(m.server.PID())
 	if err != nil {
 		return a, err
 	}
 	ipis0 := ipis()
-	var smp *sampler
 	if m.sample {
-		if smp, err = startSampling(m.server.PID()); err != nil {
-			return a, err
+		smp, serr := startSampling(m.server.PID())
+		if serr != nil {
+			return a, serr
 		}
+		defer smp.stopInto(ctx, &a, &err)
 	}
 	start := time.Now()
 	for time.Since(start) < m.arm {
@@ -394,28 +394,25 @@ func (m *meter) serverArm(ctx context.Context) (arm, error) {
 	a.ipis = ipis() - ipis0
 	cpu1, faults1, err := usage(m.server.PID())
 	a.cpu, a.faults = cpu1-cpu0, faults1-faults0
-	if smp != nil && err == nil {
-		a.samples, a.inPath, err = smp.stop(ctx)
-	}
 	return a, err
 }
 
 // benchArm runs one llama-bench decode test to completion. Its CPU time includes the
 // model's load, which is the same in both arms.
-func (m *meter) benchArm(ctx context.Context) (arm, error) {
-	var a arm
+func (m *meter) benchArm(ctx context.Context) (a arm, err error) {
 	ipis0 := ipis()
 	start := time.Now()
 	p, err := testbench.Start(m.env.Bin("llama-bench"), m.env.BenchArgs(m.model, 0, m.tokens, threads, m.reps)...)
 	if err != nil {
 		return a, err
 	}
-	var smp *sampler
 	if m.sample { // from the start: threads started later are sampled too
-		if smp, err = startSampling(p.PID()); err != nil {
+		smp, serr := startSampling(p.PID())
+		if serr != nil {
 			p.Stop()
-			return a, err
+			return a, serr
 		}
+		defer smp.stopInto(ctx, &a, &err)
 	}
 	// llama-bench loads the model on one thread and starts the others at its first
 	// graph: from then on the model needs every core, and the collector's CPU costs it.
@@ -449,10 +446,7 @@ func (m *meter) benchArm(ctx context.Context) (arm, error) {
 	a.decode = float64(a.tokens) / rs[0].AvgTS
 	a.cpu = (p.Cmd.ProcessState.UserTime() + p.Cmd.ProcessState.SystemTime()).Seconds()
 	a.faults = float64(ru.Minflt + ru.Majflt)
-	if smp != nil {
-		a.samples, a.inPath, err = smp.stop(ctx)
-	}
-	return a, err
+	return a, nil
 }
 
 // collector is a running collector, or the calibration's spinner.

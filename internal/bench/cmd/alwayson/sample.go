@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,6 +43,15 @@ func startSampling(pid int) (*sampler, error) {
 		return nil, fmt.Errorf("perf record (install linux-perf): %w", err)
 	}
 	return &sampler{cmd: cmd, file: f.Name()}, nil
+}
+
+// stopInto ends the sampling and, if the arm succeeded (*err is nil), puts its counts in a
+// or its own failure in *err. Deferred, it stops perf on every path out of an arm.
+func (s *sampler) stopInto(ctx context.Context, a *arm, err *error) {
+	samples, inPath, serr := s.stop(ctx)
+	if *err == nil {
+		a.samples, a.inPath, *err = samples, inPath, serr
+	}
 }
 
 // stop ends the sampling (perf ends by itself when the process exits) and counts the
@@ -82,12 +92,8 @@ func countPath(out []byte) (samples, inPath int) {
 			continue
 		}
 		inSample = true
-		if f := strings.Fields(line); len(f) >= 2 && !hit {
-			for _, fn := range uprobePath {
-				if f[1] == fn {
-					hit = true
-				}
-			}
+		if f := strings.Fields(line); len(f) >= 2 && slices.Contains(uprobePath, f[1]) {
+			hit = true
 		}
 	}
 	end()
