@@ -19,6 +19,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define IDS_MAX 16384  /* and prefill */
 #define GRAPHS_MAX 4096 /* graphs whose nodes' detail was sent, over all processes */
 #define SLOTS 1024      /* threads computing a graph at once; a power of two */
+#define THREADS_MAX 256 /* threads of a process whose CPU time a graph's entry and exit sum */
 
 enum kind {
 	EV_DECODE_ENTER = 1,
@@ -124,11 +125,31 @@ struct batch {
 	struct seq_tokens seqs[MAX_SEQS];
 };
 
+/* The CPU time of the calling process's threads so far, summed at a graph's entry and at
+ * its exit: the difference says how much of the graph's wall time its threads had a CPU,
+ * at a cost per graph rather than per switch. The kernel brings a running thread's
+ * runtime up to date at scheduler ticks and switches, so a reading is exact to about a
+ * tick per thread; over many graphs the errors cancel. */
+struct threads_cpu {
+	u64 run_ns;  /* se.sum_exec_runtime: time on a CPU */
+	u64 wait_ns; /* sched_info.run_delay: runnable, waiting for a CPU; 0 without CONFIG_SCHED_INFO */
+	u32 threads; /* threads summed */
+	u32 partial; /* the process had more than THREADS_MAX threads; the rest were not summed */
+};
+
+/* A graph's entry or exit: a is the cgraph or the return value, b the node count or the
+ * process's lost records, nth the threads computing it. */
+struct graph_record {
+	struct event ev;
+	struct threads_cpu cpu;
+};
+
 /* Referenced so that bpf2go generates Go types for them. */
 const struct event *unused_event __attribute__((unused));
 const struct detail *unused_detail __attribute__((unused));
 const struct counted *unused_counted __attribute__((unused));
 const struct batch *unused_batch __attribute__((unused));
+const struct graph_record *unused_graph_record __attribute__((unused));
 const enum kind *unused_kind __attribute__((unused));
 
 /* Set by the loader from the target's ggml layout. */
@@ -384,6 +405,14 @@ static __always_inline void fill(struct event *e, u16 kind, u64 a, u64 b, u16 it
 	read_sched((u32)id, &e->sched);
 }
 
+/* Flags for submitting e: the exits of graphs and decodes may close a window. */
+static __always_inline u64 submit_flags(struct event *e)
+{
+	if (e->kind == EV_GRAPH_EXIT || e->kind == EV_DECODE_EXIT)
+		return window_wakeup(e->pid, e->kind == EV_GRAPH_EXIT);
+	return wakeup();
+}
+
 static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 flags)
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -392,7 +421,44 @@ static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 fl
 		return 0;
 	}
 	fill(e, kind, a, b, ith, nth, flags);
-	bpf_ringbuf_submit(e, kind == EV_GRAPH_EXIT || kind == EV_DECODE_EXIT ? window_wakeup(e->pid, kind == EV_GRAPH_EXIT) : wakeup());
+	bpf_ringbuf_submit(e, submit_flags(e));
+	return 0;
+}
+
+/* Sums the CPU time of the calling process's threads, walking its thread list under the
+ * RCU read lock the program runs in: three reads of kernel memory a thread. */
+static __always_inline void read_threads_cpu(struct threads_cpu *out)
+{
+	struct task_struct *task = (void *)bpf_get_current_task();
+	struct signal_struct *sig = BPF_CORE_READ(task, signal);
+	struct list_head *head = __builtin_preserve_access_index(&sig->thread_head);
+	struct list_head *pos = BPF_CORE_READ(sig, thread_head.next);
+	u64 node_off = bpf_core_field_offset(struct task_struct, thread_node);
+	__builtin_memset(out, 0, sizeof(*out));
+	for (u32 i = 0; i < THREADS_MAX; i++) {
+		if (!pos || pos == head)
+			return;
+		struct task_struct *t = (void *)pos - node_off;
+		out->run_ns += BPF_CORE_READ(t, se.sum_exec_runtime);
+		if (bpf_core_field_exists(t->sched_info))
+			out->wait_ns += BPF_CORE_READ(t, sched_info.run_delay);
+		out->threads++;
+		pos = BPF_CORE_READ(t, thread_node.next);
+	}
+	out->partial = pos && pos != head;
+}
+
+/* emit for a graph's entry and exit, with the process's threads' CPU time. */
+static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth)
+{
+	struct graph_record *g = bpf_ringbuf_reserve(&events, sizeof(*g), 0);
+	if (!g) {
+		dropped();
+		return 0;
+	}
+	fill(&g->ev, kind, a, b, 0, nth, 0);
+	read_threads_cpu(&g->cpu);
+	bpf_ringbuf_submit(g, submit_flags(&g->ev));
 	return 0;
 }
 
@@ -625,13 +691,13 @@ int graph_enter(struct pt_regs *ctx)
 	bpf_probe_read_user(&threads, sizeof(threads), plan + cplan_nthreads_off);
 	remember_graph(graph);
 	window_graph();
-	return emit(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, 0, (u16)threads, 0);
+	return emit_graph(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, (u16)threads);
 }
 
 SEC("uretprobe/ggml_graph_compute")
 int graph_exit(struct pt_regs *ctx)
 {
-	return emit(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, 0, 0);
+	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0);
 }
 
 /* ggml_backend_graph_compute_async(backend, cgraph): the scheduler hands one split of the

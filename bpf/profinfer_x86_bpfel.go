@@ -67,6 +67,18 @@ type ProfinferGraphKey struct {
 	Graph uint64
 }
 
+type ProfinferGraphRecord struct {
+	_   structs.HostLayout
+	Ev  ProfinferEvent
+	Cpu struct {
+		_       structs.HostLayout
+		RunNs   uint64
+		WaitNs  uint64
+		Threads uint32
+		Partial uint32
+	}
+}
+
 type ProfinferKind uint32
 
 const (
@@ -182,6 +194,7 @@ const (
 	ProfinferVarUnusedCounted       = "unused_counted"
 	ProfinferVarUnusedDetail        = "unused_detail"
 	ProfinferVarUnusedEvent         = "unused_event"
+	ProfinferVarUnusedGraphRecord   = "unused_graph_record"
 	ProfinferVarUnusedKind          = "unused_kind"
 	ProfinferVarWakeupBytes         = "wakeup_bytes"
 )
@@ -298,6 +311,7 @@ type ProfinferVariableSpecs struct {
 	UnusedCounted     *ebpf.VariableSpec `ebpf:"unused_counted"`
 	UnusedDetail      *ebpf.VariableSpec `ebpf:"unused_detail"`
 	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedGraphRecord *ebpf.VariableSpec `ebpf:"unused_graph_record"`
 	UnusedKind        *ebpf.VariableSpec `ebpf:"unused_kind"`
 	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -381,6 +395,7 @@ type ProfinferVariables struct {
 	UnusedCounted     *ebpf.Variable `ebpf:"unused_counted"`
 	UnusedDetail      *ebpf.Variable `ebpf:"unused_detail"`
 	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
+	UnusedGraphRecord *ebpf.Variable `ebpf:"unused_graph_record"`
 	UnusedKind        *ebpf.Variable `ebpf:"unused_kind"`
 	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
 }

@@ -19,11 +19,32 @@ struct pt_regs {
 	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 } __attribute__((preserve_access_index));
 
-/* The task fields the scheduler programs read, relocated against the kernel's BTF. */
+struct list_head {
+	struct list_head *next, *prev;
+};
+
+struct sched_entity {
+	u64 sum_exec_runtime;
+} __attribute__((preserve_access_index));
+
+struct sched_info {
+	unsigned long long run_delay; /* CONFIG_SCHED_INFO */
+} __attribute__((preserve_access_index));
+
+/* The list of a process's threads. */
+struct signal_struct {
+	struct list_head thread_head;
+} __attribute__((preserve_access_index));
+
+/* The task fields the programs read, relocated against the kernel's BTF. */
 struct task_struct {
 	int pid;
 	int tgid;
 	unsigned int __state; /* 5.14 on; state before */
+	struct signal_struct *signal;
+	struct list_head thread_node; /* in signal->thread_head */
+	struct sched_entity se;
+	struct sched_info sched_info;
 } __attribute__((preserve_access_index));
 
 /* bpf_tracing.h reads pt_regs by kernel field names when this is defined. */

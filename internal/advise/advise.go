@@ -5,6 +5,7 @@ package advise
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/profinfer/profinfer/internal/summary"
@@ -19,8 +20,11 @@ const (
 	// more than the machine serves well.
 	barrierShare = 0.2
 	// Threads off the CPU or waiting for one for this share of their node time are
-	// contended.
+	// contended (the scheduler layer's per-node figures; the default config's per-graph
+	// ones use summary.ContendedBelow).
 	contentionShare = 0.1
+	// A quota that throttled the process in this share of its periods holds it back.
+	throttledShare = 0.1
 	// Backend splits and copies taking this share of the decodes' time.
 	offloadShare = 0.2
 	// A MoE layer whose expert selections vary this much (coefficient of variation).
@@ -42,7 +46,7 @@ func Annotate(v *summary.View) {
 func Findings(p *summary.Process) []summary.Finding {
 	out := []summary.Finding{}
 	for _, rule := range []func(*summary.Process) (summary.Finding, bool){
-		memoryBound, contention, barriers, offload, uneven, overhead,
+		quota, contention, memoryBound, barriers, offload, uneven, overhead,
 	} {
 		if f, ok := rule(p); ok {
 			out = append(out, f)
@@ -112,22 +116,87 @@ func worstPhase(p *summary.Process, time func(summary.SchedSums) float64) (*summ
 	return worst, worstShare
 }
 
-// contention: the model's threads were switched out or waited for a CPU.
+// starved is the phase whose graphs' threads had a CPU for the least share of their
+// time, under summary.ContendedBelow; nil if none.
+func starved(p *summary.Process) *summary.Phase {
+	var worst *summary.Phase
+	for _, ph := range p.Phases {
+		if c := ph.CPU; c != nil && c.Graphs >= minGraphs && c.Share < summary.ContendedBelow && (worst == nil || c.Share < worst.CPU.Share) {
+			worst = ph
+		}
+	}
+	return worst
+}
+
+// contention: the model's threads lacked a CPU for a share of their graphs' time, as
+// every graph measures it; the scheduler layer adds per-node detail where it is on.
 func contention(p *summary.Process) (summary.Finding, bool) {
-	worst, worstShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.OffCPU + s.RunQueue })
-	if worst == nil || worstShare < contentionShare {
+	worst := starved(p)
+	sched, schedShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.OffCPU + s.RunQueue })
+	if sched != nil && schedShare < contentionShare {
+		sched = nil
+	}
+	if worst == nil && sched == nil {
 		return summary.Finding{}, false
 	}
-	s := worst.Sched
-	return summary.Finding{
+	f := summary.Finding{
 		ID: "threads-contended", Severity: "warning",
-		Title:  "The model's threads are contended for CPUs",
-		Advice: "Threads were off the CPU, or runnable but waiting for one, for a large part of their node time. Check for a CPU quota (cgroup cpu.max), noisy neighbours, or -t/--threads above the cores this process really has; pin the threads or lower -t.",
-		Evidence: []string{
-			fmt.Sprintf("%s: %s of thread node time off the CPU (%s of it runnable, waiting for a CPU)", worst.Name, pct(worstShare), pct(s.RunQueue/max(s.OffCPU+s.RunQueue, 1e-12))),
-			fmt.Sprintf("%d preemptions and %d migrations over %d traced graphs", s.Preemptions, s.Migrations, worst.TracedGraphs),
-		},
-	}, true
+		Title: "The model's threads lacked the CPU: the machine, not the model, is the bottleneck",
+		Advice: "Something else had the CPUs the model's threads run on: other processes (noisy neighbours, a batch job), a cgroup CPU quota, or more threads (-t/--threads) than the cores this process really gets. " +
+			"ggml's threads wait for each other at every node, so one thread off its CPU stalls them all. Move the other load away, give the model cores of its own (cpuset, taskset), or lower -t to the cores it gets. " +
+			"While they lack it, ops are judged starved rather than memory-, compute- or overhead-bound, and no advice on kernels or batching applies.",
+	}
+	if worst != nil {
+		c := worst.CPU
+		line := fmt.Sprintf("%s: the model's threads had a CPU for %s of their graphs' time over %d graphs", worst.Name, pct(c.Share), c.Graphs)
+		if c.Wait > 0 {
+			line += fmt.Sprintf(", and were runnable but waiting for one for %s of it", pct(c.Wait/c.ThreadSeconds))
+		}
+		f.Evidence = append(f.Evidence, line)
+		if c.Cost > 0 && worst.DecodeSeconds > 0 {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("its %d contended graphs took %.1f s more than at the others' time per token: %s of %s time",
+				c.Contended, c.Cost, pct(c.Cost/worst.DecodeSeconds), worst.Name))
+		} else if worst.TokensPerSec > 0 {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("%s ran at %.1f tokens/s; no graph had its CPUs to itself to measure the cost against", worst.Name, worst.TokensPerSec))
+		}
+	}
+	if sched != nil {
+		s := sched.Sched
+		f.Evidence = append(f.Evidence,
+			fmt.Sprintf("%s: %s of thread node time off the CPU (%s of it runnable, waiting for a CPU)", sched.Name, pct(schedShare), pct(s.RunQueue/max(s.OffCPU+s.RunQueue, 1e-12))),
+			fmt.Sprintf("%d preemptions and %d migrations over %d traced graphs", s.Preemptions, s.Migrations, sched.TracedGraphs))
+	}
+	return f, true
+}
+
+// quota: the process's cgroup CPU quota is below the threads the model computes with, or
+// throttled it.
+func quota(p *summary.Process) (summary.Finding, bool) {
+	q := p.Quota
+	if q == nil || q.CPUs <= 0 {
+		return summary.Finding{}, false
+	}
+	over := float64(q.Threads) > q.CPUs+1e-9
+	throttled := float64(q.Throttled) / float64(max(q.Periods, 1))
+	if !over && throttled < throttledShare {
+		return summary.Finding{}, false
+	}
+	supports := max(int(math.Floor(q.CPUs+1e-9)), 1)
+	f := summary.Finding{
+		ID: "cpu-quota", Severity: "warning",
+		Title: fmt.Sprintf("A CPU quota of %.2g CPUs holds the model back", q.CPUs),
+		Advice: fmt.Sprintf("ggml's threads wait for each other at every node, so one thread the quota holds back stalls them all. "+
+			"The quota supports -t %d: run with it, or raise the quota to the threads the model runs.", supports),
+		Evidence: []string{fmt.Sprintf("cgroup %s may use %.2f CPUs", q.Cgroup, q.CPUs)},
+	}
+	if q.Threads > 0 {
+		f.Evidence[0] += fmt.Sprintf("; the model computes with %d threads", q.Threads)
+	}
+	if q.Periods > 0 {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("throttled in %d of %d periods (%s) while profiled, held back %.1f s in all (summed over CPUs)",
+			q.Throttled, q.Periods, pct(throttled), q.ThrottledSeconds))
+	}
+	return f, true
 }
 
 // barriers: threads waited for the slowest at node barriers.
@@ -224,7 +293,8 @@ func overhead(p *summary.Process) (summary.Finding, bool) {
 	var found []string
 	for _, ph := range p.Phases {
 		// Off the CPU, an op runs slow for a reason the contention finding gives.
-		if ph.TracedGraphs < minGraphs || ph.Sched.ThreadTime > 0 && (ph.Sched.OffCPU+ph.Sched.RunQueue)/ph.Sched.ThreadTime >= contentionShare {
+		if ph.TracedGraphs < minGraphs || ph.CPU != nil && ph.CPU.Share < summary.ContendedBelow ||
+			ph.Sched.ThreadTime > 0 && (ph.Sched.OffCPU+ph.Sched.RunQueue)/ph.Sched.ThreadTime >= contentionShare {
 			continue
 		}
 		for _, o := range ph.Ops {

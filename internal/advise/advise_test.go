@@ -1,6 +1,7 @@
 package advise
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/profinfer/profinfer/internal/summary"
@@ -18,8 +19,10 @@ func clean() *summary.Process {
 				{Op: "ADD", Weight: "none", TotalMS: 20, Share: 0.02, Bound: "overhead", PeakFrac: 0.05},
 			},
 			Sched: summary.SchedSums{ThreadTime: 2, OffCPU: 0.01, BarrierWait: 0.1},
+			CPU:   &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.96, Share: 0.98},
 		}},
-		MoE: []summary.MoELayer{{Layer: 0, Selections: []int64{10, 11, 9, 10}, Imbalance: 0.07}},
+		Quota: &summary.Quota{Cgroup: "/pod", CPUs: 4, Periods: 100, Throttled: 1, Threads: 2},
+		MoE:   []summary.MoELayer{{Layer: 0, Selections: []int64{10, 11, 9, 10}, Imbalance: 0.07}},
 	}
 }
 
@@ -52,6 +55,16 @@ func TestRules(t *testing.T) {
 		}},
 		{"threads-contended", func(p *summary.Process) {
 			p.Phases[0].Sched.OffCPU, p.Phases[0].Sched.RunQueue = 0.2, 0.1
+		}},
+		{"threads-contended", func(p *summary.Process) { // the default config: no scheduler layer
+			p.Phases[0].Sched = summary.SchedSums{}
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Contended: 6, ContendedSeconds: 0.8, Cost: 0.5}
+		}},
+		{"cpu-quota", func(p *summary.Process) { // more threads than the quota's CPUs
+			p.Quota.CPUs = 1.5
+		}},
+		{"cpu-quota", func(p *summary.Process) { // throttled
+			p.Quota.Throttled = 30
 		}},
 		{"barrier-wait", func(p *summary.Process) {
 			p.Phases[0].Sched.BarrierWait = 0.6
@@ -92,10 +105,51 @@ func TestRulesNeedEvidence(t *testing.T) {
 	if got := fired(p); got["overhead-bound"] || !got["threads-contended"] {
 		t.Errorf("overhead beside contention: %v", got)
 	}
+	// Likewise when the default config's per-graph figures show it.
+	p = clean()
+	p.Phases[0].Ops[1].Share = 0.12
+	p.Phases[0].CPU.Share = 0.6
+	if got := fired(p); got["overhead-bound"] || !got["threads-contended"] {
+		t.Errorf("overhead beside contention: %v", got)
+	}
 	p = clean()
 	p.Phases[0].TracedGraphs = 1
 	p.Phases[0].Sched.OffCPU = 1
 	if f := Findings(p); len(f) != 0 {
 		t.Errorf("a verdict from one graph: %+v", f)
+	}
+}
+
+// The contention and quota findings say what was measured: the share, the cost, the
+// quota and the -t it supports.
+func TestContentionAndQuotaEvidence(t *testing.T) {
+	p := clean()
+	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 40, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Contended: 30, ContendedSeconds: 0.8, Cost: 0.5}
+	p.Quota = &summary.Quota{Cgroup: "/job", CPUs: 1, Periods: 50, Throttled: 40, ThrottledSeconds: 3.2, Threads: 2}
+	want := map[string][]string{
+		"threads-contended": {
+			"decode: the model's threads had a CPU for 50% of their graphs' time over 40 graphs, and were runnable but waiting for one for 45% of it",
+			"its 30 contended graphs took 0.5 s more than at the others' time per token: 50% of decode time"},
+		"cpu-quota": {
+			"cgroup /job may use 1.00 CPUs; the model computes with 2 threads",
+			"throttled in 40 of 50 periods (80%) while profiled, held back 3.2 s in all (summed over CPUs)"},
+	}
+	for _, f := range Findings(p) {
+		if w, ok := want[f.ID]; !ok || strings.Join(f.Evidence, "\n") != strings.Join(w, "\n") {
+			t.Errorf("%s: %q, want %q", f.ID, f.Evidence, w)
+		}
+		if f.ID == "cpu-quota" && !strings.Contains(f.Advice, "supports -t 1") {
+			t.Errorf("quota advice %q names no -t", f.Advice)
+		}
+		delete(want, f.ID)
+	}
+	if len(want) > 0 {
+		t.Errorf("not fired: %v", want)
+	}
+	// With no graph that had its CPUs, no cost is claimed.
+	p.Phases[0].CPU.Cost = 0
+	p.Phases[0].TokensPerSec = 3.5
+	if f := Findings(p); len(f) < 2 || f[1].Evidence[1] != "decode ran at 3.5 tokens/s; no graph had its CPUs to itself to measure the cost against" {
+		t.Errorf("without a baseline: %q", f)
 	}
 }

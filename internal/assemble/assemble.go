@@ -22,6 +22,8 @@ package assemble
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/profinfer/profinfer/internal/events"
 )
@@ -127,8 +129,27 @@ type Graph struct {
 	Outside []ThreadCounters
 	// Routings are the graph's MoE layers, in order; nil unless Traced.
 	Routings []*Routing
+	CPU      GraphCPU
 	byTensor map[uint64]*Node
+	cpuEnter events.ThreadsCPU
 }
+
+// GraphCPU is what the threads of a graph's process had of the CPUs while it ran, summed
+// over them: the kernel's runtime and run-queue wait of each, read at the graph's entry
+// and exit. A running thread's runtime is brought up to date at scheduler ticks, so one
+// graph's figures are exact to about a tick (4 ms at 250 Hz) per thread.
+type GraphCPU struct {
+	Known bool   // read at both ends, every thread summed
+	Run   uint64 // ns on a CPU
+	Wait  uint64 // ns runnable, waiting for a CPU; 0 where the kernel does not count it
+	// Recent is the process's threads' share of the CPU over its recent graphs, the
+	// time constant cpuMemory: their time on a CPU over the graphs' threads times wall
+	// time, in which the ticks' inexactness averages out. 0 while unknown.
+	Recent float64
+}
+
+// cpuMemory is the time over which GraphCPU.Recent forgets older graphs.
+const cpuMemory = float64(time.Second)
 
 // SchedCall is one ggml_backend_sched_graph_compute_async call: the whole graph, which the
 // scheduler splits into per-backend graphs.
@@ -238,6 +259,10 @@ type process struct {
 	// lost is the count of the process's lost records at the last exit delivered or
 	// dropped: an exit that carries another lost some of what it closes.
 	lost uint64
+	// The threads' decayed CPU time and thread time (threads × wall) over their graphs,
+	// as of the end of the last graph, lastCPU: GraphCPU.Recent is their ratio.
+	cpuRun, cpuThreadTime float64
+	lastCPU               uint64
 }
 
 // window is a span of time during which the node probes were attached; Off is 0 while
@@ -411,22 +436,23 @@ func (a *Assembler) CopyExit(pid, tid uint32, ts uint64) {
 
 // GraphEnter starts a graph computation on the calling thread. A graph still open lost
 // its exit.
-func (a *Assembler) GraphEnter(pid, tid uint32, ts, ptr uint64, nodes, threads int) {
+func (a *Assembler) GraphEnter(pid, tid uint32, ts, ptr uint64, nodes, threads int, cpu events.ThreadsCPU) {
 	p := a.proc(pid)
 	if p.graph != nil {
 		a.Stats.DroppedGraphs++
 	}
-	p.graph = &Graph{PID: pid, TID: tid, Ptr: ptr, NNodes: nodes, NThreads: threads, Start: ts}
+	p.graph = &Graph{PID: pid, TID: tid, Ptr: ptr, NNodes: nodes, NThreads: threads, Start: ts, cpuEnter: cpu}
 	for tid, t := range p.threads {
 		*t = thread{tid: tid, ctr: t.ctr}
 	}
 }
 
 // GraphExit finishes the open graph: each thread's last node ends at its last barrier.
-// sched is the calling thread's scheduler counters. lost is the count of the process's
-// lost records: a graph of a decode goes with its decode, whose exit checks it; one
-// outside any decode is dropped whole if it grew since the last exit.
-func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched, lost uint64) {
+// sched is the calling thread's scheduler counters, cpu the process's threads' CPU time.
+// lost is the count of the process's lost records: a graph of a decode goes with its
+// decode, whose exit checks it; one outside any decode is dropped whole if it grew since
+// the last exit.
+func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched, lost uint64, cpu events.ThreadsCPU) {
 	p := a.proc(pid)
 	g := p.graph
 	if g == nil || g.TID != tid {
@@ -452,6 +478,7 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched,
 	}
 	g.End = ts
 	g.byTensor = nil
+	p.graphCPU(g, cpu)
 	g.Traced, g.FillsWindow = p.traced(g.Start, g.End)
 	if !g.Traced {
 		if len(g.Nodes) > 0 {
@@ -464,6 +491,27 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched,
 		p.decode.Graphs = append(p.decode.Graphs, g)
 	} else {
 		a.sink.Graph(g)
+	}
+}
+
+// graphCPU sets g.CPU from the threads' CPU time at its exit. A thread that exits meanwhile
+// takes its runtime out of the sum, which then may fall: unknown.
+func (p *process) graphCPU(g *Graph, exit events.ThreadsCPU) {
+	enter := g.cpuEnter
+	if enter.Threads == 0 || exit.Threads == 0 || enter.Partial || exit.Partial || exit.Run < enter.Run || exit.Wait < enter.Wait || g.NThreads <= 0 {
+		return
+	}
+	g.CPU = GraphCPU{Known: true, Run: exit.Run - enter.Run, Wait: exit.Wait - enter.Wait}
+	if p.lastCPU != 0 && g.End > p.lastCPU {
+		forget := math.Exp(-float64(g.End-p.lastCPU) / cpuMemory)
+		p.cpuRun *= forget
+		p.cpuThreadTime *= forget
+	}
+	p.lastCPU = g.End
+	p.cpuRun += float64(g.CPU.Run)
+	p.cpuThreadTime += float64(g.NThreads) * float64(g.End-g.Start)
+	if p.cpuThreadTime > 0 {
+		g.CPU.Recent = min(p.cpuRun/p.cpuThreadTime, 1)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/profinfer/profinfer/internal/events"
 )
@@ -35,7 +36,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	a.NodesOn(1, 50, 0)
 	a.DecodeEnter(1, 1, 100, 1, 0, nil)
 	a.SchedEnter(1, 1, 105, 9)
-	a.GraphEnter(1, 1, 110, 0xa, 5, 2)
+	a.GraphEnter(1, 1, 110, 0xa, 5, 2, events.ThreadsCPU{})
 	// node 0x1 (MUL_MAT): internal barrier at 130/131, done at 150 and 140.
 	a.NodeStart(1, 1, 120, 0x1, 0, 0, mm, events.CPUSched{}, nil)
 	a.NodeStart(1, 2, 121, 0x1, 0, 1, nil, events.CPUSched{}, nil)
@@ -53,7 +54,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	a.NodeStart(1, 2, 162, 0x3, 0, 1, nil, events.CPUSched{}, nil)
 	a.Barrier(1, 2, 170)
 	a.Barrier(1, 1, 175)
-	a.GraphExit(1, 1, 180, events.CPUSched{}, 0)
+	a.GraphExit(1, 1, 180, events.CPUSched{}, 0, events.ThreadsCPU{})
 	a.SchedExit(1, 1, 185)
 	a.DecodeExit(1, 1, 190, 0, 0)
 
@@ -102,9 +103,9 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	a.NodesOn(7, 1, 0)
 	a.Barrier(7, 7, 1)
 	a.NodeStart(7, 7, 2, 0x1, 0, 0, nil, events.CPUSched{}, nil)
-	a.GraphEnter(7, 7, 10, 0xa, 1, 1)
+	a.GraphEnter(7, 7, 10, 0xa, 1, 1, events.ThreadsCPU{})
 	a.NodeStart(7, 7, 11, 0x1, 0, 0, nil, events.CPUSched{}, nil)
-	a.GraphExit(7, 7, 20, events.CPUSched{}, 0) // no barrier: the node ends at graph exit
+	a.GraphExit(7, 7, 20, events.CPUSched{}, 0, events.ThreadsCPU{}) // no barrier: the node ends at graph exit
 	if n := s.graphs[0].Nodes[0]; len(s.graphs) != 1 || n.End != 20 || n.Threads[0].Busy != 20 {
 		t.Fatalf("graphs %+v", s.graphs)
 	}
@@ -112,7 +113,7 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 		t.Fatalf("orphans %d", a.Stats.OrphanEvents)
 	}
 	a.DecodeEnter(7, 7, 30, 4, 0, nil)
-	a.GraphEnter(7, 7, 31, 0xa, 1, 1)
+	a.GraphEnter(7, 7, 31, 0xa, 1, 1, events.ThreadsCPU{})
 	a.Exit(7)
 	if a.Stats.DroppedGraphs != 1 || a.Stats.DroppedDecode != 1 || len(s.decodes) != 0 {
 		t.Fatalf("stats %+v", a.Stats)
@@ -131,8 +132,8 @@ func TestLostRecords(t *testing.T) {
 	a := New(s)
 	decode := func(start uint64, lost uint64) {
 		a.DecodeEnter(1, 1, start, 1, 0, nil)
-		a.GraphEnter(1, 1, start+1, 0xa, 1, 1)
-		a.GraphExit(1, 1, start+2, events.CPUSched{}, lost)
+		a.GraphEnter(1, 1, start+1, 0xa, 1, 1, events.ThreadsCPU{})
+		a.GraphExit(1, 1, start+2, events.CPUSched{}, lost, events.ThreadsCPU{})
 		a.DecodeExit(1, 1, start+3, 0, lost)
 	}
 	decode(10, 0) // nothing lost
@@ -148,9 +149,9 @@ func TestLostRecords(t *testing.T) {
 	// A lost graph exit: the graph is dropped when the next one starts, and the decode
 	// when its own exit shows the loss.
 	a.DecodeEnter(1, 1, 40, 1, 0, nil)
-	a.GraphEnter(1, 1, 41, 0xa, 1, 1)
-	a.GraphEnter(1, 1, 42, 0xa, 1, 1)
-	a.GraphExit(1, 1, 43, events.CPUSched{}, 4)
+	a.GraphEnter(1, 1, 41, 0xa, 1, 1, events.ThreadsCPU{})
+	a.GraphEnter(1, 1, 42, 0xa, 1, 1, events.ThreadsCPU{})
+	a.GraphExit(1, 1, 43, events.CPUSched{}, 4, events.ThreadsCPU{})
 	a.DecodeExit(1, 1, 44, 0, 4)
 	// A lost decode exit: the decode is dropped when the next one starts.
 	a.DecodeEnter(1, 1, 50, 1, 0, nil)
@@ -160,10 +161,10 @@ func TestLostRecords(t *testing.T) {
 		t.Fatalf("decodes %d, stats %+v", len(s.decodes), a.Stats)
 	}
 	// A graph outside any decode is checked at its own exit.
-	a.GraphEnter(1, 1, 80, 0xb, 1, 1)
-	a.GraphExit(1, 1, 81, events.CPUSched{}, 6)
-	a.GraphEnter(1, 1, 82, 0xb, 1, 1)
-	a.GraphExit(1, 1, 83, events.CPUSched{}, 6)
+	a.GraphEnter(1, 1, 80, 0xb, 1, 1, events.ThreadsCPU{})
+	a.GraphExit(1, 1, 81, events.CPUSched{}, 6, events.ThreadsCPU{})
+	a.GraphEnter(1, 1, 82, 0xb, 1, 1, events.ThreadsCPU{})
+	a.GraphExit(1, 1, 83, events.CPUSched{}, 6, events.ThreadsCPU{})
 	if len(s.graphs) != 1 || s.graphs[0].Start != 82 || a.Stats.DroppedGraphs != 5 {
 		t.Fatalf("loose graphs %d, stats %+v", len(s.graphs), a.Stats)
 	}
@@ -175,9 +176,9 @@ func TestNodeWindows(t *testing.T) {
 	s := &sink{}
 	a := New(s)
 	graph := func(start, end uint64) *Graph {
-		a.GraphEnter(3, 3, start, 0xa, 1, 1)
+		a.GraphEnter(3, 3, start, 0xa, 1, 1, events.ThreadsCPU{})
 		a.NodeStart(3, 3, start+1, 0x1, 0, 0, nil, events.CPUSched{}, nil)
-		a.GraphExit(3, 3, end, events.CPUSched{}, 0)
+		a.GraphExit(3, 3, end, events.CPUSched{}, 0, events.ThreadsCPU{})
 		return s.graphs[len(s.graphs)-1]
 	}
 	if g := graph(10, 20); g.Traced || g.Nodes != nil {
@@ -222,7 +223,7 @@ func TestExperts(t *testing.T) {
 	s := &sink{}
 	a := New(s)
 	a.NodesOn(3, 1, 0)
-	a.GraphEnter(3, 3, 10, 0xa, 3, 1)
+	a.GraphEnter(3, 3, 10, 0xa, 3, 1, events.ThreadsCPU{})
 	info := &NodeInfo{Op: "MUL_MAT_ID", Srcs: []Src{NewSrc("q4_0", [4]int64{64, 128, 8, 1}), NewSrc("f32", [4]int64{64, 2, 2, 1}), NewSrc("i32", [4]int64{2, 2, 1, 1})}}
 	rows := make([]byte, 2*32) // two tokens, 8 experts sorted by the router, 2 used
 	for i, e := range []uint32{5, 1, 7, 7, 7, 7, 7, 7, 0, 3, 7, 7, 7, 7, 7, 7} {
@@ -233,7 +234,7 @@ func TestExperts(t *testing.T) {
 	a.NodeStart(3, 3, 12, 0x2, 0, 0, info, events.CPUSched{}, nil)
 	a.Experts(3, 3, 0x1d5, 2, rows, 32)
 	a.Experts(3, 9, 0x1d5, 2, rows, 32) // a thread with no node
-	a.GraphExit(3, 3, 20, events.CPUSched{}, 0)
+	a.GraphExit(3, 3, 20, events.CPUSched{}, 0, events.ThreadsCPU{})
 	g := s.graphs[0]
 	r := g.Nodes[0].Routing
 	if r == nil || len(g.Routings) != 1 || g.Routings[0] != r || r.NExpert != 8 || r.Used != 2 || r.Tokens != 2 || !slices.Equal(r.Experts, []int32{5, 1, 0, 3}) {
@@ -253,12 +254,12 @@ func TestNodeSched(t *testing.T) {
 	s := &sink{}
 	a := New(s)
 	a.NodesOn(5, 1, 0)
-	a.GraphEnter(5, 1, 10, 0xa, 2, 2)
+	a.GraphEnter(5, 1, 10, 0xa, 2, 2, events.ThreadsCPU{})
 	a.NodeStart(5, 1, 11, 0x1, 0, 0, nil, events.CPUSched{OffCPU: 100, RunQueue: 50, Preemptions: 1}, nil)
 	a.NodeStart(5, 2, 12, 0x1, 0, 1, nil, events.CPUSched{OffCPU: 7}, nil)
 	a.NodeStart(5, 1, 20, 0x2, 0, 0, nil, events.CPUSched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1}, nil)
 	a.NodeStart(5, 2, 21, 0x2, 0, 1, nil, events.CPUSched{OffCPU: 17}, nil)
-	a.GraphExit(5, 1, 30, events.CPUSched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1}, 0)
+	a.GraphExit(5, 1, 30, events.CPUSched{OffCPU: 400, RunQueue: 250, Preemptions: 2, Migrations: 1}, 0, events.ThreadsCPU{})
 	g := s.graphs[0]
 	if got, want := g.Nodes[0].Sched, (events.CPUSched{OffCPU: 310, RunQueue: 200, Preemptions: 1, Migrations: 1}); got != want {
 		t.Errorf("node 1: %+v, want %+v", got, want)
@@ -276,20 +277,20 @@ func TestCounters(t *testing.T) {
 	a := New(s)
 	c := func(task uint64) *events.Counters { return &events.Counters{task, task / 10} }
 	a.NodesOn(1, 1, 0)
-	a.GraphEnter(1, 1, 10, 0xa, 2, 2)
+	a.GraphEnter(1, 1, 10, 0xa, 2, 2, events.ThreadsCPU{})
 	a.NodeStart(1, 1, 11, 0x1, 0, 0, nil, events.CPUSched{}, c(1000)) // first readings: baselines
 	a.NodeStart(1, 2, 12, 0x1, 0, 1, nil, events.CPUSched{}, c(500))
 	a.NodeStart(1, 1, 20, 0x2, 0, 0, nil, events.CPUSched{}, c(1800))
 	a.NodeStart(1, 2, 21, 0x2, 0, 1, nil, events.CPUSched{}, c(1200))
 	a.ThreadExit(1, 2, 28, events.CPUSched{}, c(1900))
 	a.ThreadExit(1, 1, 29, events.CPUSched{}, c(2400))
-	a.GraphExit(1, 1, 30, events.CPUSched{}, 0)
+	a.GraphExit(1, 1, 30, events.CPUSched{}, 0, events.ThreadsCPU{})
 
-	a.GraphEnter(1, 1, 40, 0xa, 1, 2)
+	a.GraphEnter(1, 1, 40, 0xa, 1, 2, events.ThreadsCPU{})
 	a.NodeStart(1, 1, 41, 0x1, 0, 0, nil, events.CPUSched{}, c(2500))
 	a.NodeStart(1, 2, 42, 0x1, 0, 1, nil, events.CPUSched{}, c(2000))
 	a.ThreadExit(1, 1, 49, events.CPUSched{}, c(3000))
-	a.GraphExit(1, 1, 50, events.CPUSched{}, 0)
+	a.GraphExit(1, 1, 50, events.CPUSched{}, 0, events.ThreadsCPU{})
 	a.ThreadExit(1, 2, 51, events.CPUSched{}, c(2700))
 	if len(s.graphs) != 2 {
 		t.Fatalf("%d graphs", len(s.graphs))
@@ -319,19 +320,19 @@ func TestCounters(t *testing.T) {
 	}
 
 	// A reading without counters breaks the chain: the next interval is not attributed.
-	a.GraphEnter(1, 1, 60, 0xa, 1, 1)
+	a.GraphEnter(1, 1, 60, 0xa, 1, 1, events.ThreadsCPU{})
 	a.NodeStart(1, 1, 61, 0x1, 0, 0, nil, events.CPUSched{}, nil)
 	a.ThreadExit(1, 1, 69, events.CPUSched{}, c(4000))
-	a.GraphExit(1, 1, 70, events.CPUSched{}, 0)
+	a.GraphExit(1, 1, 70, events.CPUSched{}, 0, events.ThreadsCPU{})
 	if g := s.graphs[2]; g.Nodes[0].Counted != 0 || len(g.Outside) != 0 {
 		t.Errorf("uncounted start: node counted %d, outside %v", g.Nodes[0].Counted, g.Outside)
 	}
 	// A new window starts afresh: the untraced time between is nobody's.
 	a.NodesOn(1, 75, 0)
-	a.GraphEnter(1, 1, 80, 0xa, 1, 1)
+	a.GraphEnter(1, 1, 80, 0xa, 1, 1, events.ThreadsCPU{})
 	a.NodeStart(1, 1, 81, 0x1, 0, 0, nil, events.CPUSched{}, c(9000))
 	a.ThreadExit(1, 1, 89, events.CPUSched{}, c(9100))
-	a.GraphExit(1, 1, 90, events.CPUSched{}, 0)
+	a.GraphExit(1, 1, 90, events.CPUSched{}, 0, events.ThreadsCPU{})
 	if g := s.graphs[3]; len(g.Outside) != 0 || g.Nodes[0].Counters != (events.Counters{100, 10}) {
 		t.Errorf("after a new window: outside %v, node %v", g.Outside, g.Nodes[0].Counters)
 	}
@@ -372,14 +373,14 @@ func TestRepeatedTensor(t *testing.T) {
 	a := New(s)
 	mm := &NodeInfo{Op: "MUL_MAT", Name: "out", Type: "f32"}
 	a.NodesOn(1, 50, 0)
-	a.GraphEnter(1, 1, 100, 0xa, 3, 2)
+	a.GraphEnter(1, 1, 100, 0xa, 3, 2, events.ThreadsCPU{})
 	for i, at := range []uint64{110, 130, 150} {
 		a.NodeStart(1, 1, at, 0x1, 0, 0, mm, events.CPUSched{}, nil)
 		a.NodeStart(1, 2, at+1, 0x1, 0, 1, nil, events.CPUSched{}, nil)
 		a.Barrier(1, 1, at+15)
 		a.Barrier(1, 2, at+16+uint64(i))
 	}
-	a.GraphExit(1, 1, 170, events.CPUSched{}, 0)
+	a.GraphExit(1, 1, 170, events.CPUSched{}, 0, events.ThreadsCPU{})
 	if len(s.graphs) != 1 {
 		t.Fatalf("%d graphs", len(s.graphs))
 	}
@@ -390,6 +391,38 @@ func TestRepeatedTensor(t *testing.T) {
 	for i, n := range g.Nodes {
 		if want := uint64(110 + 20*i); n.Start != want || n.End > want+21 || len(n.Threads) != 2 || n.Info != mm {
 			t.Errorf("computation %d: %+v, want a start at %d and both threads", i, n, want)
+		}
+	}
+}
+
+func TestGraphCPU(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	graph := func(start, end uint64, enter, exit events.ThreadsCPU) GraphCPU {
+		a.GraphEnter(1, 1, start, 0xa, 1, 2, enter)
+		a.GraphExit(1, 1, end, events.CPUSched{}, 0, exit)
+		return s.graphs[len(s.graphs)-1].CPU
+	}
+	ms := uint64(time.Millisecond)
+	// Two threads for 10 ms, 15 ms of it on a CPU, 4 ms waiting for one.
+	got := graph(0, 10*ms, events.ThreadsCPU{Run: 100 * ms, Wait: 1 * ms, Threads: 3}, events.ThreadsCPU{Run: 115 * ms, Wait: 5 * ms, Threads: 3})
+	if want := (GraphCPU{Known: true, Run: 15 * ms, Wait: 4 * ms, Recent: 0.75}); got != want {
+		t.Fatalf("first graph %+v, want %+v", got, want)
+	}
+	// The next, right after, with all of its time: the recent share weighs both.
+	got = graph(10*ms, 20*ms, events.ThreadsCPU{Run: 115 * ms, Threads: 3}, events.ThreadsCPU{Run: 135 * ms, Threads: 3})
+	if got.Run != 20*ms || got.Recent < 0.87 || got.Recent > 0.88 {
+		t.Fatalf("second graph %+v, want a recent share of 35/40 ms, a little forgotten", got)
+	}
+	// Much later, the old graphs are forgotten.
+	got = graph(10_000*ms, 10_010*ms, events.ThreadsCPU{Run: 200 * ms, Threads: 3}, events.ThreadsCPU{Run: 210 * ms, Threads: 3})
+	if got.Recent < 0.4999 || got.Recent > 0.5001 {
+		t.Fatalf("later graph %+v, want a recent share of a half", got)
+	}
+	// A thread exited, taking its runtime out of the sum; more threads than the probe sums.
+	for _, exit := range []events.ThreadsCPU{{Run: 190 * ms, Threads: 2}, {Run: 300 * ms, Threads: 256, Partial: true}} {
+		if got = graph(10_020*ms, 10_030*ms, events.ThreadsCPU{Run: 200 * ms, Threads: 3}, exit); got != (GraphCPU{}) {
+			t.Fatalf("graph ending with %+v: %+v, want unknown", exit, got)
 		}
 	}
 }

@@ -72,6 +72,7 @@ const (
 	srcViewSize  = NumSrc * 8
 	DetailSize   = HeaderSize + TensorMax + NumSrc*SrcHead + srcViewSize + countersSize
 	CountedSize  = HeaderSize + countersSize
+	GraphSize    = HeaderSize + 24
 )
 
 // Event is one record. Detail, Tensor and Src alias the record buffer and are only valid
@@ -101,6 +102,8 @@ type Event struct {
 	SrcView []byte
 	// Batch is a DecodeEnter's batch, summed per sequence.
 	Batch Batch
+	// CPU is, at GraphEnter and GraphExit, the process's threads' CPU time so far.
+	CPU ThreadsCPU
 	// Rows is, for Experts, Nth rows of RowBytes bytes of the ids tensor IDs, one per
 	// token, each starting with the ids of the experts the router chose; Ith is the
 	// tensor's rows. The record has room for more.
@@ -169,6 +172,15 @@ type Batch struct {
 // Sequences returns the batch's sequences.
 func (b *Batch) Sequences() []SeqTokens { return b.Seqs[:b.N] }
 
+// ThreadsCPU is the CPU time of a process's threads so far, summed over them: a running
+// thread's share is as of its last scheduler tick or switch.
+type ThreadsCPU struct {
+	Run     uint64 // nanoseconds on a CPU
+	Wait    uint64 // nanoseconds runnable, waiting for a CPU; 0 where the kernel does not count it
+	Threads uint32 // threads summed
+	Partial bool   // the process had more threads than the probe sums
+}
+
 // Counters is one reading of a thread's perf counters.
 type Counters [MaxCounters]uint64
 
@@ -221,8 +233,16 @@ func Decode(b []byte, e *Event) error {
 	if e.Kind < DecodeEnter || e.Kind > lastKind {
 		return fmt.Errorf("events: unknown kind %d", uint16(e.Kind))
 	}
-	if e.Kind == DecodeEnter {
+	switch e.Kind {
+	case DecodeEnter:
 		return decodeBatch(b, e)
+	case GraphEnter, GraphExit:
+		if len(b) < GraphSize {
+			return fmt.Errorf("events: %s of %d bytes, want %d", e.Kind, len(b), GraphSize)
+		}
+		e.CPU = ThreadsCPU{Run: le.Uint64(b[HeaderSize:]), Wait: le.Uint64(b[HeaderSize+8:]),
+			Threads: le.Uint32(b[HeaderSize+16:]), Partial: le.Uint32(b[HeaderSize+20:]) != 0}
+		return nil
 	}
 	if e.Kind == Experts {
 		n := uint64(e.Nth) * e.b

@@ -16,6 +16,9 @@ func TestSizesMatchBPF(t *testing.T) {
 	if s := unsafe.Sizeof(bpf.ProfinferDetail{}); s != DetailSize {
 		t.Fatalf("struct detail is %d bytes, DetailSize is %d", s, DetailSize)
 	}
+	if s := unsafe.Sizeof(bpf.ProfinferGraphRecord{}); s != GraphSize {
+		t.Fatalf("struct graph_record is %d bytes, GraphSize is %d", s, GraphSize)
+	}
 	if s := unsafe.Sizeof(bpf.ProfinferCounted{}); s != CountedSize {
 		t.Fatalf("struct counted is %d bytes, CountedSize is %d", s, CountedSize)
 	}
@@ -105,6 +108,24 @@ func TestDecodeExperts(t *testing.T) {
 		t.Fatalf("decoded %d bytes of rows, %v", len(e.Rows), err)
 	}
 	if err := Decode(b[:HeaderSize+16], &e); err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+}
+
+func TestDecodeGraph(t *testing.T) {
+	b := make([]byte, GraphSize)
+	le := binary.LittleEndian
+	le.PutUint16(b[16:], uint16(GraphExit))
+	le.PutUint64(b[HeaderSize:], 9000)
+	le.PutUint64(b[HeaderSize+8:], 300)
+	le.PutUint32(b[HeaderSize+16:], 3)
+	le.PutUint32(b[HeaderSize+20:], 1)
+	var e Event
+	if err := Decode(b, &e); err != nil || e.CPU != (ThreadsCPU{Run: 9000, Wait: 300, Threads: 3, Partial: true}) {
+		t.Fatalf("decoded %+v, %v", e.CPU, err)
+	}
+	want := "events: graph_exit of 64 bytes, want 88"
+	if err := Decode(b[:HeaderSize], &e); err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 }

@@ -260,6 +260,11 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 	a.PutStr("ggml.backend", "CPU")
 	a.PutInt("ggml.threads", int64(g.NThreads))
 	a.PutInt("thread.id", int64(g.TID))
+	if g.CPU.Known {
+		a.PutInt("ggml.graph.on_cpu_ns", int64(g.CPU.Run))
+		a.PutInt("ggml.graph.runqueue_ns", int64(g.CPU.Wait))
+		a.PutDouble("ggml.graph.on_cpu_share", min(float64(g.CPU.Run)/float64(max(g.End-g.Start, 1))/float64(g.NThreads), 1))
+	}
 	if !s.Nodes || len(g.Nodes) == 0 {
 		return
 	}
@@ -272,7 +277,7 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 	spans.EnsureCapacity(spans.Len() + len(g.Nodes))
 	for i, n := range g.Nodes {
 		ns := spans.AppendEmpty()
-		s.node(ns, trace, sp.SpanID(), n, g.NThreads)
+		s.node(ns, trace, sp.SpanID(), n, g)
 		ids[i] = ns.SpanID()
 		// Each node links to the nodes it read the results of: the graph's edges.
 		ns.Links().EnsureCapacity(len(d.Producers[i]))
@@ -292,7 +297,8 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 // the map is allocated once: at full tracing the collector builds thousands a second.
 const nodeAttrs = 20
 
-func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, n *assemble.Node, threads int) {
+func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, n *assemble.Node, g *assemble.Graph) {
+	threads := g.NThreads
 	s.begin(sp, trace, parent, "ggml.node", n.Start, n.End) // renamed by op below
 	a := sp.Attributes()
 	a.EnsureCapacity(nodeAttrs)
@@ -359,11 +365,22 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	if s.Peaks == (roofline.Peaks{}) {
 		return
 	}
-	c := roofline.Classify(info.FLOPs, info.Bytes, float64(n.End-n.Start)/1e9, s.Peaks)
+	c := Classify(n, g, s.Peaks)
 	a.PutStr("ggml.roofline.bound", string(c.Bound))
 	a.PutDouble("ggml.roofline.peak_fraction", c.Fraction)
 	a.PutDouble("ggml.roofline.flops_per_second", c.FLOPS)
 	a.PutDouble("ggml.roofline.bytes_per_second", c.Bandwidth)
+}
+
+// Classify places a node of g under the roofline of peaks, unless g's process's threads
+// lacked a CPU lately (GraphCPU.Recent): then its wall time is no measure of the kernel,
+// and it is starved. Its achieved rates stay what they were.
+func Classify(n *assemble.Node, g *assemble.Graph, peaks roofline.Peaks) roofline.Class {
+	c := roofline.Classify(n.Info.FLOPs, n.Info.Bytes, float64(n.End-n.Start)/1e9, peaks)
+	if roofline.IsStarved(g.CPU.Recent) {
+		c.Bound = roofline.Starved
+	}
+	return c
 }
 
 // WeightType is the type of the matrix a node reads its rows from: the weights'

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/cgroup"
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/requests"
@@ -77,6 +78,7 @@ type processMetrics struct {
 	moe                  map[int][]int64     // MoE layer -> selections per expert
 	splits               map[string]*span    // by backend
 	copies               map[copyKey]*copied // by source and destination backend
+	quota                cgroup.CPU          // as last read
 	exited               bool                // emit once more, then drop
 }
 
@@ -122,6 +124,7 @@ var bounds = map[roofline.Bound]metadata.AttributeGgmlRooflineBound{
 	roofline.Memory:   metadata.AttributeGgmlRooflineBoundMemory,
 	roofline.Compute:  metadata.AttributeGgmlRooflineBoundCompute,
 	roofline.Overhead: metadata.AttributeGgmlRooflineBoundOverhead,
+	roofline.Starved:  metadata.AttributeGgmlRooflineBoundStarved,
 }
 
 // Telemetry is the receiver's own health, exported beside the process metrics.
@@ -271,8 +274,7 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 		st.flops += n.Info.FLOPs
 		st.bytes += n.Info.Bytes
 		if m.roofs.Peaks != (roofline.Peaks{}) {
-			c := roofline.Classify(n.Info.FLOPs, n.Info.Bytes, secs, m.roofs.Peaks)
-			pm.bounds[boundKey{k.op, bounds[c.Bound]}]++
+			pm.bounds[boundKey{k.op, bounds[Classify(n, g, m.roofs.Peaks).Bound]}]++
 		}
 	}
 }
@@ -337,6 +339,13 @@ func (m *Metrics) threadCounters(pm *processMetrics, g *assemble.Graph) {
 	}
 }
 
+// Quota sets what pid's cgroup CPU quota and throttling were last read as.
+func (m *Metrics) Quota(pid int, c cgroup.CPU) {
+	if pm := m.procs[pid]; pm != nil {
+		pm.quota = c
+	}
+}
+
 // Forget drops a process that has exited once its metrics have been emitted one last
 // time, so that what it did since the previous export is not lost.
 func (m *Metrics) Forget(pid int) {
@@ -392,6 +401,12 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 			m.mb.RecordGgmlBackendCopyTimeDataPoint(now, float64(st.ns)/1e9, k.src, k.dst)
 		}
 		m.recordRoofs(now)
+		if q := pm.quota; q.Period > 0 {
+			m.mb.RecordProfinferCgroupCPULimitDataPoint(now, q.CPUs(), q.Cgroup)
+			m.mb.RecordProfinferCgroupCPUPeriodsDataPoint(now, int64(q.Periods), q.Cgroup)
+			m.mb.RecordProfinferCgroupCPUThrottledPeriodsDataPoint(now, int64(q.Throttled), q.Cgroup)
+			m.mb.RecordProfinferCgroupCPUThrottledTimeDataPoint(now, q.ThrottledTime.Seconds(), q.Cgroup)
+		}
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[0], metadata.AttributeLlamaPhasePrefill)
 		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[1], metadata.AttributeLlamaPhaseDecode)
 		if pm.duration.count > 0 {

@@ -29,34 +29,38 @@ func (ms *MetricConfig) Unmarshal(parser *confmap.Conf) error {
 
 // MetricsConfig provides config for profinfer metrics.
 type MetricsConfig struct {
-	GgmlBackendCopyBytes    MetricConfig `mapstructure:"ggml.backend.copy.bytes"`
-	GgmlBackendCopyTime     MetricConfig `mapstructure:"ggml.backend.copy.time"`
-	GgmlBackendSplitCount   MetricConfig `mapstructure:"ggml.backend.split.count"`
-	GgmlBackendSplitTime    MetricConfig `mapstructure:"ggml.backend.split.time"`
-	GgmlMoeExpertSelections MetricConfig `mapstructure:"ggml.moe.expert.selections"`
-	GgmlMoeImbalance        MetricConfig `mapstructure:"ggml.moe.imbalance"`
-	GgmlOpBarrierWait       MetricConfig `mapstructure:"ggml.op.barrier_wait"`
-	GgmlOpBound             MetricConfig `mapstructure:"ggml.op.bound"`
-	GgmlOpBytes             MetricConfig `mapstructure:"ggml.op.bytes"`
-	GgmlOpCount             MetricConfig `mapstructure:"ggml.op.count"`
-	GgmlOpCounter           MetricConfig `mapstructure:"ggml.op.counter"`
-	GgmlOpCountersBound     MetricConfig `mapstructure:"ggml.op.counters.bound"`
-	GgmlOpFlops             MetricConfig `mapstructure:"ggml.op.flops"`
-	GgmlOpMigrations        MetricConfig `mapstructure:"ggml.op.migrations"`
-	GgmlOpOffCPUTime        MetricConfig `mapstructure:"ggml.op.off_cpu.time"`
-	GgmlOpPreemptions       MetricConfig `mapstructure:"ggml.op.preemptions"`
-	GgmlOpRunqueueTime      MetricConfig `mapstructure:"ggml.op.runqueue.time"`
-	GgmlThreadCounter       MetricConfig `mapstructure:"ggml.thread.counter"`
-	LlamaDecodeTokens       MetricConfig `mapstructure:"llama.decode.tokens"`
-	LlamaRequestTokens      MetricConfig `mapstructure:"llama.request.tokens"`
-	ProfinferAttachFailures MetricConfig `mapstructure:"profinfer.attach.failures"`
-	ProfinferEventsDropped  MetricConfig `mapstructure:"profinfer.events.dropped"`
-	ProfinferEventsReceived MetricConfig `mapstructure:"profinfer.events.received"`
-	ProfinferGraphsDropped  MetricConfig `mapstructure:"profinfer.graphs.dropped"`
-	ProfinferGraphsTraced   MetricConfig `mapstructure:"profinfer.graphs.traced"`
-	ProfinferProbesAttached MetricConfig `mapstructure:"profinfer.probes.attached"`
-	ProfinferRooflinePeak   MetricConfig `mapstructure:"profinfer.roofline.peak"`
-	ProfinferSpansDropped   MetricConfig `mapstructure:"profinfer.spans.dropped"`
+	GgmlBackendCopyBytes               MetricConfig `mapstructure:"ggml.backend.copy.bytes"`
+	GgmlBackendCopyTime                MetricConfig `mapstructure:"ggml.backend.copy.time"`
+	GgmlBackendSplitCount              MetricConfig `mapstructure:"ggml.backend.split.count"`
+	GgmlBackendSplitTime               MetricConfig `mapstructure:"ggml.backend.split.time"`
+	GgmlMoeExpertSelections            MetricConfig `mapstructure:"ggml.moe.expert.selections"`
+	GgmlMoeImbalance                   MetricConfig `mapstructure:"ggml.moe.imbalance"`
+	GgmlOpBarrierWait                  MetricConfig `mapstructure:"ggml.op.barrier_wait"`
+	GgmlOpBound                        MetricConfig `mapstructure:"ggml.op.bound"`
+	GgmlOpBytes                        MetricConfig `mapstructure:"ggml.op.bytes"`
+	GgmlOpCount                        MetricConfig `mapstructure:"ggml.op.count"`
+	GgmlOpCounter                      MetricConfig `mapstructure:"ggml.op.counter"`
+	GgmlOpCountersBound                MetricConfig `mapstructure:"ggml.op.counters.bound"`
+	GgmlOpFlops                        MetricConfig `mapstructure:"ggml.op.flops"`
+	GgmlOpMigrations                   MetricConfig `mapstructure:"ggml.op.migrations"`
+	GgmlOpOffCPUTime                   MetricConfig `mapstructure:"ggml.op.off_cpu.time"`
+	GgmlOpPreemptions                  MetricConfig `mapstructure:"ggml.op.preemptions"`
+	GgmlOpRunqueueTime                 MetricConfig `mapstructure:"ggml.op.runqueue.time"`
+	GgmlThreadCounter                  MetricConfig `mapstructure:"ggml.thread.counter"`
+	LlamaDecodeTokens                  MetricConfig `mapstructure:"llama.decode.tokens"`
+	LlamaRequestTokens                 MetricConfig `mapstructure:"llama.request.tokens"`
+	ProfinferAttachFailures            MetricConfig `mapstructure:"profinfer.attach.failures"`
+	ProfinferCgroupCPULimit            MetricConfig `mapstructure:"profinfer.cgroup.cpu.limit"`
+	ProfinferCgroupCPUPeriods          MetricConfig `mapstructure:"profinfer.cgroup.cpu.periods"`
+	ProfinferCgroupCPUThrottledPeriods MetricConfig `mapstructure:"profinfer.cgroup.cpu.throttled.periods"`
+	ProfinferCgroupCPUThrottledTime    MetricConfig `mapstructure:"profinfer.cgroup.cpu.throttled.time"`
+	ProfinferEventsDropped             MetricConfig `mapstructure:"profinfer.events.dropped"`
+	ProfinferEventsReceived            MetricConfig `mapstructure:"profinfer.events.received"`
+	ProfinferGraphsDropped             MetricConfig `mapstructure:"profinfer.graphs.dropped"`
+	ProfinferGraphsTraced              MetricConfig `mapstructure:"profinfer.graphs.traced"`
+	ProfinferProbesAttached            MetricConfig `mapstructure:"profinfer.probes.attached"`
+	ProfinferRooflinePeak              MetricConfig `mapstructure:"profinfer.roofline.peak"`
+	ProfinferSpansDropped              MetricConfig `mapstructure:"profinfer.spans.dropped"`
 }
 
 func DefaultMetricsConfig() MetricsConfig {
@@ -122,6 +126,18 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		ProfinferAttachFailures: MetricConfig{
+			Enabled: true,
+		},
+		ProfinferCgroupCPULimit: MetricConfig{
+			Enabled: true,
+		},
+		ProfinferCgroupCPUPeriods: MetricConfig{
+			Enabled: true,
+		},
+		ProfinferCgroupCPUThrottledPeriods: MetricConfig{
+			Enabled: true,
+		},
+		ProfinferCgroupCPUThrottledTime: MetricConfig{
 			Enabled: true,
 		},
 		ProfinferEventsDropped: MetricConfig{

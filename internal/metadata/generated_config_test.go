@@ -90,6 +90,18 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProfinferAttachFailures: MetricConfig{
 						Enabled: true,
 					},
+					ProfinferCgroupCPULimit: MetricConfig{
+						Enabled: true,
+					},
+					ProfinferCgroupCPUPeriods: MetricConfig{
+						Enabled: true,
+					},
+					ProfinferCgroupCPUThrottledPeriods: MetricConfig{
+						Enabled: true,
+					},
+					ProfinferCgroupCPUThrottledTime: MetricConfig{
+						Enabled: true,
+					},
 					ProfinferEventsDropped: MetricConfig{
 						Enabled: true,
 					},
@@ -197,6 +209,18 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					ProfinferAttachFailures: MetricConfig{
+						Enabled: false,
+					},
+					ProfinferCgroupCPULimit: MetricConfig{
+						Enabled: false,
+					},
+					ProfinferCgroupCPUPeriods: MetricConfig{
+						Enabled: false,
+					},
+					ProfinferCgroupCPUThrottledPeriods: MetricConfig{
+						Enabled: false,
+					},
+					ProfinferCgroupCPUThrottledTime: MetricConfig{
 						Enabled: false,
 					},
 					ProfinferEventsDropped: MetricConfig{

@@ -80,6 +80,7 @@ const (
 	AttributeGgmlRooflineBoundMemory
 	AttributeGgmlRooflineBoundCompute
 	AttributeGgmlRooflineBoundOverhead
+	AttributeGgmlRooflineBoundStarved
 )
 
 // String returns the string representation of the AttributeGgmlRooflineBound.
@@ -91,6 +92,8 @@ func (av AttributeGgmlRooflineBound) String() string {
 		return "compute"
 	case AttributeGgmlRooflineBoundOverhead:
 		return "overhead"
+	case AttributeGgmlRooflineBoundStarved:
+		return "starved"
 	}
 	return ""
 }
@@ -100,6 +103,7 @@ var MapAttributeGgmlRooflineBound = map[string]AttributeGgmlRooflineBound{
 	"memory":   AttributeGgmlRooflineBoundMemory,
 	"compute":  AttributeGgmlRooflineBoundCompute,
 	"overhead": AttributeGgmlRooflineBoundOverhead,
+	"starved":  AttributeGgmlRooflineBoundStarved,
 }
 
 // AttributeGgmlRooflineRoof specifies the value ggml.roofline.roof attribute.
@@ -290,6 +294,18 @@ var MetricsInfo = metricsInfo{
 	ProfinferAttachFailures: metricInfo{
 		Name: "profinfer.attach.failures",
 	},
+	ProfinferCgroupCPULimit: metricInfo{
+		Name: "profinfer.cgroup.cpu.limit",
+	},
+	ProfinferCgroupCPUPeriods: metricInfo{
+		Name: "profinfer.cgroup.cpu.periods",
+	},
+	ProfinferCgroupCPUThrottledPeriods: metricInfo{
+		Name: "profinfer.cgroup.cpu.throttled.periods",
+	},
+	ProfinferCgroupCPUThrottledTime: metricInfo{
+		Name: "profinfer.cgroup.cpu.throttled.time",
+	},
 	ProfinferEventsDropped: metricInfo{
 		Name: "profinfer.events.dropped",
 	},
@@ -314,34 +330,38 @@ var MetricsInfo = metricsInfo{
 }
 
 type metricsInfo struct {
-	GgmlBackendCopyBytes    metricInfo
-	GgmlBackendCopyTime     metricInfo
-	GgmlBackendSplitCount   metricInfo
-	GgmlBackendSplitTime    metricInfo
-	GgmlMoeExpertSelections metricInfo
-	GgmlMoeImbalance        metricInfo
-	GgmlOpBarrierWait       metricInfo
-	GgmlOpBound             metricInfo
-	GgmlOpBytes             metricInfo
-	GgmlOpCount             metricInfo
-	GgmlOpCounter           metricInfo
-	GgmlOpCountersBound     metricInfo
-	GgmlOpFlops             metricInfo
-	GgmlOpMigrations        metricInfo
-	GgmlOpOffCPUTime        metricInfo
-	GgmlOpPreemptions       metricInfo
-	GgmlOpRunqueueTime      metricInfo
-	GgmlThreadCounter       metricInfo
-	LlamaDecodeTokens       metricInfo
-	LlamaRequestTokens      metricInfo
-	ProfinferAttachFailures metricInfo
-	ProfinferEventsDropped  metricInfo
-	ProfinferEventsReceived metricInfo
-	ProfinferGraphsDropped  metricInfo
-	ProfinferGraphsTraced   metricInfo
-	ProfinferProbesAttached metricInfo
-	ProfinferRooflinePeak   metricInfo
-	ProfinferSpansDropped   metricInfo
+	GgmlBackendCopyBytes               metricInfo
+	GgmlBackendCopyTime                metricInfo
+	GgmlBackendSplitCount              metricInfo
+	GgmlBackendSplitTime               metricInfo
+	GgmlMoeExpertSelections            metricInfo
+	GgmlMoeImbalance                   metricInfo
+	GgmlOpBarrierWait                  metricInfo
+	GgmlOpBound                        metricInfo
+	GgmlOpBytes                        metricInfo
+	GgmlOpCount                        metricInfo
+	GgmlOpCounter                      metricInfo
+	GgmlOpCountersBound                metricInfo
+	GgmlOpFlops                        metricInfo
+	GgmlOpMigrations                   metricInfo
+	GgmlOpOffCPUTime                   metricInfo
+	GgmlOpPreemptions                  metricInfo
+	GgmlOpRunqueueTime                 metricInfo
+	GgmlThreadCounter                  metricInfo
+	LlamaDecodeTokens                  metricInfo
+	LlamaRequestTokens                 metricInfo
+	ProfinferAttachFailures            metricInfo
+	ProfinferCgroupCPULimit            metricInfo
+	ProfinferCgroupCPUPeriods          metricInfo
+	ProfinferCgroupCPUThrottledPeriods metricInfo
+	ProfinferCgroupCPUThrottledTime    metricInfo
+	ProfinferEventsDropped             metricInfo
+	ProfinferEventsReceived            metricInfo
+	ProfinferGraphsDropped             metricInfo
+	ProfinferGraphsTraced              metricInfo
+	ProfinferProbesAttached            metricInfo
+	ProfinferRooflinePeak              metricInfo
+	ProfinferSpansDropped              metricInfo
 }
 
 type metricInfo struct {
@@ -1509,6 +1529,220 @@ func newMetricProfinferAttachFailures(cfg MetricConfig) metricProfinferAttachFai
 	return m
 }
 
+type metricProfinferCgroupCPULimit struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills profinfer.cgroup.cpu.limit metric with initial data.
+func (m *metricProfinferCgroupCPULimit) init() {
+	m.data.SetName("profinfer.cgroup.cpu.limit")
+	m.data.SetDescription("CPUs the process's tightest cgroup CPU quota allows, its quota over its period (cpu.max on cgroup v2, cpu.cfs_quota_us over cpu.cfs_period_us on v1).")
+	m.data.SetUnit("{cpu}")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricProfinferCgroupCPULimit) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, profinferCgroupPathAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("profinfer.cgroup.path", profinferCgroupPathAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricProfinferCgroupCPULimit) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricProfinferCgroupCPULimit) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricProfinferCgroupCPULimit(cfg MetricConfig) metricProfinferCgroupCPULimit {
+	m := metricProfinferCgroupCPULimit{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricProfinferCgroupCPUPeriods struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills profinfer.cgroup.cpu.periods metric with initial data.
+func (m *metricProfinferCgroupCPUPeriods) init() {
+	m.data.SetName("profinfer.cgroup.cpu.periods")
+	m.data.SetDescription("Enforcement periods of the limiting cgroup's CPU quota in which it had runnable tasks (cpu.stat nr_periods), since the cgroup was made.")
+	m.data.SetUnit("{period}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricProfinferCgroupCPUPeriods) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, profinferCgroupPathAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("profinfer.cgroup.path", profinferCgroupPathAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricProfinferCgroupCPUPeriods) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricProfinferCgroupCPUPeriods) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricProfinferCgroupCPUPeriods(cfg MetricConfig) metricProfinferCgroupCPUPeriods {
+	m := metricProfinferCgroupCPUPeriods{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricProfinferCgroupCPUThrottledPeriods struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills profinfer.cgroup.cpu.throttled.periods metric with initial data.
+func (m *metricProfinferCgroupCPUThrottledPeriods) init() {
+	m.data.SetName("profinfer.cgroup.cpu.throttled.periods")
+	m.data.SetDescription("Periods in which the limiting cgroup used up its CPU quota and its tasks were held back (cpu.stat nr_throttled).")
+	m.data.SetUnit("{period}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricProfinferCgroupCPUThrottledPeriods) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, profinferCgroupPathAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("profinfer.cgroup.path", profinferCgroupPathAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricProfinferCgroupCPUThrottledPeriods) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricProfinferCgroupCPUThrottledPeriods) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricProfinferCgroupCPUThrottledPeriods(cfg MetricConfig) metricProfinferCgroupCPUThrottledPeriods {
+	m := metricProfinferCgroupCPUThrottledPeriods{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricProfinferCgroupCPUThrottledTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills profinfer.cgroup.cpu.throttled.time metric with initial data.
+func (m *metricProfinferCgroupCPUThrottledTime) init() {
+	m.data.SetName("profinfer.cgroup.cpu.throttled.time")
+	m.data.SetDescription("Time the limiting cgroup's tasks were held back by its CPU quota, summed over CPUs (cpu.stat throttled_usec on v2, throttled_time on v1).")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricProfinferCgroupCPUThrottledTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, profinferCgroupPathAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("profinfer.cgroup.path", profinferCgroupPathAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricProfinferCgroupCPUThrottledTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricProfinferCgroupCPUThrottledTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricProfinferCgroupCPUThrottledTime(cfg MetricConfig) metricProfinferCgroupCPUThrottledTime {
+	m := metricProfinferCgroupCPUThrottledTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricProfinferEventsDropped struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -1876,41 +2110,45 @@ func newMetricProfinferSpansDropped(cfg MetricConfig) metricProfinferSpansDroppe
 // MetricsBuilder provides an interface for scrapers to report metrics while taking care of all the transformations
 // required to produce metric representation defined in metadata and user config.
 type MetricsBuilder struct {
-	config                         MetricsBuilderConfig // config of the metrics builder.
-	startTime                      pcommon.Timestamp    // start time that will be applied to all recorded data points.
-	metricsCapacity                int                  // maximum observed number of metrics per resource.
-	metricsBuffer                  pmetric.Metrics      // accumulates metrics data before emitting.
-	buildInfo                      component.BuildInfo  // contains version information.
-	resourceAttributeIncludeFilter map[string]filter.Filter
-	resourceAttributeExcludeFilter map[string]filter.Filter
-	metricGgmlBackendCopyBytes     metricGgmlBackendCopyBytes
-	metricGgmlBackendCopyTime      metricGgmlBackendCopyTime
-	metricGgmlBackendSplitCount    metricGgmlBackendSplitCount
-	metricGgmlBackendSplitTime     metricGgmlBackendSplitTime
-	metricGgmlMoeExpertSelections  metricGgmlMoeExpertSelections
-	metricGgmlMoeImbalance         metricGgmlMoeImbalance
-	metricGgmlOpBarrierWait        metricGgmlOpBarrierWait
-	metricGgmlOpBound              metricGgmlOpBound
-	metricGgmlOpBytes              metricGgmlOpBytes
-	metricGgmlOpCount              metricGgmlOpCount
-	metricGgmlOpCounter            metricGgmlOpCounter
-	metricGgmlOpCountersBound      metricGgmlOpCountersBound
-	metricGgmlOpFlops              metricGgmlOpFlops
-	metricGgmlOpMigrations         metricGgmlOpMigrations
-	metricGgmlOpOffCPUTime         metricGgmlOpOffCPUTime
-	metricGgmlOpPreemptions        metricGgmlOpPreemptions
-	metricGgmlOpRunqueueTime       metricGgmlOpRunqueueTime
-	metricGgmlThreadCounter        metricGgmlThreadCounter
-	metricLlamaDecodeTokens        metricLlamaDecodeTokens
-	metricLlamaRequestTokens       metricLlamaRequestTokens
-	metricProfinferAttachFailures  metricProfinferAttachFailures
-	metricProfinferEventsDropped   metricProfinferEventsDropped
-	metricProfinferEventsReceived  metricProfinferEventsReceived
-	metricProfinferGraphsDropped   metricProfinferGraphsDropped
-	metricProfinferGraphsTraced    metricProfinferGraphsTraced
-	metricProfinferProbesAttached  metricProfinferProbesAttached
-	metricProfinferRooflinePeak    metricProfinferRooflinePeak
-	metricProfinferSpansDropped    metricProfinferSpansDropped
+	config                                   MetricsBuilderConfig // config of the metrics builder.
+	startTime                                pcommon.Timestamp    // start time that will be applied to all recorded data points.
+	metricsCapacity                          int                  // maximum observed number of metrics per resource.
+	metricsBuffer                            pmetric.Metrics      // accumulates metrics data before emitting.
+	buildInfo                                component.BuildInfo  // contains version information.
+	resourceAttributeIncludeFilter           map[string]filter.Filter
+	resourceAttributeExcludeFilter           map[string]filter.Filter
+	metricGgmlBackendCopyBytes               metricGgmlBackendCopyBytes
+	metricGgmlBackendCopyTime                metricGgmlBackendCopyTime
+	metricGgmlBackendSplitCount              metricGgmlBackendSplitCount
+	metricGgmlBackendSplitTime               metricGgmlBackendSplitTime
+	metricGgmlMoeExpertSelections            metricGgmlMoeExpertSelections
+	metricGgmlMoeImbalance                   metricGgmlMoeImbalance
+	metricGgmlOpBarrierWait                  metricGgmlOpBarrierWait
+	metricGgmlOpBound                        metricGgmlOpBound
+	metricGgmlOpBytes                        metricGgmlOpBytes
+	metricGgmlOpCount                        metricGgmlOpCount
+	metricGgmlOpCounter                      metricGgmlOpCounter
+	metricGgmlOpCountersBound                metricGgmlOpCountersBound
+	metricGgmlOpFlops                        metricGgmlOpFlops
+	metricGgmlOpMigrations                   metricGgmlOpMigrations
+	metricGgmlOpOffCPUTime                   metricGgmlOpOffCPUTime
+	metricGgmlOpPreemptions                  metricGgmlOpPreemptions
+	metricGgmlOpRunqueueTime                 metricGgmlOpRunqueueTime
+	metricGgmlThreadCounter                  metricGgmlThreadCounter
+	metricLlamaDecodeTokens                  metricLlamaDecodeTokens
+	metricLlamaRequestTokens                 metricLlamaRequestTokens
+	metricProfinferAttachFailures            metricProfinferAttachFailures
+	metricProfinferCgroupCPULimit            metricProfinferCgroupCPULimit
+	metricProfinferCgroupCPUPeriods          metricProfinferCgroupCPUPeriods
+	metricProfinferCgroupCPUThrottledPeriods metricProfinferCgroupCPUThrottledPeriods
+	metricProfinferCgroupCPUThrottledTime    metricProfinferCgroupCPUThrottledTime
+	metricProfinferEventsDropped             metricProfinferEventsDropped
+	metricProfinferEventsReceived            metricProfinferEventsReceived
+	metricProfinferGraphsDropped             metricProfinferGraphsDropped
+	metricProfinferGraphsTraced              metricProfinferGraphsTraced
+	metricProfinferProbesAttached            metricProfinferProbesAttached
+	metricProfinferRooflinePeak              metricProfinferRooflinePeak
+	metricProfinferSpansDropped              metricProfinferSpansDropped
 }
 
 // MetricBuilderOption applies changes to default metrics builder.
@@ -1932,40 +2170,44 @@ func WithStartTime(startTime pcommon.Timestamp) MetricBuilderOption {
 }
 func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, options ...MetricBuilderOption) *MetricsBuilder {
 	mb := &MetricsBuilder{
-		config:                         mbc,
-		startTime:                      pcommon.NewTimestampFromTime(time.Now()),
-		metricsBuffer:                  pmetric.NewMetrics(),
-		buildInfo:                      settings.BuildInfo,
-		metricGgmlBackendCopyBytes:     newMetricGgmlBackendCopyBytes(mbc.Metrics.GgmlBackendCopyBytes),
-		metricGgmlBackendCopyTime:      newMetricGgmlBackendCopyTime(mbc.Metrics.GgmlBackendCopyTime),
-		metricGgmlBackendSplitCount:    newMetricGgmlBackendSplitCount(mbc.Metrics.GgmlBackendSplitCount),
-		metricGgmlBackendSplitTime:     newMetricGgmlBackendSplitTime(mbc.Metrics.GgmlBackendSplitTime),
-		metricGgmlMoeExpertSelections:  newMetricGgmlMoeExpertSelections(mbc.Metrics.GgmlMoeExpertSelections),
-		metricGgmlMoeImbalance:         newMetricGgmlMoeImbalance(mbc.Metrics.GgmlMoeImbalance),
-		metricGgmlOpBarrierWait:        newMetricGgmlOpBarrierWait(mbc.Metrics.GgmlOpBarrierWait),
-		metricGgmlOpBound:              newMetricGgmlOpBound(mbc.Metrics.GgmlOpBound),
-		metricGgmlOpBytes:              newMetricGgmlOpBytes(mbc.Metrics.GgmlOpBytes),
-		metricGgmlOpCount:              newMetricGgmlOpCount(mbc.Metrics.GgmlOpCount),
-		metricGgmlOpCounter:            newMetricGgmlOpCounter(mbc.Metrics.GgmlOpCounter),
-		metricGgmlOpCountersBound:      newMetricGgmlOpCountersBound(mbc.Metrics.GgmlOpCountersBound),
-		metricGgmlOpFlops:              newMetricGgmlOpFlops(mbc.Metrics.GgmlOpFlops),
-		metricGgmlOpMigrations:         newMetricGgmlOpMigrations(mbc.Metrics.GgmlOpMigrations),
-		metricGgmlOpOffCPUTime:         newMetricGgmlOpOffCPUTime(mbc.Metrics.GgmlOpOffCPUTime),
-		metricGgmlOpPreemptions:        newMetricGgmlOpPreemptions(mbc.Metrics.GgmlOpPreemptions),
-		metricGgmlOpRunqueueTime:       newMetricGgmlOpRunqueueTime(mbc.Metrics.GgmlOpRunqueueTime),
-		metricGgmlThreadCounter:        newMetricGgmlThreadCounter(mbc.Metrics.GgmlThreadCounter),
-		metricLlamaDecodeTokens:        newMetricLlamaDecodeTokens(mbc.Metrics.LlamaDecodeTokens),
-		metricLlamaRequestTokens:       newMetricLlamaRequestTokens(mbc.Metrics.LlamaRequestTokens),
-		metricProfinferAttachFailures:  newMetricProfinferAttachFailures(mbc.Metrics.ProfinferAttachFailures),
-		metricProfinferEventsDropped:   newMetricProfinferEventsDropped(mbc.Metrics.ProfinferEventsDropped),
-		metricProfinferEventsReceived:  newMetricProfinferEventsReceived(mbc.Metrics.ProfinferEventsReceived),
-		metricProfinferGraphsDropped:   newMetricProfinferGraphsDropped(mbc.Metrics.ProfinferGraphsDropped),
-		metricProfinferGraphsTraced:    newMetricProfinferGraphsTraced(mbc.Metrics.ProfinferGraphsTraced),
-		metricProfinferProbesAttached:  newMetricProfinferProbesAttached(mbc.Metrics.ProfinferProbesAttached),
-		metricProfinferRooflinePeak:    newMetricProfinferRooflinePeak(mbc.Metrics.ProfinferRooflinePeak),
-		metricProfinferSpansDropped:    newMetricProfinferSpansDropped(mbc.Metrics.ProfinferSpansDropped),
-		resourceAttributeIncludeFilter: make(map[string]filter.Filter),
-		resourceAttributeExcludeFilter: make(map[string]filter.Filter),
+		config:                                   mbc,
+		startTime:                                pcommon.NewTimestampFromTime(time.Now()),
+		metricsBuffer:                            pmetric.NewMetrics(),
+		buildInfo:                                settings.BuildInfo,
+		metricGgmlBackendCopyBytes:               newMetricGgmlBackendCopyBytes(mbc.Metrics.GgmlBackendCopyBytes),
+		metricGgmlBackendCopyTime:                newMetricGgmlBackendCopyTime(mbc.Metrics.GgmlBackendCopyTime),
+		metricGgmlBackendSplitCount:              newMetricGgmlBackendSplitCount(mbc.Metrics.GgmlBackendSplitCount),
+		metricGgmlBackendSplitTime:               newMetricGgmlBackendSplitTime(mbc.Metrics.GgmlBackendSplitTime),
+		metricGgmlMoeExpertSelections:            newMetricGgmlMoeExpertSelections(mbc.Metrics.GgmlMoeExpertSelections),
+		metricGgmlMoeImbalance:                   newMetricGgmlMoeImbalance(mbc.Metrics.GgmlMoeImbalance),
+		metricGgmlOpBarrierWait:                  newMetricGgmlOpBarrierWait(mbc.Metrics.GgmlOpBarrierWait),
+		metricGgmlOpBound:                        newMetricGgmlOpBound(mbc.Metrics.GgmlOpBound),
+		metricGgmlOpBytes:                        newMetricGgmlOpBytes(mbc.Metrics.GgmlOpBytes),
+		metricGgmlOpCount:                        newMetricGgmlOpCount(mbc.Metrics.GgmlOpCount),
+		metricGgmlOpCounter:                      newMetricGgmlOpCounter(mbc.Metrics.GgmlOpCounter),
+		metricGgmlOpCountersBound:                newMetricGgmlOpCountersBound(mbc.Metrics.GgmlOpCountersBound),
+		metricGgmlOpFlops:                        newMetricGgmlOpFlops(mbc.Metrics.GgmlOpFlops),
+		metricGgmlOpMigrations:                   newMetricGgmlOpMigrations(mbc.Metrics.GgmlOpMigrations),
+		metricGgmlOpOffCPUTime:                   newMetricGgmlOpOffCPUTime(mbc.Metrics.GgmlOpOffCPUTime),
+		metricGgmlOpPreemptions:                  newMetricGgmlOpPreemptions(mbc.Metrics.GgmlOpPreemptions),
+		metricGgmlOpRunqueueTime:                 newMetricGgmlOpRunqueueTime(mbc.Metrics.GgmlOpRunqueueTime),
+		metricGgmlThreadCounter:                  newMetricGgmlThreadCounter(mbc.Metrics.GgmlThreadCounter),
+		metricLlamaDecodeTokens:                  newMetricLlamaDecodeTokens(mbc.Metrics.LlamaDecodeTokens),
+		metricLlamaRequestTokens:                 newMetricLlamaRequestTokens(mbc.Metrics.LlamaRequestTokens),
+		metricProfinferAttachFailures:            newMetricProfinferAttachFailures(mbc.Metrics.ProfinferAttachFailures),
+		metricProfinferCgroupCPULimit:            newMetricProfinferCgroupCPULimit(mbc.Metrics.ProfinferCgroupCPULimit),
+		metricProfinferCgroupCPUPeriods:          newMetricProfinferCgroupCPUPeriods(mbc.Metrics.ProfinferCgroupCPUPeriods),
+		metricProfinferCgroupCPUThrottledPeriods: newMetricProfinferCgroupCPUThrottledPeriods(mbc.Metrics.ProfinferCgroupCPUThrottledPeriods),
+		metricProfinferCgroupCPUThrottledTime:    newMetricProfinferCgroupCPUThrottledTime(mbc.Metrics.ProfinferCgroupCPUThrottledTime),
+		metricProfinferEventsDropped:             newMetricProfinferEventsDropped(mbc.Metrics.ProfinferEventsDropped),
+		metricProfinferEventsReceived:            newMetricProfinferEventsReceived(mbc.Metrics.ProfinferEventsReceived),
+		metricProfinferGraphsDropped:             newMetricProfinferGraphsDropped(mbc.Metrics.ProfinferGraphsDropped),
+		metricProfinferGraphsTraced:              newMetricProfinferGraphsTraced(mbc.Metrics.ProfinferGraphsTraced),
+		metricProfinferProbesAttached:            newMetricProfinferProbesAttached(mbc.Metrics.ProfinferProbesAttached),
+		metricProfinferRooflinePeak:              newMetricProfinferRooflinePeak(mbc.Metrics.ProfinferRooflinePeak),
+		metricProfinferSpansDropped:              newMetricProfinferSpansDropped(mbc.Metrics.ProfinferSpansDropped),
+		resourceAttributeIncludeFilter:           make(map[string]filter.Filter),
+		resourceAttributeExcludeFilter:           make(map[string]filter.Filter),
 	}
 	if mbc.ResourceAttributes.ContainerID.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["container.id"] = filter.CreateFilter(mbc.ResourceAttributes.ContainerID.MetricsInclude)
@@ -2153,6 +2395,10 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricLlamaDecodeTokens.emit(ils.Metrics())
 	mb.metricLlamaRequestTokens.emit(ils.Metrics())
 	mb.metricProfinferAttachFailures.emit(ils.Metrics())
+	mb.metricProfinferCgroupCPULimit.emit(ils.Metrics())
+	mb.metricProfinferCgroupCPUPeriods.emit(ils.Metrics())
+	mb.metricProfinferCgroupCPUThrottledPeriods.emit(ils.Metrics())
+	mb.metricProfinferCgroupCPUThrottledTime.emit(ils.Metrics())
 	mb.metricProfinferEventsDropped.emit(ils.Metrics())
 	mb.metricProfinferEventsReceived.emit(ils.Metrics())
 	mb.metricProfinferGraphsDropped.emit(ils.Metrics())
@@ -2294,6 +2540,26 @@ func (mb *MetricsBuilder) RecordLlamaRequestTokensDataPoint(ts pcommon.Timestamp
 // RecordProfinferAttachFailuresDataPoint adds a data point to profinfer.attach.failures metric.
 func (mb *MetricsBuilder) RecordProfinferAttachFailuresDataPoint(ts pcommon.Timestamp, val int64, profinferAttachReasonAttributeValue AttributeProfinferAttachReason) {
 	mb.metricProfinferAttachFailures.recordDataPoint(mb.startTime, ts, val, profinferAttachReasonAttributeValue.String())
+}
+
+// RecordProfinferCgroupCPULimitDataPoint adds a data point to profinfer.cgroup.cpu.limit metric.
+func (mb *MetricsBuilder) RecordProfinferCgroupCPULimitDataPoint(ts pcommon.Timestamp, val float64, profinferCgroupPathAttributeValue string) {
+	mb.metricProfinferCgroupCPULimit.recordDataPoint(mb.startTime, ts, val, profinferCgroupPathAttributeValue)
+}
+
+// RecordProfinferCgroupCPUPeriodsDataPoint adds a data point to profinfer.cgroup.cpu.periods metric.
+func (mb *MetricsBuilder) RecordProfinferCgroupCPUPeriodsDataPoint(ts pcommon.Timestamp, val int64, profinferCgroupPathAttributeValue string) {
+	mb.metricProfinferCgroupCPUPeriods.recordDataPoint(mb.startTime, ts, val, profinferCgroupPathAttributeValue)
+}
+
+// RecordProfinferCgroupCPUThrottledPeriodsDataPoint adds a data point to profinfer.cgroup.cpu.throttled.periods metric.
+func (mb *MetricsBuilder) RecordProfinferCgroupCPUThrottledPeriodsDataPoint(ts pcommon.Timestamp, val int64, profinferCgroupPathAttributeValue string) {
+	mb.metricProfinferCgroupCPUThrottledPeriods.recordDataPoint(mb.startTime, ts, val, profinferCgroupPathAttributeValue)
+}
+
+// RecordProfinferCgroupCPUThrottledTimeDataPoint adds a data point to profinfer.cgroup.cpu.throttled.time metric.
+func (mb *MetricsBuilder) RecordProfinferCgroupCPUThrottledTimeDataPoint(ts pcommon.Timestamp, val float64, profinferCgroupPathAttributeValue string) {
+	mb.metricProfinferCgroupCPUThrottledTime.recordDataPoint(mb.startTime, ts, val, profinferCgroupPathAttributeValue)
 }
 
 // RecordProfinferEventsDroppedDataPoint adds a data point to profinfer.events.dropped metric.

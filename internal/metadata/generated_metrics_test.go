@@ -153,6 +153,22 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordProfinferCgroupCPULimitDataPoint(ts, 1, "profinfer.cgroup.path-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordProfinferCgroupCPUPeriodsDataPoint(ts, 1, "profinfer.cgroup.path-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordProfinferCgroupCPUThrottledPeriodsDataPoint(ts, 1, "profinfer.cgroup.path-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordProfinferCgroupCPUThrottledTimeDataPoint(ts, 1, "profinfer.cgroup.path-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordProfinferEventsDroppedDataPoint(ts, 1)
 
 			defaultMetricsCount++
@@ -666,6 +682,72 @@ func TestMetricsBuilder(t *testing.T) {
 					profinferAttachReasonAttrVal, ok := dp.Attributes().Get("profinfer.attach.reason")
 					assert.True(t, ok)
 					assert.Equal(t, "no_node_probe", profinferAttachReasonAttrVal.Str())
+				case "profinfer.cgroup.cpu.limit":
+					assert.False(t, validatedMetrics["profinfer.cgroup.cpu.limit"], "Found a duplicate in the metrics slice: profinfer.cgroup.cpu.limit")
+					validatedMetrics["profinfer.cgroup.cpu.limit"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "CPUs the process's tightest cgroup CPU quota allows, its quota over its period (cpu.max on cgroup v2, cpu.cfs_quota_us over cpu.cfs_period_us on v1).", mi.Description())
+					assert.Equal(t, "{cpu}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					profinferCgroupPathAttrVal, ok := dp.Attributes().Get("profinfer.cgroup.path")
+					assert.True(t, ok)
+					assert.Equal(t, "profinfer.cgroup.path-val", profinferCgroupPathAttrVal.Str())
+				case "profinfer.cgroup.cpu.periods":
+					assert.False(t, validatedMetrics["profinfer.cgroup.cpu.periods"], "Found a duplicate in the metrics slice: profinfer.cgroup.cpu.periods")
+					validatedMetrics["profinfer.cgroup.cpu.periods"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Enforcement periods of the limiting cgroup's CPU quota in which it had runnable tasks (cpu.stat nr_periods), since the cgroup was made.", mi.Description())
+					assert.Equal(t, "{period}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					profinferCgroupPathAttrVal, ok := dp.Attributes().Get("profinfer.cgroup.path")
+					assert.True(t, ok)
+					assert.Equal(t, "profinfer.cgroup.path-val", profinferCgroupPathAttrVal.Str())
+				case "profinfer.cgroup.cpu.throttled.periods":
+					assert.False(t, validatedMetrics["profinfer.cgroup.cpu.throttled.periods"], "Found a duplicate in the metrics slice: profinfer.cgroup.cpu.throttled.periods")
+					validatedMetrics["profinfer.cgroup.cpu.throttled.periods"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Periods in which the limiting cgroup used up its CPU quota and its tasks were held back (cpu.stat nr_throttled).", mi.Description())
+					assert.Equal(t, "{period}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					profinferCgroupPathAttrVal, ok := dp.Attributes().Get("profinfer.cgroup.path")
+					assert.True(t, ok)
+					assert.Equal(t, "profinfer.cgroup.path-val", profinferCgroupPathAttrVal.Str())
+				case "profinfer.cgroup.cpu.throttled.time":
+					assert.False(t, validatedMetrics["profinfer.cgroup.cpu.throttled.time"], "Found a duplicate in the metrics slice: profinfer.cgroup.cpu.throttled.time")
+					validatedMetrics["profinfer.cgroup.cpu.throttled.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time the limiting cgroup's tasks were held back by its CPU quota, summed over CPUs (cpu.stat throttled_usec on v2, throttled_time on v1).", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					profinferCgroupPathAttrVal, ok := dp.Attributes().Get("profinfer.cgroup.path")
+					assert.True(t, ok)
+					assert.Equal(t, "profinfer.cgroup.path-val", profinferCgroupPathAttrVal.Str())
 				case "profinfer.events.dropped":
 					assert.False(t, validatedMetrics["profinfer.events.dropped"], "Found a duplicate in the metrics slice: profinfer.events.dropped")
 					validatedMetrics["profinfer.events.dropped"] = true

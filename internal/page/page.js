@@ -69,6 +69,11 @@
   }
   function tile(value, label) { return el('div', 'tile', el('b', null, value), el('span', null, label)); }
 
+  function pidOf(p) { return ((p.resource || []).find((a) => a.k === 'process.pid') || {}).v; }
+
+  // The process a link names (#pid=1234), shown first.
+  function linked() { const m = /(?:^#|&)pid=(\d+)/.exec(location.hash); return m && m[1]; }
+
   function render() {
     const scroll = window.scrollY;
     requestAnimationFrame(() => requestAnimationFrame(() => window.scrollTo(0, scroll)));
@@ -78,10 +83,10 @@
     const procs = view.processes || [];
     const nav = document.getElementById('processes');
     nav.replaceChildren();
-    if (!procs.some((p) => p.id === selected)) selected = procs.length ? procs[0].id : null;
+    if (!procs.some((p) => p.id === selected)) selected = (procs.find((p) => pidOf(p) === linked()) || procs[0] || {}).id || null;
     for (const p of procs) {
       const b = el('button', p.id === selected ? 'active' : null, p.title + (p.model ? ' · ' + p.model : ''));
-      b.addEventListener('click', () => { selected = p.id; render(); });
+      b.addEventListener('click', () => { selected = p.id; history.replaceState(null, '', '#pid=' + pidOf(p)); render(); });
       nav.append(b);
     }
     const main = document.getElementById('main');
@@ -133,6 +138,22 @@
       const ph = phaseOf(p, name);
       if (ph) tiles.append(tile(num(ph.tokens_per_second, 1), name + ' tokens/s over ' + ph.decodes + ' llama_decode calls'));
     }
+    // Whether the model's threads had their CPUs: the machine, not the model, may be the bottleneck.
+    for (const ph of p.phases || []) {
+      if (!ph.cpu) continue;
+      const t = tile(pct(ph.cpu.share), ph.name + ' threads on a CPU, of ' + ph.cpu.graphs + ' graphs\' time' + (ph.cpu.share < 0.9 ? ': starved' : ''));
+      t.dataset.oncpu = ph.name;
+      if (ph.cpu.share < 0.9) t.classList.add('starved');
+      tiles.append(t);
+    }
+    const q = p.quota;
+    if (q) {
+      const t = tile(num(q.cpus, 2) + ' CPUs', 'cgroup quota of ' + q.cgroup + (q.threads ? ' for ' + q.threads + ' threads' : '') +
+        (q.periods ? '; throttled in ' + pct(q.throttled / q.periods) + ' of periods, ' + num(q.throttled_seconds, 1) + ' s' : ''));
+      t.dataset.quota = '';
+      if (q.threads > q.cpus || (q.periods && q.throttled / q.periods >= 0.1)) t.classList.add('starved');
+      tiles.append(t);
+    }
     const l = p.latency;
     if (l.count) {
       tiles.append(tile(num(l.p50, 1) + ' ms', 'decode latency p50'), tile(num(l.p90, 1) + ' ms', 'p90'),
@@ -164,7 +185,8 @@
   function renderPhase(main, p, ph) {
     const s = section('Where ' + (ph.name === 'outside decode' ? 'graphs outside llama_decode' : 'a ' + ph.name + ' token') + '\'s time goes', 'phase-' + ph.name.replace(/ /g, '-'));
     s.append(el('p', null, ph.traced_graphs + ' graphs traced node by node, ' + num(ph.graph_seconds * 1e3, 1) + ' ms of graph time' +
-      (ph.tokens ? '; ' + ph.tokens + ' tokens in ' + ph.decodes + ' decodes' : '')));
+      (ph.tokens ? '; ' + ph.tokens + ' tokens in ' + ph.decodes + ' decodes' : '') +
+      (ph.cpu ? '; threads on a CPU ' + pct(ph.cpu.share) + ' of graph time' + (ph.cpu.share < 0.9 ? ' (starved: ops are not judged by their wall time)' : '') : '')));
     const rows = (ph.ops || []).map((o) => [o.op, o.weight, o.calls, num(o.total_ms, 2), num(o.mean_us, 1), pct(o.share),
       el('span', 'bound-' + (o.bound || 'none'), o.bound || '–'), rate(o)]);
     s.append(table(['op', 'weight type', 'calls', 'total ms', 'mean µs', '% of graph time', 'bound', 'achieved rate'], rows, 'ops-' + ph.name.replace(/ /g, '-')));

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/cgroup"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/perfcount"
@@ -91,6 +92,10 @@ type Profiler struct {
 	reg      *registry.Registry
 	counters *perfcount.Threads // nil: no perf counters
 	watch    *watch.Watcher     // nil: the process hooks could not attach; discovery polls
+	// cgroups reads targets' CPU quotas, made at the first metrics export; noCgroups
+	// says it could not be. Used by the metrics goroutine alone.
+	cgroups   *cgroup.Reader
+	noCgroups bool
 
 	mu          sync.Mutex // guards everything below, shared by the reader, the registry and the controller
 	tracked     map[int]*tracked
@@ -383,6 +388,7 @@ func (p *Profiler) emitMetrics(ctx context.Context) {
 		return
 	}
 	drops := p.drops()
+	p.readQuotas()
 	p.mu.Lock()
 	p.tele.EventsDropped = drops
 	p.tele.GraphsDropped = p.asm.Stats.DroppedGraphs

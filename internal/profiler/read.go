@@ -79,9 +79,9 @@ func (p *Profiler) dispatch(ev *events.Event) {
 	case events.DecodeExit:
 		a.DecodeExit(ev.PID, ev.TID, ev.TS, ev.Result(), ev.Lost())
 	case events.GraphEnter:
-		a.GraphEnter(ev.PID, ev.TID, ev.TS, ev.Graph(), ev.Nodes(), int(ev.Nth))
+		a.GraphEnter(ev.PID, ev.TID, ev.TS, ev.Graph(), ev.Nodes(), int(ev.Nth), ev.CPU)
 	case events.GraphExit:
-		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched, ev.Lost())
+		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched, ev.Lost(), ev.CPU)
 	case events.Node:
 		var info *assemble.NodeInfo
 		if ev.Flags&events.FlagKnown != 0 {

@@ -28,12 +28,13 @@ type tracked struct {
 	backends   *backends.Resolver
 	// The llama_context of its latest decode, and where its size and threads are (nil
 	// without libllama or when its getters are not plain loads).
-	ctx        uint64
-	ctxFields  *ggml.Context
-	describer  *describe.Describer
-	warned     bool   // a failure to attach the node probes was logged
-	noModel    bool   // its model file could not be read
-	modelVSize uint64 // its virtual size when no model was found: look again once it grows
+	ctx         uint64
+	ctxFields   *ggml.Context
+	describer   *describe.Describer
+	warned      bool   // a failure to attach the node probes was logged
+	quotaWarned bool   // a failure to read its cgroup CPU quota was logged
+	noModel     bool   // its model file could not be read
+	modelVSize  uint64 // its virtual size when no model was found: look again once it grows
 	// looking says that the lookup goroutine reads its new context (newContext); held
 	// are its decodes that wait for it.
 	looking bool

@@ -33,9 +33,12 @@ func Table(w io.Writer, v *summary.View) error {
 				" %d prompt tokens computed, %d from the cache, %d generated; at most %d sequences in one decode\n",
 				r.Count, r.TTFT.P50, r.TTFT.P90, r.TPOT.P50, r.TPOT.P90, r.Input, r.Cached, r.Output, r.MaxShared+1)
 		}
+		if q := p.Quota; q != nil {
+			fmt.Fprintf(tw, "%s\n", QuotaLine(q))
+		}
 		for _, ph := range p.Phases {
-			fmt.Fprintf(tw, "\n%s: %d tokens in %d decodes, %.1f tokens/s; %d graphs traced, %.1f ms\n",
-				ph.Name, ph.Tokens, ph.Decodes, ph.TokensPerSec, ph.TracedGraphs, ph.GraphSeconds*1e3)
+			fmt.Fprintf(tw, "\n%s: %d tokens in %d decodes, %.1f tokens/s; %d graphs traced, %.1f ms%s\n",
+				ph.Name, ph.Tokens, ph.Decodes, ph.TokensPerSec, ph.TracedGraphs, ph.GraphSeconds*1e3, onCPU(ph.CPU))
 			if len(ph.Ops) == 0 {
 				continue
 			}
@@ -57,6 +60,30 @@ func Table(w io.Writer, v *summary.View) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// onCPU is a phase's threads' share of a CPU, for its heading.
+func onCPU(c *summary.ThreadsCPU) string {
+	if c == nil {
+		return ""
+	}
+	s := fmt.Sprintf("; threads on a CPU %.0f%% of graph time", 100*c.Share)
+	if c.Share < summary.ContendedBelow {
+		s += " (starved: the machine, not the model, is the bottleneck)"
+	}
+	return s
+}
+
+// QuotaLine says what CPU quota a process runs under and how often it was throttled.
+func QuotaLine(q *summary.Quota) string {
+	s := fmt.Sprintf("CPU quota: %.2f CPUs (cgroup %s)", q.CPUs, Text(q.Cgroup))
+	if q.Threads > 0 {
+		s += fmt.Sprintf(" for %d threads", q.Threads)
+	}
+	if q.Periods > 0 {
+		s += fmt.Sprintf("; throttled in %d of %d periods (%.0f%%), %.1f s held back", q.Throttled, q.Periods, 100*float64(q.Throttled)/float64(q.Periods), q.ThrottledSeconds)
+	}
+	return s
 }
 
 func measured(at string) string {

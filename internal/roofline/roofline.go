@@ -92,7 +92,19 @@ const (
 	Memory   Bound = "memory"
 	Compute  Bound = "compute"
 	Overhead Bound = "overhead" // far from both roofs: dispatch, synchronisation, tiny tensors
+	// Starved: the threads computing the node lacked a CPU for much of its wall time, so
+	// that time says more about the machine's other load than about the kernel.
+	Starved Bound = "starved"
 )
+
+// starvedBelow is the share of their wall time under which threads that had a CPU are
+// starved: a tick's inexactness (GraphCPU) and the collector's own few per cent stay
+// well above it, and at it a node took a third longer than it would have alone.
+const starvedBelow = 0.75
+
+// IsStarved says whether threads that had a CPU for share of their wall time (0:
+// unknown) were starved.
+func IsStarved(share float64) bool { return share > 0 && share < starvedBelow }
 
 // overheadBelow is the fraction of the nearer roof under which a node is overhead-bound.
 const overheadBelow = 0.1

@@ -62,13 +62,20 @@ type proc struct {
 	backends         map[string]*Backend
 	copies           map[[2]string]*Copy
 	counters         map[string]bool
+	threads          int64      // the most threads a graph was computed with
+	quota            quotaState // the cgroup CPU quota
 }
 
 type phase struct {
 	Phase
-	ops     map[opKey]*Op
-	layers  map[int]float64
-	opLayer map[string]map[int]float64 // by op
+	cpu ThreadsCPU
+	// Seconds of the graphs whose threads had their CPUs, and tokens of those and of
+	// the contended ones: the cost of contention is measured against the former.
+	quietSeconds                              float64
+	quietGraphs, quietTokens, contendedTokens int64
+	ops                                       map[opKey]*Op
+	layers                                    map[int]float64
+	opLayer                                   map[string]map[int]float64 // by op
 }
 
 func (a *Aggregator) process(res pcommon.Resource) *proc {
@@ -293,6 +300,11 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 	name, tokens := a.phases.get(s.TraceID())
 	ph := p.phase(name)
 	g := &graphRef{phase: ph, start: s.StartTimestamp(), end: s.EndTimestamp()}
+	threads := intAttr(attrs, "ggml.threads")
+	p.threads = max(p.threads, threads)
+	if v, ok := attrs.Get("ggml.graph.on_cpu_ns"); ok && threads > 0 {
+		ph.addCPU(dur(s), threads, float64(integer(v))/1e9, float64(intAttr(attrs, "ggml.graph.runqueue_ns"))/1e9, max(tokens, 1))
+	}
 	if !boolAttr(attrs, "ggml.graph.traced") {
 		return g
 	}
@@ -307,6 +319,29 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 		Duration: dur(s) * 1e6, Threads: int(intAttr(attrs, "ggml.threads")),
 		Critical: float64(intAttr(attrs, "ggml.critical_path.duration_ns")) / 1e3}
 	return g
+}
+
+// minQuiet is how many graphs whose threads had their CPUs the cost of contention needs
+// as its measure.
+const minQuiet = 3
+
+// addCPU counts a graph of secs computed by threads threads, which had a CPU for onCPU
+// seconds (summed over the process's threads) and waited for one wait seconds.
+func (ph *phase) addCPU(secs float64, threads int64, onCPU, wait float64, tokens int64) {
+	c := &ph.cpu
+	c.Graphs++
+	c.ThreadSeconds += secs * float64(threads)
+	c.OnCPU += onCPU
+	c.Wait += wait
+	if onCPU < ContendedBelow*secs*float64(threads) {
+		c.Contended++
+		c.ContendedSeconds += secs
+		ph.contendedTokens += tokens
+	} else {
+		ph.quietGraphs++
+		ph.quietSeconds += secs
+		ph.quietTokens += tokens
+	}
 }
 
 func (a *Aggregator) split(p *proc, s ptrace.Span) {
@@ -345,10 +380,10 @@ func (a *Aggregator) copy(p *proc, s ptrace.Span) {
 	p.phase(name).CopySeconds += dur(s)
 }
 
-var boundIndex = map[string]int{"memory": 0, "compute": 1, "overhead": 2}
+var boundIndex = map[string]int{"memory": 0, "compute": 1, "overhead": 2, "starved": 3}
 
 // BoundNames are the verdicts by index.
-var boundNames = [3]string{"memory", "compute", "overhead"}
+var boundNames = [4]string{"memory", "compute", "overhead", "starved"}
 
 // nodeAttrs is what the summary reads of a node span, gathered in one pass over its
 // attributes: at full tracing the view folds some 14 000 spans a second, on the cores
@@ -557,6 +592,9 @@ func (a *Aggregator) Metrics(md pmetric.Metrics) {
 				case "ggml.moe.expert.selections":
 					p = cmp.Or(p, a.process(rm.Resource()))
 					p.selections(m.Sum().DataPoints())
+				case "profinfer.cgroup.cpu.limit", "profinfer.cgroup.cpu.periods", "profinfer.cgroup.cpu.throttled.periods", "profinfer.cgroup.cpu.throttled.time":
+					p = cmp.Or(p, a.process(rm.Resource()))
+					p.quotaMetric(m)
 				}
 			}
 		}
@@ -597,6 +635,63 @@ func (p *proc) selections(dps pmetric.NumberDataPointSlice) {
 		p.moeMetric[layer] = c
 	}
 }
+
+// quotaMetric reads one of the cgroup quota metrics. Throttling counts from the first
+// reading of the cgroup, so that it is what happened while profiled.
+func (p *proc) quotaMetric(m pmetric.Metric) {
+	var dps pmetric.NumberDataPointSlice
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		dps = m.Gauge().DataPoints()
+	case pmetric.MetricTypeSum:
+		dps = m.Sum().DataPoints()
+	default:
+		return
+	}
+	q := &p.quota
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		if path := strAttr(dp.Attributes(), "profinfer.cgroup.path"); path != q.cgroup {
+			*q = quotaState{cgroup: path}
+		}
+		v := dp.DoubleValue()
+		if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+			v = float64(dp.IntValue())
+		}
+		switch m.Name() {
+		case "profinfer.cgroup.cpu.limit":
+			q.cpus = v
+		case "profinfer.cgroup.cpu.periods":
+			q.periods.set(v)
+		case "profinfer.cgroup.cpu.throttled.periods":
+			q.throttled.set(v)
+		case "profinfer.cgroup.cpu.throttled.time":
+			q.throttledTime.set(v)
+		}
+	}
+}
+
+// quotaState is a cgroup CPU quota as the metrics gave it.
+type quotaState struct {
+	cgroup                            string
+	cpus                              float64
+	periods, throttled, throttledTime counter
+}
+
+// counter is a cumulative metric's first and latest values.
+type counter struct {
+	first, last float64
+	seen        bool
+}
+
+func (c *counter) set(v float64) {
+	if !c.seen {
+		c.first, c.seen = v, true
+	}
+	c.last = v
+}
+
+func (c counter) delta() float64 { return c.last - c.first }
 
 // Snapshot returns the view as of now, the busiest process first.
 func (a *Aggregator) Snapshot() *View {
@@ -659,6 +754,10 @@ func (p *proc) snapshot() *Process {
 		out.Counters = append(out.Counters, c)
 	}
 	slices.Sort(out.Counters)
+	if q := p.quota; q.cpus > 0 {
+		out.Quota = &Quota{Cgroup: q.cgroup, CPUs: q.cpus, Periods: int64(q.periods.delta()), Throttled: int64(q.throttled.delta()),
+			ThrottledSeconds: q.throttledTime.delta(), Threads: p.threads}
+	}
 	return out
 }
 
@@ -667,6 +766,13 @@ func (ph *phase) snapshot(roofs Roofs) *Phase {
 	out.Ops = nil
 	if out.DecodeSeconds > 0 {
 		out.TokensPerSec = float64(out.Tokens) / out.DecodeSeconds
+	}
+	if c := ph.cpu; c.Graphs > 0 {
+		c.Share = min(c.OnCPU/max(c.ThreadSeconds, 1e-12), 1)
+		if ph.quietGraphs >= minQuiet && ph.contendedTokens > 0 {
+			c.Cost = max(c.ContendedSeconds-float64(ph.contendedTokens)*ph.quietSeconds/float64(ph.quietTokens), 0)
+		}
+		out.CPU = &c
 	}
 	total := cmp.Or(out.GraphSeconds, out.NodeSeconds)
 	for _, o := range ph.ops {

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/cgroup"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/requests"
@@ -296,5 +299,64 @@ func TestRequests(t *testing.T) {
 	}
 	if len(a.Snapshot().Processes[0].Phases) != 0 {
 		t.Error("request spans made a phase")
+	}
+}
+
+// Every graph's threads' CPU time folds into its phase: the share, the contended graphs
+// and what they cost against the others' time per token. Nodes of starved graphs are
+// judged starved.
+func TestThreadsCPU(t *testing.T) {
+	a := New()
+	ms := uint64(time.Millisecond)
+	graph := func(i int, secs uint64, run uint64, recent float64) {
+		st := uint64(i+1) * 100 * ms
+		d := decodeOf(1, st, node("MUL_MAT", "Qcur-1", "q4_0", st+10, st+secs-20, 1e6, 18e9*1e-3))
+		d.Graphs[0].End = st + secs
+		d.Graphs[0].CPU = assemble.GraphCPU{Known: true, Run: run, Wait: 2*secs - run, Recent: recent}
+		a.Traces(traces(server, d))
+	}
+	for i := range 4 { // 10 ms a token, two threads on their CPUs throughout
+		graph(i, 10*ms, 20*ms, 1)
+	}
+	for i := 4; i < 6; i++ { // 30 ms a token, on a CPU half the time
+		graph(i, 30*ms, 30*ms, 0.5)
+	}
+	ph := a.Snapshot().Processes[0].Phases[0]
+	c := ph.CPU
+	if c == nil || c.Graphs != 6 || c.Contended != 2 || math.Abs(c.Share-140.0/200) > 1e-6 || math.Abs(c.Cost-0.04) > 1e-6 || math.Abs(c.Wait-0.06) > 1e-6 {
+		t.Fatalf("phase CPU %+v, want 6 graphs, 2 contended, a share of 140/200 ms and a cost of 40 ms", c)
+	}
+	bounds := map[string]bool{}
+	for _, o := range ph.Ops {
+		bounds[o.Bound] = true
+	}
+	if !bounds["starved"] {
+		t.Errorf("verdicts %v: the nodes of the starved graphs are not starved", bounds)
+	}
+	// Too few graphs had their CPUs to measure the cost against.
+	a = New()
+	graph(0, 10*ms, 20*ms, 1)
+	graph(1, 30*ms, 30*ms, 0.5)
+	if c := a.Snapshot().Processes[0].Phases[0].CPU; c.Cost != 0 || c.Contended != 1 {
+		t.Errorf("cost %v from one graph of each", c)
+	}
+}
+
+// The cgroup quota comes from the receiver's metrics, its throttling counted from the
+// first reading.
+func TestQuota(t *testing.T) {
+	acc := export.NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
+	a := New()
+	for i, c := range []cgroup.CPU{
+		{Cgroup: "/job", Quota: 50 * time.Millisecond, Period: 100 * time.Millisecond, Periods: 100, Throttled: 40, ThrottledTime: time.Second},
+		{Cgroup: "/job", Quota: 50 * time.Millisecond, Period: 100 * time.Millisecond, Periods: 130, Throttled: 65, ThrottledTime: 3 * time.Second},
+	} {
+		acc.Decode(server, decodeOf(1, uint64(i+1)*1000, node("ADD", "x", "", uint64(i+1)*1000+10, uint64(i+1)*1000+20, 1, 1)))
+		acc.Quota(server.PID, c)
+		a.Metrics(acc.Emit(export.Telemetry{}))
+	}
+	q := a.Snapshot().Processes[0].Quota
+	if want := (Quota{Cgroup: "/job", CPUs: 0.5, Periods: 30, Throttled: 25, ThrottledSeconds: 2, Threads: 0}); q == nil || *q != want {
+		t.Fatalf("quota %+v, want %+v", q, want)
 	}
 }

@@ -33,6 +33,7 @@ type Process struct {
 	Backends []Backend  `json:"backends,omitempty"`
 	Copies   []Copy     `json:"copies,omitempty"`
 	Counters []string   `json:"counters,omitempty"` // perf counter names the ops carry
+	Quota    *Quota     `json:"quota,omitempty"`    // the cgroup CPU quota it runs under
 	Findings []Finding  `json:"findings"`
 	LastSeen time.Time  `json:"last_seen"`
 }
@@ -65,12 +66,47 @@ type Phase struct {
 	NodeSeconds  float64 `json:"node_seconds"`
 	// Time the phase's decodes spent in backend splits other than the CPU's, and
 	// copying tensors between backends.
-	SplitSeconds float64   `json:"split_seconds,omitempty"`
-	CopySeconds  float64   `json:"copy_seconds,omitempty"`
-	Ops          []*Op     `json:"ops"`    // by time, largest first
-	Layers       []Layer   `json:"layers"` // by layer number
-	OpLayer      *OpLayer  `json:"op_layer,omitempty"`
-	Sched        SchedSums `json:"sched"`
+	SplitSeconds float64 `json:"split_seconds,omitempty"`
+	CopySeconds  float64 `json:"copy_seconds,omitempty"`
+	// CPU is what the threads computing the phase's CPU graphs had of the CPUs, over
+	// every graph that carried it, traced or not; nil when none did.
+	CPU     *ThreadsCPU `json:"cpu,omitempty"`
+	Ops     []*Op       `json:"ops"`    // by time, largest first
+	Layers  []Layer     `json:"layers"` // by layer number
+	OpLayer *OpLayer    `json:"op_layer,omitempty"`
+	Sched   SchedSums   `json:"sched"`
+}
+
+// ThreadsCPU is how much of a phase's graph time its process's threads had a CPU.
+type ThreadsCPU struct {
+	Graphs        int64   `json:"graphs"`
+	ThreadSeconds float64 `json:"thread_seconds"` // the graphs' wall time times their threads
+	OnCPU         float64 `json:"on_cpu"`         // seconds the process's threads ran meanwhile
+	Wait          float64 `json:"wait"`           // seconds they were runnable, waiting for a CPU
+	Share         float64 `json:"share"`          // OnCPU over ThreadSeconds, at most 1
+	// Contended graphs are those whose threads had a CPU for less than ContendedBelow
+	// of their time. Their time per token, less that of the others, times their tokens,
+	// is Cost: the time the contention cost; 0 unless a few of the others were seen.
+	Contended        int64   `json:"contended"`
+	ContendedSeconds float64 `json:"contended_seconds"`
+	Cost             float64 `json:"cost_seconds"`
+}
+
+// ContendedBelow is the share of its time on a CPU under which a graph's threads were
+// contended.
+const ContendedBelow = 0.9
+
+// Quota is the cgroup CPU quota a process runs under, and its throttling while profiled.
+type Quota struct {
+	Cgroup string  `json:"cgroup"`
+	CPUs   float64 `json:"cpus"` // quota over period
+	// Enforcement periods with runnable tasks, those throttled, and the time throttled
+	// (summed over CPUs), between the first and the latest reading.
+	Periods          int64   `json:"periods"`
+	Throttled        int64   `json:"throttled"`
+	ThrottledSeconds float64 `json:"throttled_seconds"`
+	// Threads is the most threads the process computed a graph with.
+	Threads int64 `json:"threads"`
 }
 
 // Op is one operator on one weight type within a phase: a row of the op table.
@@ -88,7 +124,7 @@ type Op struct {
 	PeakFrac   float64          `json:"peak_fraction,omitempty"` // of the roof that bounds it
 	Sched      SchedSums        `json:"sched"`
 	Counters   map[string]int64 `json:"counters,omitempty"`
-	boundNS    [3]int64
+	boundNS    [4]int64
 	flops, byt float64
 }
 

@@ -1,0 +1,219 @@
+//go:build e2e
+
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/profinfer/profinfer/internal/advise"
+	"github.com/profinfer/profinfer/internal/summary"
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// The answer on a shared machine, with the default config: llama-bench with two threads
+// alone, beside two CPU hogs, and in a cgroup whose quota is one CPU. Alone, its threads
+// have their CPUs and neither the contention nor the quota finding fires. Beside the
+// hogs, the graphs say the threads lacked the CPU, the ops are starved rather than
+// overhead-bound, and the contention finding fires in place of advice on kernels. Under
+// the quota, the quota finding names the quota, the threads and the throttling. The
+// report's text, report.html and the live page say the same.
+func TestE2ESharedMachine(t *testing.T) {
+	env := testbench.Require(t)
+	br := testbench.RequireBrowser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bench := env.Bin("llama-bench")
+	out := filepath.Join(dir, "out.jsonl")
+	port := freePort(t)
+	runCollector(t, ctx, viewConfig("profinfer",
+		fmt.Sprintf("{targets: [{executable: %q}], discovery_interval: 1h, collection_interval: 1s}", bench), out, port))
+	args := env.BenchArgs("llama-1b-q4_0", 0, 16, 2, 1)
+	run := func(name string, args []string) int {
+		p, err := testbench.Start(name, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(ctx); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, p.Stderr.String())
+		}
+		return p.PID()
+	}
+	alone := run(bench, args)
+	var hogs []*testbench.Process
+	for range 2 { // one per core
+		hog, err := testbench.Start("sh", "-c", "while :; do :; done")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hog.Stop()
+		hogs = append(hogs, hog)
+	}
+	contended := run(bench, env.BenchArgs("llama-1b-q4_0", 0, 8, 2, 1)) // a token takes up to a second
+	for _, h := range hogs {
+		h.Stop()
+	}
+	quota := run(testbench.CPUQuota(t, 1).Command(bench, args...))
+	settle(t, ctx, out)
+
+	v := summarize(t, out)
+	advise.Annotate(v)
+	procs := map[int]*summary.Process{}
+	for _, p := range v.Processes {
+		for _, kv := range p.Resource {
+			if kv.Key == "process.pid" {
+				pid, _ := strconv.Atoi(kv.Value)
+				procs[pid] = p
+			}
+		}
+	}
+	check := func(pid int, name string, minShare, maxShare float64, want, not []string) {
+		p := procs[pid]
+		if p == nil {
+			t.Fatalf("%s: no process %d in the summary", name, pid)
+		}
+		fired := map[string]string{}
+		for _, f := range p.Findings {
+			fired[f.ID] = strings.Join(f.Evidence, "; ")
+		}
+		var decode *summary.Phase
+		for _, ph := range p.Phases {
+			if ph.Name == "decode" {
+				decode = ph
+			}
+		}
+		if decode == nil || decode.CPU == nil || decode.CPU.Graphs < 8 {
+			t.Fatalf("%s: no decode phase with its threads' CPU share over its tokens: %+v", name, decode)
+		}
+		c := decode.CPU
+		t.Logf("%s: threads on a CPU %.0f%% of %d graphs, waiting for one %.0f%%; %.1f tokens/s; findings %v",
+			name, 100*c.Share, c.Graphs, 100*c.Wait/c.ThreadSeconds, decode.TokensPerSec, fired)
+		if c.Share < minShare || c.Share > maxShare {
+			t.Errorf("%s: threads on a CPU %.2f of graph time, want %.2f to %.2f", name, c.Share, minShare, maxShare)
+		}
+		for _, id := range want {
+			if fired[id] == "" {
+				t.Errorf("%s: %s did not fire", name, id)
+			}
+		}
+		for _, id := range not {
+			if fired[id] != "" {
+				t.Errorf("%s: %s fired: %s", name, id, fired[id])
+			}
+		}
+		for _, o := range decode.Ops {
+			if starved := o.Bound == "starved"; starved != (maxShare < 0.75) && o.Bound != "" {
+				t.Errorf("%s: %s %s judged %s", name, o.Op, o.Weight, o.Bound)
+			}
+		}
+		if len(decode.Ops) == 0 {
+			t.Errorf("%s: no decode graph was traced", name)
+		}
+	}
+	check(alone, "alone", 0.9, 1, nil, []string{"threads-contended", "cpu-quota"})
+	check(contended, "beside two hogs", 0.3, 0.7, []string{"threads-contended"}, []string{"overhead-bound", "cpu-quota"})
+	check(quota, "under a 1-CPU quota", 0.3, 0.7, []string{"threads-contended", "cpu-quota"}, []string{"overhead-bound"})
+	q := procs[quota].Quota
+	if q == nil || q.CPUs != 1 || q.Threads != 2 || q.Throttled == 0 || q.ThrottledSeconds <= 0 {
+		t.Errorf("under a 1-CPU quota: %+v, want 1 CPU, 2 threads and some throttling", q)
+	}
+	if procs[alone].Quota != nil || procs[contended].Quota != nil {
+		t.Errorf("a quota on a process outside any: %+v, %+v", procs[alone].Quota, procs[contended].Quota)
+	}
+
+	// The report's text, per process.
+	reportDir := filepath.Join(dir, "report")
+	text, err := exec.CommandContext(ctx, "go", "run", "../cmd/profinfer", "report", "-o", reportDir, out).Output()
+	if err != nil {
+		t.Fatalf("profinfer report: %v\n%s", err, text)
+	}
+	section := func(pid int) string {
+		s := string(text)
+		i := strings.Index(s, fmt.Sprintf("(pid %d)", pid))
+		if i < 0 {
+			t.Fatalf("the report has no process %d:\n%s", pid, s)
+		}
+		s = s[i:]
+		if j := regexp.MustCompile(`\(pid \d+\)`).FindAllStringIndex(s, 2); len(j) > 1 {
+			s = s[:j[1][0]]
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		pid       int
+		want, not []string
+	}{
+		{alone, []string{"threads on a CPU"}, []string{"starved", "CPU quota:", "lacked the CPU"}},
+		{contended, []string{"(starved: the machine, not the model, is the bottleneck)", "The model's threads lacked the CPU"}, []string{"Ops far below their roof", "CPU quota:"}},
+		{quota, []string{"CPU quota: 1.00 CPUs (cgroup /profinfer-test-", "for 2 threads; throttled in", "A CPU quota of 1 CPUs holds the model back", "supports -t 1"}, nil},
+	} {
+		s := section(tc.pid)
+		for _, w := range tc.want {
+			if !strings.Contains(s, w) {
+				t.Errorf("the report on process %d lacks %q:\n%s", tc.pid, w, s)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(s, n) {
+				t.Errorf("the report on process %d says %q:\n%s", tc.pid, n, s)
+			}
+		}
+	}
+
+	// The live page and report.html, opened on each process by a link.
+	for _, url := range []string{fmt.Sprintf("http://127.0.0.1:%d/", port), "file://" + filepath.Join(reportDir, "report.html")} {
+		for _, tc := range []struct {
+			pid              int
+			starved, limited bool
+		}{{alone, false, false}, {contended, true, false}, {quota, true, true}} {
+			page := fmt.Sprintf("%s#pid=%d", url, tc.pid)
+			dom, consoleErrors, err := br.DOM(ctx, page)
+			if err != nil || len(consoleErrors) > 0 {
+				t.Fatalf("%s: %v %q", page, err, consoleErrors)
+			}
+			doc, err := html.Parse(strings.NewReader(dom))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var onCPU, starvedTile, quotaTile, contention, overhead bool
+			testbench.Walk(doc, func(n *html.Node) {
+				for _, a := range n.Attr {
+					switch {
+					case a.Key == "data-oncpu" && a.Val == "decode":
+						onCPU = true
+						starvedTile = strings.Contains(attr(n, "class"), "starved")
+					case a.Key == "data-quota":
+						quotaTile = true
+					case a.Key == "data-rule" && a.Val == "threads-contended":
+						contention = true
+					case a.Key == "data-rule" && a.Val == "overhead-bound":
+						overhead = true
+					}
+				}
+			})
+			if !onCPU || starvedTile != tc.starved || contention != tc.starved || tc.starved && overhead || quotaTile != tc.limited {
+				t.Errorf("%s: on-CPU tile %v (starved %v), quota tile %v, contention finding %v, overhead finding %v; want starved %v, quota %v",
+					page, onCPU, starvedTile, quotaTile, contention, overhead, tc.starved, tc.limited)
+			}
+		}
+	}
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
