@@ -170,11 +170,17 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string) {
 		// Held in its --delay, before any decode: every graph is whole, under its decode.
 		checkProfileOf(t, traces, metrics, 0, false)
 	}
-	decodes, mulmats, requests, counted := 0, 0, 0, 0
+	decodes, mulmats, requests, counted, graphs := 0, 0, 0, 0, 0
 	for _, s := range spans(traces) {
 		switch {
 		case s.name == "llama_decode":
 			decodes++
+		case s.name == "ggml.graph_compute":
+			// The graph probes walk the process's threads for their CPU time.
+			graphs++
+			if run, _ := s.attrs["ggml.graph.on_cpu_ns"].(int64); run <= 0 {
+				t.Errorf("a graph span without its threads' CPU time: %v", s.attrs)
+			}
 		case s.name == "MUL_MAT":
 			mulmats++
 			if _, ok := s.attrs["perf.task_clock"]; ok {
@@ -185,8 +191,8 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string) {
 			requests++
 		}
 	}
-	if decodes < 2 || mulmats == 0 {
-		t.Errorf("%d llama_decode and %d MUL_MAT spans, want a prefill and decodes, and matmuls", decodes, mulmats)
+	if decodes < 2 || mulmats == 0 || graphs == 0 {
+		t.Errorf("%d llama_decode, %d graph and %d MUL_MAT spans, want a prefill and decodes, graphs and matmuls", decodes, graphs, mulmats)
 	}
 	if want := map[string]int{"llama-bench": 0, "llama-server": 1}[exe]; requests != want {
 		t.Errorf("%d request spans of 8 output tokens, want %d", requests, want)

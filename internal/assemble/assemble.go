@@ -144,12 +144,17 @@ type GraphCPU struct {
 	Wait  uint64 // ns runnable, waiting for a CPU; 0 where the kernel does not count it
 	// Recent is the process's threads' share of the CPU over its recent graphs, the
 	// time constant cpuMemory: their time on a CPU over the graphs' threads times wall
-	// time, in which the ticks' inexactness averages out. 0 while unknown.
+	// time, in which the ticks' inexactness averages out. 0 while unknown: until the
+	// graphs add up to cpuJudged of thread time.
 	Recent float64
 }
 
-// cpuMemory is the time over which GraphCPU.Recent forgets older graphs.
-const cpuMemory = float64(time.Second)
+// cpuMemory is the time over which GraphCPU.Recent forgets older graphs; cpuJudged is
+// the thread time (threads × wall) it needs, some 25 ticks at 250 Hz.
+const (
+	cpuMemory = float64(time.Second)
+	cpuJudged = float64(100 * time.Millisecond)
+)
 
 // SchedCall is one ggml_backend_sched_graph_compute_async call: the whole graph, which the
 // scheduler splits into per-backend graphs.
@@ -510,7 +515,7 @@ func (p *process) graphCPU(g *Graph, exit events.ThreadsCPU) {
 	p.lastCPU = g.End
 	p.cpuRun += float64(g.CPU.Run)
 	p.cpuThreadTime += float64(g.NThreads) * float64(g.End-g.Start)
-	if p.cpuThreadTime > 0 {
+	if p.cpuThreadTime >= cpuJudged {
 		g.CPU.Recent = min(p.cpuRun/p.cpuThreadTime, 1)
 	}
 }

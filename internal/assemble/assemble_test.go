@@ -404,24 +404,28 @@ func TestGraphCPU(t *testing.T) {
 		return s.graphs[len(s.graphs)-1].CPU
 	}
 	ms := uint64(time.Millisecond)
-	// Two threads for 10 ms, 15 ms of it on a CPU, 4 ms waiting for one.
-	got := graph(0, 10*ms, events.ThreadsCPU{Run: 100 * ms, Wait: 1 * ms, Threads: 3}, events.ThreadsCPU{Run: 115 * ms, Wait: 5 * ms, Threads: 3})
-	if want := (GraphCPU{Known: true, Run: 15 * ms, Wait: 4 * ms, Recent: 0.75}); got != want {
+	// Two threads for 100 ms, 150 ms of it on a CPU, 40 ms waiting for one.
+	got := graph(0, 100*ms, events.ThreadsCPU{Run: 100 * ms, Wait: 1 * ms, Threads: 3}, events.ThreadsCPU{Run: 250 * ms, Wait: 41 * ms, Threads: 3})
+	if want := (GraphCPU{Known: true, Run: 150 * ms, Wait: 40 * ms, Recent: 0.75}); got != want {
 		t.Fatalf("first graph %+v, want %+v", got, want)
 	}
 	// The next, right after, with all of its time: the recent share weighs both.
-	got = graph(10*ms, 20*ms, events.ThreadsCPU{Run: 115 * ms, Threads: 3}, events.ThreadsCPU{Run: 135 * ms, Threads: 3})
-	if got.Run != 20*ms || got.Recent < 0.87 || got.Recent > 0.88 {
-		t.Fatalf("second graph %+v, want a recent share of 35/40 ms, a little forgotten", got)
+	got = graph(100*ms, 200*ms, events.ThreadsCPU{Run: 250 * ms, Threads: 3}, events.ThreadsCPU{Run: 450 * ms, Threads: 3})
+	if got.Run != 200*ms || got.Recent < 0.88 || got.Recent > 0.885 {
+		t.Fatalf("second graph %+v, want a recent share of 350/400 ms, the first a little forgotten", got)
 	}
-	// Much later, the old graphs are forgotten.
-	got = graph(10_000*ms, 10_010*ms, events.ThreadsCPU{Run: 200 * ms, Threads: 3}, events.ThreadsCPU{Run: 210 * ms, Threads: 3})
-	if got.Recent < 0.4999 || got.Recent > 0.5001 {
+	// Much later, the old graphs are forgotten, and one short graph is too little to judge.
+	got = graph(10_000*ms, 10_010*ms, events.ThreadsCPU{Run: 500 * ms, Threads: 3}, events.ThreadsCPU{Run: 510 * ms, Threads: 3})
+	if !got.Known || got.Recent != 0 {
+		t.Fatalf("later short graph %+v, want known, and no recent share", got)
+	}
+	got = graph(10_010*ms, 10_110*ms, events.ThreadsCPU{Run: 510 * ms, Threads: 3}, events.ThreadsCPU{Run: 610 * ms, Threads: 3})
+	if got.Recent < 0.499 || got.Recent > 0.501 {
 		t.Fatalf("later graph %+v, want a recent share of a half", got)
 	}
 	// A thread exited, taking its runtime out of the sum; more threads than the probe sums.
 	for _, exit := range []events.ThreadsCPU{{Run: 190 * ms, Threads: 2}, {Run: 300 * ms, Threads: 256, Partial: true}} {
-		if got = graph(10_020*ms, 10_030*ms, events.ThreadsCPU{Run: 200 * ms, Threads: 3}, exit); got != (GraphCPU{}) {
+		if got = graph(10_120*ms, 10_130*ms, events.ThreadsCPU{Run: 200 * ms, Threads: 3}, exit); got != (GraphCPU{}) {
 			t.Fatalf("graph ending with %+v: %+v, want unknown", exit, got)
 		}
 	}

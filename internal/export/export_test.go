@@ -349,3 +349,50 @@ func TestResourceOncePerBatch(t *testing.T) {
 		t.Fatalf("next batch: pids %v with %v spans", pids, spans)
 	}
 }
+
+// A graph carries its threads' CPU time, and its nodes are starved when the process's
+// threads lacked a CPU lately: on the spans and in the metrics.
+func TestGraphCPU(t *testing.T) {
+	peaks := roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}
+	node := &assemble.Node{Info: &assemble.NodeInfo{Op: "ADD", Name: "x", Type: "f32", FLOPs: 1e6, Bytes: 1e6}, Start: 1000, End: 2000}
+	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 12000, Graphs: []*assemble.Graph{{
+		TID: 1, NNodes: 1, NThreads: 2, Start: 100, End: 10100, Traced: true, Nodes: []*assemble.Node{node},
+		CPU: assemble.GraphCPU{Known: true, Run: 12000, Wait: 7000, Recent: 0.6},
+	}}}
+	td := ptrace.NewTraces()
+	NewSpans(Clock{}, true, peaks, nil).Decode(td, &Origin{PID: 1, Exe: "x"}, d)
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	g, n := spans.At(1).Attributes().AsRaw(), spans.At(2).Attributes().AsRaw()
+	if g["ggml.graph.on_cpu_ns"] != int64(12000) || g["ggml.graph.runqueue_ns"] != int64(7000) || g["ggml.graph.on_cpu_share"] != 0.6 {
+		t.Errorf("graph attributes %v", g)
+	}
+	if n["ggml.roofline.bound"] != "starved" {
+		t.Errorf("a node of a starved process judged %v", n["ggml.roofline.bound"])
+	}
+	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{Peaks: peaks}, nil)
+	m.Decode(&Origin{PID: 1, Exe: "x"}, d)
+	got := map[string]float64{}
+	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := 0; i < ms.Len(); i++ {
+		switch mt := ms.At(i); mt.Name() {
+		case "ggml.graph.threads.cpu.time", "ggml.graph.threads.time":
+			dp := mt.Sum().DataPoints().At(0)
+			if v, _ := dp.Attributes().Get("llama.phase"); v.Str() == "decode" {
+				got[mt.Name()] = dp.DoubleValue()
+			}
+		case "ggml.op.bound":
+			a := mt.Sum().DataPoints().At(0).Attributes().AsRaw()
+			got[a["ggml.roofline.bound"].(string)]++
+		}
+	}
+	if got["ggml.graph.threads.cpu.time"] != 12e-6 || got["ggml.graph.threads.time"] != 20e-6 || got["starved"] != 1 {
+		t.Errorf("metrics %v", got)
+	}
+	// Without a recent share (too little thread time yet), the node is judged by its time.
+	d.Graphs[0].CPU.Recent = 0
+	td = ptrace.NewTraces()
+	NewSpans(Clock{}, true, peaks, nil).Decode(td, &Origin{PID: 1, Exe: "x"}, d)
+	if b, _ := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(2).Attributes().Get("ggml.roofline.bound"); b.Str() == "starved" {
+		t.Error("a node judged starved without a recent share")
+	}
+}

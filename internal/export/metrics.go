@@ -71,6 +71,8 @@ type processMetrics struct {
 	threads   map[threadKey]*events.Counters
 	tokens    [2]int64 // by phase: prefill, decode
 	decodeDur [2]*histogram
+	// The graphs' threads' CPU time and thread time (threads × wall), by phase, ns.
+	graphCPU, graphThreads [2]float64
 	// Requests: GenAI server histograms, tokens by kind, and batch occupancy.
 	ttft, tpot, duration *histogram
 	reqTokens            [3]int64 // by tokenTypes
@@ -206,6 +208,10 @@ func (m *Metrics) Decode(p *Origin, d *assemble.Decode) {
 		st.bytes += c.Bytes
 	}
 	for _, g := range d.Graphs {
+		if g.CPU.Known {
+			pm.graphCPU[ph] += float64(g.CPU.Run)
+			pm.graphThreads[ph] += float64(g.NThreads) * float64(g.End-g.Start)
+		}
 		m.graph(pm, g)
 	}
 }
@@ -407,8 +413,13 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 			m.mb.RecordProfinferCgroupCPUThrottledPeriodsDataPoint(now, int64(q.Throttled), q.Cgroup)
 			m.mb.RecordProfinferCgroupCPUThrottledTimeDataPoint(now, q.ThrottledTime.Seconds(), q.Cgroup)
 		}
-		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[0], metadata.AttributeLlamaPhasePrefill)
-		m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[1], metadata.AttributeLlamaPhaseDecode)
+		for ph, name := range [2]metadata.AttributeLlamaPhase{metadata.AttributeLlamaPhasePrefill, metadata.AttributeLlamaPhaseDecode} {
+			m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[ph], name)
+			if pm.graphThreads[ph] > 0 {
+				m.mb.RecordGgmlGraphThreadsCPUTimeDataPoint(now, pm.graphCPU[ph]/1e9, name)
+				m.mb.RecordGgmlGraphThreadsTimeDataPoint(now, pm.graphThreads[ph]/1e9, name)
+			}
+		}
 		if pm.duration.count > 0 {
 			for i, n := range pm.reqTokens {
 				m.mb.RecordLlamaRequestTokensDataPoint(now, n, tokenTypes[i], genAIOperation, genAIProvider, pm.proc.ModelName())

@@ -33,6 +33,8 @@ type MetricsConfig struct {
 	GgmlBackendCopyTime                MetricConfig `mapstructure:"ggml.backend.copy.time"`
 	GgmlBackendSplitCount              MetricConfig `mapstructure:"ggml.backend.split.count"`
 	GgmlBackendSplitTime               MetricConfig `mapstructure:"ggml.backend.split.time"`
+	GgmlGraphThreadsCPUTime            MetricConfig `mapstructure:"ggml.graph.threads.cpu.time"`
+	GgmlGraphThreadsTime               MetricConfig `mapstructure:"ggml.graph.threads.time"`
 	GgmlMoeExpertSelections            MetricConfig `mapstructure:"ggml.moe.expert.selections"`
 	GgmlMoeImbalance                   MetricConfig `mapstructure:"ggml.moe.imbalance"`
 	GgmlOpBarrierWait                  MetricConfig `mapstructure:"ggml.op.barrier_wait"`
@@ -75,6 +77,12 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		GgmlBackendSplitTime: MetricConfig{
+			Enabled: true,
+		},
+		GgmlGraphThreadsCPUTime: MetricConfig{
+			Enabled: true,
+		},
+		GgmlGraphThreadsTime: MetricConfig{
 			Enabled: true,
 		},
 		GgmlMoeExpertSelections: MetricConfig{

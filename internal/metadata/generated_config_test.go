@@ -39,6 +39,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GgmlBackendSplitTime: MetricConfig{
 						Enabled: true,
 					},
+					GgmlGraphThreadsCPUTime: MetricConfig{
+						Enabled: true,
+					},
+					GgmlGraphThreadsTime: MetricConfig{
+						Enabled: true,
+					},
 					GgmlMoeExpertSelections: MetricConfig{
 						Enabled: true,
 					},
@@ -158,6 +164,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					GgmlBackendSplitTime: MetricConfig{
+						Enabled: false,
+					},
+					GgmlGraphThreadsCPUTime: MetricConfig{
+						Enabled: false,
+					},
+					GgmlGraphThreadsTime: MetricConfig{
 						Enabled: false,
 					},
 					GgmlMoeExpertSelections: MetricConfig{

@@ -243,6 +243,12 @@ var MetricsInfo = metricsInfo{
 	GgmlBackendSplitTime: metricInfo{
 		Name: "ggml.backend.split.time",
 	},
+	GgmlGraphThreadsCPUTime: metricInfo{
+		Name: "ggml.graph.threads.cpu.time",
+	},
+	GgmlGraphThreadsTime: metricInfo{
+		Name: "ggml.graph.threads.time",
+	},
 	GgmlMoeExpertSelections: metricInfo{
 		Name: "ggml.moe.expert.selections",
 	},
@@ -334,6 +340,8 @@ type metricsInfo struct {
 	GgmlBackendCopyTime                metricInfo
 	GgmlBackendSplitCount              metricInfo
 	GgmlBackendSplitTime               metricInfo
+	GgmlGraphThreadsCPUTime            metricInfo
+	GgmlGraphThreadsTime               metricInfo
 	GgmlMoeExpertSelections            metricInfo
 	GgmlMoeImbalance                   metricInfo
 	GgmlOpBarrierWait                  metricInfo
@@ -578,6 +586,114 @@ func (m *metricGgmlBackendSplitTime) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGgmlBackendSplitTime(cfg MetricConfig) metricGgmlBackendSplitTime {
 	m := metricGgmlBackendSplitTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlGraphThreadsCPUTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.graph.threads.cpu.time metric with initial data.
+func (m *metricGgmlGraphThreadsCPUTime) init() {
+	m.data.SetName("ggml.graph.threads.cpu.time")
+	m.data.SetDescription("Time the threads of a process computing CPU-backend graphs had a CPU while the graphs ran, summed over its threads.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlGraphThreadsCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, llamaPhaseAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("llama.phase", llamaPhaseAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlGraphThreadsCPUTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlGraphThreadsCPUTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlGraphThreadsCPUTime(cfg MetricConfig) metricGgmlGraphThreadsCPUTime {
+	m := metricGgmlGraphThreadsCPUTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlGraphThreadsTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.graph.threads.time metric with initial data.
+func (m *metricGgmlGraphThreadsTime) init() {
+	m.data.SetName("ggml.graph.threads.time")
+	m.data.SetDescription("Wall time of CPU-backend graphs times the threads computing them, for the graphs ggml.graph.threads.cpu.time counts.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlGraphThreadsTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, llamaPhaseAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("llama.phase", llamaPhaseAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlGraphThreadsTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlGraphThreadsTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlGraphThreadsTime(cfg MetricConfig) metricGgmlGraphThreadsTime {
+	m := metricGgmlGraphThreadsTime{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -2121,6 +2237,8 @@ type MetricsBuilder struct {
 	metricGgmlBackendCopyTime                metricGgmlBackendCopyTime
 	metricGgmlBackendSplitCount              metricGgmlBackendSplitCount
 	metricGgmlBackendSplitTime               metricGgmlBackendSplitTime
+	metricGgmlGraphThreadsCPUTime            metricGgmlGraphThreadsCPUTime
+	metricGgmlGraphThreadsTime               metricGgmlGraphThreadsTime
 	metricGgmlMoeExpertSelections            metricGgmlMoeExpertSelections
 	metricGgmlMoeImbalance                   metricGgmlMoeImbalance
 	metricGgmlOpBarrierWait                  metricGgmlOpBarrierWait
@@ -2178,6 +2296,8 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGgmlBackendCopyTime:                newMetricGgmlBackendCopyTime(mbc.Metrics.GgmlBackendCopyTime),
 		metricGgmlBackendSplitCount:              newMetricGgmlBackendSplitCount(mbc.Metrics.GgmlBackendSplitCount),
 		metricGgmlBackendSplitTime:               newMetricGgmlBackendSplitTime(mbc.Metrics.GgmlBackendSplitTime),
+		metricGgmlGraphThreadsCPUTime:            newMetricGgmlGraphThreadsCPUTime(mbc.Metrics.GgmlGraphThreadsCPUTime),
+		metricGgmlGraphThreadsTime:               newMetricGgmlGraphThreadsTime(mbc.Metrics.GgmlGraphThreadsTime),
 		metricGgmlMoeExpertSelections:            newMetricGgmlMoeExpertSelections(mbc.Metrics.GgmlMoeExpertSelections),
 		metricGgmlMoeImbalance:                   newMetricGgmlMoeImbalance(mbc.Metrics.GgmlMoeImbalance),
 		metricGgmlOpBarrierWait:                  newMetricGgmlOpBarrierWait(mbc.Metrics.GgmlOpBarrierWait),
@@ -2378,6 +2498,8 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGgmlBackendCopyTime.emit(ils.Metrics())
 	mb.metricGgmlBackendSplitCount.emit(ils.Metrics())
 	mb.metricGgmlBackendSplitTime.emit(ils.Metrics())
+	mb.metricGgmlGraphThreadsCPUTime.emit(ils.Metrics())
+	mb.metricGgmlGraphThreadsTime.emit(ils.Metrics())
 	mb.metricGgmlMoeExpertSelections.emit(ils.Metrics())
 	mb.metricGgmlMoeImbalance.emit(ils.Metrics())
 	mb.metricGgmlOpBarrierWait.emit(ils.Metrics())
@@ -2455,6 +2577,16 @@ func (mb *MetricsBuilder) RecordGgmlBackendSplitCountDataPoint(ts pcommon.Timest
 // RecordGgmlBackendSplitTimeDataPoint adds a data point to ggml.backend.split.time metric.
 func (mb *MetricsBuilder) RecordGgmlBackendSplitTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlBackendAttributeValue string) {
 	mb.metricGgmlBackendSplitTime.recordDataPoint(mb.startTime, ts, val, ggmlBackendAttributeValue)
+}
+
+// RecordGgmlGraphThreadsCPUTimeDataPoint adds a data point to ggml.graph.threads.cpu.time metric.
+func (mb *MetricsBuilder) RecordGgmlGraphThreadsCPUTimeDataPoint(ts pcommon.Timestamp, val float64, llamaPhaseAttributeValue AttributeLlamaPhase) {
+	mb.metricGgmlGraphThreadsCPUTime.recordDataPoint(mb.startTime, ts, val, llamaPhaseAttributeValue.String())
+}
+
+// RecordGgmlGraphThreadsTimeDataPoint adds a data point to ggml.graph.threads.time metric.
+func (mb *MetricsBuilder) RecordGgmlGraphThreadsTimeDataPoint(ts pcommon.Timestamp, val float64, llamaPhaseAttributeValue AttributeLlamaPhase) {
+	mb.metricGgmlGraphThreadsTime.recordDataPoint(mb.startTime, ts, val, llamaPhaseAttributeValue.String())
 }
 
 // RecordGgmlMoeExpertSelectionsDataPoint adds a data point to ggml.moe.expert.selections metric.

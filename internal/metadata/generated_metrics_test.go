@@ -85,6 +85,14 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGgmlGraphThreadsCPUTimeDataPoint(ts, 1, AttributeLlamaPhasePrefill)
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlGraphThreadsTimeDataPoint(ts, 1, AttributeLlamaPhasePrefill)
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGgmlMoeExpertSelectionsDataPoint(ts, 1, 10, 15)
 
 			defaultMetricsCount++
@@ -314,6 +322,40 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlBackendAttrVal, ok := dp.Attributes().Get("ggml.backend")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.backend-val", ggmlBackendAttrVal.Str())
+				case "ggml.graph.threads.cpu.time":
+					assert.False(t, validatedMetrics["ggml.graph.threads.cpu.time"], "Found a duplicate in the metrics slice: ggml.graph.threads.cpu.time")
+					validatedMetrics["ggml.graph.threads.cpu.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time the threads of a process computing CPU-backend graphs had a CPU while the graphs ran, summed over its threads.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					llamaPhaseAttrVal, ok := dp.Attributes().Get("llama.phase")
+					assert.True(t, ok)
+					assert.Equal(t, "prefill", llamaPhaseAttrVal.Str())
+				case "ggml.graph.threads.time":
+					assert.False(t, validatedMetrics["ggml.graph.threads.time"], "Found a duplicate in the metrics slice: ggml.graph.threads.time")
+					validatedMetrics["ggml.graph.threads.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Wall time of CPU-backend graphs times the threads computing them, for the graphs ggml.graph.threads.cpu.time counts.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					llamaPhaseAttrVal, ok := dp.Attributes().Get("llama.phase")
+					assert.True(t, ok)
+					assert.Equal(t, "prefill", llamaPhaseAttrVal.Str())
 				case "ggml.moe.expert.selections":
 					assert.False(t, validatedMetrics["ggml.moe.expert.selections"], "Found a duplicate in the metrics slice: ggml.moe.expert.selections")
 					validatedMetrics["ggml.moe.expert.selections"] = true
