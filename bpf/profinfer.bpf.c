@@ -181,6 +181,10 @@ volatile const u64 wakeup_bytes = 1 << 20;
 volatile const u8 all_threads = 1;
 /* Whether the scheduler programs are attached; without them every event skips the lookup. */
 volatile const u8 follow_sched = 0;
+/* Whether every graph sums its threads' CPU time (full tracing), or only those a sampling
+ * window traces: the walk costs a few cold reads a thread, and a server has a thread per
+ * core for HTTP besides its compute threads. */
+volatile const u8 every_graph_cpu = 0;
 /* Perf counters opened per thread; 0 compiles the reads out. */
 volatile const u32 n_counters = 0;
 
@@ -365,15 +369,27 @@ static __always_inline u64 wakeup(void)
 #define WINDOW_LAST 0xfffffffe  /* the graph being computed is the window's last */
 #define WINDOW_SPENT 0xffffffff /* the window's graphs are computed */
 
-/* Counts a graph start into the calling process's window. */
-static __always_inline void window_graph(void)
+/* Counts a graph start into the calling process's window; true if the window traces it. */
+static __always_inline bool window_graph(void)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	u32 *left = bpf_map_lookup_elem(&traced, &tgid);
+	if (!left || !*left || *left >= WINDOW_LAST)
+		return 0;
 	/* Not atomic: one thread computes a process's graphs. Were two to race, the wakeup
 	 * would come a graph late, or the reader's own tick would close the window. */
-	if (left && *left && *left < WINDOW_LAST && --*left == 0)
+	if (--*left == 0)
 		*left = WINDOW_LAST;
+	return 1;
+}
+
+/* Whether the calling process's window traces the graph ending now: it counted it and
+ * has not been closed. */
+static __always_inline bool window_open(void)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	u32 *left = bpf_map_lookup_elem(&traced, &tgid);
+	return left && *left && *left <= WINDOW_LAST;
 }
 
 static __always_inline u64 window_wakeup(u32 tgid, bool graph_end)
@@ -448,8 +464,9 @@ static __always_inline void read_threads_cpu(struct threads_cpu *out)
 	out->partial = pos && pos != head;
 }
 
-/* emit for a graph's entry and exit, with the process's threads' CPU time. */
-static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth)
+/* emit for a graph's entry and exit, with the process's threads' CPU time if cpu (else
+ * none summed). */
+static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth, bool cpu)
 {
 	struct graph_record *g = bpf_ringbuf_reserve(&events, sizeof(*g), 0);
 	if (!g) {
@@ -457,7 +474,10 @@ static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth)
 		return 0;
 	}
 	fill(&g->ev, kind, a, b, 0, nth, 0);
-	read_threads_cpu(&g->cpu);
+	if (cpu)
+		read_threads_cpu(&g->cpu);
+	else
+		__builtin_memset(&g->cpu, 0, sizeof(g->cpu));
 	bpf_ringbuf_submit(g, submit_flags(&g->ev));
 	return 0;
 }
@@ -690,14 +710,14 @@ int graph_enter(struct pt_regs *ctx)
 	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
 	bpf_probe_read_user(&threads, sizeof(threads), plan + cplan_nthreads_off);
 	remember_graph(graph);
-	window_graph();
-	return emit_graph(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, (u16)threads);
+	bool traced = window_graph();
+	return emit_graph(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, (u16)threads, traced || every_graph_cpu);
 }
 
 SEC("uretprobe/ggml_graph_compute")
 int graph_exit(struct pt_regs *ctx)
 {
-	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0);
+	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, every_graph_cpu || window_open());
 }
 
 /* ggml_backend_graph_compute_async(backend, cgraph): the scheduler hands one split of the

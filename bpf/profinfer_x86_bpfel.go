@@ -179,6 +179,7 @@ const (
 	ProfinferVarBatchStackOff       = "batch_stack_off"
 	ProfinferVarBufferGetBaseOff    = "buffer_get_base_off"
 	ProfinferVarCplanNthreadsOff    = "cplan_nthreads_off"
+	ProfinferVarEveryGraphCpu       = "every_graph_cpu"
 	ProfinferVarFollowSched         = "follow_sched"
 	ProfinferVarGraphNnodesOff      = "graph_nnodes_off"
 	ProfinferVarN_counters          = "n_counters"
@@ -296,6 +297,7 @@ type ProfinferVariableSpecs struct {
 	BatchStackOff     *ebpf.VariableSpec `ebpf:"batch_stack_off"`
 	BufferGetBaseOff  *ebpf.VariableSpec `ebpf:"buffer_get_base_off"`
 	CplanNthreadsOff  *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
+	EveryGraphCpu     *ebpf.VariableSpec `ebpf:"every_graph_cpu"`
 	FollowSched       *ebpf.VariableSpec `ebpf:"follow_sched"`
 	GraphNnodesOff    *ebpf.VariableSpec `ebpf:"graph_nnodes_off"`
 	N_counters        *ebpf.VariableSpec `ebpf:"n_counters"`
@@ -380,6 +382,7 @@ type ProfinferVariables struct {
 	BatchStackOff     *ebpf.Variable `ebpf:"batch_stack_off"`
 	BufferGetBaseOff  *ebpf.Variable `ebpf:"buffer_get_base_off"`
 	CplanNthreadsOff  *ebpf.Variable `ebpf:"cplan_nthreads_off"`
+	EveryGraphCpu     *ebpf.Variable `ebpf:"every_graph_cpu"`
 	FollowSched       *ebpf.Variable `ebpf:"follow_sched"`
 	GraphNnodesOff    *ebpf.Variable `ebpf:"graph_nnodes_off"`
 	N_counters        *ebpf.Variable `ebpf:"n_counters"`

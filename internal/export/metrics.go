@@ -71,7 +71,7 @@ type processMetrics struct {
 	threads   map[threadKey]*events.Counters
 	tokens    [2]int64 // by phase: prefill, decode
 	decodeDur [2]*histogram
-	// The graphs' threads' CPU time and thread time (threads × wall), by phase, ns.
+	// The traced graphs' threads' CPU time and thread time (threads × wall), by phase, ns.
 	graphCPU, graphThreads [2]float64
 	// Requests: GenAI server histograms, tokens by kind, and batch occupancy.
 	ttft, tpot, duration *histogram

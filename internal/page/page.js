@@ -141,7 +141,7 @@
     // Whether the model's threads had their CPUs: the machine, not the model, may be the bottleneck.
     for (const ph of p.phases || []) {
       if (!ph.cpu) continue;
-      const t = tile(pct(ph.cpu.share), ph.name + ' threads on a CPU, of ' + ph.cpu.graphs + ' graphs\' time' + (ph.cpu.share < 0.9 ? ': starved' : ''));
+      const t = tile(pct(ph.cpu.share), ph.name + ' threads on a CPU, of ' + ph.cpu.graphs + ' traced graphs\' time' + (ph.cpu.share < 0.9 ? ': starved' : ''));
       t.dataset.oncpu = ph.name;
       if (ph.cpu.share < 0.9) t.classList.add('starved');
       tiles.append(t);

@@ -44,7 +44,7 @@ func (p *Profiler) readQuotas() {
 	for i, pid := range pids {
 		t := p.tracked[pid]
 		switch err := got[i].err; {
-		case t == nil, errors.Is(err, fs.ErrNotExist) && !t.quotaWarned:
+		case t == nil, errors.Is(err, fs.ErrNotExist):
 			// Gone meanwhile.
 		case err != nil:
 			if !t.quotaWarned {

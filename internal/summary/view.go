@@ -69,7 +69,7 @@ type Phase struct {
 	SplitSeconds float64 `json:"split_seconds,omitempty"`
 	CopySeconds  float64 `json:"copy_seconds,omitempty"`
 	// CPU is what the threads computing the phase's CPU graphs had of the CPUs, over
-	// every graph that carried it, traced or not; nil when none did.
+	// the graphs that carried it (those traced); nil when none did.
 	CPU     *ThreadsCPU `json:"cpu,omitempty"`
 	Ops     []*Op       `json:"ops"`    // by time, largest first
 	Layers  []Layer     `json:"layers"` // by layer number
