@@ -25,6 +25,9 @@ const (
 	contentionShare = 0.1
 	// A quota that throttled the process in this share of its periods holds it back.
 	throttledShare = 0.1
+	// Threads that lacked a CPU and waited for one for this share of their graphs' time
+	// were contended; otherwise they were blocked (asleep, not runnable).
+	waitedShare = 0.05
 	// Backend splits and copies taking this share of the decodes' time.
 	offloadShare = 0.2
 	// A MoE layer whose expert selections vary this much (coefficient of variation).
@@ -46,7 +49,7 @@ func Annotate(v *summary.View) {
 func Findings(p *summary.Process) []summary.Finding {
 	out := []summary.Finding{}
 	for _, rule := range []func(*summary.Process) (summary.Finding, bool){
-		quota, contention, memoryBound, barriers, offload, uneven, overhead,
+		quota, contention, blocked, memoryBound, barriers, offload, uneven, overhead,
 	} {
 		if f, ok := rule(p); ok {
 			out = append(out, f)
@@ -117,11 +120,17 @@ func worstPhase(p *summary.Process, time func(summary.SchedSums) float64) (*summ
 }
 
 // starved is the phase whose graphs' threads had a CPU for the least share of their
-// time, under summary.ContendedBelow; nil if none.
-func starved(p *summary.Process) *summary.Phase {
+// time, under summary.ContendedBelow, among those where they waited for one (waited) or
+// did not (blocked); nil if none. Where the kernel does not count waits (none at all),
+// a starved phase counts as waiting.
+func starved(p *summary.Process, waited bool) *summary.Phase {
 	var worst *summary.Phase
 	for _, ph := range p.Phases {
-		if c := ph.CPU; c != nil && c.Graphs >= minGraphs && c.Share < summary.ContendedBelow && (worst == nil || c.Share < worst.CPU.Share) {
+		c := ph.CPU
+		if c == nil || c.Graphs < minGraphs || c.Share >= summary.ContendedBelow {
+			continue
+		}
+		if w := c.Wait == 0 || c.Wait >= waitedShare*c.ThreadSeconds; w == waited && (worst == nil || c.Share < worst.CPU.Share) {
 			worst = ph
 		}
 	}
@@ -131,7 +140,7 @@ func starved(p *summary.Process) *summary.Phase {
 // contention: the model's threads lacked a CPU for a share of their graphs' time, as
 // every graph measures it; the scheduler layer adds per-node detail where it is on.
 func contention(p *summary.Process) (summary.Finding, bool) {
-	worst := starved(p)
+	worst := starved(p, true)
 	sched, schedShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.OffCPU + s.RunQueue })
 	if sched != nil && schedShare < contentionShare {
 		sched = nil
@@ -169,6 +178,32 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 	return f, true
 }
 
+// blocked: the model's threads were off the CPU for a share of their graphs' time without
+// waiting for one: asleep, not runnable.
+func blocked(p *summary.Process) (summary.Finding, bool) {
+	ph := starved(p, false)
+	if ph == nil {
+		return summary.Finding{}, false
+	}
+	c := ph.CPU
+	return summary.Finding{
+		ID: "threads-blocked", Severity: "warning",
+		Title: "The model's threads were blocked off the CPU, not waiting for one",
+		Advice: "The threads slept through part of their graphs without being runnable: page faults that read the model back from disk (a model larger than the free page cache, or swapped out), memory reclaim, or a lock. " +
+			"Keep the model resident (--mlock, enough free memory, no swap) and look for what else holds the process. While they sleep, ops are judged starved.",
+		Evidence: []string{fmt.Sprintf("%s: the model's threads had a CPU for %s of their graphs' time over %d graphs, and waited for one for %s of it",
+			ph.Name, pct(c.Share), c.Graphs, pct(c.Wait/c.ThreadSeconds))},
+	}, true
+}
+
+// when says what span a quota's throttling counts cover.
+func when(q *summary.Quota) string {
+	if q.SinceMade {
+		return "since the cgroup was made"
+	}
+	return "while profiled"
+}
+
 // quota: the process's cgroup CPU quota is below the threads the model computes with, or
 // throttled it.
 func quota(p *summary.Process) (summary.Finding, bool) {
@@ -193,8 +228,8 @@ func quota(p *summary.Process) (summary.Finding, bool) {
 		f.Evidence[0] += fmt.Sprintf("; the model computes with %d threads", q.Threads)
 	}
 	if q.Periods > 0 {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("throttled in %d of %d periods (%s) while profiled, held back %.1f s in all (summed over CPUs)",
-			q.Throttled, q.Periods, pct(throttled), q.ThrottledSeconds))
+		f.Evidence = append(f.Evidence, fmt.Sprintf("throttled in %d of %d periods (%s) %s, held back %.1f s in all (summed over CPUs)",
+			q.Throttled, q.Periods, pct(throttled), when(q), q.ThrottledSeconds))
 	}
 	return f, true
 }

@@ -60,6 +60,12 @@ func TestRules(t *testing.T) {
 			p.Phases[0].Sched = summary.SchedSums{}
 			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Contended: 6, ContendedSeconds: 0.8, Cost: 0.5}
 		}},
+		{"threads-blocked", func(p *summary.Process) { // off the CPU, not waiting for one
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.4, Wait: 0.02, Share: 0.7}
+		}},
+		{"threads-contended", func(p *summary.Process) { // a kernel that does not count waits
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.4, Share: 0.7}
+		}},
 		{"cpu-quota", func(p *summary.Process) { // more threads than the quota's CPUs
 			p.Quota.CPUs = 1.5
 		}},

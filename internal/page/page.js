@@ -149,7 +149,7 @@
     const q = p.quota;
     if (q) {
       const t = tile(num(q.cpus, 2) + ' CPUs', 'cgroup quota of ' + q.cgroup + (q.threads ? ' for ' + q.threads + ' threads' : '') +
-        (q.periods ? '; throttled in ' + pct(q.throttled / q.periods) + ' of periods, ' + num(q.throttled_seconds, 1) + ' s' : ''));
+        (q.periods ? '; throttled in ' + pct(q.throttled / q.periods) + ' of periods, ' + num(q.throttled_seconds, 1) + ' s' + (q.since_made ? ' since the cgroup was made' : '') : ''));
       t.dataset.quota = '';
       if (q.threads > q.cpus || (q.periods && q.throttled / q.periods >= 0.1)) t.classList.add('starved');
       tiles.append(t);

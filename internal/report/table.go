@@ -82,6 +82,9 @@ func QuotaLine(q *summary.Quota) string {
 	}
 	if q.Periods > 0 {
 		s += fmt.Sprintf("; throttled in %d of %d periods (%.0f%%), %.1f s held back", q.Throttled, q.Periods, 100*float64(q.Throttled)/float64(q.Periods), q.ThrottledSeconds)
+		if q.SinceMade {
+			s += ", since the cgroup was made"
+		}
 	}
 	return s
 }

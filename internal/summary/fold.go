@@ -691,7 +691,14 @@ func (c *counter) set(v float64) {
 	c.last = v
 }
 
-func (c counter) delta() float64 { return c.last - c.first }
+// delta is the count between the first and the latest reading, or, all: the count since
+// the counter began.
+func (c counter) delta(all bool) float64 {
+	if all {
+		return c.last
+	}
+	return c.last - c.first
+}
 
 // Snapshot returns the view as of now, the busiest process first.
 func (a *Aggregator) Snapshot() *View {
@@ -755,8 +762,11 @@ func (p *proc) snapshot() *Process {
 	}
 	slices.Sort(out.Counters)
 	if q := p.quota; q.cpus > 0 {
-		out.Quota = &Quota{Cgroup: q.cgroup, CPUs: q.cpus, Periods: int64(q.periods.delta()), Throttled: int64(q.throttled.delta()),
-			ThrottledSeconds: q.throttledTime.delta(), Threads: p.threads}
+		// No period passed between the readings (one reading, or one and its repeat
+		// as the process exited): what the cgroup counted since it was made.
+		all := q.periods.first == q.periods.last
+		out.Quota = &Quota{Cgroup: q.cgroup, CPUs: q.cpus, Periods: int64(q.periods.delta(all)), Throttled: int64(q.throttled.delta(all)),
+			ThrottledSeconds: q.throttledTime.delta(all), SinceMade: all, Threads: p.threads}
 	}
 	return out
 }

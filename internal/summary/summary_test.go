@@ -360,3 +360,18 @@ func TestQuota(t *testing.T) {
 		t.Fatalf("quota %+v, want %+v", q, want)
 	}
 }
+
+// Read once, and again as the process exits, the quota's counts are all the cgroup's,
+// and say so.
+func TestQuotaReadOnce(t *testing.T) {
+	acc := export.NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
+	acc.Decode(server, decodeOf(1, 1000, node("ADD", "x", "", 1010, 1020, 1, 1)))
+	acc.Quota(server.PID, cgroup.CPU{Cgroup: "/job", Quota: 100 * time.Millisecond, Period: 100 * time.Millisecond, Periods: 12, Throttled: 9, ThrottledTime: time.Second})
+	a := New()
+	a.Metrics(acc.Emit(export.Telemetry{}))
+	acc.Forget(server.PID)
+	a.Metrics(acc.Emit(export.Telemetry{}))
+	if q := a.Snapshot().Processes[0].Quota; q == nil || q.Periods != 12 || q.Throttled != 9 || !q.SinceMade {
+		t.Fatalf("quota %+v, want the cgroup's 9 of 12 periods, since it was made", q)
+	}
+}

@@ -101,10 +101,13 @@ type Quota struct {
 	Cgroup string  `json:"cgroup"`
 	CPUs   float64 `json:"cpus"` // quota over period
 	// Enforcement periods with runnable tasks, those throttled, and the time throttled
-	// (summed over CPUs), between the first and the latest reading.
+	// (summed over CPUs), between the first and the latest reading; or, when no period
+	// passed between them (a process shorter than the metrics interval), since the
+	// cgroup was made: SinceMade.
 	Periods          int64   `json:"periods"`
 	Throttled        int64   `json:"throttled"`
 	ThrottledSeconds float64 `json:"throttled_seconds"`
+	SinceMade        bool    `json:"since_made,omitempty"`
 	// Threads is the most threads the process computed a graph with.
 	Threads int64 `json:"threads"`
 }
