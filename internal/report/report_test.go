@@ -119,3 +119,29 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 }
+
+// A phase's heading says how much of its graph time the threads had a CPU, and a process
+// under a quota gets the quota's line; a hostile cgroup name is escaped.
+func TestTableShared(t *testing.T) {
+	v := &summary.View{Processes: []*summary.Process{{
+		Title:  "llama-server (pid 7)",
+		Quota:  &summary.Quota{Cgroup: "/job\x1b[2J", CPUs: 1, Periods: 10, Throttled: 9, ThrottledSeconds: 0.8, Threads: 2, SinceMade: true},
+		Phases: []*summary.Phase{{Name: "decode", CPU: &summary.ThreadsCPU{Graphs: 4, Share: 0.5}}, {Name: "prefill", CPU: &summary.ThreadsCPU{Graphs: 2, Share: 0.97}}},
+	}}}
+	var b strings.Builder
+	if err := Table(&b, v); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`CPU quota: 1.00 CPUs (cgroup /job\x1b[2J) for 2 threads; throttled in 9 of 10 periods (90%), 0.8 s held back, since the cgroup was made`,
+		"threads on a CPU 50% of graph time (starved: the machine, not the model, is the bottleneck)",
+		"threads on a CPU 97% of graph time\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "\x1b") {
+		t.Error("a control character reached the terminal")
+	}
+}

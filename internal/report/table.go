@@ -34,7 +34,7 @@ func Table(w io.Writer, v *summary.View) error {
 				r.Count, r.TTFT.P50, r.TTFT.P90, r.TPOT.P50, r.TPOT.P90, r.Input, r.Cached, r.Output, r.MaxShared+1)
 		}
 		if q := p.Quota; q != nil {
-			fmt.Fprintf(tw, "%s\n", QuotaLine(q))
+			fmt.Fprintf(tw, "%s\n", quotaLine(q))
 		}
 		for _, ph := range p.Phases {
 			fmt.Fprintf(tw, "\n%s: %d tokens in %d decodes, %.1f tokens/s; %d graphs traced, %.1f ms%s\n",
@@ -74,8 +74,8 @@ func onCPU(c *summary.ThreadsCPU) string {
 	return s
 }
 
-// QuotaLine says what CPU quota a process runs under and how often it was throttled.
-func QuotaLine(q *summary.Quota) string {
+// quotaLine says what CPU quota a process runs under and how often it was throttled.
+func quotaLine(q *summary.Quota) string {
 	s := fmt.Sprintf("CPU quota: %.2f CPUs (cgroup %s)", q.CPUs, Text(q.Cgroup))
 	if q.Threads > 0 {
 		s += fmt.Sprintf(" for %d threads", q.Threads)
