@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
 	"github.com/profinfer/profinfer/internal/testbench"
 	"github.com/profinfer/profinfer/internal/vm"
 )
@@ -204,6 +206,20 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string) {
 	if full := cfg == "full"; full != (counted > 0) && (exe == "llama-bench" || !full) {
 		t.Errorf("%d of %d MUL_MAT spans carry perf.task_clock", counted, mulmats)
 	}
+	if cfg == "default" && exe == "llama-server" {
+		// The server ran in a cgroup v2 allowed 2 CPUs.
+		var limit float64
+		var path string
+		eachMetric(metrics, "profinfer.cgroup.cpu.limit", func(m pmetric.Metric) {
+			dp := m.Gauge().DataPoints().At(0)
+			limit = dp.DoubleValue()
+			v, _ := dp.Attributes().Get("profinfer.cgroup.path")
+			path = v.Str()
+		})
+		if limit != 2 || path != "/profinfer" {
+			t.Errorf("profinfer.cgroup.cpu.limit %v of cgroup %q, want 2 of /profinfer", limit, path)
+		}
+	}
 	if n, ok := lastSum(metrics, "llama.decode.tokens"); !ok || n == 0 {
 		t.Errorf("llama.decode.tokens = %d (exported: %v)", n, ok)
 	}
@@ -218,6 +234,11 @@ const guestScript = `
 set -u
 /usr/bin/probe.test -test.run 'TestE2EVerifier' -test.v >/out/verifier.txt 2>&1
 echo "verifier test exited $?"
+
+# A cgroup v2 with a CPU quota of 2 CPUs, which does not slow the server it holds.
+mount -t cgroup2 none /sys/fs/cgroup && echo +cpu >/sys/fs/cgroup/cgroup.subtree_control &&
+	mkdir /sys/fs/cgroup/profinfer && echo "200000 100000" >/sys/fs/cgroup/profinfer/cpu.max ||
+	echo "no cgroup v2 with the cpu controller"
 
 # until SECONDS COMMAND...: runs COMMAND every half second until it succeeds.
 until_ok() {
@@ -261,7 +282,8 @@ llama_bench() {
 }
 
 llama_server() {
-	llama-server -m /models/tiny-dense.gguf --host 127.0.0.1 --port 8080 -t 2 -c 512 -np 1 --no-warmup >server.log 2>&1 &
+	sh -c 'echo $$ >/sys/fs/cgroup/profinfer/cgroup.procs; exec "$@"' sh \
+		llama-server -m /models/tiny-dense.gguf --host 127.0.0.1 --port 8080 -t 2 -c 512 -np 1 --no-warmup >server.log 2>&1 &
 	server=$!
 	echo $server >pid
 	sleep 0.3
@@ -272,6 +294,10 @@ llama_server() {
 		echo "request failed"
 	# The request ends when its slot has been idle for a second.
 	sleep 3
+	# The quota is read at a metrics export, while the server lives.
+	if [ "${PWD##*/}" = default-llama-server ]; then
+		until_ok 30 grep -q profinfer.cgroup.cpu.limit profinfer-output.jsonl || echo "no quota exported"
+	fi
 	kill $server; wait $server
 }
 
