@@ -365,17 +365,17 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	if s.Peaks == (roofline.Peaks{}) {
 		return
 	}
-	c := Classify(n, g, s.Peaks)
+	c := classify(n, g, s.Peaks)
 	a.PutStr("ggml.roofline.bound", string(c.Bound))
 	a.PutDouble("ggml.roofline.peak_fraction", c.Fraction)
 	a.PutDouble("ggml.roofline.flops_per_second", c.FLOPS)
 	a.PutDouble("ggml.roofline.bytes_per_second", c.Bandwidth)
 }
 
-// Classify places a node of g under the roofline of peaks, unless g's process's threads
+// classify places a node of g under the roofline of peaks, unless g's process's threads
 // lacked a CPU lately (GraphCPU.Recent): then its wall time is no measure of the kernel,
 // and it is starved. Its achieved rates stay what they were.
-func Classify(n *assemble.Node, g *assemble.Graph, peaks roofline.Peaks) roofline.Class {
+func classify(n *assemble.Node, g *assemble.Graph, peaks roofline.Peaks) roofline.Class {
 	c := roofline.Classify(n.Info.FLOPs, n.Info.Bytes, float64(n.End-n.Start)/1e9, peaks)
 	if roofline.IsStarved(g.CPU.Recent) {
 		c.Bound = roofline.Starved

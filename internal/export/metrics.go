@@ -280,7 +280,7 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 		st.flops += n.Info.FLOPs
 		st.bytes += n.Info.Bytes
 		if m.roofs.Peaks != (roofline.Peaks{}) {
-			pm.bounds[boundKey{k.op, bounds[Classify(n, g, m.roofs.Peaks).Bound]}]++
+			pm.bounds[boundKey{k.op, bounds[classify(n, g, m.roofs.Peaks).Bound]}]++
 		}
 	}
 }
