@@ -26,8 +26,8 @@ func defines(r io.ReaderAt, path string, names []string) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.Class != elf.ELFCLASS64 {
-		return nil, fmt.Errorf("symbols: %s: not a 64-bit ELF file", path)
+	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB {
+		return nil, fmt.Errorf("symbols: %s: not a 64-bit little-endian ELF file", path)
 	}
 	found := make([]bool, len(names))
 	for _, tab := range [...]elf.SectionType{elf.SHT_DYNSYM, elf.SHT_SYMTAB} {
@@ -40,6 +40,44 @@ func defines(r io.ReaderAt, path string, names []string) ([]bool, error) {
 
 // scan marks in found the names that the first symbol table of type typ defines.
 func scan(f *elf.File, typ elf.SectionType, names []string, found []bool) error {
+	return eachSymbol(f, typ, func(e entry, strtab []byte) {
+		if e.shndx == uint16(elf.SHN_UNDEF) {
+			return
+		}
+		n := e.name(strtab)
+		for i, want := range names {
+			if string(n) == want {
+				found[i] = true
+			}
+		}
+	})
+}
+
+// entry is an Elf64_Sym as it lies in its table.
+type entry struct {
+	nameOff     uint32 // st_name, into the table's string table
+	info        byte   // st_info
+	shndx       uint16 // st_shndx
+	value, size uint64
+}
+
+// name is the entry's name in string table strtab, read in place; empty if it lies
+// outside the table.
+func (e entry) name(strtab []byte) []byte {
+	if int(e.nameOff) >= len(strtab) {
+		return nil
+	}
+	n := strtab[e.nameOff:]
+	if end := bytes.IndexByte(n, 0); end >= 0 {
+		n = n[:end]
+	}
+	return n
+}
+
+// eachSymbol calls fn with every entry of the first symbol table of type typ but the
+// null first one, and the table's string table. A 64-bit little-endian file's only, as
+// its callers check: the raw table is read in place rather than decoded symbol by symbol.
+func eachSymbol(f *elf.File, typ elf.SectionType, fn func(e entry, strtab []byte)) error {
 	s := f.SectionByType(typ)
 	if s == nil || s.Link >= uint32(len(f.Sections)) {
 		return nil
@@ -53,23 +91,15 @@ func scan(f *elf.File, typ elf.SectionType, names []string, found []bool) error 
 		return err
 	}
 	const size = 24 // sizeof(Elf64_Sym)
+	le := binary.LittleEndian
 	for off := size; off+size <= len(syms); off += size {
-		if binary.LittleEndian.Uint16(syms[off+6:]) == uint16(elf.SHN_UNDEF) { // st_shndx
-			continue
-		}
-		name := uint32(binary.LittleEndian.Uint32(syms[off:])) // st_name
-		if int(name) >= len(strs) {
-			continue
-		}
-		n := strs[name:]
-		if end := bytes.IndexByte(n, 0); end >= 0 {
-			n = n[:end]
-		}
-		for i, want := range names {
-			if string(n) == want {
-				found[i] = true
-			}
-		}
+		fn(entry{
+			nameOff: le.Uint32(syms[off:]),
+			info:    syms[off+4],
+			shndx:   le.Uint16(syms[off+6:]),
+			value:   le.Uint64(syms[off+8:]),
+			size:    le.Uint64(syms[off+16:]),
+		}, strs)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"cmp"
 	"debug/elf"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,16 +53,24 @@ func NewFile(r io.ReaderAt, name string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &File{name: name, elf: ef, syms: map[string]Symbol{}}
+	if ef.Class != elf.ELFCLASS64 || ef.Data != elf.ELFDATA2LSB {
+		return nil, fmt.Errorf("symbols: %s: not a 64-bit little-endian ELF file", name)
+	}
+	// Sized for the larger table, so that it does not grow as it fills.
+	n := 0
+	for _, typ := range [...]elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		if s := ef.SectionByType(typ); s != nil {
+			n = max(n, int(min(s.Size/24, 1<<20)))
+		}
+	}
+	f := &File{name: name, elf: ef, syms: make(map[string]Symbol, n)}
 	f.byAddr = sync.OnceValue(f.sortByAddr)
 	// .symtab first: it also has the local symbols (static tables such as
 	// GGML_OP_NAME) that .dynsym lacks.
-	for _, load := range []func() ([]elf.Symbol, error){ef.Symbols, ef.DynamicSymbols} {
-		syms, err := load()
-		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+	for _, typ := range [...]elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		if err := f.add(typ); err != nil {
 			return nil, fmt.Errorf("symbols: %s: %w", name, err)
 		}
-		f.add(syms)
 	}
 	f.buildID = buildID(ef)
 	return f, nil
@@ -83,23 +90,41 @@ func newELF(r io.ReaderAt, name string) (*elf.File, error) {
 	return ef, nil
 }
 
-// add records the defined symbols not seen yet. Among duplicates in one
-// table (static functions of the same name in several objects) a global
-// definition wins over local ones.
-func (f *File) add(syms []elf.Symbol) {
-	replaceable := map[string]bool{} // entry is a local symbol of this table
-	for _, s := range syms {
-		typ := elf.ST_TYPE(s.Info)
-		if s.Name == "" || s.Section == elf.SHN_UNDEF || typ == elf.STT_SECTION || typ == elf.STT_FILE {
-			continue
+// add records the defined symbols of the file's symbol table of type typ that were not
+// seen yet. Among duplicates in one table (static functions of the same name in several
+// objects) a global definition wins over local ones. It reads the table in place and
+// keeps the names as slices of one copy of its string table: a library's tens of
+// thousands of symbols are then a few allocations, not one each, for the collector's
+// garbage collector to chase on the cores the model runs on.
+func (f *File) add(typ elf.SectionType) error {
+	var strs string            // the string table, copied once when a name is kept
+	local := map[string]bool{} // the entry came from a local symbol of this table
+	return eachSymbol(f.elf, typ, func(e entry, strtab []byte) {
+		kind := elf.ST_TYPE(e.info)
+		if e.shndx == uint16(elf.SHN_UNDEF) || kind == elf.STT_SECTION || kind == elf.STT_FILE {
+			return
 		}
-		local := elf.ST_BIND(s.Info) == elf.STB_LOCAL
-		if _, had := f.syms[s.Name]; had && (local || !replaceable[s.Name]) {
-			continue
+		n := e.name(strtab)
+		if len(n) == 0 {
+			return
 		}
-		replaceable[s.Name] = local
-		f.syms[s.Name] = Symbol{Name: s.Name, Value: s.Value, Size: s.Size}
-	}
+		isLocal := elf.ST_BIND(e.info) == elf.STB_LOCAL
+		if old, had := f.syms[string(n)]; had {
+			if isLocal || !local[old.Name] {
+				return
+			}
+		}
+		if strs == "" {
+			strs = string(strtab)
+		}
+		name := strs[e.nameOff : e.nameOff+uint32(len(n))]
+		if isLocal {
+			local[name] = true
+		} else {
+			delete(local, name)
+		}
+		f.syms[name] = Symbol{Name: name, Value: e.value, Size: e.size}
+	})
 }
 
 func (f *File) sortByAddr() []Symbol {

@@ -161,3 +161,20 @@ func TestBenchFieldsAndAt(t *testing.T) {
 		t.Errorf("StringReturn(ggml_backend_cpu_get_name) = %q, %v; want CPU", name, err)
 	}
 }
+
+// BenchmarkOpen is the parse of a llama.cpp library's symbol tables, which the collector
+// pays once per file, for the first process that maps it, on the cores the model runs on.
+func BenchmarkOpen(b *testing.B) {
+	path := llamaBin + "libllama.so"
+	if _, err := os.Stat(path); err != nil {
+		b.Skip(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}

@@ -4,8 +4,10 @@
 // Target server: one llama-server serves the same requests throughout; rounds alternate,
 // in an order shuffled per round, an arm without the collector and an arm with it, started
 // beforehand and settled, so that its start and attach stay outside the arm. Target bench:
-// a llama-bench process per arm, attached to as it starts, as a collector already running
-// pays it per process.
+// a llama-bench process per arm, attached to as it starts by a collector started and
+// settled beforehand, as a collector already running pays it per process. With -warm,
+// the collector has seen the binary before, in a short llama-bench process of its own:
+// it parsed the libraries' symbol tables then, as a collector running for a while has.
 //
 // Per arm it takes the target's decode time per token (llama-server's own timings, or
 // llama-bench's), its CPU time per token (/proc/PID/stat, which keeps exited threads'
@@ -58,9 +60,11 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 20, "alternating rounds")
 	flag.StringVar(&o.model, "model", "llama-1b-q4_0", "test bench model")
 	config := flag.String("config", "config/otelcol.yaml", "the collector's configuration")
+	flag.StringVar(&o.collectorEnv, "env", "", "the collector's environment beyond this one's: NAME=value, space-separated (deploy/'s settings: GOMAXPROCS=1)")
 	flag.DurationVar(&o.arm, "arm", 20*time.Second, "server: how long an arm sends requests; two sampling windows by default")
 	flag.IntVar(&o.tokens, "tokens", 64, "tokens generated per request, or per llama-bench run")
 	flag.BoolVar(&o.sample, "sample", false, "sample the target's CPU in every arm (perf record), to measure the probes' traps rather than estimate them")
+	flag.BoolVar(&o.warm, "warm", true, "bench: a short llama-bench process under each arm's collector before its settle, so that the arm's process is not the first of its binary")
 	flag.IntVar(&o.reps, "reps", 2, "bench: llama-bench's repetitions of its run in one process (-r), as the issue's held-out method has it")
 	flag.Float64Var(&o.bound, "bound", 0.005, "the cost to test for, as a fraction")
 	out := flag.String("o", "", "also write the report to this file")
@@ -99,9 +103,10 @@ func main() {
 type options struct {
 	target, model     string
 	collector, config string // the collector's executable and configuration
+	collectorEnv      string // NAME=value pairs added to its environment
 	rounds, tokens    int
 	reps              int
-	sample            bool
+	sample, warm      bool
 	arm               time.Duration
 	bound, load       float64
 	command           string // the arguments, for the report
@@ -121,7 +126,8 @@ func run(ctx context.Context, o options, progress io.Writer) (string, error) {
 		return "", err
 	}
 	m := &meter{env: env, model: o.model, arm: o.arm, tokens: o.tokens, reps: o.reps, sample: o.sample, load: o.load,
-		collector: o.collector, config: o.config}
+		warm:      o.warm && o.target == "bench",
+		collector: o.collector, config: o.config, collectorEnv: o.collectorEnv}
 	var measure func(context.Context) (arm, error)
 	switch o.target {
 	case "server":
@@ -298,10 +304,13 @@ type meter struct {
 	tokens    int
 	reps      int    // bench: llama-bench's -r
 	sample    bool   // sample the target's CPU in each arm
+	warm      bool   // bench: a warm-up process under each collector before its arm
 	collector string // bin/otelcol-profinfer
 	config    string
-	server    *testbench.Server
-	load      float64 // calibration: a spinner's share of a core instead of the collector
+	// collectorEnv is added to the collector's environment: NAME=value, space-separated
+	collectorEnv string
+	server       *testbench.Server
+	load         float64 // calibration: a spinner's share of a core instead of the collector
 	// collectorPID is the collector's while an arm runs under it; 0 otherwise
 	collectorPID int
 }
@@ -462,7 +471,7 @@ const settle = 5 * time.Second
 
 // startCollector starts the collector in a directory of its own (the default
 // configuration writes its output file there) and waits until it is ready, and with a
-// server, until it attached to it and the attach settled.
+// server, until it attached to it; then lets it settle.
 func (m *meter) startCollector(ctx context.Context) (*collector, error) {
 	dir, err := os.MkdirTemp("", "profinfer-alwayson-")
 	if err != nil {
@@ -477,7 +486,7 @@ func (m *meter) startCollector(ctx context.Context) (*collector, error) {
 		return &collector{proc: p, dir: dir}, err
 	}
 	logPath := filepath.Join(dir, "collector.log")
-	p, err := testbench.Start("sh", "-c", `cd "$1" && exec "$2" --config "$3" >"$4" 2>&1`, "sh", dir, m.collector, m.config, logPath)
+	p, err := testbench.Start("sh", "-c", `cd "$1" && exec env $5 "$2" --config "$3" >"$4" 2>&1`, "sh", dir, m.collector, m.config, logPath, m.collectorEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -506,8 +515,15 @@ func (m *meter) startCollector(ctx context.Context) (*collector, error) {
 	if m.server != nil {
 		cpu, _, _ := threadTotals(p.PID())
 		c.startCPU = cpu.Seconds()
-		time.Sleep(settle)
 	}
+	if m.warm {
+		args := m.env.BenchArgs(m.model, 0, 1, threads, 1)
+		if _, err := testbench.Run(ctx, m.env.Bin("llama-bench"), args...); err != nil {
+			p.Stop()
+			return nil, fmt.Errorf("warm-up llama-bench: %w", err)
+		}
+	}
+	time.Sleep(settle)
 	return c, nil
 }
 
@@ -677,6 +693,13 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 		slices.Sort(starts)
 		fmt.Fprintf(&b, "\nCollector start beside the idle server, CPU until attached: median %.0f ms (%.0f–%.0f).\n",
 			1e3*bench.Median(starts), 1e3*starts[0], 1e3*starts[len(starts)-1])
+	}
+	if o.target == "bench" {
+		seen := "the first of its binary that the collector saw (-warm=false)"
+		if m.warm {
+			seen = "not the first of its binary: a one-token llama-bench process ran under the collector before its settle"
+		}
+		fmt.Fprintf(&b, "\nEach arm's llama-bench process was %s.\n", seen)
 	}
 	host, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
