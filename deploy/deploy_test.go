@@ -101,6 +101,9 @@ func TestDaemonSet(t *testing.T) {
 	if at(t, env["K8S_NODE_NAME"], "valueFrom", "fieldRef", "fieldPath") != "spec.nodeName" {
 		t.Error("the node name is not passed for enrichment")
 	}
+	if at(t, env["GOMAXPROCS"], "value") != "1" {
+		t.Error("the agent's Go runtime is not held to one P beside the model")
+	}
 	mounts := map[string]string{}
 	for _, m := range at(t, c, "volumeMounts").([]any) {
 		mounts[at(t, m, "name").(string)] = at(t, m, "mountPath").(string)
@@ -130,6 +133,13 @@ func TestHelmValues(t *testing.T) {
 				t.Errorf("resources.%s.%s differ from the DaemonSet's", k, r)
 			}
 		}
+	}
+	extra := map[string]any{}
+	for _, e := range at(t, v, "extraEnvs").([]any) {
+		extra[at(t, e, "name").(string)] = e
+	}
+	if at(t, extra["GOMAXPROCS"], "value") != "1" {
+		t.Error("the chart's agent is not held to one P as the DaemonSet's is")
 	}
 	if at(t, v, "alternateConfig", "service", "pipelines", "traces", "receivers", 0) != "profinfer" {
 		t.Error("the chart's config does not run the profinfer receiver")
