@@ -56,11 +56,12 @@ func NewFile(r io.ReaderAt, name string) (*File, error) {
 	if ef.Class != elf.ELFCLASS64 || ef.Data != elf.ELFDATA2LSB {
 		return nil, fmt.Errorf("symbols: %s: not a 64-bit little-endian ELF file", name)
 	}
-	// Sized for the larger table, so that it does not grow as it fills.
+	// Sized for the larger table, so that it does not grow as it fills; a corrupt
+	// header's size cannot make it large.
 	n := 0
 	for _, typ := range [...]elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
 		if s := ef.SectionByType(typ); s != nil {
-			n = max(n, int(min(s.Size/24, 1<<20)))
+			n = max(n, int(min(s.Size/24, 1<<16)))
 		}
 	}
 	f := &File{name: name, elf: ef, syms: make(map[string]Symbol, n)}
