@@ -8,6 +8,7 @@ package receiver
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"fmt"
 	"net/http"
 	"os"
@@ -76,36 +77,30 @@ func (p *podman) logs(t *testing.T, ctx context.Context, id string) string {
 	return string(out)
 }
 
-// serverImage imports an image whose root file system holds exe and the libraries ldd
-// names for it, and nothing else.
+// serverImage imports an image whose root file system holds a static exe, as /bin's, and
+// nothing else.
 func (p *podman) serverImage(t *testing.T, ctx context.Context, exe string) string {
 	t.Helper()
-	root := t.TempDir()
-	ldd, err := exec.CommandContext(ctx, "ldd", exe).Output()
+	f, err := elf.Open(exe)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := []string{exe}
-	for _, f := range strings.Fields(string(ldd)) {
-		if strings.HasPrefix(f, "/") {
-			files = append(files, f)
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Fatalf("%s names a dynamic loader: the image holds no libraries", exe)
 		}
 	}
-	for i, f := range files {
-		dst := filepath.Join(root, f)
-		if i == 0 {
-			dst = filepath.Join(root, "bin", filepath.Base(f))
-		}
-		b, err := os.ReadFile(f)
-		if err == nil {
-			err = os.MkdirAll(filepath.Dir(dst), 0o755)
-		}
-		if err == nil {
-			err = os.WriteFile(dst, b, 0o755)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	root := t.TempDir()
+	b, err := os.ReadFile(exe)
+	if err == nil {
+		err = os.MkdirAll(filepath.Join(root, "bin"), 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(root, "bin", filepath.Base(exe)), b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	tarball := filepath.Join(t.TempDir(), "rootfs.tar")
 	if out, err := exec.CommandContext(ctx, "tar", "-C", root, "-cf", tarball, ".").CombinedOutput(); err != nil {

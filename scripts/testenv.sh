@@ -65,18 +65,6 @@ if [ "$(cat "$LC/.stamp" 2>/dev/null)" != "$KEY" ]; then
   echo "$KEY" >"$LC/.stamp"
 fi
 
-# A static llama-server (BUILD_SHARED_LIBS=OFF): GGML and llama linked into the executable,
-# the way many production images ship it. Same source, its own build tree and stamp.
-if [ "$(cat "$LC/.stamp-static" 2>/dev/null)" != "$KEY" ]; then
-  log "building static llama-server; about 5 minutes on 2 cores"
-  cmake -S "$LC/src" -B "$LC/build-static" "${common[@]}" -DBUILD_SHARED_LIBS=OFF -DGGML_RPC=OFF \
-      -DLLAMA_BUILD_TESTS=OFF >/dev/null
-  cmake --build "$LC/build-static" -j "$JOBS" --target llama-server
-  mkdir -p "$LC/static"
-  cp "$LC/build-static/bin/llama-server" "$LC/static/llama-server"
-  echo "$KEY" >"$LC/.stamp-static"
-fi
-
 # Static llama-bench builds of older releases, from the source bundled with their
 # node-llama-cpp: GGML linked into the executable, with OpenMP (the default then), where
 # the prebuilts use ggml's own threadpool. About a minute each on 2 cores.
@@ -205,7 +193,9 @@ fetch_kernel 6.12 linux-image-6.12.111+deb12-amd64
 # A portable llama.cpp for the guests: static down to libc, since they have no libraries,
 # and built for any x86-64 with AVX2 instead of this machine's CPU: qemu's has no AVX-512.
 # ggml's own threadpool rather than OpenMP, whose libgomp CMake links as a shared object
-# only. Its own build tree, removed once the tools are copied out.
+# only. Its llama-server is also the host's static one (GGML and llama inside the
+# executable, as many production images ship it): one static build instead of two.
+# Its own build tree, removed once the tools are copied out.
 if [ "$(cat "$LC/.stamp-portable" 2>/dev/null)" != "$KEY portable-v1" ]; then
   log "building portable llama-bench and llama-server; about 10 minutes on 2 cores"
   cmake -S "$LC/src" -B "$LC/build-portable" "${common[@]}" -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \

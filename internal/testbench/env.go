@@ -52,11 +52,9 @@ func check(dir string) (*Env, error) {
 // Bin is the path of a llama.cpp tool built by the test bench.
 func (e *Env) Bin(name string) string { return filepath.Join(e.Root, "llama.cpp", "bin", name) }
 
-// StaticServer is the llama-server built with BUILD_SHARED_LIBS=OFF: GGML and llama are
-// inside the executable.
-func (e *Env) StaticServer() string {
-	return filepath.Join(e.Root, "llama.cpp", "static", "llama-server")
-}
+// StaticServer is a llama-server built with BUILD_SHARED_LIBS=OFF: GGML and llama are
+// inside the executable. It is the portable one, libc included.
+func (e *Env) StaticServer() string { return e.Portable("llama-server") }
 
 // Portable is a llama.cpp tool built for the VM guests of internal/vm: static, libc
 // included, and for any x86-64 CPU with AVX2 rather than this machine's.

@@ -31,7 +31,7 @@ func TestModelsRun(t *testing.T) {
 	}
 }
 
-// The shared and the static llama-server both serve completions.
+// The shared and the static (portable) llama-server both serve completions.
 func TestServerProducesTokens(t *testing.T) {
 	e := Require(t)
 	for _, exe := range []string{e.Bin("llama-server"), e.StaticServer()} {
