@@ -441,32 +441,59 @@ static __always_inline int emit(u16 kind, u64 a, u64 b, u16 ith, u16 nth, u16 fl
 	return 0;
 }
 
+/* A walk of the calling process's thread list, summing their CPU time. */
+struct thread_walk {
+	struct list_head *pos, *head;
+	u64 node_off; /* of thread_node in task_struct */
+	struct threads_cpu sum;
+};
+
+/* Adds the thread at w->pos and steps to the next; false once the list is done: three
+ * reads of kernel memory a thread. */
+static __always_inline bool walk_thread(struct thread_walk *w)
+{
+	if (!w->pos || w->pos == w->head)
+		return 0;
+	struct task_struct *t = (void *)w->pos - w->node_off;
+	w->sum.run_ns += BPF_CORE_READ(t, se.sum_exec_runtime);
+	if (bpf_core_field_exists(t->sched_info))
+		w->sum.wait_ns += BPF_CORE_READ(t, sched_info.run_delay);
+	w->sum.threads++;
+	w->pos = BPF_CORE_READ(t, thread_node.next);
+	return 1;
+}
+
+/* bpf_loop's callback. */
+static long walk_thread_cb(u64 i, void *w)
+{
+	return !walk_thread(w);
+}
+
 /* Sums the CPU time of the calling process's threads, walking its thread list under the
- * RCU read lock the program runs in: three reads of kernel memory a thread. */
-static __always_inline void read_threads_cpu(struct threads_cpu *out)
+ * RCU read lock the program runs in. With bpf_loop (loop) the verifier checks one step;
+ * the bounded loop it checks THREADS_MAX times, some 13 000 instructions a program,
+ * which is most of the CPU a start spends in the verifier. */
+static __always_inline void read_threads_cpu(struct threads_cpu *out, bool loop)
 {
 	struct task_struct *task = (void *)bpf_get_current_task();
 	struct signal_struct *sig = BPF_CORE_READ(task, signal);
-	struct list_head *head = __builtin_preserve_access_index(&sig->thread_head);
-	struct list_head *pos = BPF_CORE_READ(sig, thread_head.next);
-	u64 node_off = bpf_core_field_offset(struct task_struct, thread_node);
-	__builtin_memset(out, 0, sizeof(*out));
-	for (u32 i = 0; i < THREADS_MAX; i++) {
-		if (!pos || pos == head)
-			return;
-		struct task_struct *t = (void *)pos - node_off;
-		out->run_ns += BPF_CORE_READ(t, se.sum_exec_runtime);
-		if (bpf_core_field_exists(t->sched_info))
-			out->wait_ns += BPF_CORE_READ(t, sched_info.run_delay);
-		out->threads++;
-		pos = BPF_CORE_READ(t, thread_node.next);
-	}
-	out->partial = pos && pos != head;
+	struct thread_walk w = {
+		.pos = BPF_CORE_READ(sig, thread_head.next),
+		.head = __builtin_preserve_access_index(&sig->thread_head),
+		.node_off = bpf_core_field_offset(struct task_struct, thread_node),
+	};
+	if (loop)
+		bpf_loop(THREADS_MAX, walk_thread_cb, &w, 0);
+	else
+		for (u32 i = 0; i < THREADS_MAX && walk_thread(&w); i++)
+			;
+	w.sum.partial = w.pos && w.pos != w.head;
+	*out = w.sum;
 }
 
 /* emit for a graph's entry and exit, with the process's threads' CPU time if cpu (else
  * none summed). */
-static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth, bool cpu)
+static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth, bool cpu, bool loop)
 {
 	struct graph_record *g = bpf_ringbuf_reserve(&events, sizeof(*g), 0);
 	if (!g) {
@@ -475,7 +502,7 @@ static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth, bool cpu)
 	}
 	fill(&g->ev, kind, a, b, 0, nth, 0);
 	if (cpu)
-		read_threads_cpu(&g->cpu);
+		read_threads_cpu(&g->cpu, loop);
 	else
 		__builtin_memset(&g->cpu, 0, sizeof(g->cpu));
 	bpf_ringbuf_submit(g, submit_flags(&g->ev));
@@ -673,7 +700,6 @@ int sched_exit(struct pt_regs *ctx)
 	return emit(EV_SCHED_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
 }
 
-/* ggml_graph_compute(cgraph, cplan): the CPU backend's graph, on the calling thread. */
 /* Decides, as the calling thread (thread 0) starts computing graph, whether its node
  * starts may skip the detail: the graph was computed before under the current stamp, so
  * its nodes were described then. Otherwise they will be now. */
@@ -701,8 +727,9 @@ static __always_inline void remember_graph(void *graph)
 	bpf_map_update_elem(&described, &key, &now, BPF_ANY);
 }
 
-SEC("uprobe/ggml_graph_compute")
-int graph_enter(struct pt_regs *ctx)
+/* ggml_graph_compute(cgraph, cplan): the CPU backend's graph, on the calling thread. A
+ * variant of each probe walks the threads with bpf_loop, the other without (before 5.17). */
+static __always_inline int graph_start(struct pt_regs *ctx, bool loop)
 {
 	void *graph = (void *)PT_REGS_PARM1(ctx);
 	void *plan = (void *)PT_REGS_PARM2(ctx);
@@ -711,13 +738,36 @@ int graph_enter(struct pt_regs *ctx)
 	bpf_probe_read_user(&threads, sizeof(threads), plan + cplan_nthreads_off);
 	remember_graph(graph);
 	bool traced = window_graph();
-	return emit_graph(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, (u16)threads, traced || every_graph_cpu);
+	return emit_graph(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, (u16)threads, traced || every_graph_cpu, loop);
+}
+
+static __always_inline int graph_end(struct pt_regs *ctx, bool loop)
+{
+	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, every_graph_cpu || window_open(), loop);
+}
+
+SEC("uprobe/ggml_graph_compute")
+int graph_enter(struct pt_regs *ctx)
+{
+	return graph_start(ctx, 1);
+}
+
+SEC("uprobe/ggml_graph_compute")
+int graph_enter_bounded(struct pt_regs *ctx)
+{
+	return graph_start(ctx, 0);
 }
 
 SEC("uretprobe/ggml_graph_compute")
 int graph_exit(struct pt_regs *ctx)
 {
-	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, every_graph_cpu || window_open());
+	return graph_end(ctx, 1);
+}
+
+SEC("uretprobe/ggml_graph_compute")
+int graph_exit_bounded(struct pt_regs *ctx)
+{
+	return graph_end(ctx, 0);
 }
 
 /* ggml_backend_graph_compute_async(backend, cgraph): the scheduler hands one split of the

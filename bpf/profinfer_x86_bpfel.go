@@ -156,7 +156,9 @@ const (
 	ProfinferProgDecodeExit         = "decode_exit"
 	ProfinferProgFusedEnter         = "fused_enter"
 	ProfinferProgGraphEnter         = "graph_enter"
+	ProfinferProgGraphEnterBounded  = "graph_enter_bounded"
 	ProfinferProgGraphExit          = "graph_exit"
+	ProfinferProgGraphExitBounded   = "graph_exit_bounded"
 	ProfinferProgGraphNew           = "graph_new"
 	ProfinferProgNodeEnter          = "node_enter"
 	ProfinferProgSchedEnter         = "sched_enter"
@@ -250,7 +252,9 @@ type ProfinferProgramSpecs struct {
 	DecodeExit         *ebpf.ProgramSpec `ebpf:"decode_exit"`
 	FusedEnter         *ebpf.ProgramSpec `ebpf:"fused_enter"`
 	GraphEnter         *ebpf.ProgramSpec `ebpf:"graph_enter"`
+	GraphEnterBounded  *ebpf.ProgramSpec `ebpf:"graph_enter_bounded"`
 	GraphExit          *ebpf.ProgramSpec `ebpf:"graph_exit"`
+	GraphExitBounded   *ebpf.ProgramSpec `ebpf:"graph_exit_bounded"`
 	GraphNew           *ebpf.ProgramSpec `ebpf:"graph_new"`
 	NodeEnter          *ebpf.ProgramSpec `ebpf:"node_enter"`
 	SchedEnter         *ebpf.ProgramSpec `ebpf:"sched_enter"`
@@ -415,7 +419,9 @@ type ProfinferPrograms struct {
 	DecodeExit         *ebpf.Program `ebpf:"decode_exit"`
 	FusedEnter         *ebpf.Program `ebpf:"fused_enter"`
 	GraphEnter         *ebpf.Program `ebpf:"graph_enter"`
+	GraphEnterBounded  *ebpf.Program `ebpf:"graph_enter_bounded"`
 	GraphExit          *ebpf.Program `ebpf:"graph_exit"`
+	GraphExitBounded   *ebpf.Program `ebpf:"graph_exit_bounded"`
 	GraphNew           *ebpf.Program `ebpf:"graph_new"`
 	NodeEnter          *ebpf.Program `ebpf:"node_enter"`
 	SchedEnter         *ebpf.Program `ebpf:"sched_enter"`
@@ -441,7 +447,9 @@ func (p *ProfinferPrograms) Close() error {
 		p.DecodeExit,
 		p.FusedEnter,
 		p.GraphEnter,
+		p.GraphEnterBounded,
 		p.GraphExit,
+		p.GraphExitBounded,
 		p.GraphNew,
 		p.NodeEnter,
 		p.SchedEnter,

@@ -18,7 +18,7 @@ import (
 // never by its version: distributions backport.
 type Kernel struct {
 	Release     string
-	Loop        bool // bpf_loop (Linux 5.17): a decode's whole batch is summed
+	Loop        bool // bpf_loop (Linux 5.17): a decode's whole batch is summed, and a start verifies less
 	PrevState   bool // sched_switch's prev_state argument (5.18)
 	UprobeMulti bool // uprobe_multi links (6.6): windows open and close without stalling the target
 
@@ -34,6 +34,8 @@ type variant struct {
 
 var variants = []variant{
 	{"decode_enter", "decode_enter_bounded", func(k Kernel) bool { return k.Loop }},
+	{"graph_enter", "graph_enter_bounded", func(k Kernel) bool { return k.Loop }},
+	{"graph_exit", "graph_exit_bounded", func(k Kernel) bool { return k.Loop }},
 	{"sched_switch", "sched_switch_task", func(k Kernel) bool { return k.PrevState }},
 }
 
