@@ -144,7 +144,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		DiscoveryInterval:    defaultDiscoveryInterval,
 		CollectionInterval:   defaultCollectionInterval,
-		Nodes:                NodesConfig{Mode: NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 2},
+		Nodes:                NodesConfig{Mode: NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 1},
 		Spans:                SpansConfig{Nodes: true, SampleEvery: 1},
 		Roofline:             RooflineConfig{Enabled: true, ProbeDuration: 400 * time.Millisecond, StateFile: defaultStateFile},
 		Layers:               LayersConfig{Application: true, Runtime: true},
