@@ -86,8 +86,8 @@ func (p *podman) serverImage(t *testing.T, ctx context.Context, exe string) stri
 		t.Fatal(err)
 	}
 	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
 			t.Fatalf("%s names a dynamic loader: the image holds no libraries", exe)
 		}
 	}
