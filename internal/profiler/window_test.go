@@ -16,11 +16,14 @@ import (
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
-// Opening and closing sampling windows never puts the target's threads to sleep. Closing a
+// Opening and closing sampling windows never stalls the target's threads. Closing a
 // perf-event uprobe that threads are running through makes each of them wait on the
 // uprobe's lock for an RCU grace period (15-25 ms here, per probe); with uprobe_multi links
-// they run on. The threads' states are polled from /proc while windows come and go, on
-// the 1B model, whose long nodes showed the stall (on tiny-dense it did not show).
+// they run on. Writing a breakpoint into the target's text holds its mmap lock, which a
+// thread hitting a probe meanwhile waits for (find_active_uprobe_rcu): tens of
+// microseconds, the price of any attach, so the test bounds how long a sleep lasts rather
+// than forbidding one. The threads' states are polled from /proc while windows come and
+// go, on the 1B model, whose long nodes showed the stall (on tiny-dense it did not show).
 func TestWindowsNeverBlockTarget(t *testing.T) {
 	requireRoot(t)
 	e := testbench.Require(t)
@@ -43,7 +46,8 @@ func TestWindowsNeverBlockTarget(t *testing.T) {
 	defer bench.Stop()
 
 	var polls, traced int
-	blocked := map[string]int{} // wait channel -> polls that found a thread asleep in it
+	asleep := map[string]sleep{}          // thread -> the uninterruptible sleep it is in
+	longest := map[string]time.Duration{} // wait channel -> longest sleep seen in it
 	for !bench.Exited() && ctx.Err() == nil {
 		p.mu.Lock()
 		traced = int(p.traced)
@@ -53,21 +57,46 @@ func TestWindowsNeverBlockTarget(t *testing.T) {
 			continue
 		}
 		polls++
-		for _, wchan := range uninterruptible(bench.PID()) {
-			blocked[wchan]++
+		now := time.Now()
+		found := uninterruptible(bench.PID())
+		for tid, s := range asleep {
+			if found[tid] != s.wchan {
+				delete(asleep, tid)
+			}
+		}
+		for tid, wchan := range found {
+			s, ok := asleep[tid]
+			if !ok {
+				s = sleep{wchan, now}
+				asleep[tid] = s
+			}
+			longest[wchan] = max(longest[wchan], now.Sub(s.since))
 		}
 	}
 	if err := bench.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	windows := traced / cfg.Nodes.Graphs
-	t.Logf("%d windows, %d polls of the threads' states, asleep uninterruptibly: %v", windows, polls, blocked)
+	t.Logf("%d windows, %d polls of the threads' states, longest uninterruptible sleep by wait channel: %v", windows, polls, longest)
 	if windows < 10 {
 		t.Fatalf("only %d sampling windows while llama-bench ran; the test needs 10", windows)
 	}
-	if len(blocked) > 0 {
-		t.Errorf("target threads slept uninterruptibly while windows came and went: %v", blocked)
+	for wchan, d := range longest {
+		if d >= maxSleep {
+			t.Errorf("a target thread slept uninterruptibly in %s for %v while windows came and went (bound %v)", wchan, d, maxSleep)
+		}
 	}
+}
+
+// maxSleep is the longest uninterruptible sleep a window may cost a target thread. With
+// perf-event links this test saw 7.9 and 8.0 ms sleeps in handler_chain (two runs); with
+// uprobe_multi links none it could time, and once, in CI, a few polls (each ~80 us apart)
+// found threads waiting in find_active_uprobe_rcu.
+const maxSleep = 5 * time.Millisecond
+
+type sleep struct {
+	wchan string
+	since time.Time
 }
 
 // pageIn are the wait channels of a page fault reading the mmapped model from disk, which
@@ -75,12 +104,13 @@ func TestWindowsNeverBlockTarget(t *testing.T) {
 var pageIn = map[string]bool{"folio_wait_bit_common": true, "io_schedule": true}
 
 // uninterruptible returns the wait channels of pid's threads in state D, other than
-// paging in. A wait channel of "0" is a thread that woke between the two reads: its sleep
-// was too short to name, unlike the stall this looks for, which lasts milliseconds.
-func uninterruptible(pid int) []string {
+// paging in, by thread. A wait channel of "0" is a thread that woke between the two reads:
+// its sleep was too short to name, unlike the stall this looks for, which lasts
+// milliseconds.
+func uninterruptible(pid int) map[string]string {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, _ := os.ReadDir(dir)
-	var out []string
+	out := map[string]string{}
 	for _, task := range tasks {
 		stat, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
 		i := bytes.LastIndexByte(stat, ')')
@@ -91,7 +121,7 @@ func uninterruptible(pid int) []string {
 		if pageIn[string(wchan)] || string(wchan) == "0" {
 			continue
 		}
-		out = append(out, string(wchan))
+		out[task.Name()] = string(wchan)
 	}
 	return out
 }
