@@ -20,6 +20,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define GRAPHS_MAX 4096 /* graphs whose nodes' detail was sent, over all processes */
 #define SLOTS 1024      /* threads computing a graph at once; a power of two */
 #define THREADS_MAX 256 /* threads of a process whose CPU time a graph's entry and exit sum */
+#define SPLIT_NODES_MAX 16384 /* nodes of a device's split described in a window */
 
 enum kind {
 	EV_DECODE_ENTER = 1,
@@ -39,12 +40,16 @@ enum kind {
 	EV_COPY_EXIT = 15,
 	EV_SEQ_RM = 16,
 	EV_THREAD_START = 17,
+	EV_SPLIT_NODE = 18,
+	EV_SYNC_ENTER = 19,
+	EV_SYNC_EXIT = 20,
 };
 
 /* Flags on events. */
 #define NODE_FUSED 1 /* started by a fused kernel; tensor2 is the second node */
 #define COUNTED 2    /* the record carries the thread's perf counter values */
 #define NODE_KNOWN 4 /* thread 0's start of a node whose detail was sent since the last graph build */
+#define COPY_QUEUED 1 /* a copy a device queues with its work, rather than makes before returning */
 /* On a decode's entry: what its batch leaves out, and whether its sequences overflowed. */
 #define BATCH_NO_POS 8       /* no positions: llama_decode places the tokens itself */
 #define BATCH_NO_SEQ 16      /* no sequence ids: every token is sequence 0's */
@@ -164,6 +169,7 @@ volatile const u32 backend_get_name_off = 8; /* struct ggml_backend.iface.get_na
 volatile const u32 buffer_get_base_off = 8;  /* struct ggml_backend_buffer.iface.get_base */
 volatile const u32 type_i32 = 26; /* enum ggml_type GGML_TYPE_I32 */
 volatile const u32 graph_nnodes_off = 4;
+volatile const u32 graph_nodes_off = 16; /* struct ggml_cgraph.nodes */
 volatile const u32 cplan_nthreads_off = 16;
 volatile const u32 batch_stack_off = 8; /* llama_batch.n_tokens relative to sp at the probe */
 volatile const u32 batch_pos_off = 24;      /* llama_batch.pos */
@@ -181,10 +187,11 @@ volatile const u64 wakeup_bytes = 1 << 20;
 volatile const u8 all_threads = 1;
 /* Whether the scheduler programs are attached; without them every event skips the lookup. */
 volatile const u8 follow_sched = 0;
-/* Whether every graph sums its threads' CPU time (full tracing), or only those a sampling
- * window traces: the walk costs a few cold reads a thread, and a server has a thread per
- * core for HTTP besides its compute threads. */
-volatile const u8 every_graph_cpu = 0;
+/* Whether every graph is traced (full tracing), or only those a sampling window traces:
+ * each sums its threads' CPU time (the walk costs a few cold reads a thread, and a server
+ * has a thread per core for HTTP besides its compute threads), and a device's splits have
+ * their nodes read. */
+volatile const u8 all_traced = 0;
 /* Perf counters opened per thread; 0 compiles the reads out. */
 volatile const u32 n_counters = 0;
 
@@ -305,6 +312,29 @@ struct {
 	__type(value, struct slot);
 } slots SEC(".maps");
 
+/* The split a thread is handing to a backend, by tid modulo SLOTS, while traced:
+ * at its exit, a split the CPU did not compute itself (a GPU's) has its nodes described. */
+struct split_slot {
+	u32 tid;
+	u32 cpu; /* the CPU backend computed it: its nodes have probes of their own */
+	u64 graph;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLOTS);
+	__type(key, u32);
+	__type(value, struct split_slot);
+} split_slots SEC(".maps");
+
+/* The calling thread's split slot, if it holds the thread's open split. */
+static __always_inline struct split_slot *open_split(u32 tid)
+{
+	u32 at = tid & (SLOTS - 1);
+	struct split_slot *s = bpf_map_lookup_elem(&split_slots, &at);
+	return s && s->tid == tid && s->graph ? s : 0;
+}
+
 static __always_inline void dropped(void)
 {
 	u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
@@ -390,6 +420,12 @@ static __always_inline bool window_open(void)
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	u32 *left = bpf_map_lookup_elem(&traced, &tgid);
 	return left && *left && *left <= WINDOW_LAST;
+}
+
+/* Whether what ends or starts now is traced: every graph is, or a window is open. */
+static __always_inline bool tracing(void)
+{
+	return all_traced || window_open();
 }
 
 static __always_inline u64 window_wakeup(u32 tgid, bool graph_end)
@@ -737,13 +773,16 @@ static __always_inline int graph_start(struct pt_regs *ctx, bool loop)
 	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
 	bpf_probe_read_user(&threads, sizeof(threads), plan + cplan_nthreads_off);
 	remember_graph(graph);
+	struct split_slot *split = open_split(bpf_get_current_pid_tgid());
+	if (split)
+		split->cpu = 1;
 	bool traced = window_graph();
-	return emit_graph(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, (u16)threads, traced || every_graph_cpu, loop);
+	return emit_graph(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, (u16)threads, traced || all_traced, loop);
 }
 
 static __always_inline int graph_end(struct pt_regs *ctx, bool loop)
 {
-	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, every_graph_cpu || window_open(), loop);
+	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, tracing(), loop);
 }
 
 SEC("uprobe/ggml_graph_compute")
@@ -770,9 +809,41 @@ int graph_exit_bounded(struct pt_regs *ctx)
 	return graph_end(ctx, 0);
 }
 
+/* Copies the tensor and the heads of its first sources into d: all user space needs to
+ * name, type and shape a node, and where those sources' data comes from, which links the
+ * node to the nodes that produced it. A MoE node's I32 third source (its expert ids) is
+ * returned in ids, with its rows. */
+static __always_inline void describe(struct detail *d, void *tensor, void **ids, s64 *ids_rows)
+{
+	u32 size = tensor_size;
+	if (size > TENSOR_MAX)
+		size = TENSOR_MAX;
+	if (bpf_probe_read_user(d->tensor, size, tensor))
+		__builtin_memset(d->tensor, 0, sizeof(d->tensor));
+	for (int i = 0; i < N_SRC; i++) {
+		/* The source pointers are in the copy already: no user read. */
+		u32 off = tensor_src_off + 8 * i;
+		void *src = 0;
+		if (off <= TENSOR_MAX - 8)
+			src = *(void **)(d->tensor + off);
+		d->src_view[i] = 0;
+		if (!src || bpf_probe_read_user(d->src[i], SRC_HEAD, src)) {
+			__builtin_memset(d->src[i], 0, SRC_HEAD);
+			continue;
+		}
+		bpf_probe_read_user(&d->src_view[i], sizeof(d->src_view[i]), src + tensor_view_src_off);
+		if (i == 2 && *(u32 *)d->src[2] == type_i32) {
+			*ids = src;
+			*ids_rows = *(s64 *)(d->src[2] + tensor_ne_off + 8); /* ne[1]: tokens */
+		}
+	}
+}
+
 /* ggml_backend_graph_compute_async(backend, cgraph): the scheduler hands one split of the
  * graph to one backend. The backend is named by its get_name function, which user space
- * resolves to a symbol of the target (ggml_backend_cpu_get_name, ggml_backend_rpc_name). */
+ * resolves to a symbol of the target (ggml_backend_cpu_get_name, ggml_backend_vk_name); a
+ * is that function, b the backend, ith the split's nodes. A GPU backend returns once the
+ * work is queued: its completion shows where the CPU waits for it (sync_enter). */
 SEC("uprobe/ggml_backend_graph_compute_async")
 int split_enter(struct pt_regs *ctx)
 {
@@ -782,13 +853,100 @@ int split_enter(struct pt_regs *ctx)
 	s32 nodes = 0;
 	bpf_probe_read_user(&get_name, sizeof(get_name), backend + backend_get_name_off);
 	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
-	return emit(EV_SPLIT_ENTER, get_name, (u64)nodes, 0, 0, 0);
+	if (tracing()) {
+		u32 tid = bpf_get_current_pid_tgid(), at = tid & (SLOTS - 1);
+		struct split_slot *sl = bpf_map_lookup_elem(&split_slots, &at);
+		if (sl) {
+			sl->tid = tid;
+			sl->cpu = 0;
+			sl->graph = (u64)graph;
+		}
+	}
+	return emit(EV_SPLIT_ENTER, get_name, (u64)backend, nodes > 0xffff ? 0xffff : (u16)nodes, 0, 0);
+}
+
+/* A walk of a split's nodes, each described in a record of its own. */
+struct node_walk {
+	void **nodes;
+	u32 n;
+};
+
+/* bpf_loop's callback: describes node i (EV_SPLIT_NODE: a the tensor, ith its index, nth
+ * the split's nodes). */
+static long split_node_cb(u64 i, void *ctx)
+{
+	struct node_walk *w = ctx;
+	void *tensor = 0;
+	if (bpf_probe_read_user(&tensor, sizeof(tensor), w->nodes + i) || !tensor)
+		return 0;
+	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);
+	if (!d) {
+		dropped();
+		return 1;
+	}
+	fill(&d->ev, EV_SPLIT_NODE, (u64)tensor, 0, (u16)i, (u16)w->n, 0);
+	void *ids = 0;
+	s64 rows = 0;
+	describe(d, tensor, &ids, &rows);
+	bpf_ringbuf_submit(d, wakeup());
+	return 0;
+}
+
+/* At a split's return, when traced: a split that no CPU graph computed went to another
+ * device, which has no probe on its nodes; they are read from the graph instead, a record
+ * each. Without bpf_loop (before 5.17) they are not. */
+static __always_inline int split_end(struct pt_regs *ctx, bool loop)
+{
+	u32 tid = bpf_get_current_pid_tgid();
+	struct split_slot *sl = open_split(tid);
+	if (sl) {
+		void *graph = (void *)sl->graph;
+		bool device = !sl->cpu;
+		sl->graph = 0;
+		if (device && loop && tracing()) {
+			struct node_walk w = {};
+			s32 n = 0;
+			bpf_probe_read_user(&n, sizeof(n), graph + graph_nnodes_off);
+			bpf_probe_read_user(&w.nodes, sizeof(w.nodes), graph + graph_nodes_off);
+			if (n > SPLIT_NODES_MAX)
+				n = SPLIT_NODES_MAX;
+			if (n > 0 && w.nodes) {
+				w.n = n;
+				bpf_loop(n, split_node_cb, &w, 0);
+			}
+		}
+	}
+	return emit(EV_SPLIT_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
 }
 
 SEC("uretprobe/ggml_backend_graph_compute_async")
 int split_exit(struct pt_regs *ctx)
 {
-	return emit(EV_SPLIT_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
+	return split_end(ctx, 1);
+}
+
+SEC("uretprobe/ggml_backend_graph_compute_async")
+int split_exit_bounded(struct pt_regs *ctx)
+{
+	return split_end(ctx, 0);
+}
+
+/* ggml_backend_synchronize(backend): the CPU waits for a backend's queued work, which is
+ * when a GPU's split is seen to end. a is the backend's get_name, b the backend. Attached
+ * to processes that load a backend other than the CPU's. */
+SEC("uprobe/ggml_backend_synchronize")
+int sync_enter(struct pt_regs *ctx)
+{
+	void *backend = (void *)PT_REGS_PARM1(ctx);
+	u64 get_name = 0;
+	bpf_probe_read_user(&get_name, sizeof(get_name), backend + backend_get_name_off);
+	return emit(EV_SYNC_ENTER, get_name, (u64)backend, 0, 0, 0);
+}
+
+SEC("uretprobe/ggml_backend_synchronize")
+int sync_exit(struct pt_regs *ctx)
+{
+	return emit(EV_SYNC_EXIT, 0, 0, 0, 0, 0);
 }
 
 /* The get_base function of the buffer a tensor lives in: it names the buffer's backend. */
@@ -802,21 +960,17 @@ static __always_inline u64 buffer_fn(void *tensor)
 	return fn;
 }
 
-/* ggml_backend_tensor_copy(src, dst): the scheduler copies a split's input from the
- * backend that computed it to the one that reads it. The record carries the source tensor
- * (name, type and shape give the bytes) and both buffers' get_base functions. */
-SEC("uprobe/ggml_backend_tensor_copy")
-int copy_enter(struct pt_regs *ctx)
+/* A copy of tensor src between buffers: the record carries the source tensor (name, type
+ * and shape give the bytes) and both buffers' get_base functions. */
+static __always_inline int copy_start(void *src, void *dst, u16 flags)
 {
-	void *src = (void *)PT_REGS_PARM1(ctx);
-	void *dst = (void *)PT_REGS_PARM2(ctx);
 	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);
 	if (!d) {
 		dropped();
 		return 0;
 	}
 	__builtin_memset(d, 0, sizeof(*d));
-	fill(&d->ev, EV_COPY, buffer_fn(src), buffer_fn(dst), 0, 0, 0);
+	fill(&d->ev, EV_COPY, buffer_fn(src), buffer_fn(dst), 0, 0, flags);
 	u32 size = tensor_size;
 	if (size > TENSOR_MAX)
 		size = TENSOR_MAX;
@@ -825,10 +979,35 @@ int copy_enter(struct pt_regs *ctx)
 	return 0;
 }
 
+/* ggml_backend_tensor_copy(src, dst): the scheduler copies a split's input from the
+ * backend that computed it to the one that reads it, and waits for it. */
+SEC("uprobe/ggml_backend_tensor_copy")
+int copy_enter(struct pt_regs *ctx)
+{
+	return copy_start((void *)PT_REGS_PARM1(ctx), (void *)PT_REGS_PARM2(ctx), 0);
+}
+
+/* a is 1: the copy was made. */
 SEC("uretprobe/ggml_backend_tensor_copy")
 int copy_exit(struct pt_regs *ctx)
 {
-	return emit(EV_COPY_EXIT, 0, 0, 0, 0, 0);
+	return emit(EV_COPY_EXIT, 1, 0, 0, 0, 0);
+}
+
+/* A GPU backend's cpy_tensor_async(backend_src, backend_dst, src, dst), which the
+ * scheduler calls first: it queues the copy on the device, or returns false for the
+ * scheduler to copy with ggml_backend_tensor_copy. Attached with the device probes. */
+SEC("uprobe/cpy_tensor_async")
+int copy_async_enter(struct pt_regs *ctx)
+{
+	return copy_start((void *)PT_REGS_PARM3(ctx), (void *)PT_REGS_PARM4(ctx), COPY_QUEUED);
+}
+
+/* a is the return value: whether the copy was queued. */
+SEC("uretprobe/cpy_tensor_async")
+int copy_async_exit(struct pt_regs *ctx)
+{
+	return emit(EV_COPY_EXIT, (u8)PT_REGS_RC(ctx), 0, 0, 0, 0);
 }
 
 /* Copies n rows of nb1 bytes from data into a record with room for cap bytes, a constant
@@ -876,9 +1055,7 @@ static __always_inline void emit_experts(void *ids, s64 rows)
 		emit_rows(IDS_MAX, ids, data, nb1, rows, n);
 }
 
-/* A node starts on one thread. Thread 0 also copies the tensor and the heads of its first
- * sources, which is all user space needs to name, type and shape the node, and where those
- * sources' data comes from, which links the node to the nodes that produced it. */
+/* A node starts on one thread. Thread 0 also describes it. */
 static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *tensor2, u16 flags)
 {
 	struct {
@@ -910,28 +1087,7 @@ static __always_inline int node_start(struct pt_regs *ctx, void *tensor, void *t
 	s64 ids_rows = 0;
 	if (n_counters)
 		d->ev.flags |= read_counters(d->ev.tid, &d->counters);
-	u32 size = tensor_size;
-	if (size > TENSOR_MAX)
-		size = TENSOR_MAX;
-	if (bpf_probe_read_user(d->tensor, size, tensor))
-		__builtin_memset(d->tensor, 0, sizeof(d->tensor));
-	for (int i = 0; i < N_SRC; i++) {
-		/* The source pointers are in the copy already: no user read. */
-		u32 off = tensor_src_off + 8 * i;
-		void *src = 0;
-		if (off <= TENSOR_MAX - 8)
-			src = *(void **)(d->tensor + off);
-		d->src_view[i] = 0;
-		if (!src || bpf_probe_read_user(d->src[i], SRC_HEAD, src)) {
-			__builtin_memset(d->src[i], 0, SRC_HEAD);
-			continue;
-		}
-		bpf_probe_read_user(&d->src_view[i], sizeof(d->src_view[i]), src + tensor_view_src_off);
-		if (i == 2 && *(u32 *)d->src[2] == type_i32) {
-			ids = src;
-			ids_rows = *(s64 *)(d->src[2] + tensor_ne_off + 8); /* ne[1]: tokens */
-		}
-	}
+	describe(d, tensor, &ids, &ids_rows);
 	bpf_ringbuf_submit(d, wakeup());
 	if (ids) {
 		emit_experts(ids, ids_rows);

@@ -99,6 +99,9 @@ const (
 	ProfinferKindEV_COPY_EXIT    ProfinferKind = 15
 	ProfinferKindEV_SEQ_RM       ProfinferKind = 16
 	ProfinferKindEV_THREAD_START ProfinferKind = 17
+	ProfinferKindEV_SPLIT_NODE   ProfinferKind = 18
+	ProfinferKindEV_SYNC_ENTER   ProfinferKind = 19
+	ProfinferKindEV_SYNC_EXIT    ProfinferKind = 20
 )
 
 type ProfinferSeqTokens struct {
@@ -114,6 +117,13 @@ type ProfinferSlot struct {
 	_     structs.HostLayout
 	Tid   uint32
 	Known uint32
+	Graph uint64
+}
+
+type ProfinferSplitSlot struct {
+	_     structs.HostLayout
+	Tid   uint32
+	Cpu   uint32
 	Graph uint64
 }
 
@@ -146,9 +156,12 @@ const (
 	ProfinferMapLost                = "lost"
 	ProfinferMapRemember            = "remember"
 	ProfinferMapSlots               = "slots"
+	ProfinferMapSplitSlots          = "split_slots"
 	ProfinferMapThreads             = "threads"
 	ProfinferMapTraced              = "traced"
 	ProfinferProgBarrierEnter       = "barrier_enter"
+	ProfinferProgCopyAsyncEnter     = "copy_async_enter"
+	ProfinferProgCopyAsyncExit      = "copy_async_exit"
 	ProfinferProgCopyEnter          = "copy_enter"
 	ProfinferProgCopyExit           = "copy_exit"
 	ProfinferProgDecodeEnter        = "decode_enter"
@@ -170,9 +183,13 @@ const (
 	ProfinferProgSeqRm              = "seq_rm"
 	ProfinferProgSplitEnter         = "split_enter"
 	ProfinferProgSplitExit          = "split_exit"
+	ProfinferProgSplitExitBounded   = "split_exit_bounded"
+	ProfinferProgSyncEnter          = "sync_enter"
+	ProfinferProgSyncExit           = "sync_exit"
 	ProfinferProgThreadExit         = "thread_exit"
 	ProfinferProgThreadStart        = "thread_start"
 	ProfinferVarAllThreads          = "all_threads"
+	ProfinferVarAllTraced           = "all_traced"
 	ProfinferVarBackendGetNameOff   = "backend_get_name_off"
 	ProfinferVarBatchLogitsOff      = "batch_logits_off"
 	ProfinferVarBatchN_seqIdOff     = "batch_n_seq_id_off"
@@ -181,9 +198,9 @@ const (
 	ProfinferVarBatchStackOff       = "batch_stack_off"
 	ProfinferVarBufferGetBaseOff    = "buffer_get_base_off"
 	ProfinferVarCplanNthreadsOff    = "cplan_nthreads_off"
-	ProfinferVarEveryGraphCpu       = "every_graph_cpu"
 	ProfinferVarFollowSched         = "follow_sched"
 	ProfinferVarGraphNnodesOff      = "graph_nnodes_off"
+	ProfinferVarGraphNodesOff       = "graph_nodes_off"
 	ProfinferVarN_counters          = "n_counters"
 	ProfinferVarTensorBufferOff     = "tensor_buffer_off"
 	ProfinferVarTensorDataOff       = "tensor_data_off"
@@ -245,6 +262,8 @@ type ProfinferSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferProgramSpecs struct {
 	BarrierEnter       *ebpf.ProgramSpec `ebpf:"barrier_enter"`
+	CopyAsyncEnter     *ebpf.ProgramSpec `ebpf:"copy_async_enter"`
+	CopyAsyncExit      *ebpf.ProgramSpec `ebpf:"copy_async_exit"`
 	CopyEnter          *ebpf.ProgramSpec `ebpf:"copy_enter"`
 	CopyExit           *ebpf.ProgramSpec `ebpf:"copy_exit"`
 	DecodeEnter        *ebpf.ProgramSpec `ebpf:"decode_enter"`
@@ -266,6 +285,9 @@ type ProfinferProgramSpecs struct {
 	SeqRm              *ebpf.ProgramSpec `ebpf:"seq_rm"`
 	SplitEnter         *ebpf.ProgramSpec `ebpf:"split_enter"`
 	SplitExit          *ebpf.ProgramSpec `ebpf:"split_exit"`
+	SplitExitBounded   *ebpf.ProgramSpec `ebpf:"split_exit_bounded"`
+	SyncEnter          *ebpf.ProgramSpec `ebpf:"sync_enter"`
+	SyncExit           *ebpf.ProgramSpec `ebpf:"sync_exit"`
 	ThreadExit         *ebpf.ProgramSpec `ebpf:"thread_exit"`
 	ThreadStart        *ebpf.ProgramSpec `ebpf:"thread_start"`
 }
@@ -284,6 +306,7 @@ type ProfinferMapSpecs struct {
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	Remember     *ebpf.MapSpec `ebpf:"remember"`
 	Slots        *ebpf.MapSpec `ebpf:"slots"`
+	SplitSlots   *ebpf.MapSpec `ebpf:"split_slots"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
 }
@@ -293,6 +316,7 @@ type ProfinferMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferVariableSpecs struct {
 	AllThreads        *ebpf.VariableSpec `ebpf:"all_threads"`
+	AllTraced         *ebpf.VariableSpec `ebpf:"all_traced"`
 	BackendGetNameOff *ebpf.VariableSpec `ebpf:"backend_get_name_off"`
 	BatchLogitsOff    *ebpf.VariableSpec `ebpf:"batch_logits_off"`
 	BatchN_seqIdOff   *ebpf.VariableSpec `ebpf:"batch_n_seq_id_off"`
@@ -301,9 +325,9 @@ type ProfinferVariableSpecs struct {
 	BatchStackOff     *ebpf.VariableSpec `ebpf:"batch_stack_off"`
 	BufferGetBaseOff  *ebpf.VariableSpec `ebpf:"buffer_get_base_off"`
 	CplanNthreadsOff  *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
-	EveryGraphCpu     *ebpf.VariableSpec `ebpf:"every_graph_cpu"`
 	FollowSched       *ebpf.VariableSpec `ebpf:"follow_sched"`
 	GraphNnodesOff    *ebpf.VariableSpec `ebpf:"graph_nnodes_off"`
+	GraphNodesOff     *ebpf.VariableSpec `ebpf:"graph_nodes_off"`
 	N_counters        *ebpf.VariableSpec `ebpf:"n_counters"`
 	TensorBufferOff   *ebpf.VariableSpec `ebpf:"tensor_buffer_off"`
 	TensorDataOff     *ebpf.VariableSpec `ebpf:"tensor_data_off"`
@@ -352,6 +376,7 @@ type ProfinferMaps struct {
 	Lost         *ebpf.Map `ebpf:"lost"`
 	Remember     *ebpf.Map `ebpf:"remember"`
 	Slots        *ebpf.Map `ebpf:"slots"`
+	SplitSlots   *ebpf.Map `ebpf:"split_slots"`
 	Threads      *ebpf.Map `ebpf:"threads"`
 	Traced       *ebpf.Map `ebpf:"traced"`
 }
@@ -368,6 +393,7 @@ func (m *ProfinferMaps) Close() error {
 		m.Lost,
 		m.Remember,
 		m.Slots,
+		m.SplitSlots,
 		m.Threads,
 		m.Traced,
 	)
@@ -378,6 +404,7 @@ func (m *ProfinferMaps) Close() error {
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferVariables struct {
 	AllThreads        *ebpf.Variable `ebpf:"all_threads"`
+	AllTraced         *ebpf.Variable `ebpf:"all_traced"`
 	BackendGetNameOff *ebpf.Variable `ebpf:"backend_get_name_off"`
 	BatchLogitsOff    *ebpf.Variable `ebpf:"batch_logits_off"`
 	BatchN_seqIdOff   *ebpf.Variable `ebpf:"batch_n_seq_id_off"`
@@ -386,9 +413,9 @@ type ProfinferVariables struct {
 	BatchStackOff     *ebpf.Variable `ebpf:"batch_stack_off"`
 	BufferGetBaseOff  *ebpf.Variable `ebpf:"buffer_get_base_off"`
 	CplanNthreadsOff  *ebpf.Variable `ebpf:"cplan_nthreads_off"`
-	EveryGraphCpu     *ebpf.Variable `ebpf:"every_graph_cpu"`
 	FollowSched       *ebpf.Variable `ebpf:"follow_sched"`
 	GraphNnodesOff    *ebpf.Variable `ebpf:"graph_nnodes_off"`
+	GraphNodesOff     *ebpf.Variable `ebpf:"graph_nodes_off"`
 	N_counters        *ebpf.Variable `ebpf:"n_counters"`
 	TensorBufferOff   *ebpf.Variable `ebpf:"tensor_buffer_off"`
 	TensorDataOff     *ebpf.Variable `ebpf:"tensor_data_off"`
@@ -412,6 +439,8 @@ type ProfinferVariables struct {
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferPrograms struct {
 	BarrierEnter       *ebpf.Program `ebpf:"barrier_enter"`
+	CopyAsyncEnter     *ebpf.Program `ebpf:"copy_async_enter"`
+	CopyAsyncExit      *ebpf.Program `ebpf:"copy_async_exit"`
 	CopyEnter          *ebpf.Program `ebpf:"copy_enter"`
 	CopyExit           *ebpf.Program `ebpf:"copy_exit"`
 	DecodeEnter        *ebpf.Program `ebpf:"decode_enter"`
@@ -433,6 +462,9 @@ type ProfinferPrograms struct {
 	SeqRm              *ebpf.Program `ebpf:"seq_rm"`
 	SplitEnter         *ebpf.Program `ebpf:"split_enter"`
 	SplitExit          *ebpf.Program `ebpf:"split_exit"`
+	SplitExitBounded   *ebpf.Program `ebpf:"split_exit_bounded"`
+	SyncEnter          *ebpf.Program `ebpf:"sync_enter"`
+	SyncExit           *ebpf.Program `ebpf:"sync_exit"`
 	ThreadExit         *ebpf.Program `ebpf:"thread_exit"`
 	ThreadStart        *ebpf.Program `ebpf:"thread_start"`
 }
@@ -440,6 +472,8 @@ type ProfinferPrograms struct {
 func (p *ProfinferPrograms) Close() error {
 	return _ProfinferClose(
 		p.BarrierEnter,
+		p.CopyAsyncEnter,
+		p.CopyAsyncExit,
 		p.CopyEnter,
 		p.CopyExit,
 		p.DecodeEnter,
@@ -461,6 +495,9 @@ func (p *ProfinferPrograms) Close() error {
 		p.SeqRm,
 		p.SplitEnter,
 		p.SplitExit,
+		p.SplitExitBounded,
+		p.SyncEnter,
+		p.SyncExit,
 		p.ThreadExit,
 		p.ThreadStart,
 	)

@@ -1,7 +1,8 @@
 // Workload driver for the node-llama-cpp prebuilt engine: loads a GGUF model through
-// node-llama-cpp's API (CPU only, prebuilt binaries, never a local build) and generates
-// tokens. Usage: node driver.mjs MODEL [MAX_TOKENS] [THREADS] [REPEAT]
-// Prints one JSON line: {"pid":…, "tokens":…, "seconds":…}.
+// node-llama-cpp's API (prebuilt binaries, never a local build) and generates tokens.
+// Usage: node driver.mjs MODEL [MAX_TOKENS] [THREADS] [REPEAT]
+// On the CPU backend, unless GPU names one (vulkan), with GPU_LAYERS layers offloaded
+// (all by default). Prints one JSON line: {"pid":…, "tokens":…, "seconds":…, "gpu":…}.
 import {getLlama, LlamaCompletion} from "node-llama-cpp";
 
 const [model, maxTokens = "16", threads = "2", repeat = "1"] = process.argv.slice(2);
@@ -10,8 +11,10 @@ if (!model) {
     process.exit(2);
 }
 
-const llama = await getLlama({gpu: false, build: "never", usePrebuiltBinaries: true, progressLogs: false, logLevel: "error"});
-const loaded = await llama.loadModel({modelPath: model});
+const gpu = process.env.GPU || false;
+const llama = await getLlama({gpu, build: "never", usePrebuiltBinaries: true, progressLogs: false, logLevel: "error"});
+const gpuLayers = process.env.GPU_LAYERS === undefined ? "max" : Number(process.env.GPU_LAYERS);
+const loaded = await llama.loadModel({modelPath: model, gpuLayers: gpu ? gpuLayers : 0});
 const context = await loaded.createContext({contextSize: 512, threads: Number(threads)});
 const start = performance.now();
 let tokens = 0;
@@ -25,7 +28,7 @@ for (let i = 0; i < Number(repeat); i++) {
     sequence.dispose();
 }
 const seconds = (performance.now() - start) / 1000;
-console.log(JSON.stringify({pid: process.pid, tokens, seconds}));
+console.log(JSON.stringify({pid: process.pid, tokens, seconds, gpu: llama.gpu}));
 await context.dispose();
 await loaded.dispose();
 await llama.dispose();

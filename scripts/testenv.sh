@@ -21,22 +21,27 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# node-llama-cpp: its bundled llama.cpp source and the x64 prebuilt only. Optional
-# dependencies (CUDA, Vulkan, other platforms) are hundreds of MB and left out; install
-# scripts are skipped because the postinstall would try to fetch or build binaries.
-install_nlc() { # DIR VERSION
-  if [ "$(cat "$1/.stamp" 2>/dev/null)" != "$2" ]; then
-    log "installing node-llama-cpp@$2"
-    rm -rf "$1" && mkdir -p "$1"
-    echo '{"name":"profinfer-testbench","private":true}' >"$1/package.json"
-    (cd "$1" && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error \
-        "node-llama-cpp@$2" "@node-llama-cpp/linux-x64@$2")
-    echo "$2" >"$1/.stamp"
+# node-llama-cpp: its bundled llama.cpp source and the x64 prebuilt, and for the current
+# version the x64 Vulkan prebuilt (24 MB), which the GPU tests run on Mesa's software
+# driver. Other optional dependencies (CUDA, other platforms) are hundreds of MB and left
+# out; install scripts are skipped because the postinstall would try to fetch or build
+# binaries.
+install_nlc() { # DIR VERSION [PACKAGE...]
+  local dir=$1 version=$2 stamp
+  shift 2
+  stamp="$version${*:+ $*}"
+  if [ "$(cat "$dir/.stamp" 2>/dev/null)" != "$stamp" ]; then
+    log "installing node-llama-cpp@$version $*"
+    rm -rf "$dir" && mkdir -p "$dir"
+    echo '{"name":"profinfer-testbench","private":true}' >"$dir/package.json"
+    (cd "$dir" && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error \
+        "node-llama-cpp@$version" "@node-llama-cpp/linux-x64@$version" "${@/%/@$version}")
+    echo "$stamp" >"$dir/.stamp"
   fi
-  cp "$ROOT/scripts/node-driver.mjs" "$1/driver.mjs"
+  cp "$ROOT/scripts/node-driver.mjs" "$dir/driver.mjs"
 }
 NPM=$TE/npm
-install_nlc "$NPM" "$NLC_VERSION"
+install_nlc "$NPM" "$NLC_VERSION" @node-llama-cpp/linux-x64-vulkan
 
 # Older node-llama-cpp prebuilts, one llama.cpp release each, a quarter or so apart from
 # late 2024 (release in bins/linux-x64/_nlcBuildMetadata.json): 3.20.0 b10361, 3.18.0

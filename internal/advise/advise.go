@@ -6,8 +6,10 @@ package advise
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
+	"github.com/profinfer/profinfer/internal/backends"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -30,6 +32,10 @@ const (
 	waitedShare = 0.05
 	// Backend splits and copies taking this share of the decodes' time.
 	offloadShare = 0.2
+	// In a process that offloads, the CPU's splits taking this share of the compute.
+	fallbackShare = 0.2
+	// Decodes a process must have made before its backends are judged.
+	minDecodes = 8
 	// A MoE layer whose expert selections vary this much (coefficient of variation).
 	moeImbalance = 0.5
 	// An op with this share of a phase's graph time running under 10% of its roof.
@@ -49,7 +55,7 @@ func Annotate(v *summary.View) {
 func Findings(p *summary.Process) []summary.Finding {
 	out := []summary.Finding{}
 	for _, rule := range []func(*summary.Process) (summary.Finding, bool){
-		quota, contention, blocked, memoryBound, barriers, offload, uneven, overhead,
+		quota, contention, blocked, memoryBound, barriers, deviceUnused, fallback, offload, uneven, overhead,
 	} {
 		if f, ok := rule(p); ok {
 			out = append(out, f)
@@ -58,6 +64,7 @@ func Findings(p *summary.Process) []summary.Finding {
 	return out
 }
 
+// phase returns p's phase of that name, if it traced enough graphs for a verdict.
 func phase(p *summary.Process, name string) *summary.Phase {
 	for _, ph := range p.Phases {
 		if ph.Name == name && ph.TracedGraphs >= minGraphs {
@@ -261,12 +268,7 @@ func barriers(p *summary.Process) (summary.Finding, bool) {
 // offload: splits on other backends and the copies between them cost a large share.
 func offload(p *summary.Process) (summary.Finding, bool) {
 	for _, name := range []string{"decode", "prefill"} {
-		var ph *summary.Phase
-		for _, x := range p.Phases {
-			if x.Name == name {
-				ph = x
-			}
-		}
+		ph := seen(p, name)
 		if ph == nil || ph.DecodeSeconds <= 0 || ph.CopySeconds <= 0 {
 			continue
 		}
@@ -289,6 +291,104 @@ func offload(p *summary.Process) (summary.Finding, bool) {
 		}, true
 	}
 	return summary.Finding{}, false
+}
+
+// notDevice are backends with libraries of their own that compute on no device: RPC
+// sends the graph to a server only when asked to, BLAS is the CPU's.
+var notDevice = map[string]bool{"rpc": true, "blas": true}
+
+// deviceUnused: a GPU backend is loaded but no split ran on it, which is how a backend that
+// found no device it would use falls back to the CPU, silently.
+func deviceUnused(p *summary.Process) (summary.Finding, bool) {
+	var gpus []string
+	for _, b := range p.Loaded {
+		if !notDevice[b] {
+			gpus = append(gpus, b)
+		}
+	}
+	if len(gpus) == 0 || decodes(p) < minDecodes {
+		return summary.Finding{}, false
+	}
+	for _, b := range p.Backends {
+		if b.Backend != backends.CPU && b.Splits > 0 {
+			return summary.Finding{}, false
+		}
+	}
+	loaded := strings.Join(gpus, ", ")
+	return summary.Finding{
+		ID: "device-unused", Severity: "warning",
+		Title: "The " + loaded + " backend is loaded, but every node runs on the CPU",
+		Advice: "The process loaded a GPU backend that computes nothing: it found no device it would use, or no layer was offloaded to it. " +
+			"Look for the devices ggml lists at start in the engine's log. Vulkan skips CPU-type devices (software drivers such as lavapipe) unless GGML_VK_VISIBLE_DEVICES names them; " +
+			"CUDA needs its driver and runtime libraries. Then check the GPU layers setting (-ngl, gpuLayers).",
+		Evidence: []string{
+			fmt.Sprintf("loaded: libggml-%s", strings.Join(gpus, ", libggml-")),
+			fmt.Sprintf("%d llama_decode calls, every split on the CPU backend", decodes(p)),
+		},
+	}, true
+}
+
+// fallback: in a process that offloads, the CPU computes a large share: layers the GPU
+// layers setting left on the CPU, or ops the GPU backend does not support.
+func fallback(p *summary.Process) (summary.Finding, bool) {
+	var cpu, device float64
+	var dev []string
+	for _, b := range p.Backends {
+		switch {
+		case b.Backend == backends.CPU:
+			cpu = b.Seconds
+		case b.DeviceSplits > 0:
+			device += b.DeviceSeconds
+			dev = append(dev, b.Backend)
+		}
+	}
+	n := decodes(p)
+	if device == 0 || n < minDecodes || cpu/(cpu+device) < fallbackShare {
+		return summary.Finding{}, false
+	}
+	f := summary.Finding{
+		ID: "cpu-fallback", Severity: "warning",
+		Title: fmt.Sprintf("The CPU computes %s of a token that offloads to %s", pct(cpu/(cpu+device)), strings.Join(dev, ", ")),
+		Advice: "Nodes the GPU does not compute run on the CPU, in splits of their own, with copies between. Offload every layer and the output layer " +
+			"(-ngl 99, gpuLayers \"max\") where the model fits in the GPU's memory, and look in the engine's log for ops the GPU backend does not support.",
+		Evidence: []string{fmt.Sprintf("per llama_decode: %.2f ms of CPU splits, %.2f ms of device work", cpu/float64(n)*1e3, device/float64(n)*1e3)},
+	}
+	if ph := phase(p, "decode"); ph != nil && len(ph.Ops) > 0 {
+		var top []string
+		for _, op := range ph.Ops[:min(3, len(ph.Ops))] {
+			top = append(top, fmt.Sprintf("%s %s", op.Op, pct(op.Share)))
+		}
+		f.Evidence = append(f.Evidence, "on the CPU, by share of its traced graph time: "+strings.Join(top, ", "))
+		var layers []string
+		for _, l := range ph.Layers {
+			if l.Layer >= 0 && len(layers) < 8 {
+				layers = append(layers, strconv.Itoa(l.Layer))
+			}
+		}
+		if len(layers) > 0 {
+			f.Evidence = append(f.Evidence, "layers computed on the CPU: "+strings.Join(layers, ", "))
+		}
+	}
+	return f, true
+}
+
+// decodes is the llama_decode calls p made, in every phase.
+func decodes(p *summary.Process) int64 {
+	var n int64
+	for _, ph := range p.Phases {
+		n += ph.Decodes
+	}
+	return n
+}
+
+// seen returns p's phase of that name, traced or not.
+func seen(p *summary.Process, name string) *summary.Phase {
+	for _, ph := range p.Phases {
+		if ph.Name == name {
+			return ph
+		}
+	}
+	return nil
 }
 
 // uneven: MoE routing concentrates on a few experts.

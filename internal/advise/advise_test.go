@@ -13,7 +13,7 @@ func clean() *summary.Process {
 	return &summary.Process{
 		Roofs: summary.Roofs{FLOPS: 200e9, Bandwidth: 50e9},
 		Phases: []*summary.Phase{{
-			Name: "decode", TracedGraphs: 10, DecodeSeconds: 1,
+			Name: "decode", Decodes: 20, TracedGraphs: 10, DecodeSeconds: 1,
 			Ops: []*summary.Op{
 				{Op: "MUL_MAT", Weight: "q4_0", TotalMS: 700, Share: 0.7, Bound: "memory", Bandwidth: 25e9, PeakFrac: 0.5},
 				{Op: "ADD", Weight: "none", TotalMS: 20, Share: 0.02, Bound: "overhead", PeakFrac: 0.05},
@@ -80,6 +80,15 @@ func TestRules(t *testing.T) {
 			p.Phases[0].CopySeconds, p.Phases[0].SplitSeconds = 0.3, 0.5
 			p.Copies = []summary.Copy{{Source: "CPU", Destination: "RPC", Bytes: 1e6}}
 		}},
+		{"device-unused", func(p *summary.Process) { // Vulkan loaded, every split on the CPU
+			p.Loaded = []string{"vulkan"}
+			p.Backends = []summary.Backend{{Backend: "CPU", Splits: 20, Seconds: 1}}
+		}},
+		{"cpu-fallback", func(p *summary.Process) { // half the layers left on the CPU
+			p.Loaded = []string{"vulkan"}
+			p.Backends = []summary.Backend{{Backend: "CPU", Splits: 20, Seconds: 0.5}, {Backend: "VK", Splits: 20, DeviceSplits: 20, DeviceSeconds: 0.5}}
+			p.Phases[0].Layers = []summary.Layer{{Layer: 0, Seconds: 0.2}, {Layer: 1, Seconds: 0.2}}
+		}},
 		{"moe-uneven", func(p *summary.Process) {
 			p.MoE = append(p.MoE, summary.MoELayer{Layer: 1, Selections: []int64{40, 0, 0, 0}, Imbalance: 1.7})
 		}},
@@ -98,6 +107,24 @@ func TestRules(t *testing.T) {
 
 // Rules need their evidence: no roofs, no verdict on bandwidth; too few graphs, none.
 func TestRulesNeedEvidence(t *testing.T) {
+	// A full offload leaves the CPU the embedding's rows: no fallback.
+	p0 := clean()
+	p0.Loaded = []string{"vulkan"}
+	p0.Backends = []summary.Backend{{Backend: "CPU", Splits: 20, Seconds: 0.01}, {Backend: "VK", Splits: 20, DeviceSplits: 20, DeviceSeconds: 0.9}}
+	if got := fired(p0); len(got) != 0 {
+		t.Errorf("full offload: %v", got)
+	}
+	// The RPC backend's library computes nothing until asked to.
+	p0.Loaded, p0.Backends = []string{"rpc"}, []summary.Backend{{Backend: "CPU", Splits: 20, Seconds: 1}}
+	if got := fired(p0); len(got) != 0 {
+		t.Errorf("rpc loaded: %v", got)
+	}
+	// Too few decodes to say a loaded backend is unused: it may not have started.
+	p0.Loaded = []string{"vulkan"}
+	p0.Backends, p0.Phases[0].Decodes = nil, 3
+	if got := fired(p0); len(got) != 0 {
+		t.Errorf("3 decodes: %v", got)
+	}
 	p := clean()
 	p.Phases[0].Ops[0].Bandwidth = 49e9
 	p.Roofs = summary.Roofs{}

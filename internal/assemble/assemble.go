@@ -173,7 +173,23 @@ type Split struct {
 	Backend    string
 	NNodes     int
 	Start, End uint64
+	// Device says that a backend other than the CPU's computed it: its work ends after
+	// the call returns, when the CPU, waiting for the backend (ggml_backend_synchronize),
+	// sees it done at Done; 0 if no wait was seen. Wait is how long that wait blocked.
+	// Bound says that Done is only a bound: the CPU asked after the work had ended (it
+	// hardly waited), or a later split on the backend was what the wait waited for.
+	Device      bool
+	BackendAddr uint64
+	Done, Wait  uint64
+	Bound       bool
+	// Nodes are the split's nodes in order, read from its graph when it was handed over,
+	// in a sampling window; a device times none of them.
+	Nodes []*NodeInfo
 }
+
+// boundWait is the longest wait for a backend that still means its work had ended before:
+// the call's own cost (a fence already signalled), not a wait.
+const boundWait = 20_000 // ns
 
 // Copy is one ggml_backend_tensor_copy: the scheduler moving a split's input from the
 // backend that holds it to the one that reads it.
@@ -183,6 +199,9 @@ type Copy struct {
 	Tensor     string // the source tensor's name
 	Bytes      int64
 	Start, End uint64
+	// Queued says that a device queued the copy with its work (cpy_tensor_async): Start
+	// to End is the CPU's share, the transfer runs on the device after.
+	Queued bool
 }
 
 // Decode is one llama_decode call.
@@ -253,9 +272,13 @@ func (c *counting) read(v *events.Counters) (d *events.Counters) {
 }
 
 type process struct {
-	decode  *Decode
-	sched   *SchedCall
-	split   *Split
+	decode *Decode
+	sched  *SchedCall
+	split  *Split
+	// held is the last decode, kept from the sink while a device computes its splits:
+	// the CPU's wait for them ends them, or the next decode sends it as it is.
+	held    *Decode
+	wait    *backendWait
 	copy    *Copy
 	graph   *Graph
 	threads map[uint32]*thread
@@ -311,6 +334,7 @@ func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int, ctx uint
 	if p.decode != nil {
 		a.dropDecode(p.decode)
 	}
+	a.release(p)
 	p.decode = &Decode{PID: pid, TID: tid, Tokens: tokens, Context: ctx, Start: ts}
 	if batch != nil {
 		p.decode.Batch = *batch
@@ -342,7 +366,19 @@ func (a *Assembler) DecodeExit(pid, tid uint32, ts uint64, result int, lost uint
 		return
 	}
 	d.End, d.Result = ts, result
+	if d.running() {
+		p.held = d
+		return
+	}
 	a.sink.Decode(d)
+}
+
+// release sends the held decode to the sink as it is: its device work was not seen to end.
+func (a *Assembler) release(p *process) {
+	if p.held != nil {
+		a.sink.Decode(p.held)
+		p.held = nil
+	}
 }
 
 func (a *Assembler) dropDecode(d *Decode) {
@@ -404,9 +440,72 @@ func (a *Assembler) SchedExit(pid, tid uint32, ts uint64) {
 	}
 }
 
-// SplitEnter starts a backend's share of the open scheduler computation.
-func (a *Assembler) SplitEnter(pid, tid uint32, ts uint64, backend string, nodes int) {
-	a.proc(pid).split = &Split{TID: tid, Backend: backend, NNodes: nodes, Start: ts}
+// SplitEnter starts a backend's share of the open scheduler computation; device says that
+// the backend is not the CPU's.
+func (a *Assembler) SplitEnter(pid, tid uint32, ts uint64, backend string, addr uint64, nodes int, device bool) {
+	a.proc(pid).split = &Split{TID: tid, Backend: backend, BackendAddr: addr, NNodes: nodes, Start: ts, Device: device}
+}
+
+// SplitNode adds node i of the open split, read from its graph.
+func (a *Assembler) SplitNode(pid, tid uint32, i int, info *NodeInfo) {
+	s := a.proc(pid).split
+	if s == nil || s.TID != tid || info == nil || i != len(s.Nodes) {
+		return // a lost record leaves the list short, not misnumbered
+	}
+	s.Nodes = append(s.Nodes, info)
+}
+
+// backendWait is a wait of the CPU for one backend's queued work.
+type backendWait struct {
+	tid     uint32
+	backend uint64
+	start   uint64
+}
+
+// SyncEnter starts a wait of the CPU for backend's work.
+func (a *Assembler) SyncEnter(pid, tid uint32, ts, backend uint64) {
+	a.proc(pid).wait = &backendWait{tid: tid, backend: backend, start: ts}
+}
+
+// SyncExit ends the open wait: the backend's splits handed over before it are done.
+func (a *Assembler) SyncExit(pid, tid uint32, ts uint64) {
+	p := a.proc(pid)
+	w := p.wait
+	if w == nil || w.tid != tid {
+		return
+	}
+	p.wait = nil
+	var last *Split
+	for _, d := range [...]*Decode{p.held, p.decode} {
+		if d == nil {
+			continue
+		}
+		for i := range d.Splits {
+			s := &d.Splits[i]
+			if s.Device && s.Done == 0 && s.BackendAddr == w.backend && s.End <= w.start {
+				s.Done, s.Bound = ts, true
+				last = s
+			}
+		}
+	}
+	if last != nil {
+		last.Wait = ts - w.start
+		last.Bound = last.Wait < boundWait
+	}
+	if p.held != nil && !p.held.running() {
+		a.sink.Decode(p.held)
+		p.held = nil
+	}
+}
+
+// running says whether a device still computes one of d's splits, as far as seen.
+func (d *Decode) running() bool {
+	for i := range d.Splits {
+		if d.Splits[i].Device && d.Splits[i].Done == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // SplitExit finishes the open split, as part of the open decode.
@@ -427,13 +526,14 @@ func (a *Assembler) CopyEnter(pid uint32, ts uint64, c Copy) {
 	a.proc(pid).copy = &c
 }
 
-// CopyExit finishes the open copy, as part of the open decode.
-func (a *Assembler) CopyExit(pid, tid uint32, ts uint64) {
+// CopyExit finishes the open copy, as part of the open decode; made says whether it was
+// made or queued, rather than left to another copy.
+func (a *Assembler) CopyExit(pid, tid uint32, ts uint64, made bool) {
 	p := a.proc(pid)
 	if c := p.copy; c != nil && c.TID == tid {
 		c.End = ts
 		p.copy = nil
-		if p.decode != nil {
+		if p.decode != nil && made {
 			p.decode.Copies = append(p.decode.Copies, *c)
 		}
 	}
@@ -690,5 +790,6 @@ func (a *Assembler) Exit(pid uint32) {
 		a.Stats.DroppedDecode++
 		a.Stats.DroppedGraphs += uint64(len(p.decode.Graphs))
 	}
+	a.release(p)
 	delete(a.procs, pid)
 }

@@ -342,16 +342,16 @@ func TestCounters(t *testing.T) {
 func TestSplitsAndCopies(t *testing.T) {
 	s := &sink{}
 	a := New(s)
-	a.SplitEnter(1, 1, 5, "CPU", 3) // a graph computed outside llama_decode (an RPC server)
+	a.SplitEnter(1, 1, 5, "CPU", 0xc0, 3, false) // a graph computed outside llama_decode (an RPC server)
 	a.SplitExit(1, 1, 6)
 	a.DecodeEnter(1, 1, 10, 1, 0, nil)
 	a.SchedEnter(1, 1, 11, 9)
-	a.SplitEnter(1, 1, 12, "CPU", 4)
+	a.SplitEnter(1, 1, 12, "CPU", 0xc0, 4, false)
 	a.SplitExit(1, 1, 20)
 	a.CopyEnter(1, 21, Copy{TID: 1, Src: "CPU", Dst: "RPC", Tensor: "l_out-7", Bytes: 8192})
-	a.CopyExit(1, 2, 22) // another thread's return: not this copy's
-	a.CopyExit(1, 1, 23)
-	a.SplitEnter(1, 1, 24, "RPC", 5)
+	a.CopyExit(1, 2, 22, true) // another thread's return: not this copy's
+	a.CopyExit(1, 1, 23, true)
+	a.SplitEnter(1, 1, 24, "RPC", 0xd0, 5, false)
 	a.SplitExit(1, 1, 30)
 	a.SchedExit(1, 1, 31)
 	a.DecodeExit(1, 1, 32, 0, 0)
@@ -359,10 +359,66 @@ func TestSplitsAndCopies(t *testing.T) {
 		t.Fatalf("%d decodes", len(s.decodes))
 	}
 	d := s.decodes[0]
-	wantSplits := []Split{{TID: 1, Backend: "CPU", NNodes: 4, Start: 12, End: 20}, {TID: 1, Backend: "RPC", NNodes: 5, Start: 24, End: 30}}
+	wantSplits := []Split{{TID: 1, Backend: "CPU", BackendAddr: 0xc0, NNodes: 4, Start: 12, End: 20},
+		{TID: 1, Backend: "RPC", BackendAddr: 0xd0, NNodes: 5, Start: 24, End: 30}}
 	wantCopies := []Copy{{TID: 1, Src: "CPU", Dst: "RPC", Tensor: "l_out-7", Bytes: 8192, Start: 21, End: 23}}
 	if !reflect.DeepEqual(d.Splits, wantSplits) || !reflect.DeepEqual(d.Copies, wantCopies) {
 		t.Errorf("decode splits %+v, copies %+v", d.Splits, d.Copies)
+	}
+}
+
+// A device's splits end when the CPU's wait for their backend ends, which may be after
+// their decode returned: the decode is held until then. Of two splits one wait ends, the
+// first's end is a bound; a wait that hardly blocked makes the end a bound too.
+func TestDeviceSplits(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	mm := &NodeInfo{Op: "MUL_MAT", Name: "ffn_up-0"}
+	a.DecodeEnter(1, 1, 10, 1, 0, nil)
+	a.SplitEnter(1, 1, 11, "VK", 0xa0, 2, true)
+	a.SplitNode(1, 1, 0, mm)
+	a.SplitNode(1, 1, 2, mm) // the second was lost: not numbered as the second
+	a.SplitExit(1, 1, 12)
+	a.SplitEnter(1, 1, 13, "CPU", 0xc0, 1, false)
+	a.SplitExit(1, 1, 20)
+	a.SplitEnter(1, 1, 21, "VK", 0xa0, 3, true)
+	a.SplitExit(1, 1, 22)
+	a.DecodeExit(1, 1, 23, 0, 0)
+	if len(s.decodes) != 0 {
+		t.Fatal("a decode whose device splits run was sent")
+	}
+	a.SyncEnter(1, 1, 30, 0xc0) // the CPU backend's: ends nothing
+	a.SyncExit(1, 1, 31)
+	a.SyncEnter(1, 1, 40, 0xa0)
+	a.SyncExit(1, 1, 90_040)
+	if len(s.decodes) != 1 {
+		t.Fatalf("%d decodes after the wait", len(s.decodes))
+	}
+	sp := s.decodes[0].Splits
+	if sp[0].Done != 90_040 || !sp[0].Bound || sp[0].Wait != 0 || len(sp[0].Nodes) != 1 {
+		t.Errorf("first device split %+v", sp[0])
+	}
+	if sp[1].Done != 0 || sp[1].Device {
+		t.Errorf("CPU split %+v", sp[1])
+	}
+	if sp[2].Done != 90_040 || sp[2].Bound || sp[2].Wait != 90_000 {
+		t.Errorf("last device split %+v", sp[2])
+	}
+
+	// Without a wait, the next decode sends the held one as it is.
+	a.DecodeEnter(1, 1, 100, 1, 0, nil)
+	a.SplitEnter(1, 1, 101, "VK", 0xa0, 3, true)
+	a.SplitExit(1, 1, 102)
+	a.DecodeExit(1, 1, 103, 0, 0)
+	a.DecodeEnter(1, 1, 200, 1, 0, nil)
+	if len(s.decodes) != 2 || s.decodes[1].Splits[0].Done != 0 {
+		t.Errorf("%d decodes, the held one's split %+v", len(s.decodes), s.decodes[len(s.decodes)-1].Splits)
+	}
+	a.SyncEnter(1, 1, 201, 0xa0)
+	a.SyncExit(1, 1, 205)
+	a.DecodeExit(1, 1, 206, 0, 0)
+	if len(s.decodes) != 3 {
+		t.Errorf("%d decodes: a decode without device splits is sent at its exit", len(s.decodes))
 	}
 }
 

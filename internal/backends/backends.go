@@ -20,6 +20,9 @@ import (
 // Unknown names a backend whose function could not be resolved.
 const Unknown = "unknown"
 
+// CPU is the CPU backend's name.
+const CPU = "CPU"
+
 var implementation = regexp.MustCompile(`^ggml_backend_([a-z0-9]+)_`)
 
 // Name returns the backend a function symbol implements, upper-cased as ggml prints
@@ -56,6 +59,7 @@ type code struct {
 	start, end, bias uint64
 	file             *symbols.File
 	path             string // to open file from when it is first needed
+	shown            string // the path as the process sees it
 	dev, inode       uint64
 }
 
@@ -96,7 +100,7 @@ func (r *Resolver) mappings() {
 		}
 		host := discover.Host(r.root, r.pid, m)
 		c := code{start: uint64(m.StartAddr), end: uint64(m.EndAddr), bias: bias[m.Pathname] - discover.LinkBase(host),
-			path: host, dev: uint64(m.Dev), inode: m.Inode}
+			path: host, shown: path, dev: uint64(m.Dev), inode: m.Inode}
 		if ggml && !c.load(r.open) {
 			continue
 		}
@@ -119,6 +123,17 @@ func (r *Resolver) Name(addr uint64) string {
 	}
 	r.names[addr] = name
 	return name
+}
+
+// Module returns the object whose code holds addr, as read when it was last named; nil
+// if none does.
+func (r *Resolver) Module(addr uint64) *discover.Module {
+	for _, c := range r.code {
+		if addr >= c.start && addr < c.end {
+			return &discover.Module{Path: c.shown, HostPath: c.path, Bias: c.bias, Dev: c.dev, Inode: c.inode}
+		}
+	}
+	return nil
 }
 
 // load opens c's file, and says whether it could.

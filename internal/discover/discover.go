@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -49,6 +51,9 @@ type Process struct {
 	VPID    int // the PID inside the process's own PID namespace
 	Exe     string
 	Modules [numRoles]*Module
+	// Backends are the GGML backends besides the CPU's that it loaded as libraries of
+	// their own (libggml-vulkan.so: "vulkan"), whether or not they found a device.
+	Backends []string
 }
 
 // Module returns the object that plays role r, if any.
@@ -88,6 +93,9 @@ func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process,
 		path := Path(m)
 		if !candidate(path, exe) {
 			continue
+		}
+		if b := backendLibrary(path); b != "" && !slices.Contains(p.Backends, b) {
+			p.Backends = append(p.Backends, b)
 		}
 		host := Host(root, pid, m)
 		dev := uint64(m.Dev)
@@ -142,6 +150,20 @@ func Host(root string, pid int, m *procfs.ProcMap) string {
 func candidate(path, exe string) bool {
 	base := filepath.Base(path)
 	return path == exe || strings.Contains(base, "ggml") || strings.Contains(base, "llama")
+}
+
+// backendLib is the file name ggml's backend loader looks for: libggml-NAME.so, or
+// libggml-NAME-VARIANT.so for the CPU's variants.
+var backendLib = regexp.MustCompile(`^libggml-([a-z0-9]+)[-.]`)
+
+// backendLibrary is the backend a GGML library at path holds, other than the base and
+// the CPU's; "" for any other file.
+func backendLibrary(path string) string {
+	m := backendLib.FindStringSubmatch(filepath.Base(path))
+	if m == nil || m[1] == "base" || m[1] == "cpu" {
+		return ""
+	}
+	return m[1]
 }
 
 // nsPID returns the PID of pid in its innermost PID namespace (NSpid in status).

@@ -31,11 +31,14 @@ const (
 	CopyExit    = Kind(bpf.ProfinferKindEV_COPY_EXIT)
 	SeqRm       = Kind(bpf.ProfinferKindEV_SEQ_RM)
 	ThreadStart = Kind(bpf.ProfinferKindEV_THREAD_START)
-	lastKind    = ThreadStart
+	SplitNode   = Kind(bpf.ProfinferKindEV_SPLIT_NODE)
+	SyncEnter   = Kind(bpf.ProfinferKindEV_SYNC_ENTER)
+	SyncExit    = Kind(bpf.ProfinferKindEV_SYNC_EXIT)
+	lastKind    = SyncExit
 )
 
 var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit", "thread_exit", "experts",
-	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start"}
+	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start", "split_node", "sync_enter", "sync_exit"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -49,6 +52,7 @@ const (
 	FlagFused   = 1 // a node started by a fused kernel; Fused is then the second node's tensor
 	FlagCounted = 2 // Counters holds the thread's perf counter values
 	FlagKnown   = 4 // a Node of thread 0 whose NodeDetail came since the process last built a graph
+	FlagQueued  = 1 // a Copy a device queues with its work (cpy_tensor_async)
 
 	// On a DecodeEnter, what its batch leaves out.
 	BatchNoPos     = 8   // no positions: llama_decode placed the tokens itself
@@ -125,8 +129,19 @@ func (e *Event) Lost() uint64 { return e.b }
 // Graph is the cgraph of a GraphEnter or SchedEnter.
 func (e *Event) Graph() uint64 { return e.a }
 
-// Nodes is the node count of a GraphEnter, SchedEnter or SplitEnter.
+// Nodes is the node count of a GraphEnter or SchedEnter.
 func (e *Event) Nodes() int { return int(int32(e.b)) }
+
+// SplitNodes is a SplitEnter's node count, at most 65535, or a SplitNode's split's.
+func (e *Event) SplitNodes() int {
+	if e.Kind == SplitNode {
+		return int(e.Nth)
+	}
+	return int(e.Ith)
+}
+
+// BackendAddr is the backend of a SplitEnter or SyncEnter: which splits a wait ends.
+func (e *Event) BackendAddr() uint64 { return e.b }
 
 // Tensor0 is the tensor whose computation a Node or NodeDetail starts.
 func (e *Event) TensorAddr() uint64 { return e.a }
@@ -140,12 +155,17 @@ func (e *Event) IDs() uint64 { return e.a }
 // RowBytes is the row stride of an Experts record's ids tensor.
 func (e *Event) RowBytes() int { return int(e.b) }
 
-// Backend is a SplitEnter's backend get_name function, which names the backend.
+// Backend is a SplitEnter's or SyncEnter's backend get_name function, which names the
+// backend.
 func (e *Event) Backend() uint64 { return e.a }
 
 // Buffers are a Copy's source and destination buffers' get_base functions, which name
 // their backends.
 func (e *Event) Buffers() (src, dst uint64) { return e.a, e.b }
+
+// Made says whether a CopyExit's copy was made, or queued; a device that could not queue
+// it leaves the copy to ggml_backend_tensor_copy.
+func (e *Event) Made() bool { return e.a != 0 }
 
 // SeqRemoved is a SeqRm's sequence (-1: every one) and the positions [p0, p1) it
 // removed; p1 < 0 removes every position from p0 on.
@@ -253,7 +273,7 @@ func Decode(b []byte, e *Event) error {
 		return nil
 	}
 	ctr := HeaderSize // where the counters are, if any
-	if e.Kind == NodeDetail || e.Kind == Copy {
+	if e.Kind == NodeDetail || e.Kind == Copy || e.Kind == SplitNode {
 		if len(b) < DetailSize {
 			return fmt.Errorf("events: %s of %d bytes, want %d", e.Kind, len(b), DetailSize)
 		}

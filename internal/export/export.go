@@ -28,6 +28,7 @@ type Origin struct {
 	BuildID   string
 	GGML      string      // ggml_version(); empty for releases without one
 	Container string      // container.id; empty outside containers
+	Backends  string      // GGML backends besides the CPU's it loaded as libraries, comma-separated
 	Model     *model.Info // nil until the process has loaded one
 	// CtxSize and CtxThreads are its llama_context's n_ctx and n_threads; 0 until a
 	// decode showed them.
@@ -51,6 +52,13 @@ func (p *Origin) Resource(rb *metadata.ResourceBuilder) pcommon.Resource {
 	}
 	if p.Container != "" {
 		rb.SetContainerID(p.Container)
+	}
+	if p.Backends != "" {
+		var loaded []any
+		for b := range strings.SplitSeq(p.Backends, ",") {
+			loaded = append(loaded, b)
+		}
+		rb.SetGgmlBackendsLoaded(loaded)
 	}
 	if m := p.Model; m != nil {
 		rb.SetLlamaModelPath(m.Path)
@@ -181,6 +189,9 @@ func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) requests
 	for i := range d.Splits {
 		sl := &d.Splits[i]
 		splits[i] = s.split(spans.AppendEmpty(), trace, inSched(sl.TID, sl.Start, sl.End), sl)
+		if sl.Device && sl.Done != 0 {
+			s.device(spans.AppendEmpty(), trace, splits[i], sl)
+		}
 	}
 	for i := range d.Copies {
 		c := &d.Copies[i]
@@ -223,6 +234,32 @@ func (s *Spans) split(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Span
 	return sp.SpanID()
 }
 
+// device is a device's work on a split: from its handing over to the end of the CPU's
+// wait that saw it done, a bound on when it ended (ggml.device.end_bound) unless the CPU
+// was waiting then. Its nodes are events, at the handing over: the device times none.
+func (s *Spans) device(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, sl *assemble.Split) {
+	s.begin(sp, trace, parent, "ggml.device.compute", sl.Start, sl.Done)
+	a := sp.Attributes()
+	a.PutStr("ggml.backend", sl.Backend)
+	a.PutInt("ggml.graph.nodes", int64(sl.NNodes))
+	a.PutInt("ggml.device.wait_ns", int64(sl.Wait))
+	a.PutBool("ggml.device.end_bound", sl.Bound)
+	a.PutInt("thread.id", int64(sl.TID))
+	if len(sl.Nodes) == 0 {
+		return
+	}
+	a.PutInt("ggml.graph.nodes.described", int64(len(sl.Nodes)))
+	evs := sp.Events()
+	evs.EnsureCapacity(len(sl.Nodes))
+	at := s.Clock.Time(sl.Start)
+	for _, info := range sl.Nodes {
+		ev := evs.AppendEmpty()
+		ev.SetName(info.Op)
+		ev.SetTimestamp(at)
+		putNodeInfo(ev.Attributes(), info)
+	}
+}
+
 func (s *Spans) copy(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, c *assemble.Copy) {
 	s.begin(sp, trace, parent, "ggml.backend.tensor_copy", c.Start, c.End)
 	a := sp.Attributes()
@@ -230,6 +267,9 @@ func (s *Spans) copy(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	a.PutStr("ggml.backend.destination", c.Dst)
 	a.PutStr("ggml.tensor.name", c.Tensor)
 	a.PutInt("ggml.copy.bytes", c.Bytes)
+	if c.Queued {
+		a.PutBool("ggml.copy.queued", true)
+	}
 	a.PutInt("thread.id", int64(c.TID))
 }
 
@@ -324,6 +364,33 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 		return
 	}
 	sp.SetName(info.Op)
+	putNodeInfo(a, info)
+	if r := n.Routing; r != nil {
+		a.PutInt("ggml.moe.experts_used", int64(r.Used))
+		a.PutInt("ggml.moe.tokens", int64(r.Tokens))
+		ex := a.PutEmptySlice("ggml.moe.experts")
+		ex.EnsureCapacity(len(r.Experts))
+		for _, e := range r.Experts {
+			ex.AppendEmpty().SetInt(int64(e))
+		}
+	}
+	if info.FLOPs == 0 {
+		return
+	}
+	a.PutDouble("ggml.flops", info.FLOPs)
+	a.PutDouble("ggml.bytes", info.Bytes)
+	if s.Peaks == (roofline.Peaks{}) {
+		return
+	}
+	c := classify(n, g, s.Peaks)
+	a.PutStr("ggml.roofline.bound", string(c.Bound))
+	a.PutDouble("ggml.roofline.peak_fraction", c.Fraction)
+	a.PutDouble("ggml.roofline.flops_per_second", c.FLOPS)
+	a.PutDouble("ggml.roofline.bytes_per_second", c.Bandwidth)
+}
+
+// putNodeInfo puts what a node's description says: its op, tensor, layer and sources.
+func putNodeInfo(a pcommon.Map, info *assemble.NodeInfo) {
 	a.PutStr("ggml.op", info.Op)
 	a.PutStr("ggml.tensor.name", info.Name)
 	a.PutStr("ggml.tensor.type", info.Type)
@@ -348,28 +415,6 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	if info.FusedOp != "" {
 		a.PutStr("ggml.fused.op", info.FusedOp)
 	}
-	if r := n.Routing; r != nil {
-		a.PutInt("ggml.moe.experts_used", int64(r.Used))
-		a.PutInt("ggml.moe.tokens", int64(r.Tokens))
-		ex := a.PutEmptySlice("ggml.moe.experts")
-		ex.EnsureCapacity(len(r.Experts))
-		for _, e := range r.Experts {
-			ex.AppendEmpty().SetInt(int64(e))
-		}
-	}
-	if info.FLOPs == 0 {
-		return
-	}
-	a.PutDouble("ggml.flops", info.FLOPs)
-	a.PutDouble("ggml.bytes", info.Bytes)
-	if s.Peaks == (roofline.Peaks{}) {
-		return
-	}
-	c := classify(n, g, s.Peaks)
-	a.PutStr("ggml.roofline.bound", string(c.Bound))
-	a.PutDouble("ggml.roofline.peak_fraction", c.Fraction)
-	a.PutDouble("ggml.roofline.flops_per_second", c.FLOPS)
-	a.PutDouble("ggml.roofline.bytes_per_second", c.Bandwidth)
 }
 
 // classify places a node of g under the roofline of peaks, unless g's process's threads

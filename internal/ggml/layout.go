@@ -33,6 +33,7 @@ type Layout struct {
 	BufferGetBase  int // struct ggml_backend_buffer.iface.get_base
 	BackendGetName int // struct ggml_backend.iface.get_name
 	GraphNNodes    int // struct ggml_cgraph.n_nodes
+	GraphNodes     int // struct ggml_cgraph.nodes
 	CplanNThreads  int // struct ggml_cplan.n_threads
 	TypeTraitsSize int // sizeof(struct ggml_type_traits), the stride of type_traits[]
 	TypeBlockSize  int // ggml_type_traits.blck_size
@@ -54,7 +55,7 @@ var Layouts = []Layout{{
 	TensorSize: 336, Type: 0, Ne: 16, Nb: 48, Op: 80, OpParams: 84, Flags: 148,
 	Src: 152, MaxSrc: 10, ViewSrc: 232, Data: 248, Name: 256, MaxName: 64, Buffer: 8,
 	BufferGetBase: 8, BackendGetName: 8,
-	GraphNNodes: 4, CplanNThreads: 16, TypeTraitsSize: 56, TypeBlockSize: 8, TypeSize: 24,
+	GraphNNodes: 4, GraphNodes: 16, CplanNThreads: 16, TypeTraitsSize: 56, TypeBlockSize: 8, TypeSize: 24,
 }, {
 	// Before ggml_tensor.grad was removed and the CPU half of the type traits moved to the
 	// CPU backend (both Nov 2024); the buffer interface still began with get_name.
@@ -62,7 +63,7 @@ var Layouts = []Layout{{
 	TensorSize: 336, Type: 0, Ne: 16, Nb: 48, Op: 80, OpParams: 84, Flags: 148,
 	Src: 160, MaxSrc: 10, ViewSrc: 240, Data: 256, Name: 264, MaxName: 64, Buffer: 8,
 	BufferGetBase: 16, BackendGetName: 8,
-	GraphNNodes: 4, CplanNThreads: 16, TypeTraitsSize: 120, TypeBlockSize: 8, TypeSize: 24,
+	GraphNNodes: 4, GraphNodes: 16, CplanNThreads: 16, TypeTraitsSize: 120, TypeBlockSize: 8, TypeSize: 24,
 }}
 
 // layoutsFor returns the known layouts whose tensor is the size ggml_tensor_overhead()

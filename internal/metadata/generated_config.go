@@ -201,6 +201,7 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 // ResourceAttributesConfig provides config for profinfer resource attributes.
 type ResourceAttributesConfig struct {
 	ContainerID                 ResourceAttributeConfig `mapstructure:"container.id"`
+	GgmlBackendsLoaded          ResourceAttributeConfig `mapstructure:"ggml.backends.loaded"`
 	GgmlVersion                 ResourceAttributeConfig `mapstructure:"ggml.version"`
 	LlamaContextSize            ResourceAttributeConfig `mapstructure:"llama.context.size"`
 	LlamaContextThreads         ResourceAttributeConfig `mapstructure:"llama.context.threads"`
@@ -221,6 +222,9 @@ type ResourceAttributesConfig struct {
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 	return ResourceAttributesConfig{
 		ContainerID: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GgmlBackendsLoaded: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		GgmlVersion: ResourceAttributeConfig{

@@ -132,6 +132,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					ContainerID:                 ResourceAttributeConfig{Enabled: true},
+					GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: true},
 					GgmlVersion:                 ResourceAttributeConfig{Enabled: true},
 					LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
 					LlamaContextThreads:         ResourceAttributeConfig{Enabled: true},
@@ -259,6 +260,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					ContainerID:                 ResourceAttributeConfig{Enabled: false},
+					GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: false},
 					GgmlVersion:                 ResourceAttributeConfig{Enabled: false},
 					LlamaContextSize:            ResourceAttributeConfig{Enabled: false},
 					LlamaContextThreads:         ResourceAttributeConfig{Enabled: false},
@@ -310,6 +312,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 			name: "all_set",
 			want: ResourceAttributesConfig{
 				ContainerID:                 ResourceAttributeConfig{Enabled: true},
+				GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: true},
 				GgmlVersion:                 ResourceAttributeConfig{Enabled: true},
 				LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
 				LlamaContextThreads:         ResourceAttributeConfig{Enabled: true},
@@ -331,6 +334,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 			name: "none_set",
 			want: ResourceAttributesConfig{
 				ContainerID:                 ResourceAttributeConfig{Enabled: false},
+				GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: false},
 				GgmlVersion:                 ResourceAttributeConfig{Enabled: false},
 				LlamaContextSize:            ResourceAttributeConfig{Enabled: false},
 				LlamaContextThreads:         ResourceAttributeConfig{Enabled: false},

@@ -2335,6 +2335,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.ContainerID.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["container.id"] = filter.CreateFilter(mbc.ResourceAttributes.ContainerID.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["ggml.backends.loaded"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["ggml.backends.loaded"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.GgmlVersion.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["ggml.version"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlVersion.MetricsInclude)
 	}

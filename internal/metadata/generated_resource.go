@@ -28,6 +28,13 @@ func (rb *ResourceBuilder) SetContainerID(val string) {
 	}
 }
 
+// SetGgmlBackendsLoaded sets provided value as "ggml.backends.loaded" attribute.
+func (rb *ResourceBuilder) SetGgmlBackendsLoaded(val []any) {
+	if rb.config.GgmlBackendsLoaded.Enabled {
+		rb.res.Attributes().PutEmptySlice("ggml.backends.loaded").FromRaw(val)
+	}
+}
+
 // SetGgmlVersion sets provided value as "ggml.version" attribute.
 func (rb *ResourceBuilder) SetGgmlVersion(val string) {
 	if rb.config.GgmlVersion.Enabled {

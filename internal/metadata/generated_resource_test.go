@@ -14,6 +14,7 @@ func TestResourceBuilder(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
 			rb.SetContainerID("container.id-val")
+			rb.SetGgmlBackendsLoaded([]any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"})
 			rb.SetGgmlVersion("ggml.version-val")
 			rb.SetLlamaContextSize(18)
 			rb.SetLlamaContextThreads(21)
@@ -35,9 +36,9 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 16, res.Attributes().Len())
+				assert.Equal(t, 17, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 16, res.Attributes().Len())
+				assert.Equal(t, 17, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -48,6 +49,11 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "container.id-val", containerIDAttrVal.Str())
+			}
+			ggmlBackendsLoadedAttrVal, ok := res.Attributes().Get("ggml.backends.loaded")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, []any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"}, ggmlBackendsLoadedAttrVal.Slice().AsRaw())
 			}
 			ggmlVersionAttrVal, ok := res.Attributes().Get("ggml.version")
 			assert.True(t, ok)

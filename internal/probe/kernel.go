@@ -36,6 +36,7 @@ var variants = []variant{
 	{"decode_enter", "decode_enter_bounded", func(k Kernel) bool { return k.Loop }},
 	{"graph_enter", "graph_enter_bounded", func(k Kernel) bool { return k.Loop }},
 	{"graph_exit", "graph_exit_bounded", func(k Kernel) bool { return k.Loop }},
+	{"split_exit", "split_exit_bounded", func(k Kernel) bool { return k.Loop }},
 	{"sched_switch", "sched_switch_task", func(k Kernel) bool { return k.PrevState }},
 }
 
@@ -112,7 +113,8 @@ func (k Kernel) Degraded() []string {
 	var d []string
 	if !k.Loop {
 		d = append(d, fmt.Sprintf("no bpf_loop (Linux 5.17): a decode's batch is summed per sequence from its first %d tokens; "+
-			"a longer batch's spans say llama.batch.partial and its requests count fewer prompt tokens", BoundedBatch))
+			"a longer batch's spans say llama.batch.partial and its requests count fewer prompt tokens; "+
+			"a GPU split's nodes are not read", BoundedBatch))
 	}
 	if !k.UprobeMulti {
 		d = append(d, "no uprobe_multi links (Linux 6.6): node probes are perf-event uprobes, and attaching or detaching them "+

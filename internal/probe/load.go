@@ -16,10 +16,10 @@ type LoadConfig struct {
 	RingBufferSize int
 	AllThreads     bool // node starts of threads other than 0 are recorded (all_threads)
 	FollowSched    bool // the scheduler programs are attached (follow_sched)
-	// EveryGraphCPU has every graph sum its threads' CPU time (every_graph_cpu), not only
-	// those a sampling window traces.
-	EveryGraphCPU bool
-	Counters      int // perf counters read per thread; 0 compiles the reads out
+	// AllTraced traces every graph (all_traced), not only those a sampling window does:
+	// each sums its threads' CPU time, and a device's splits have their nodes read.
+	AllTraced bool
+	Counters  int // perf counters read per thread; 0 compiles the reads out
 }
 
 // Loaded are profinfer's eBPF objects in the kernel: every map, the programs for the first
@@ -53,11 +53,11 @@ func Load(cfg LoadConfig, k Kernel, types *btf.Cache) (*Loaded, error) {
 	}
 	consts := map[string]any{
 		// Unread bytes from which a record wakes the reader.
-		"wakeup_bytes":    uint64(cfg.RingBufferSize / 4),
-		"all_threads":     boolByte(cfg.AllThreads),
-		"follow_sched":    boolByte(cfg.FollowSched),
-		"every_graph_cpu": boolByte(cfg.EveryGraphCPU),
-		"n_counters":      uint32(cfg.Counters),
+		"wakeup_bytes": uint64(cfg.RingBufferSize / 4),
+		"all_threads":  boolByte(cfg.AllThreads),
+		"follow_sched": boolByte(cfg.FollowSched),
+		"all_traced":   boolByte(cfg.AllTraced),
+		"n_counters":   uint32(cfg.Counters),
 		// llama_batch is llama's, not ggml's: one layout for every release.
 		"batch_stack_off":    uint32(ggml.LlamaBatch.Stack),
 		"batch_pos_off":      uint32(ggml.LlamaBatch.Pos),

@@ -110,6 +110,7 @@ const (
 	node                 // AttachNodes
 	barrier              // AttachNodes, with Layers.Barriers
 	counted              // AttachNodes, with Layers.Counters
+	device               // AttachDevice: once a split runs on a backend other than the CPU
 )
 
 // spec is one probe: a program on a symbol of the object that plays role.
@@ -137,6 +138,8 @@ var specs = []spec{
 	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitEnter }, false, symbols.RDI | symbols.RSI, false},
 	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitExit }, true, 0, false},
 	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyEnter }, false, symbols.RDI | symbols.RSI, false},
+	{device, discover.Base, "ggml_backend_synchronize", func(p *progs) *ebpf.Program { return p.SyncEnter }, false, symbols.RDI, false},
+	{device, discover.Base, "ggml_backend_synchronize", func(p *progs) *ebpf.Program { return p.SyncExit }, true, 0, false},
 	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyExit }, true, 0, false},
 	{graph, discover.Base, buildSymbol, func(p *progs) *ebpf.Program { return p.GraphNew }, false, 0, true},
 	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphEnter }, false, symbols.RDI | symbols.RSI, false},
@@ -193,6 +196,7 @@ var loses = map[string]string{
 	"ggml_backend_sched_graph_compute_async": "scheduler spans",
 	"ggml_backend_graph_compute_async":       "backend split spans",
 	"ggml_backend_tensor_copy":               "tensor copies",
+	"ggml_backend_synchronize":               "when a GPU's split ends, and the CPU's wait for it",
 	"ggml_graph_compute":                     "graph spans",
 	nodeSymbol:                               "node spans or per-op metrics",
 	seqRmSymbol:                              "request boundaries where a sequence is rewound",
@@ -224,6 +228,7 @@ type Attachment struct {
 	layers   Layers
 	multi    bool // uprobe_multi links, see PrepareMulti
 	builds   bool // the build probe is attached
+	device   bool // the device probes are attached
 	exes     map[*discover.Module]*link.Executable
 	links    []link.Link
 	nodes    []link.Link
@@ -263,6 +268,58 @@ func (a *Attachment) AttachNodes() error {
 		return s.group == node || s.group == barrier && a.layers.Barriers || s.group == counted && a.layers.Counters
 	})
 	return err
+}
+
+// AttachDevice adds the probes that see a device's work: the CPU's waits for a backend,
+// and the copies the device queues, probed in dev, the object holding the backend's code.
+// The waits are hit a few times a token on the CPU backend too, so they come only once a
+// process computes a split on another backend, and stay.
+func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
+	if a.device || !a.layers.Runtime {
+		return nil
+	}
+	a.device = true
+	links, err := a.attach(func(s spec) bool { return s.group == device })
+	a.links = append(a.links, links...)
+	l, qerr := a.placeQueued(dev, backend)
+	if l != nil {
+		a.links = append(a.links, l...)
+	}
+	return errors.Join(err, qerr)
+}
+
+// placeQueued probes backend's cpy_tensor_async in dev, where the scheduler's copies to
+// the device go first. A static function: a C++ backend's symbol is mangled, with the
+// signature every backend shares.
+func (a *Attachment) placeQueued(dev *discover.Module, backend string) ([]link.Link, error) {
+	fn := "ggml_backend_" + strings.ToLower(backend) + "_cpy_tensor_async"
+	if dev == nil {
+		return nil, fmt.Errorf("no object of pid %d holds the %s backend: its queued copies are not seen", a.PID, backend)
+	}
+	f, err := a.open(dev)
+	if err != nil {
+		return nil, err
+	}
+	var sym symbols.Symbol
+	ok := false
+	for _, name := range []string{fmt.Sprintf("_ZL%d%sP12ggml_backendS0_PK11ggml_tensorPS1_", len(fn), fn), fn} {
+		if sym, ok = f.Function(name); ok {
+			break
+		}
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s lacks %s: the copies it queues are not seen", dev.Path, fn)
+	}
+	enter, err := a.placeAt(dev, f, sym, a.progs.CopyAsyncEnter, false, symbols.RDX|symbols.RCX, fn)
+	if err != nil {
+		return nil, err
+	}
+	exit, err := a.placeAt(dev, f, sym, a.progs.CopyAsyncExit, true, 0, fn)
+	if err != nil {
+		enter.Close()
+		return nil, err
+	}
+	return []link.Link{enter, exit}, nil
 }
 
 // always says whether the probes of group g stay for the life of the process.
@@ -385,6 +442,16 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 		}
 		return nil, &missingSymbol{m.Path, s.symbol}
 	}
+	l, err := a.placeAt(m, f, sym, s.prog(a.progs), s.ret, s.keep, s.symbol)
+	a.builds = a.builds || l != nil && s.symbol == buildSymbol
+	return l, err
+}
+
+// placeAt attaches prog to sym of object m, parsed as f: at its return (ret), or at its
+// entry, on the first instruction from which the registers in keep are intact. key names
+// the probe where it sits on an emulated instruction.
+func (a *Attachment) placeAt(m *discover.Module, f *symbols.File, sym symbols.Symbol, prog *ebpf.Program, ret bool, keep symbols.Regs, key string) (link.Link, error) {
+	var err error
 	ex := a.exes[m]
 	if ex == nil {
 		if ex, err = link.OpenExecutable(m.HostPath); err != nil {
@@ -397,8 +464,8 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 		off      uint64
 		emulated bool
 	)
-	if !s.ret {
-		if off, emulated, err = f.ProbeOffset(sym, s.keep); err != nil {
+	if !ret {
+		if off, emulated, err = f.ProbeOffset(sym, keep); err != nil {
 			return nil, err
 		}
 	}
@@ -409,22 +476,21 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 		return nil, err
 	}
 	switch {
-	case a.multi && s.ret:
-		l, err = ex.UretprobeMulti([]string{sym.Name}, s.prog(a.progs), &link.UprobeMultiOptions{PID: uint32(a.PID), Addresses: []uint64{at}})
+	case a.multi && ret:
+		l, err = ex.UretprobeMulti([]string{sym.Name}, prog, &link.UprobeMultiOptions{PID: uint32(a.PID), Addresses: []uint64{at}})
 	case a.multi:
-		l, err = ex.UprobeMulti([]string{sym.Name}, s.prog(a.progs), &link.UprobeMultiOptions{PID: uint32(a.PID), Addresses: []uint64{at}, Offsets: []uint64{off}})
-	case s.ret:
-		l, err = ex.Uretprobe(sym.Name, s.prog(a.progs), &link.UprobeOptions{PID: a.PID, Address: at})
+		l, err = ex.UprobeMulti([]string{sym.Name}, prog, &link.UprobeMultiOptions{PID: uint32(a.PID), Addresses: []uint64{at}, Offsets: []uint64{off}})
+	case ret:
+		l, err = ex.Uretprobe(sym.Name, prog, &link.UprobeOptions{PID: a.PID, Address: at})
 	default:
-		l, err = ex.Uprobe(sym.Name, s.prog(a.progs), &link.UprobeOptions{PID: a.PID, Address: at, Offset: off})
+		l, err = ex.Uprobe(sym.Name, prog, &link.UprobeOptions{PID: a.PID, Address: at, Offset: off})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("attaching to %s in %s: %w", sym.Name, m.Path, err)
 	}
 	if emulated {
-		a.emulated[s.symbol] = true
+		a.emulated[key] = true
 	}
-	a.builds = a.builds || s.symbol == buildSymbol
 	return l, nil
 }
 

@@ -27,6 +27,7 @@ func setLayout(spec *ebpf.CollectionSpec, l ggml.Layout) error {
 		"backend_get_name_off": uint32(l.BackendGetName),
 		"type_i32":             ggml.TypeI32,
 		"graph_nnodes_off":     uint32(l.GraphNNodes),
+		"graph_nodes_off":      uint32(l.GraphNodes),
 		"cplan_nthreads_off":   uint32(l.CplanNThreads),
 	}
 	for name, v := range consts {

@@ -28,7 +28,7 @@ func TestE2EVerifier(t *testing.T) {
 	types := btf.NewCache() // as a start shares it
 	configs := []LoadConfig{
 		{RingBufferSize: 1 << 20},
-		{RingBufferSize: 1 << 20, AllThreads: true, FollowSched: true, EveryGraphCPU: true, Counters: 8},
+		{RingBufferSize: 1 << 20, AllThreads: true, FollowSched: true, AllTraced: true, Counters: 8},
 	}
 	for _, multi := range []bool{false, true} {
 		if multi && !k.UprobeMulti {
@@ -95,7 +95,7 @@ func loadSpec(t *testing.T, cfg LoadConfig, layout ggml.Layout) *ebpf.Collection
 		t.Fatal(err)
 	}
 	for name, v := range map[string]any{"all_threads": boolByte(cfg.AllThreads),
-		"follow_sched": boolByte(cfg.FollowSched), "every_graph_cpu": boolByte(cfg.EveryGraphCPU), "n_counters": uint32(cfg.Counters)} {
+		"follow_sched": boolByte(cfg.FollowSched), "all_traced": boolByte(cfg.AllTraced), "n_counters": uint32(cfg.Counters)} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			t.Fatal(err)
 		}

@@ -29,12 +29,14 @@ const (
 	countThread                   // a thread came without counters: open them
 	threadStart                   // a thread started: open its counters
 	sweep                         // discovery scanned /proc: close the counters of threads gone
+	deviceSeen                    // a process computed a split on another backend than the CPU
 )
 
 type effect struct {
 	kind effectKind
 	pid  int
 	tid  uint32 // countThread, threadStart
+	addr uint64 // deviceSeen: the backend's get_name
 }
 
 // signal wakes the controller if the reader posted effects. Called with p.mu held.
@@ -65,7 +67,7 @@ func (p *Profiler) controlLoop() {
 		effects := p.effects
 		p.effects = nil
 		var contexts []int
-		var threads []effect
+		var threads, devices []effect
 		swept := false
 		for _, e := range effects {
 			switch e.kind {
@@ -81,6 +83,8 @@ func (p *Profiler) controlLoop() {
 				threads = append(threads, e)
 			case sweep:
 				swept = true
+			case deviceSeen:
+				devices = append(devices, e)
 			}
 		}
 		var window time.Time
@@ -88,6 +92,7 @@ func (p *Profiler) controlLoop() {
 			window = p.windows.Tick()
 		}
 		missing := p.modelsMissing()
+		p.attachDevices(devices)
 		p.mu.Unlock()
 		p.openCounters(threads)
 		if swept {
@@ -113,6 +118,21 @@ func (p *Profiler) controlLoop() {
 		timer.Stop()
 		if !next.IsZero() {
 			timer.Reset(max(time.Until(next), 0))
+		}
+	}
+}
+
+// attachDevices adds the device probes to processes that computed a split on a backend
+// other than the CPU. Called with p.mu held, as windows attach theirs.
+func (p *Profiler) attachDevices(devices []effect) {
+	for _, e := range devices {
+		t := p.tracked[e.pid]
+		if t == nil {
+			continue
+		}
+		err := t.attachment.AttachDevice(t.backends.Module(e.addr), t.backends.Name(e.addr))
+		if err != nil && !p.reg.Vanished(e.pid) {
+			p.log.Warn("some device probes not attached", zap.Int("pid", e.pid), zap.Error(err))
 		}
 	}
 }

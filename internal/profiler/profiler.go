@@ -220,7 +220,7 @@ func (p *Profiler) load(types *btf.Cache) error {
 		RingBufferSize: p.cfg.RingBufferSize,
 		AllThreads:     p.cfg.Layers.Barriers || p.cfg.Layers.Counters,
 		FollowSched:    p.cfg.Layers.Scheduler,
-		EveryGraphCPU:  p.cfg.Nodes.Mode == NodesAll,
+		AllTraced:      p.cfg.Nodes.Mode == NodesAll,
 		Counters:       len(p.cfg.Counters),
 	}, k, types)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/backends"
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/requests"
 )
@@ -106,19 +107,31 @@ func (p *Profiler) dispatch(ev *events.Event) {
 		a.SchedExit(ev.PID, ev.TID, ev.TS)
 	case events.SplitEnter:
 		if tr := p.tracked[int(ev.PID)]; tr != nil {
-			a.SplitEnter(ev.PID, ev.TID, ev.TS, tr.backends.Name(ev.Backend()), ev.Nodes())
+			name := tr.backends.Name(ev.Backend())
+			device := name != backends.CPU
+			if device && !tr.device {
+				tr.device = true
+				p.effects = append(p.effects, effect{kind: deviceSeen, pid: int(ev.PID), addr: ev.Backend()})
+			}
+			a.SplitEnter(ev.PID, ev.TID, ev.TS, name, ev.BackendAddr(), ev.SplitNodes(), device)
 		}
+	case events.SplitNode:
+		a.SplitNode(ev.PID, ev.TID, int(ev.Ith), p.nodeInfo(ev))
 	case events.SplitExit:
 		a.SplitExit(ev.PID, ev.TID, ev.TS)
+	case events.SyncEnter:
+		a.SyncEnter(ev.PID, ev.TID, ev.TS, ev.BackendAddr())
+	case events.SyncExit:
+		a.SyncExit(ev.PID, ev.TID, ev.TS)
 	case events.Copy:
 		if tr := p.tracked[int(ev.PID)]; tr != nil {
 			name, bytes := tr.describer.Copy(ev)
 			src, dst := ev.Buffers()
 			a.CopyEnter(ev.PID, ev.TS, assemble.Copy{TID: ev.TID, Src: tr.backends.Name(src), Dst: tr.backends.Name(dst),
-				Tensor: name, Bytes: bytes})
+				Tensor: name, Bytes: bytes, Queued: ev.Flags&events.FlagQueued != 0})
 		}
 	case events.CopyExit:
-		a.CopyExit(ev.PID, ev.TID, ev.TS)
+		a.CopyExit(ev.PID, ev.TID, ev.TS, ev.Made())
 	case events.SeqRm:
 		seq, p0, p1 := ev.SeqRemoved()
 		p.reqs.Remove(ev.PID, ev.TS, seq, p0, p1)

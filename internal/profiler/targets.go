@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -32,6 +33,7 @@ type tracked struct {
 	ctxFields   *ggml.Context
 	describer   *describe.Describer
 	warned      bool   // a failure to attach the node probes was logged
+	device      bool   // a split ran on a backend other than the CPU: the device probes were asked for
 	quotaWarned bool   // a failure to read its cgroup CPU quota was logged
 	noModel     bool   // its model file could not be read
 	modelVSize  uint64 // its virtual size when no model was found: look again once it grows
@@ -60,7 +62,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	}
 	t := &tracked{
 		proc: export.Origin{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: f.BuildID, GGML: f.Target.Version,
-			Container: f.Container},
+			Container: f.Container, Backends: strings.Join(proc.Backends, ",")},
 		attachment: a,
 		backends:   backends.NewResolver(p.reg.FS(), "/proc", pid, p.reg.Files.Get),
 		describer:  describe.New(f.Target),
@@ -91,6 +93,7 @@ func (p *Profiler) Extend(proc *discover.Process, ctx *ggml.Context) {
 	if t == nil {
 		return
 	}
+	t.proc.Backends = strings.Join(proc.Backends, ",") // a binding loads its GPU backend with dlopen too
 	added, err := t.attachment.Extend(proc)
 	if err != nil {
 		p.log.Warn("some probes not attached", zap.Int("pid", proc.PID), zap.Error(err))

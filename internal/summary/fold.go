@@ -60,6 +60,7 @@ type proc struct {
 	moeSpans         map[int][]int64
 	moeMetric        map[int][]int64
 	backends         map[string]*Backend
+	loaded           []string
 	copies           map[[2]string]*Copy
 	counters         map[string]bool
 	threads          int64      // the most threads a graph was computed with
@@ -104,6 +105,12 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 		p.title += " on " + h
 	}
 	p.model = cmp.Or(str("llama.model.name"), str("llama.model.path"), p.model)
+	if v, ok := attrs.Get("ggml.backends.loaded"); ok && v.Type() == pcommon.ValueTypeSlice {
+		p.loaded = p.loaded[:0]
+		for i := 0; i < v.Slice().Len() && i < 16; i++ {
+			p.loaded = append(p.loaded, v.Slice().At(i).AsString())
+		}
+	}
 	p.resource = p.resource[:0]
 	attrs.Range(func(k string, v pcommon.Value) bool {
 		p.resource = append(p.resource, KV{k, v.AsString()})
@@ -156,6 +163,8 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 				graphs[s.SpanID()] = a.graph(p, s)
 			case "ggml.backend.graph_compute":
 				a.split(p, s)
+			case "ggml.device.compute":
+				p.device(s)
 			case "ggml.backend.tensor_copy":
 				a.copy(p, s)
 			default:
@@ -344,16 +353,43 @@ func (ph *phase) addCPU(secs float64, threads int64, onCPU, wait float64, tokens
 	}
 }
 
-func (a *Aggregator) split(p *proc, s ptrace.Span) {
-	backend := cmp.Or(strAttr(s.Attributes(), "ggml.backend"), unknownValue)
-	b := p.backends[backend]
-	if b == nil {
-		if len(p.backends) >= 64 {
-			return
-		}
-		b = &Backend{Backend: backend}
-		p.backends[backend] = b
+// backend returns the sums of the backend s names; nil past 64 backends.
+func (p *proc) backend(s ptrace.Span) *Backend {
+	name := cmp.Or(strAttr(s.Attributes(), "ggml.backend"), unknownValue)
+	b := p.backends[name]
+	if b == nil && len(p.backends) < 64 {
+		b = &Backend{Backend: name}
+		p.backends[name] = b
 	}
+	return b
+}
+
+// device sums a device's work on a split, and counts the ops of its nodes.
+func (p *proc) device(s ptrace.Span) {
+	b := p.backend(s)
+	if b == nil {
+		return
+	}
+	b.DeviceSplits++
+	b.DeviceSeconds += dur(s)
+	b.WaitSeconds += float64(intAttr(s.Attributes(), "ggml.device.wait_ns")) / 1e9
+	evs := s.Events()
+	for i := 0; i < evs.Len(); i++ {
+		if b.Ops == nil {
+			b.Ops = map[string]int64{}
+		}
+		if op := evs.At(i).Name(); b.Ops[op] > 0 || len(b.Ops) < 128 {
+			b.Ops[op]++
+		}
+	}
+}
+
+func (a *Aggregator) split(p *proc, s ptrace.Span) {
+	b := p.backend(s)
+	if b == nil {
+		return
+	}
+	backend := b.Backend
 	b.Splits++
 	b.Seconds += dur(s)
 	if backend != "CPU" {
@@ -748,8 +784,11 @@ func (p *proc) snapshot() *Process {
 	}
 	slices.SortFunc(out.MoE, func(x, y MoELayer) int { return cmp.Compare(x.Layer, y.Layer) })
 	for _, b := range p.backends {
-		out.Backends = append(out.Backends, *b)
+		c := *b
+		c.Ops = maps.Clone(b.Ops)
+		out.Backends = append(out.Backends, c)
 	}
+	out.Loaded = slices.Clone(p.loaded)
 	slices.SortFunc(out.Backends, func(x, y Backend) int { return strings.Compare(x.Backend, y.Backend) })
 	for _, c := range p.copies {
 		out.Copies = append(out.Copies, *c)

@@ -31,11 +31,13 @@ type Process struct {
 	Timeline *Timeline  `json:"timeline,omitempty"` // the newest traced decode-phase graph
 	MoE      []MoELayer `json:"moe,omitempty"`
 	Backends []Backend  `json:"backends,omitempty"`
-	Copies   []Copy     `json:"copies,omitempty"`
-	Counters []string   `json:"counters,omitempty"` // perf counter names the ops carry
-	Quota    *Quota     `json:"quota,omitempty"`    // the cgroup CPU quota it runs under
-	Findings []Finding  `json:"findings"`
-	LastSeen time.Time  `json:"last_seen"`
+	// Loaded are the GGML backends besides the CPU's that it loaded as libraries.
+	Loaded   []string  `json:"backends_loaded,omitempty"`
+	Copies   []Copy    `json:"copies,omitempty"`
+	Counters []string  `json:"counters,omitempty"` // perf counter names the ops carry
+	Quota    *Quota    `json:"quota,omitempty"`    // the cgroup CPU quota it runs under
+	Findings []Finding `json:"findings"`
+	LastSeen time.Time `json:"last_seen"`
 }
 
 // KV is one resource attribute, as text.
@@ -211,11 +213,19 @@ type MoELayer struct {
 	Imbalance  float64 `json:"imbalance"` // coefficient of variation
 }
 
-// Backend is the time a backend computed splits.
+// Backend is the time a backend computed splits. On the CPU's, Seconds is the
+// computation; on a device's, it is the CPU handing the work over, and DeviceSeconds runs
+// from each handing over until the CPU saw the work done, WaitSeconds of it blocked.
 type Backend struct {
-	Backend string  `json:"backend"`
-	Splits  int64   `json:"splits"`
-	Seconds float64 `json:"seconds"`
+	Backend       string  `json:"backend"`
+	Splits        int64   `json:"splits"`
+	Seconds       float64 `json:"seconds"`
+	DeviceSplits  int64   `json:"device_splits,omitempty"` // those seen done
+	DeviceSeconds float64 `json:"device_seconds,omitempty"`
+	WaitSeconds   float64 `json:"wait_seconds,omitempty"`
+	// Ops counts the nodes read from the device's splits, by op: what the device
+	// computed, untimed.
+	Ops map[string]int64 `json:"ops,omitempty"`
 }
 
 // Copy is the tensor copies from one backend to another.

@@ -1,0 +1,199 @@
+//go:build e2e
+
+package receiver
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/advise"
+	"github.com/profinfer/profinfer/internal/summary"
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// A GPU backend, tested on Vulkan: node-llama-cpp's Vulkan prebuilt on Mesa's software
+// driver, lavapipe. ggml-vulkan queues a split's work and returns; the split ends when the
+// CPU's wait for the backend does, and its nodes are read from the graph it was handed.
+
+// vulkanRun profiles one run of the node driver on the Vulkan prebuilt at full tracing,
+// and returns its spans and the process's summary with its findings.
+func vulkanRun(t *testing.T, v testbench.Vulkan) ([]ptrace.Traces, *summary.Process) {
+	t.Helper()
+	e := testbench.Require(t)
+	e.RequireVulkan(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testbench.Missing(t, "node")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, node, fullTracing)
+	name, args := v.Command(e, node)
+	out, err := testbench.Run(ctx, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := testbench.ParseNode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d tokens in %.1f s", v.Model, r.Tokens, r.Seconds)
+	time.Sleep(1500 * time.Millisecond)
+	traces, _ := c.stop(t)
+	view := summarize(t, c.out)
+	advise.Annotate(view)
+	if len(view.Processes) != 1 {
+		t.Fatalf("%d processes in the summary, want the driver's", len(view.Processes))
+	}
+	return traces, view.Processes[0]
+}
+
+// deviceSpan is a ggml.device.compute span with its node events.
+type deviceSpan struct {
+	span
+	ops []string
+}
+
+func deviceSpans(traces []ptrace.Traces) []deviceSpan {
+	var out []deviceSpan
+	for _, td := range traces {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			ss := td.ResourceSpans().At(i).ScopeSpans()
+			for j := 0; j < ss.Len(); j++ {
+				for k := 0; k < ss.At(j).Spans().Len(); k++ {
+					s := ss.At(j).Spans().At(k)
+					if s.Name() != "ggml.device.compute" {
+						continue
+					}
+					d := deviceSpan{span: span{name: s.Name(), parent: s.ParentSpanID().String(), id: s.SpanID().String(),
+						start: uint64(s.StartTimestamp()), end: uint64(s.EndTimestamp()), attrs: s.Attributes().AsRaw()}}
+					for l := 0; l < s.Events().Len(); l++ {
+						d.ops = append(d.ops, s.Events().At(l).Name())
+					}
+					out = append(out, d)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func findingIDs(p *summary.Process) []string {
+	var ids []string
+	for _, f := range p.Findings {
+		ids = append(ids, f.ID+": "+f.Title+" ("+strings.Join(f.Evidence, "; ")+")")
+	}
+	return ids
+}
+
+func fired(p *summary.Process, id string) bool {
+	return slices.ContainsFunc(p.Findings, func(f summary.Finding) bool { return f.ID == id })
+}
+
+// Every layer on the GPU, dense and MoE: the device's time on each split from the CPU's
+// waits, its nodes read from the graph (MUL_MAT_ID for the MoE model's experts), the CPU
+// left with the embedding rows alone, and no finding about the offload.
+func TestE2EVulkanOffload(t *testing.T) {
+	for _, tc := range []struct{ model, op string }{{"tiny-dense", "MUL_MAT"}, {"tiny-moe", "MUL_MAT_ID"}} {
+		t.Run(tc.model, func(t *testing.T) {
+			traces, p := vulkanRun(t, testbench.Vulkan{Model: tc.model, Tokens: 24, Runs: 4, Layers: -1, Threads: 2})
+			devs := deviceSpans(traces)
+			splits := map[any]int{}
+			cpuOps := map[any]int{}
+			for _, s := range spans(traces) {
+				switch {
+				case s.name == "ggml.backend.graph_compute":
+					splits[s.attrs["ggml.backend"]]++
+				case s.attrs["ggml.op"] != nil:
+					cpuOps[s.attrs["ggml.op"]]++
+				}
+			}
+			t.Logf("splits %v, %d device spans, CPU node ops %v, backends %+v, loaded %v", splits, len(devs), cpuOps, p.Backends, p.Loaded)
+			if splits["VK"] == 0 || len(devs) < splits["VK"]/2 {
+				t.Fatalf("%d device spans for %d Vulkan splits", len(devs), splits["VK"])
+			}
+			described, waited := 0, 0
+			for _, d := range devs {
+				wait, _ := d.attrs["ggml.device.wait_ns"].(int64)
+				nodes, _ := d.attrs["ggml.graph.nodes"].(int64)
+				if d.attrs["ggml.backend"] != "VK" || d.end < d.start || wait < 0 || uint64(wait) > d.end-d.start {
+					t.Errorf("device span %v from %d to %d", d.attrs, d.start, d.end)
+				}
+				if wait > 0 && d.attrs["ggml.device.end_bound"] == false {
+					waited++
+				}
+				if len(d.ops) > 0 {
+					described++
+					if int64(len(d.ops)) != nodes || !slices.Contains(d.ops, tc.op) {
+						t.Errorf("device span of %d nodes described with %d: %v", nodes, len(d.ops), d.ops)
+					}
+				}
+			}
+			if described == 0 || waited == 0 {
+				t.Errorf("of %d device spans, %d had their nodes described, %d ended in a wait", len(devs), described, waited)
+			}
+			for op := range cpuOps {
+				if op != "GET_ROWS" {
+					t.Errorf("a full offload computed %v on the CPU: %v", op, cpuOps)
+				}
+			}
+			if !slices.Contains(p.Loaded, "vulkan") {
+				t.Errorf("backends loaded %v, want vulkan", p.Loaded)
+			}
+			if fired(p, "cpu-fallback") || fired(p, "device-unused") {
+				t.Errorf("findings on a full offload: %v", findingIDs(p))
+			}
+		})
+	}
+}
+
+// One layer (the output) on the GPU: CPU and Vulkan splits, the activations queued to
+// the device with their bytes, and a finding that the CPU computes most of the token.
+func TestE2EVulkanPartialOffload(t *testing.T) {
+	traces, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 8, Layers: 1, Threads: 2})
+	splits := map[any]int{}
+	var queued int64
+	for _, s := range spans(traces) {
+		switch s.name {
+		case "ggml.backend.graph_compute":
+			splits[s.attrs["ggml.backend"]]++
+		case "ggml.backend.tensor_copy":
+			n, _ := s.attrs["ggml.copy.bytes"].(int64)
+			if s.attrs["ggml.copy.queued"] == true && s.attrs["ggml.backend.source"] == "CPU" && s.attrs["ggml.backend.destination"] == "VK" {
+				queued += n
+			}
+		}
+	}
+	t.Logf("splits %v, %d bytes queued from CPU to VK; findings %v", splits, queued, findingIDs(p))
+	if splits["CPU"] == 0 || splits["VK"] == 0 || queued == 0 {
+		t.Errorf("splits %v, %d bytes queued from CPU to VK", splits, queued)
+	}
+	if len(deviceSpans(traces)) == 0 {
+		t.Error("no device spans")
+	}
+	if !fired(p, "cpu-fallback") || fired(p, "device-unused") {
+		t.Errorf("findings %v, want cpu-fallback", findingIDs(p))
+	}
+}
+
+// Without GGML_VK_VISIBLE_DEVICES, ggml-vulkan skips lavapipe, a CPU-type device, and the
+// process runs on the CPU backend alone though it loaded the Vulkan one: the finding says
+// so.
+func TestE2EVulkanNoDevice(t *testing.T) {
+	traces, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 2, Layers: -1, Threads: 2, HideSoftware: true})
+	for _, s := range spans(traces) {
+		if s.name == "ggml.backend.graph_compute" && s.attrs["ggml.backend"] != "CPU" {
+			t.Fatalf("a split on %v with no Vulkan device visible", s.attrs["ggml.backend"])
+		}
+	}
+	t.Logf("loaded %v, findings %v", p.Loaded, findingIDs(p))
+	if !fired(p, "device-unused") {
+		t.Errorf("findings %v, want device-unused", findingIDs(p))
+	}
+}
