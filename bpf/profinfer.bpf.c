@@ -312,7 +312,7 @@ struct {
 	__type(value, struct slot);
 } slots SEC(".maps");
 
-/* The split a thread is handing to a backend, by tid modulo SLOTS, while traced:
+/* The split a thread is handing to a backend, by tid modulo SLOTS, while device_traced():
  * at its exit, a split the CPU did not compute itself (a GPU's) has its nodes described. */
 struct split_slot {
 	u32 tid;
@@ -422,10 +422,17 @@ static __always_inline bool window_open(void)
 	return left && *left && *left <= WINDOW_LAST;
 }
 
-/* Whether what ends or starts now is traced: every graph is, or a window is open. */
-static __always_inline bool tracing(void)
+/* Whether a device's split handed over now has its nodes described: every graph is
+ * traced, or a window has not been closed yet. A window counts the CPU's graphs, and a
+ * device's split often follows the CPU graph that spent it (the embedding rows, then
+ * every layer on the GPU), before the reader closes it. */
+static __always_inline bool device_traced(void)
 {
-	return all_traced || window_open();
+	if (all_traced)
+		return 1;
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	u32 *left = bpf_map_lookup_elem(&traced, &tgid);
+	return left && *left;
 }
 
 static __always_inline u64 window_wakeup(u32 tgid, bool graph_end)
@@ -782,7 +789,7 @@ static __always_inline int graph_start(struct pt_regs *ctx, bool loop)
 
 static __always_inline int graph_end(struct pt_regs *ctx, bool loop)
 {
-	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, tracing(), loop);
+	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, all_traced || window_open(), loop);
 }
 
 SEC("uprobe/ggml_graph_compute")
@@ -853,7 +860,7 @@ int split_enter(struct pt_regs *ctx)
 	s32 nodes = 0;
 	bpf_probe_read_user(&get_name, sizeof(get_name), backend + backend_get_name_off);
 	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
-	if (tracing()) {
+	if (device_traced()) {
 		u32 tid = bpf_get_current_pid_tgid(), at = tid & (SLOTS - 1);
 		struct split_slot *sl = bpf_map_lookup_elem(&split_slots, &at);
 		if (sl) {
@@ -892,9 +899,9 @@ static long split_node_cb(u64 i, void *ctx)
 	return 0;
 }
 
-/* At a split's return, when traced: a split that no CPU graph computed went to another
- * device, which has no probe on its nodes; they are read from the graph instead, a record
- * each. Without bpf_loop (before 5.17) they are not. */
+/* At a split's return, when device_traced(): a split that no CPU graph computed went to
+ * another device, which has no probe on its nodes; they are read from the graph instead,
+ * a record each. Without bpf_loop (before 5.17) they are not. */
 static __always_inline int split_end(struct pt_regs *ctx, bool loop)
 {
 	u32 tid = bpf_get_current_pid_tgid();
@@ -903,7 +910,7 @@ static __always_inline int split_end(struct pt_regs *ctx, bool loop)
 		void *graph = (void *)sl->graph;
 		bool device = !sl->cpu;
 		sl->graph = 0;
-		if (device && loop && tracing()) {
+		if (device && loop && device_traced()) {
 			struct node_walk w = {};
 			s32 n = 0;
 			bpf_probe_read_user(&n, sizeof(n), graph + graph_nnodes_off);
@@ -933,7 +940,7 @@ int split_exit_bounded(struct pt_regs *ctx)
 
 /* ggml_backend_synchronize(backend): the CPU waits for a backend's queued work, which is
  * when a GPU's split is seen to end. a is the backend's get_name, b the backend. Attached
- * to processes that load a backend other than the CPU's. */
+ * to a process once it computes a split on a backend other than the CPU's. */
 SEC("uprobe/ggml_backend_synchronize")
 int sync_enter(struct pt_regs *ctx)
 {

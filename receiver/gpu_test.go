@@ -21,9 +21,9 @@ import (
 // driver, lavapipe. ggml-vulkan queues a split's work and returns; the split ends when the
 // CPU's wait for the backend does, and its nodes are read from the graph it was handed.
 
-// vulkanRun profiles one run of the node driver on the Vulkan prebuilt at full tracing,
-// and returns its spans and the process's summary with its findings.
-func vulkanRun(t *testing.T, v testbench.Vulkan) ([]ptrace.Traces, *summary.Process) {
+// vulkanRun profiles one run of the node driver on the Vulkan prebuilt with receiver
+// settings, and returns its spans and the process's summary with its findings.
+func vulkanRun(t *testing.T, v testbench.Vulkan, settings string) ([]ptrace.Traces, *summary.Process) {
 	t.Helper()
 	e := testbench.Require(t)
 	e.RequireVulkan(t)
@@ -33,7 +33,7 @@ func vulkanRun(t *testing.T, v testbench.Vulkan) ([]ptrace.Traces, *summary.Proc
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := startCollector(t, ctx, node, fullTracing)
+	c := startCollector(t, ctx, node, settings)
 	name, args := v.Command(e, node)
 	out, err := testbench.Run(ctx, name, args...)
 	if err != nil {
@@ -102,7 +102,7 @@ func fired(p *summary.Process, id string) bool {
 func TestE2EVulkanOffload(t *testing.T) {
 	for _, tc := range []struct{ model, op string }{{"tiny-dense", "MUL_MAT"}, {"tiny-moe", "MUL_MAT_ID"}} {
 		t.Run(tc.model, func(t *testing.T) {
-			traces, p := vulkanRun(t, testbench.Vulkan{Model: tc.model, Tokens: 24, Runs: 4, Layers: -1, Threads: 2})
+			traces, p := vulkanRun(t, testbench.Vulkan{Model: tc.model, Tokens: 24, Runs: 4, Layers: -1, Threads: 2}, fullTracing)
 			devs := deviceSpans(traces)
 			splits := map[any]int{}
 			cpuOps := map[any]int{}
@@ -156,7 +156,7 @@ func TestE2EVulkanOffload(t *testing.T) {
 // One layer (the output) on the GPU: CPU and Vulkan splits, the activations queued to
 // the device with their bytes, and a finding that the CPU computes most of the token.
 func TestE2EVulkanPartialOffload(t *testing.T) {
-	traces, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 8, Layers: 1, Threads: 2})
+	traces, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 8, Layers: 1, Threads: 2}, fullTracing)
 	splits := map[any]int{}
 	var queued int64
 	for _, s := range spans(traces) {
@@ -186,7 +186,7 @@ func TestE2EVulkanPartialOffload(t *testing.T) {
 // process runs on the CPU backend alone though it loaded the Vulkan one: the finding says
 // so.
 func TestE2EVulkanNoDevice(t *testing.T) {
-	traces, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 2, Layers: -1, Threads: 2, HideSoftware: true})
+	traces, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 2, Layers: -1, Threads: 2, HideSoftware: true}, fullTracing)
 	for _, s := range spans(traces) {
 		if s.name == "ggml.backend.graph_compute" && s.attrs["ggml.backend"] != "CPU" {
 			t.Fatalf("a split on %v with no Vulkan device visible", s.attrs["ggml.backend"])
@@ -195,5 +195,26 @@ func TestE2EVulkanNoDevice(t *testing.T) {
 	t.Logf("loaded %v, findings %v", p.Loaded, findingIDs(p))
 	if !fired(p, "device-unused") {
 		t.Errorf("findings %v, want device-unused", findingIDs(p))
+	}
+}
+
+// The default config: every split's device time, and in a sampling window the nodes of
+// the device's split that follows the window's CPU graph (the embedding rows).
+func TestE2EVulkanSampled(t *testing.T) {
+	traces, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 4, Layers: -1, Threads: 2}, "")
+	devs := deviceSpans(traces)
+	described := 0
+	for _, d := range devs {
+		nodes, _ := d.attrs["ggml.graph.nodes"].(int64)
+		if len(d.ops) > 0 {
+			described++
+			if int64(len(d.ops)) != nodes {
+				t.Errorf("device span of %d nodes described with %d", nodes, len(d.ops))
+			}
+		}
+	}
+	t.Logf("%d device spans, %d described; backends %+v", len(devs), described, p.Backends)
+	if len(devs) == 0 || described == 0 || described == len(devs) {
+		t.Errorf("%d device spans, %d of them described: want every split's time, and the nodes of a window's", len(devs), described)
 	}
 }

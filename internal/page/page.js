@@ -326,7 +326,14 @@
     if (!(p.backends || []).length && !(p.copies || []).length) return;
     const s = section('Backends: splits and the copies between them', 'backends');
     if ((p.backends || []).length) {
-      s.append(table(['backend', '', 'splits', 'seconds'], p.backends.map((b) => [b.backend, '', b.splits, num(b.seconds, 3)]), 'backend-table'));
+      // A device's splits: the CPU's seconds hand the work over; the device's run until the
+      // CPU saw it done, and the CPU waited for part of them.
+      s.append(table(['backend', 'splits', 'CPU seconds', 'device seconds', 'CPU waited'], p.backends.map((b) => [b.backend, b.splits, num(b.seconds, 3),
+        b.device_splits ? num(b.device_seconds, 3) : '', b.device_splits ? num(b.wait_seconds, 3) : '']), 'backend-table'));
+      for (const b of p.backends.filter((b) => b.ops)) {
+        s.append(el('h3', null, 'Nodes on ' + b.backend + ', read from its splits (the device times none of them)'));
+        s.append(table(['op', 'nodes'], Object.entries(b.ops).sort((x, y) => y[1] - x[1]).map(([op, n]) => [op, n]), 'device-op-table'));
+      }
     }
     if ((p.copies || []).length) {
       s.append(el('h3', null, 'Tensor copies'));

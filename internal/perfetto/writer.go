@@ -72,6 +72,8 @@ type proc struct {
 	// batch they are in: the start of the last one and the ends of those open around it.
 	orphanStart int64
 	orphanOpen  []int64
+	// The end of the last device slice on each device track.
+	deviceEnd map[int64]int64
 }
 
 type graph struct {
@@ -140,8 +142,12 @@ func (w *Writer) span(p *proc, sp ptrace.Span) {
 		w.nodes = append(w.nodes, node{sp: sp, p: p, seq: int32(len(w.nodes)), start: start, end: end})
 		return
 	}
-	w.thread(p, tid)
 	name := sp.Name()
+	if name == "ggml.device.compute" {
+		w.device(p, deviceTID(tid), start, end, sp)
+		return
+	}
+	w.thread(p, tid)
 	cat := "ggml"
 	if strings.HasPrefix(name, "llama") {
 		cat = "llama"
@@ -296,6 +302,27 @@ func (w *Writer) workers(g *graph, n *node, s, e int64) {
 	}
 }
 
+// device writes a device's work on a split to its own track, beside the thread that
+// handed it over: it outlives the calls on that thread. Two splits that one wait ended
+// overlap; the later one starts where the earlier ends, and says by how much.
+func (w *Writer) device(p *proc, tid, start, end int64, sp ptrace.Span) {
+	w.thread(p, tid)
+	clamped := int64(0)
+	if last, ok := p.deviceEnd[tid]; ok && start < last {
+		clamped = min(last, end) - start
+		start += clamped
+	}
+	if len(p.deviceEnd) >= maxThreads {
+		clear(p.deviceEnd)
+	}
+	p.deviceEnd[tid] = end
+	w.slice(p.pid, tid, "device", sp.Name(), start, end, sp, clamped)
+}
+
+// deviceTID is the track of the device work that thread tid hands over: worker 0's,
+// which no worker uses (the graph thread is worker 0).
+func deviceTID(tid int64) int64 { return workerTID(tid, 0) }
+
 // workerTID is the track of GGML worker ith of the graphs thread tid computes.
 func workerTID(tid int64, ith int) int64 { return synthetic | int64(ith)<<22 | tid }
 
@@ -402,6 +429,8 @@ func (w *Writer) thread(p *proc, tid int64) {
 	switch {
 	case tid == orphanTID:
 		name = "spans without a thread"
+	case tid > synthetic && tid>>22&(maxIth-1) == 0:
+		name = "device work queued by thread " + strconv.FormatInt(tid&(remapBase-1), 10)
 	case tid > synthetic:
 		name = "ggml worker ith " + strconv.FormatInt(tid>>22&(maxIth-1), 10) +
 			" (graph thread " + strconv.FormatInt(tid&(remapBase-1), 10) + ")"
@@ -450,7 +479,7 @@ func (w *Writer) process(r pcommon.Resource) *proc {
 				break
 			}
 		}
-		p = &proc{threads: map[int64]bool{}, orphanStart: -1 << 62}
+		p = &proc{threads: map[int64]bool{}, orphanStart: -1 << 62, deviceEnd: map[int64]int64{}}
 		if hasPID && pid >= 0 && pid < remapBase && !w.pidUsed[pid] && len(w.pidUsed) < 4*maxProcs {
 			p.pid = pid
 			w.pidUsed[pid] = true

@@ -461,3 +461,32 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// A device's work on two splits that one wait ended: both on the device's track beside
+// the thread that handed them over, past the decode's end, the later one starting where
+// the earlier ends; the document passes the checks.
+func TestDeviceTrack(t *testing.T) {
+	s := export.NewSpans(export.Clock{Offset: epoch}, false, roofline.Peaks{}, nil)
+	td := ptrace.NewTraces()
+	d := &assemble.Decode{TID: decodeTID, Tokens: 1, Start: 1e9, End: 1e9 + 50_000,
+		Splits: []assemble.Split{
+			{TID: decodeTID, Backend: "VK", NNodes: 3, Start: 1e9 + 1000, End: 1e9 + 2000, Device: true, Done: 1e9 + 90_000, Bound: true,
+				Nodes: []*assemble.NodeInfo{{Op: "MUL_MAT", Name: "ffn_up-0", Type: "f32"}}},
+			{TID: decodeTID, Backend: "VK", NNodes: 3, Start: 1e9 + 3000, End: 1e9 + 4000, Device: true, Done: 1e9 + 90_000, Wait: 40_000},
+		}}
+	s.Decode(td, &export.Origin{PID: serverPID, Exe: "/usr/bin/llama-server"}, d)
+	var device []int
+	b := write(t, func(w *Writer) error { return w.Traces(td) })
+	for i, ev := range parse(t, b).TraceEvents {
+		if ev.Ph == "X" && ev.Name == "ggml.device.compute" {
+			device = append(device, i)
+			if ev.Tid != deviceTID(decodeTID) || ev.Cat != "device" {
+				t.Errorf("device slice on track %d, category %q", ev.Tid, ev.Cat)
+			}
+		}
+	}
+	evs := parse(t, b).TraceEvents
+	if len(device) != 2 || evs[device[1]].Args["perfetto.clamped_ns"] == nil {
+		t.Fatalf("device slices %v: want two, the second clamped", device)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/profinfer/profinfer/bpf"
+	"github.com/profinfer/profinfer/internal/backends"
 	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/symbols"
 )
@@ -138,9 +139,9 @@ var specs = []spec{
 	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitEnter }, false, symbols.RDI | symbols.RSI, false},
 	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitExit }, true, 0, false},
 	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyEnter }, false, symbols.RDI | symbols.RSI, false},
+	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyExit }, true, 0, false},
 	{device, discover.Base, "ggml_backend_synchronize", func(p *progs) *ebpf.Program { return p.SyncEnter }, false, symbols.RDI, false},
 	{device, discover.Base, "ggml_backend_synchronize", func(p *progs) *ebpf.Program { return p.SyncExit }, true, 0, false},
-	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyExit }, true, 0, false},
 	{graph, discover.Base, buildSymbol, func(p *progs) *ebpf.Program { return p.GraphNew }, false, 0, true},
 	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphEnter }, false, symbols.RDI | symbols.RSI, false},
 	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphExit }, true, 0, false},
@@ -271,9 +272,10 @@ func (a *Attachment) AttachNodes() error {
 }
 
 // AttachDevice adds the probes that see a device's work: the CPU's waits for a backend,
-// and the copies the device queues, probed in dev, the object holding the backend's code.
-// The waits are hit a few times a token on the CPU backend too, so they come only once a
-// process computes a split on another backend, and stay.
+// and the copies the device queues, probed in dev, the object holding the code of the
+// backend named backend. The waits are hit twice a token in a CPU-only process (18 times
+// on Vulkan), so they come only once a process computes a split on another backend, and
+// stay.
 func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 	if a.device || !a.layers.Runtime {
 		return nil
@@ -281,45 +283,42 @@ func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 	a.device = true
 	links, err := a.attach(func(s spec) bool { return s.group == device })
 	a.links = append(a.links, links...)
-	l, qerr := a.placeQueued(dev, backend)
-	if l != nil {
-		a.links = append(a.links, l...)
-	}
+	queued, qerr := a.placeQueued(dev, backend)
+	a.links = append(a.links, queued...)
 	return errors.Join(err, qerr)
 }
 
-// placeQueued probes backend's cpy_tensor_async in dev, where the scheduler's copies to
-// the device go first. A static function: a C++ backend's symbol is mangled, with the
-// signature every backend shares.
+// placeQueued probes the backend's cpy_tensor_async in dev, where the scheduler's copies
+// to the device go first. A static function, whose name the backend's own get_name
+// symbol was found beside; a C++ backend's is mangled, with the signature every backend
+// shares. A backend without one queues no copies: the scheduler makes them with
+// ggml_backend_tensor_copy, which is probed.
 func (a *Attachment) placeQueued(dev *discover.Module, backend string) ([]link.Link, error) {
-	fn := "ggml_backend_" + strings.ToLower(backend) + "_cpy_tensor_async"
-	if dev == nil {
-		return nil, fmt.Errorf("no object of pid %d holds the %s backend: its queued copies are not seen", a.PID, backend)
+	if dev == nil || backend == backends.Unknown {
+		return nil, fmt.Errorf("pid %d: the %s backend's code has no symbols (stripped?): the copies it queues are not seen", a.PID, backend)
 	}
 	f, err := a.open(dev)
 	if err != nil {
 		return nil, err
 	}
-	var sym symbols.Symbol
-	ok := false
+	fn := "ggml_backend_" + strings.ToLower(backend) + "_cpy_tensor_async"
 	for _, name := range []string{fmt.Sprintf("_ZL%d%sP12ggml_backendS0_PK11ggml_tensorPS1_", len(fn), fn), fn} {
-		if sym, ok = f.Function(name); ok {
-			break
+		sym, ok := f.Symbol(name)
+		if !ok {
+			continue
 		}
+		enter, err := a.placeAt(dev, f, sym, a.progs.CopyAsyncEnter, false, symbols.RDX|symbols.RCX, fn)
+		if err != nil {
+			return nil, err
+		}
+		exit, err := a.placeAt(dev, f, sym, a.progs.CopyAsyncExit, true, 0, fn)
+		if err != nil {
+			enter.Close()
+			return nil, err
+		}
+		return []link.Link{enter, exit}, nil
 	}
-	if !ok {
-		return nil, fmt.Errorf("%s lacks %s: the copies it queues are not seen", dev.Path, fn)
-	}
-	enter, err := a.placeAt(dev, f, sym, a.progs.CopyAsyncEnter, false, symbols.RDX|symbols.RCX, fn)
-	if err != nil {
-		return nil, err
-	}
-	exit, err := a.placeAt(dev, f, sym, a.progs.CopyAsyncExit, true, 0, fn)
-	if err != nil {
-		enter.Close()
-		return nil, err
-	}
-	return []link.Link{enter, exit}, nil
+	return nil, nil
 }
 
 // always says whether the probes of group g stay for the life of the process.
