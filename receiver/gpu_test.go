@@ -4,12 +4,14 @@ package receiver
 
 import (
 	"context"
+	"math"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/advise"
@@ -23,7 +25,7 @@ import (
 
 // vulkanRun profiles one run of the node driver on the Vulkan prebuilt with receiver
 // settings, and returns its spans and the process's summary with its findings.
-func vulkanRun(t *testing.T, v testbench.Vulkan, settings string) ([]ptrace.Traces, *summary.Process) {
+func vulkanRun(t *testing.T, v testbench.Vulkan, settings string) ([]ptrace.Traces, []pmetric.Metrics, *summary.Process) {
 	t.Helper()
 	e := testbench.Require(t)
 	e.RequireVulkan(t)
@@ -45,13 +47,13 @@ func vulkanRun(t *testing.T, v testbench.Vulkan, settings string) ([]ptrace.Trac
 	}
 	t.Logf("%s: %d tokens in %.1f s", v.Model, r.Tokens, r.Seconds)
 	time.Sleep(1500 * time.Millisecond)
-	traces, _ := c.stop(t)
+	traces, metrics := c.stop(t)
 	view := summarize(t, c.out)
 	advise.Annotate(view)
 	if len(view.Processes) != 1 {
 		t.Fatalf("%d processes in the summary, want the driver's", len(view.Processes))
 	}
-	return traces, view.Processes[0]
+	return traces, metrics, view.Processes[0]
 }
 
 // deviceSpan is a ggml.device.compute span with its node events.
@@ -102,7 +104,7 @@ func fired(p *summary.Process, id string) bool {
 func TestE2EVulkanOffload(t *testing.T) {
 	for _, tc := range []struct{ model, op string }{{"tiny-dense", "MUL_MAT"}, {"tiny-moe", "MUL_MAT_ID"}} {
 		t.Run(tc.model, func(t *testing.T) {
-			traces, p := vulkanRun(t, testbench.Vulkan{Model: tc.model, Tokens: 24, Runs: 4, Layers: -1, Threads: 2}, fullTracing)
+			traces, metrics, p := vulkanRun(t, testbench.Vulkan{Model: tc.model, Tokens: 24, Runs: 4, Layers: -1, Threads: 2}, fullTracing)
 			devs := deviceSpans(traces)
 			splits := map[any]int{}
 			cpuOps := map[any]int{}
@@ -143,6 +145,28 @@ func TestE2EVulkanOffload(t *testing.T) {
 					t.Errorf("a full offload computed %v on the CPU: %v", op, cpuOps)
 				}
 			}
+			// The metrics sum what the device spans carry (the last export of a cumulative sum).
+			var deviceSecs, waitSecs float64
+			for _, m := range [...]struct {
+				name string
+				to   *float64
+			}{{"ggml.backend.device.time", &deviceSecs}, {"ggml.backend.device.wait", &waitSecs}} {
+				eachMetric(metrics, m.name, func(mm pmetric.Metric) {
+					for i := 0; i < mm.Sum().DataPoints().Len(); i++ {
+						dp := mm.Sum().DataPoints().At(i)
+						if b, _ := dp.Attributes().Get("ggml.backend"); b.Str() == "VK" {
+							*m.to = dp.DoubleValue()
+						}
+					}
+				})
+			}
+			var spanSecs float64
+			for _, d := range devs {
+				spanSecs += float64(d.end-d.start) / 1e9
+			}
+			if deviceSecs <= 0 || waitSecs <= 0 || waitSecs > deviceSecs || math.Abs(deviceSecs-spanSecs) > 0.01*spanSecs {
+				t.Errorf("ggml.backend.device.time %.3f s, .wait %.3f s; the device spans add up to %.3f s", deviceSecs, waitSecs, spanSecs)
+			}
 			if !slices.Contains(p.Loaded, "vulkan") {
 				t.Errorf("backends loaded %v, want vulkan", p.Loaded)
 			}
@@ -156,7 +180,7 @@ func TestE2EVulkanOffload(t *testing.T) {
 // One layer (the output) on the GPU: CPU and Vulkan splits, the activations queued to
 // the device with their bytes, and a finding that the CPU computes most of the token.
 func TestE2EVulkanPartialOffload(t *testing.T) {
-	traces, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 8, Layers: 1, Threads: 2}, fullTracing)
+	traces, _, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 8, Layers: 1, Threads: 2}, fullTracing)
 	splits := map[any]int{}
 	var queued int64
 	for _, s := range spans(traces) {
@@ -186,7 +210,7 @@ func TestE2EVulkanPartialOffload(t *testing.T) {
 // process runs on the CPU backend alone though it loaded the Vulkan one: the finding says
 // so.
 func TestE2EVulkanNoDevice(t *testing.T) {
-	traces, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 2, Layers: -1, Threads: 2, HideSoftware: true}, fullTracing)
+	traces, _, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 2, Layers: -1, Threads: 2, HideSoftware: true}, fullTracing)
 	for _, s := range spans(traces) {
 		if s.name == "ggml.backend.graph_compute" && s.attrs["ggml.backend"] != "CPU" {
 			t.Fatalf("a split on %v with no Vulkan device visible", s.attrs["ggml.backend"])
@@ -201,7 +225,7 @@ func TestE2EVulkanNoDevice(t *testing.T) {
 // The default config: every split's device time, and in a sampling window the nodes of
 // the device's split that follows the window's CPU graph (the embedding rows).
 func TestE2EVulkanSampled(t *testing.T) {
-	traces, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 4, Layers: -1, Threads: 2}, "")
+	traces, _, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 4, Layers: -1, Threads: 2}, "")
 	devs := deviceSpans(traces)
 	described := 0
 	for _, d := range devs {

@@ -79,6 +79,7 @@ type processMetrics struct {
 	batchSeqs, batchToks *histogram
 	moe                  map[int][]int64     // MoE layer -> selections per expert
 	splits               map[string]*span    // by backend
+	devices              map[string]*device  // by backend: the device's side of its splits
 	copies               map[copyKey]*copied // by source and destination backend
 	quota                cgroup.CPU          // as last read
 	exited               bool                // emit once more, then drop
@@ -89,6 +90,9 @@ type span struct {
 	count int64
 	ns    uint64
 }
+
+// device sums a device's time on the splits whose end was seen, and the CPU's waits.
+type device struct{ ns, wait uint64 }
 
 type copyKey struct{ src, dst string }
 
@@ -167,7 +171,7 @@ func (m *Metrics) process(p *Origin) *processMetrics {
 	}
 	pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
 		ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{}, moe: map[int][]int64{},
-		splits: map[string]*span{}, copies: map[copyKey]*copied{},
+		splits: map[string]*span{}, devices: map[string]*device{}, copies: map[copyKey]*copied{},
 		decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)},
 		ttft:      newHistogram(ttftBounds), tpot: newHistogram(tpotBounds), duration: newHistogram(durationBounds),
 		batchSeqs: newHistogram(seqBounds), batchToks: newHistogram(tokenBounds)}
@@ -196,6 +200,15 @@ func (m *Metrics) Decode(p *Origin, d *assemble.Decode) {
 		}
 		st.count++
 		st.ns += sl.End - sl.Start
+		if sl.Device && sl.Done != 0 {
+			dv := pm.devices[sl.Backend]
+			if dv == nil {
+				dv = &device{}
+				pm.devices[sl.Backend] = dv
+			}
+			dv.ns += sl.Done - sl.Start
+			dv.wait += sl.Wait
+		}
 	}
 	for _, c := range d.Copies {
 		k := copyKey{c.Src, c.Dst}
@@ -401,6 +414,10 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 		for backend, st := range pm.splits {
 			m.mb.RecordGgmlBackendSplitCountDataPoint(now, st.count, backend)
 			m.mb.RecordGgmlBackendSplitTimeDataPoint(now, float64(st.ns)/1e9, backend)
+		}
+		for backend, dv := range pm.devices {
+			m.mb.RecordGgmlBackendDeviceTimeDataPoint(now, float64(dv.ns)/1e9, backend)
+			m.mb.RecordGgmlBackendDeviceWaitDataPoint(now, float64(dv.wait)/1e9, backend)
 		}
 		for k, st := range pm.copies {
 			m.mb.RecordGgmlBackendCopyBytesDataPoint(now, st.bytes, k.src, k.dst)

@@ -31,6 +31,8 @@ func (ms *MetricConfig) Unmarshal(parser *confmap.Conf) error {
 type MetricsConfig struct {
 	GgmlBackendCopyBytes               MetricConfig `mapstructure:"ggml.backend.copy.bytes"`
 	GgmlBackendCopyTime                MetricConfig `mapstructure:"ggml.backend.copy.time"`
+	GgmlBackendDeviceTime              MetricConfig `mapstructure:"ggml.backend.device.time"`
+	GgmlBackendDeviceWait              MetricConfig `mapstructure:"ggml.backend.device.wait"`
 	GgmlBackendSplitCount              MetricConfig `mapstructure:"ggml.backend.split.count"`
 	GgmlBackendSplitTime               MetricConfig `mapstructure:"ggml.backend.split.time"`
 	GgmlGraphThreadsCPUTime            MetricConfig `mapstructure:"ggml.graph.threads.cpu.time"`
@@ -71,6 +73,12 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		GgmlBackendCopyTime: MetricConfig{
+			Enabled: true,
+		},
+		GgmlBackendDeviceTime: MetricConfig{
+			Enabled: true,
+		},
+		GgmlBackendDeviceWait: MetricConfig{
 			Enabled: true,
 		},
 		GgmlBackendSplitCount: MetricConfig{

@@ -33,6 +33,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GgmlBackendCopyTime: MetricConfig{
 						Enabled: true,
 					},
+					GgmlBackendDeviceTime: MetricConfig{
+						Enabled: true,
+					},
+					GgmlBackendDeviceWait: MetricConfig{
+						Enabled: true,
+					},
 					GgmlBackendSplitCount: MetricConfig{
 						Enabled: true,
 					},
@@ -159,6 +165,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					GgmlBackendCopyTime: MetricConfig{
+						Enabled: false,
+					},
+					GgmlBackendDeviceTime: MetricConfig{
+						Enabled: false,
+					},
+					GgmlBackendDeviceWait: MetricConfig{
 						Enabled: false,
 					},
 					GgmlBackendSplitCount: MetricConfig{

@@ -237,6 +237,12 @@ var MetricsInfo = metricsInfo{
 	GgmlBackendCopyTime: metricInfo{
 		Name: "ggml.backend.copy.time",
 	},
+	GgmlBackendDeviceTime: metricInfo{
+		Name: "ggml.backend.device.time",
+	},
+	GgmlBackendDeviceWait: metricInfo{
+		Name: "ggml.backend.device.wait",
+	},
 	GgmlBackendSplitCount: metricInfo{
 		Name: "ggml.backend.split.count",
 	},
@@ -338,6 +344,8 @@ var MetricsInfo = metricsInfo{
 type metricsInfo struct {
 	GgmlBackendCopyBytes               metricInfo
 	GgmlBackendCopyTime                metricInfo
+	GgmlBackendDeviceTime              metricInfo
+	GgmlBackendDeviceWait              metricInfo
 	GgmlBackendSplitCount              metricInfo
 	GgmlBackendSplitTime               metricInfo
 	GgmlGraphThreadsCPUTime            metricInfo
@@ -478,6 +486,114 @@ func (m *metricGgmlBackendCopyTime) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGgmlBackendCopyTime(cfg MetricConfig) metricGgmlBackendCopyTime {
 	m := metricGgmlBackendCopyTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlBackendDeviceTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.backend.device.time metric with initial data.
+func (m *metricGgmlBackendDeviceTime) init() {
+	m.data.SetName("ggml.backend.device.time")
+	m.data.SetDescription("Time a GPU (or other device) backend worked on the splits handed to it, per backend, as the CPU saw it.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlBackendDeviceTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlBackendAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.backend", ggmlBackendAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlBackendDeviceTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlBackendDeviceTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlBackendDeviceTime(cfg MetricConfig) metricGgmlBackendDeviceTime {
+	m := metricGgmlBackendDeviceTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlBackendDeviceWait struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.backend.device.wait metric with initial data.
+func (m *metricGgmlBackendDeviceWait) init() {
+	m.data.SetName("ggml.backend.device.wait")
+	m.data.SetDescription("Time the CPU blocked waiting for a device backend's splits to end, per backend.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlBackendDeviceWait) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlBackendAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.backend", ggmlBackendAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlBackendDeviceWait) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlBackendDeviceWait) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlBackendDeviceWait(cfg MetricConfig) metricGgmlBackendDeviceWait {
+	m := metricGgmlBackendDeviceWait{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -2235,6 +2351,8 @@ type MetricsBuilder struct {
 	resourceAttributeExcludeFilter           map[string]filter.Filter
 	metricGgmlBackendCopyBytes               metricGgmlBackendCopyBytes
 	metricGgmlBackendCopyTime                metricGgmlBackendCopyTime
+	metricGgmlBackendDeviceTime              metricGgmlBackendDeviceTime
+	metricGgmlBackendDeviceWait              metricGgmlBackendDeviceWait
 	metricGgmlBackendSplitCount              metricGgmlBackendSplitCount
 	metricGgmlBackendSplitTime               metricGgmlBackendSplitTime
 	metricGgmlGraphThreadsCPUTime            metricGgmlGraphThreadsCPUTime
@@ -2294,6 +2412,8 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		buildInfo:                                settings.BuildInfo,
 		metricGgmlBackendCopyBytes:               newMetricGgmlBackendCopyBytes(mbc.Metrics.GgmlBackendCopyBytes),
 		metricGgmlBackendCopyTime:                newMetricGgmlBackendCopyTime(mbc.Metrics.GgmlBackendCopyTime),
+		metricGgmlBackendDeviceTime:              newMetricGgmlBackendDeviceTime(mbc.Metrics.GgmlBackendDeviceTime),
+		metricGgmlBackendDeviceWait:              newMetricGgmlBackendDeviceWait(mbc.Metrics.GgmlBackendDeviceWait),
 		metricGgmlBackendSplitCount:              newMetricGgmlBackendSplitCount(mbc.Metrics.GgmlBackendSplitCount),
 		metricGgmlBackendSplitTime:               newMetricGgmlBackendSplitTime(mbc.Metrics.GgmlBackendSplitTime),
 		metricGgmlGraphThreadsCPUTime:            newMetricGgmlGraphThreadsCPUTime(mbc.Metrics.GgmlGraphThreadsCPUTime),
@@ -2502,6 +2622,8 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
 	mb.metricGgmlBackendCopyBytes.emit(ils.Metrics())
 	mb.metricGgmlBackendCopyTime.emit(ils.Metrics())
+	mb.metricGgmlBackendDeviceTime.emit(ils.Metrics())
+	mb.metricGgmlBackendDeviceWait.emit(ils.Metrics())
 	mb.metricGgmlBackendSplitCount.emit(ils.Metrics())
 	mb.metricGgmlBackendSplitTime.emit(ils.Metrics())
 	mb.metricGgmlGraphThreadsCPUTime.emit(ils.Metrics())
@@ -2573,6 +2695,16 @@ func (mb *MetricsBuilder) RecordGgmlBackendCopyBytesDataPoint(ts pcommon.Timesta
 // RecordGgmlBackendCopyTimeDataPoint adds a data point to ggml.backend.copy.time metric.
 func (mb *MetricsBuilder) RecordGgmlBackendCopyTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlBackendSourceAttributeValue string, ggmlBackendDestinationAttributeValue string) {
 	mb.metricGgmlBackendCopyTime.recordDataPoint(mb.startTime, ts, val, ggmlBackendSourceAttributeValue, ggmlBackendDestinationAttributeValue)
+}
+
+// RecordGgmlBackendDeviceTimeDataPoint adds a data point to ggml.backend.device.time metric.
+func (mb *MetricsBuilder) RecordGgmlBackendDeviceTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlBackendAttributeValue string) {
+	mb.metricGgmlBackendDeviceTime.recordDataPoint(mb.startTime, ts, val, ggmlBackendAttributeValue)
+}
+
+// RecordGgmlBackendDeviceWaitDataPoint adds a data point to ggml.backend.device.wait metric.
+func (mb *MetricsBuilder) RecordGgmlBackendDeviceWaitDataPoint(ts pcommon.Timestamp, val float64, ggmlBackendAttributeValue string) {
+	mb.metricGgmlBackendDeviceWait.recordDataPoint(mb.startTime, ts, val, ggmlBackendAttributeValue)
 }
 
 // RecordGgmlBackendSplitCountDataPoint adds a data point to ggml.backend.split.count metric.

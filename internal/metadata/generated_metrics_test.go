@@ -77,6 +77,14 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGgmlBackendDeviceTimeDataPoint(ts, 1, "ggml.backend-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlBackendDeviceWaitDataPoint(ts, 1, "ggml.backend-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGgmlBackendSplitCountDataPoint(ts, 1, "ggml.backend-val")
 
 			defaultMetricsCount++
@@ -289,6 +297,40 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlBackendDestinationAttrVal, ok := dp.Attributes().Get("ggml.backend.destination")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.backend.destination-val", ggmlBackendDestinationAttrVal.Str())
+				case "ggml.backend.device.time":
+					assert.False(t, validatedMetrics["ggml.backend.device.time"], "Found a duplicate in the metrics slice: ggml.backend.device.time")
+					validatedMetrics["ggml.backend.device.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time a GPU (or other device) backend worked on the splits handed to it, per backend, as the CPU saw it.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlBackendAttrVal, ok := dp.Attributes().Get("ggml.backend")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.backend-val", ggmlBackendAttrVal.Str())
+				case "ggml.backend.device.wait":
+					assert.False(t, validatedMetrics["ggml.backend.device.wait"], "Found a duplicate in the metrics slice: ggml.backend.device.wait")
+					validatedMetrics["ggml.backend.device.wait"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time the CPU blocked waiting for a device backend's splits to end, per backend.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlBackendAttrVal, ok := dp.Attributes().Get("ggml.backend")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.backend-val", ggmlBackendAttrVal.Str())
 				case "ggml.backend.split.count":
 					assert.False(t, validatedMetrics["ggml.backend.split.count"], "Found a duplicate in the metrics slice: ggml.backend.split.count")
 					validatedMetrics["ggml.backend.split.count"] = true
