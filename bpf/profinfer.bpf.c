@@ -938,9 +938,10 @@ int split_exit_bounded(struct pt_regs *ctx)
 	return split_end(ctx, 0);
 }
 
-/* ggml_backend_synchronize(backend): the CPU waits for a backend's queued work, which is
- * when a GPU's split is seen to end. a is the backend's get_name, b the backend. Attached
- * to a process once it computes a split on a backend other than the CPU's. */
+/* The backend's own synchronize(backend), or ggml_backend_synchronize(backend): the CPU
+ * waits for a backend's queued work, which is when a GPU's split is seen to end. a is the
+ * backend's get_name, b the backend. Attached to a process once it computes a split on a
+ * backend other than the CPU's. */
 SEC("uprobe/ggml_backend_synchronize")
 int sync_enter(struct pt_regs *ctx)
 {

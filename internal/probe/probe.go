@@ -111,7 +111,7 @@ const (
 	node                 // AttachNodes
 	barrier              // AttachNodes, with Layers.Barriers
 	counted              // AttachNodes, with Layers.Counters
-	device               // AttachDevice: once a split runs on a backend other than the CPU
+	device               // AttachDevice, where the backend has no synchronize of its own
 )
 
 // spec is one probe: a program on a symbol of the object that plays role.
@@ -273,52 +273,68 @@ func (a *Attachment) AttachNodes() error {
 
 // AttachDevice adds the probes that see a device's work: the CPU's waits for a backend,
 // and the copies the device queues, probed in dev, the object holding the code of the
-// backend named backend. The waits are hit twice a token in a CPU-only process (18 times
-// on Vulkan), so they come only once a process computes a split on another backend, and
-// stay.
+// backend named backend. They come only once a process computes a split on a backend
+// other than the CPU's, and stay.
 func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 	if a.device || !a.layers.Runtime {
 		return nil
 	}
 	a.device = true
-	links, err := a.attach(func(s spec) bool { return s.group == device })
-	a.links = append(a.links, links...)
-	queued, qerr := a.placeQueued(dev, backend)
-	a.links = append(a.links, queued...)
-	return errors.Join(err, qerr)
+	var (
+		f              *symbols.File
+		waits          []link.Link
+		err, queuedErr error
+	)
+	if dev == nil || backend == backends.Unknown {
+		queuedErr = fmt.Errorf("pid %d: the %s backend's code has no symbols (stripped?): the copies it queues are not seen", a.PID, backend)
+	} else if f, err = a.open(dev); err == nil {
+		// The backend's own synchronize sees only its waits: 12 a token on Vulkan, where
+		// ggml_backend_synchronize sees 18, the CPU backend's among them.
+		waits, err = a.placeBackend(dev, f, backend, "synchronize", "P12ggml_backend", a.progs.SyncEnter, a.progs.SyncExit, symbols.RDI)
+	}
+	if waits == nil && err == nil {
+		waits, err = a.attach(func(s spec) bool { return s.group == device })
+	}
+	a.links = append(a.links, waits...)
+	if f != nil {
+		var queued []link.Link
+		queued, queuedErr = a.placeBackend(dev, f, backend, "cpy_tensor_async", "P12ggml_backendS0_PK11ggml_tensorPS1_",
+			a.progs.CopyAsyncEnter, a.progs.CopyAsyncExit, symbols.RDX|symbols.RCX)
+		a.links = append(a.links, queued...)
+	}
+	return errors.Join(err, queuedErr)
 }
 
-// placeQueued probes the backend's cpy_tensor_async in dev, where the scheduler's copies
-// to the device go first. A static function, whose name the backend's own get_name
-// symbol was found beside; a C++ backend's is mangled, with the signature every backend
-// shares. A backend without one queues no copies: the scheduler makes them with
-// ggml_backend_tensor_copy, which is probed.
-func (a *Attachment) placeQueued(dev *discover.Module, backend string) ([]link.Link, error) {
-	if dev == nil || backend == backends.Unknown {
-		return nil, fmt.Errorf("pid %d: the %s backend's code has no symbols (stripped?): the copies it queues are not seen", a.PID, backend)
-	}
-	f, err := a.open(dev)
-	if err != nil {
-		return nil, err
-	}
-	fn := "ggml_backend_" + strings.ToLower(backend) + "_cpy_tensor_async"
-	for _, name := range []string{fmt.Sprintf("_ZL%d%sP12ggml_backendS0_PK11ggml_tensorPS1_", len(fn), fn), fn} {
-		sym, ok := f.Symbol(name)
+// placeBackend probes the backend's implementation of one of its interface's functions,
+// ggml_backend_<backend>_<fn>, in dev (parsed as f), at its entry and return: a static
+// function, found beside the backend's own get_name symbol. A C++ backend's name is
+// mangled, params being the parameters' mangling every backend shares. Nil, nil where
+// the backend has none: its interface leaves that function out.
+func (a *Attachment) placeBackend(dev *discover.Module, f *symbols.File, backend, fn, params string, enter, exit *ebpf.Program, keep symbols.Regs) ([]link.Link, error) {
+	name := "ggml_backend_" + strings.ToLower(backend) + "_" + fn
+	for _, n := range backendSymbols(name, params) {
+		sym, ok := f.Symbol(n)
 		if !ok {
 			continue
 		}
-		enter, err := a.placeAt(dev, f, sym, a.progs.CopyAsyncEnter, false, symbols.RDX|symbols.RCX, fn)
+		in, err := a.placeAt(dev, f, sym, enter, false, keep, name)
 		if err != nil {
 			return nil, err
 		}
-		exit, err := a.placeAt(dev, f, sym, a.progs.CopyAsyncExit, true, 0, fn)
+		out, err := a.placeAt(dev, f, sym, exit, true, 0, name)
 		if err != nil {
-			enter.Close()
+			in.Close()
 			return nil, err
 		}
-		return []link.Link{enter, exit}, nil
+		return []link.Link{in, out}, nil
 	}
 	return nil, nil
+}
+
+// backendSymbols are the symbols a backend's static function name may have: mangled
+// (C++, with params), or plain (C).
+func backendSymbols(name, params string) []string {
+	return []string{fmt.Sprintf("_ZL%d%s%s", len(name), name, params), name}
 }
 
 // always says whether the probes of group g stay for the life of the process.
