@@ -23,9 +23,9 @@ fi
 
 # node-llama-cpp: its bundled llama.cpp source and the x64 prebuilt, and for the current
 # version the x64 Vulkan prebuilt (24 MB), which the GPU tests run on Mesa's software
-# driver. Other optional dependencies (CUDA, other platforms) are hundreds of MB and left
-# out; install scripts are skipped because the postinstall would try to fetch or build
-# binaries.
+# driver, and the CUDA one (181 MB), whose probe points are checked in its files (no GPU
+# here runs it). Other platforms are left out; install scripts are skipped because the
+# postinstall would try to fetch or build binaries.
 install_nlc() { # DIR VERSION [PACKAGE...]
   local dir=$1 version=$2 stamp
   shift 2
@@ -41,7 +41,7 @@ install_nlc() { # DIR VERSION [PACKAGE...]
   cp "$ROOT/scripts/node-driver.mjs" "$dir/driver.mjs"
 }
 NPM=$TE/npm
-install_nlc "$NPM" "$NLC_VERSION" @node-llama-cpp/linux-x64-vulkan
+install_nlc "$NPM" "$NLC_VERSION" @node-llama-cpp/linux-x64-vulkan @node-llama-cpp/linux-x64-cuda
 
 # Older node-llama-cpp prebuilts, one llama.cpp release each, a quarter or so apart from
 # late 2024 (release in bins/linux-x64/_nlcBuildMetadata.json): 3.20.0 b10361, 3.18.0

@@ -2,9 +2,11 @@ package probe
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/profinfer/profinfer/internal/backends"
+	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/symbols"
 )
 
@@ -27,11 +29,68 @@ func TestEveryProbeSaysWhatItsAbsenceLoses(t *testing.T) {
 	}
 }
 
-// The Vulkan prebuilt's backend (node-llama-cpp 3.22.1, C++) defines the two static
-// functions the device probes sit on, under the names they are looked up by, and their
-// entries can take a probe that keeps the registers the programs read.
-func TestVulkanBackendSymbols(t *testing.T) {
-	path := "../../.testenv/npm/node_modules/@node-llama-cpp/linux-x64-vulkan/bins/linux-x64-vulkan/libggml-vulkan.so"
+// The GPU prebuilts' backends (node-llama-cpp 3.22.1, C++: Vulkan, which the tests run on
+// lavapipe, and CUDA, which no machine here can run) define the two static functions the
+// device probes sit on, under the names they are looked up by, beside a get_name that
+// names the backend; their entries take a probe that keeps the registers the programs
+// read. Their libggml-base defines the split and the generic wait.
+func TestGPUBackendSymbols(t *testing.T) {
+	const npm = "../../.testenv/npm/node_modules/@node-llama-cpp/"
+	for _, c := range []struct{ dir, lib, backend string }{
+		{"linux-x64-vulkan/bins/linux-x64-vulkan/", "libggml-vulkan.so", "VK"},
+		{"linux-x64-cuda/bins/linux-x64-cuda/", "libggml-cuda.so", "CUDA"},
+	} {
+		t.Run(c.backend, func(t *testing.T) {
+			dev := openPrebuilt(t, npm+c.dir+c.lib)
+			for _, fn := range []struct {
+				name, params string
+				keep         symbols.Regs
+			}{
+				{"synchronize", "P12ggml_backend", symbols.RDI},
+				{"cpy_tensor_async", "P12ggml_backendS0_PK11ggml_tensorPS1_", symbols.RDX | symbols.RCX},
+				{"get_name", "P12ggml_backend", 0},
+			} {
+				name := "ggml_backend_" + strings.ToLower(c.backend) + "_" + fn.name
+				if c.backend == "VK" && fn.name == "get_name" {
+					name = "ggml_backend_vk_name" // Vulkan's get_name is called name
+				}
+				var sym symbols.Symbol
+				ok := false
+				for _, n := range backendSymbols(name, fn.params) {
+					if sym, ok = dev.Symbol(n); ok {
+						break
+					}
+				}
+				if !ok {
+					t.Errorf("%s: no %s", c.lib, name)
+					continue
+				}
+				if _, _, err := dev.ProbeOffset(sym, fn.keep); err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+				if got := backends.Name(sym.Name); got != c.backend {
+					t.Errorf("%s names backend %q, want %s", sym.Name, got, c.backend)
+				}
+			}
+			base := openPrebuilt(t, npm+c.dir+"libggml-base.so")
+			for _, s := range specs {
+				if s.role != discover.Base || s.group == app {
+					continue
+				}
+				if sym, ok := base.Function(s.symbol); !ok {
+					t.Errorf("libggml-base.so: no %s", s.symbol)
+				} else if _, _, err := base.ProbeOffset(sym, s.keep); err != nil {
+					t.Errorf("%s: %v", s.symbol, err)
+				}
+			}
+		})
+	}
+}
+
+// openPrebuilt opens a test bench file: its absence skips the test, except in CI, where
+// the bench must have been built.
+func openPrebuilt(t *testing.T, path string) *symbols.File {
+	t.Helper()
 	if _, err := os.Stat(path); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s is missing; run scripts/testenv.sh", path)
@@ -42,31 +101,6 @@ func TestVulkanBackendSymbols(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	for _, c := range []struct {
-		fn, params string
-		keep       symbols.Regs
-	}{
-		{"synchronize", "P12ggml_backend", symbols.RDI},
-		{"cpy_tensor_async", "P12ggml_backendS0_PK11ggml_tensorPS1_", symbols.RDX | symbols.RCX},
-	} {
-		name := "ggml_backend_vk_" + c.fn
-		var sym symbols.Symbol
-		ok := false
-		for _, n := range backendSymbols(name, c.params) {
-			if sym, ok = f.Symbol(n); ok {
-				break
-			}
-		}
-		if !ok {
-			t.Errorf("%s: no %s", path, name)
-			continue
-		}
-		if _, _, err := f.ProbeOffset(sym, c.keep); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-		if got := backends.Name(sym.Name); got != "VK" {
-			t.Errorf("%s names backend %q, want VK as its get_name does", sym.Name, got)
-		}
-	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
