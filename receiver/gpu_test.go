@@ -3,6 +3,7 @@
 package receiver
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/advise"
+	"github.com/profinfer/profinfer/internal/perfetto"
 	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
@@ -203,6 +205,24 @@ func TestE2EVulkanPartialOffload(t *testing.T) {
 	}
 	if !fired(p, "cpu-fallback") || fired(p, "device-unused") {
 		t.Errorf("findings %v, want cpu-fallback", findingIDs(p))
+	}
+	// trace.json: the device's work on its own track, the queued copies flowing into it,
+	// and a document that passes the format checks.
+	var doc bytes.Buffer
+	w := perfetto.NewWriter(&doc)
+	for _, td := range traces {
+		if err := w.Traces(td); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := perfetto.Check(bytes.NewReader(doc.Bytes())); err != nil {
+		t.Errorf("trace.json: %v", err)
+	}
+	if n, flows := bytes.Count(doc.Bytes(), []byte(`"cat":"device"`)), bytes.Count(doc.Bytes(), []byte(`"cat":"ggml.copy"`)); n == 0 || flows == 0 {
+		t.Errorf("trace.json: %d device slices, %d queued-copy flow ends", n, flows)
 	}
 }
 

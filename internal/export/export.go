@@ -185,6 +185,12 @@ func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) requests
 			return d.Scheds[i].TID, d.Scheds[i].Start, d.Scheds[i].End
 		}, tid, start, end)
 	}
+	// Copies before splits: a viewer draws the copies a device queued as flowing into
+	// the device's next split (perfetto).
+	for i := range d.Copies {
+		c := &d.Copies[i]
+		s.copy(spans.AppendEmpty(), trace, inSched(c.TID, c.Start, c.End), c)
+	}
 	splits := make([]pcommon.SpanID, len(d.Splits))
 	for i := range d.Splits {
 		sl := &d.Splits[i]
@@ -192,10 +198,6 @@ func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) requests
 		if sl.Device && sl.Done != 0 {
 			s.device(spans.AppendEmpty(), trace, splits[i], sl)
 		}
-	}
-	for i := range d.Copies {
-		c := &d.Copies[i]
-		s.copy(spans.AppendEmpty(), trace, inSched(c.TID, c.Start, c.End), c)
 	}
 	for _, g := range d.Graphs {
 		parent := enclosing(inSched(g.TID, g.Start, g.End), splits, func(i int) (uint32, uint64, uint64) {

@@ -33,6 +33,7 @@ const (
 	synthetic = 1 << 30 // tids of tracks no OS thread has: orphanTID, workerTID
 	orphanTID = synthetic
 	maxIth    = 256 // worker tracks per graph thread; workerTID packs ith in 8 bits
+	maxQueued = 64  // queued copies a thread's next device slice draws flows from
 
 	maxProcs   = 1 << 14 // processes remembered across batches
 	maxThreads = 1 << 12 // named tracks remembered per process
@@ -72,8 +73,10 @@ type proc struct {
 	// batch they are in: the start of the last one and the ends of those open around it.
 	orphanStart int64
 	orphanOpen  []int64
-	// The end of the last device slice on each device track.
+	// The end of the last device slice on each device track, and the middles of the
+	// copies each thread queued to a device since: they flow into its next slice.
 	deviceEnd map[int64]int64
+	queued    map[int64][]int64
 }
 
 type graph struct {
@@ -144,7 +147,7 @@ func (w *Writer) span(p *proc, sp ptrace.Span) {
 	}
 	name := sp.Name()
 	if name == "ggml.device.compute" {
-		w.device(p, deviceTID(tid), start, end, sp)
+		w.device(p, tid, start, end, sp)
 		return
 	}
 	w.thread(p, tid)
@@ -154,6 +157,11 @@ func (w *Writer) span(p *proc, sp ptrace.Span) {
 	}
 	w.slice(p.pid, tid, cat, name, start, end, sp, 0)
 	switch name {
+	case "ggml.backend.tensor_copy":
+		// A flow binds to the slice enclosing its ts: a copy's middle, if it has one.
+		if q, ok := a.Get("ggml.copy.queued"); ok && q.Bool() && end-start >= 2 && len(p.queued[tid]) < maxQueued {
+			p.queued[tid] = append(p.queued[tid], start+(end-start)/2)
+		}
 	case "ggml.graph_compute":
 		w.graphs[sp.SpanID()] = int32(len(w.glist))
 		w.glist = append(w.glist, graph{p: p, tid: tid, start: start, end: end})
@@ -255,8 +263,8 @@ func (w *Writer) graphNodes(g *graph, ns []node) {
 			mid := s + (e-s)/2
 			if flowFrom {
 				w.flows++
-				w.flow('s', g.p.pid, g.tid, flowTS)
-				w.flow('f', g.p.pid, g.tid, mid)
+				w.flow('s', g.p.pid, g.tid, flowTS, "ggml.critical_path", "critical path")
+				w.flow('f', g.p.pid, g.tid, mid, "ggml.critical_path", "critical path")
 			}
 			flowFrom, flowTS = true, mid
 		}
@@ -304,8 +312,10 @@ func (w *Writer) workers(g *graph, n *node, s, e int64) {
 
 // device writes a device's work on a split to its own track, beside the thread that
 // handed it over: it outlives the calls on that thread. Two splits that one wait ended
-// overlap; the later one starts where the earlier ends, and says by how much.
-func (w *Writer) device(p *proc, tid, start, end int64, sp ptrace.Span) {
+// overlap; the later one starts where the earlier ends, and says by how much. The copies
+// the thread queued to the device since its last split flow into it.
+func (w *Writer) device(p *proc, thread, start, end int64, sp ptrace.Span) {
+	tid := deviceTID(thread)
 	w.thread(p, tid)
 	clamped := int64(0)
 	if last, ok := p.deviceEnd[tid]; ok && start < last {
@@ -317,6 +327,14 @@ func (w *Writer) device(p *proc, tid, start, end int64, sp ptrace.Span) {
 	}
 	p.deviceEnd[tid] = end
 	w.slice(p.pid, tid, "device", sp.Name(), start, end, sp, clamped)
+	if end-start >= 2 {
+		for _, ts := range p.queued[thread] {
+			w.flows++
+			w.flow('s', p.pid, thread, ts, "ggml.copy", "queued copy")
+			w.flow('f', p.pid, tid, start+(end-start)/2, "ggml.copy", "queued copy")
+		}
+	}
+	delete(p.queued, thread)
 }
 
 // deviceTID is the track of the device work that thread tid hands over: worker 0's,
@@ -403,12 +421,17 @@ func (w *Writer) counter(pid int64, name string, ts int64, key string, v float64
 	w.close(append(b, "}}"...))
 }
 
-// flow writes the start or end of flow w.flows, bound to the slice enclosing ts.
-func (w *Writer) flow(ph byte, pid, tid, ts int64) {
+// flow writes the start or end of flow w.flows, of category cat and name, bound to the
+// slice enclosing ts.
+func (w *Writer) flow(ph byte, pid, tid, ts int64, cat, name string) {
 	b := w.open()
 	b = append(b, `"ph":"`...)
 	b = append(b, ph)
-	b = append(b, `","cat":"ggml.critical_path","name":"critical path","id":`...)
+	b = append(b, `","cat":"`...)
+	b = append(b, cat...)
+	b = append(b, `","name":"`...)
+	b = append(b, name...)
+	b = append(b, `","id":`...)
 	b = strconv.AppendUint(b, w.flows, 10)
 	b = appendIDs(b, pid, tid)
 	b = append(b, `,"ts":`...)
@@ -479,7 +502,7 @@ func (w *Writer) process(r pcommon.Resource) *proc {
 				break
 			}
 		}
-		p = &proc{threads: map[int64]bool{}, orphanStart: -1 << 62, deviceEnd: map[int64]int64{}}
+		p = &proc{threads: map[int64]bool{}, orphanStart: -1 << 62, deviceEnd: map[int64]int64{}, queued: map[int64][]int64{}}
 		if hasPID && pid >= 0 && pid < remapBase && !w.pidUsed[pid] && len(w.pidUsed) < 4*maxProcs {
 			p.pid = pid
 			w.pidUsed[pid] = true

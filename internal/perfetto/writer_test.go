@@ -473,7 +473,8 @@ func TestDeviceTrack(t *testing.T) {
 			{TID: decodeTID, Backend: "VK", NNodes: 3, Start: 1e9 + 1000, End: 1e9 + 2000, Device: true, Done: 1e9 + 90_000, Bound: true,
 				Nodes: []*assemble.NodeInfo{{Op: "MUL_MAT", Name: "ffn_up-0", Type: "f32"}}},
 			{TID: decodeTID, Backend: "VK", NNodes: 3, Start: 1e9 + 3000, End: 1e9 + 4000, Device: true, Done: 1e9 + 90_000, Wait: 40_000},
-		}}
+		},
+		Copies: []assemble.Copy{{TID: decodeTID, Src: "CPU", Dst: "VK", Tensor: "inp_pos", Bytes: 4, Start: 1e9 + 500, End: 1e9 + 900, Queued: true}}}
 	s.Decode(td, &export.Origin{PID: serverPID, Exe: "/usr/bin/llama-server"}, d)
 	var device []int
 	b := write(t, func(w *Writer) error { return w.Traces(td) })
@@ -488,5 +489,15 @@ func TestDeviceTrack(t *testing.T) {
 	evs := parse(t, b).TraceEvents
 	if len(device) != 2 || evs[device[1]].Args["perfetto.clamped_ns"] == nil {
 		t.Fatalf("device slices %v: want two, the second clamped", device)
+	}
+	// The queued copy flows from the thread into the first device slice, only.
+	var flows []string
+	for _, ev := range evs {
+		if ev.Cat == "ggml.copy" {
+			flows = append(flows, fmt.Sprintf("%s %d %s", ev.Ph, ev.Tid, ev.Ts))
+		}
+	}
+	if len(flows) != 2 || !strings.HasPrefix(flows[0], fmt.Sprintf("s %d ", decodeTID)) || !strings.HasPrefix(flows[1], fmt.Sprintf("f %d ", deviceTID(decodeTID))) {
+		t.Errorf("copy flows %v", flows)
 	}
 }
