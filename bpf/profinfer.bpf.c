@@ -312,8 +312,9 @@ struct {
 	__type(value, struct slot);
 } slots SEC(".maps");
 
-/* The split a thread is handing to a backend, by tid modulo SLOTS, while device_traced():
- * at its exit, a split the CPU did not compute itself (a GPU's) has its nodes described. */
+/* The split a thread is handing to a backend, by tid modulo SLOTS: at its exit, a split
+ * the CPU did not compute itself (a GPU's) has its nodes described if device_traced().
+ * Array slots, so that a CPU split costs no hash lookup for it. */
 struct split_slot {
 	u32 tid;
 	u32 cpu; /* the CPU backend computed it: its nodes have probes of their own */
@@ -860,14 +861,12 @@ int split_enter(struct pt_regs *ctx)
 	s32 nodes = 0;
 	bpf_probe_read_user(&get_name, sizeof(get_name), backend + backend_get_name_off);
 	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
-	if (device_traced()) {
-		u32 tid = bpf_get_current_pid_tgid(), at = tid & (SLOTS - 1);
-		struct split_slot *sl = bpf_map_lookup_elem(&split_slots, &at);
-		if (sl) {
-			sl->tid = tid;
-			sl->cpu = 0;
-			sl->graph = (u64)graph;
-		}
+	u32 tid = bpf_get_current_pid_tgid(), at = tid & (SLOTS - 1);
+	struct split_slot *sl = bpf_map_lookup_elem(&split_slots, &at);
+	if (sl) {
+		sl->tid = tid;
+		sl->cpu = 0;
+		sl->graph = (u64)graph;
 	}
 	return emit(EV_SPLIT_ENTER, get_name, (u64)backend, nodes > 0xffff ? 0xffff : (u16)nodes, 0, 0);
 }
@@ -899,9 +898,9 @@ static long split_node_cb(u64 i, void *ctx)
 	return 0;
 }
 
-/* At a split's return, when device_traced(): a split that no CPU graph computed went to
- * another device, which has no probe on its nodes; they are read from the graph instead,
- * a record each. Without bpf_loop (before 5.17) they are not. */
+/* At a split's return: a split that no CPU graph computed went to another device, which
+ * has no probe on its nodes; when device_traced(), they are read from the graph instead, a
+ * record each. Without bpf_loop (before 5.17) they are not. */
 static __always_inline int split_end(struct pt_regs *ctx, bool loop)
 {
 	u32 tid = bpf_get_current_pid_tgid();

@@ -58,31 +58,12 @@ func vulkanRun(t *testing.T, v testbench.Vulkan, settings string) ([]ptrace.Trac
 	return traces, metrics, view.Processes[0]
 }
 
-// deviceSpan is a ggml.device.compute span with its node events.
-type deviceSpan struct {
-	span
-	ops []string
-}
-
-func deviceSpans(traces []ptrace.Traces) []deviceSpan {
-	var out []deviceSpan
-	for _, td := range traces {
-		for i := 0; i < td.ResourceSpans().Len(); i++ {
-			ss := td.ResourceSpans().At(i).ScopeSpans()
-			for j := 0; j < ss.Len(); j++ {
-				for k := 0; k < ss.At(j).Spans().Len(); k++ {
-					s := ss.At(j).Spans().At(k)
-					if s.Name() != "ggml.device.compute" {
-						continue
-					}
-					d := deviceSpan{span: span{name: s.Name(), parent: s.ParentSpanID().String(), id: s.SpanID().String(),
-						start: uint64(s.StartTimestamp()), end: uint64(s.EndTimestamp()), attrs: s.Attributes().AsRaw()}}
-					for l := 0; l < s.Events().Len(); l++ {
-						d.ops = append(d.ops, s.Events().At(l).Name())
-					}
-					out = append(out, d)
-				}
-			}
+// deviceSpans are the ggml.device.compute spans, their events the nodes described.
+func deviceSpans(traces []ptrace.Traces) []span {
+	var out []span
+	for _, s := range spans(traces) {
+		if s.name == "ggml.device.compute" {
+			out = append(out, s)
 		}
 	}
 	return out
@@ -132,10 +113,10 @@ func TestE2EVulkanOffload(t *testing.T) {
 				if wait > 0 && d.attrs["ggml.device.end_bound"] == false {
 					waited++
 				}
-				if len(d.ops) > 0 {
+				if len(d.events) > 0 {
 					described++
-					if int64(len(d.ops)) != nodes || !slices.Contains(d.ops, tc.op) {
-						t.Errorf("device span of %d nodes described with %d: %v", nodes, len(d.ops), d.ops)
+					if int64(len(d.events)) != nodes || !slices.Contains(d.events, tc.op) {
+						t.Errorf("device span of %d nodes described with %d: %v", nodes, len(d.events), d.events)
 					}
 				}
 			}
@@ -250,10 +231,10 @@ func TestE2EVulkanSampled(t *testing.T) {
 	described := 0
 	for _, d := range devs {
 		nodes, _ := d.attrs["ggml.graph.nodes"].(int64)
-		if len(d.ops) > 0 {
+		if len(d.events) > 0 {
 			described++
-			if int64(len(d.ops)) != nodes {
-				t.Errorf("device span of %d nodes described with %d", nodes, len(d.ops))
+			if int64(len(d.events)) != nodes {
+				t.Errorf("device span of %d nodes described with %d", nodes, len(d.events))
 			}
 		}
 	}

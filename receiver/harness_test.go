@@ -166,6 +166,7 @@ type span struct {
 	start, end       uint64
 	attrs            map[string]any
 	links            []string // span IDs
+	events           []string // names
 }
 
 func spans(traces []ptrace.Traces) []span {
@@ -182,6 +183,9 @@ func spans(traces []ptrace.Traces) []span {
 						start: uint64(s.StartTimestamp()), end: uint64(s.EndTimestamp()), attrs: s.Attributes().AsRaw()}
 					for l := 0; l < s.Links().Len(); l++ {
 						sp.links = append(sp.links, s.Links().At(l).SpanID().String())
+					}
+					for l := 0; l < s.Events().Len(); l++ {
+						sp.events = append(sp.events, s.Events().At(l).Name())
 					}
 					out = append(out, sp)
 				}

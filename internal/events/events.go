@@ -132,13 +132,8 @@ func (e *Event) Graph() uint64 { return e.a }
 // Nodes is the node count of a GraphEnter or SchedEnter.
 func (e *Event) Nodes() int { return int(int32(e.b)) }
 
-// SplitNodes is a SplitEnter's node count, at most 65535, or a SplitNode's split's.
-func (e *Event) SplitNodes() int {
-	if e.Kind == SplitNode {
-		return int(e.Nth)
-	}
-	return int(e.Ith)
-}
+// SplitNodes is a SplitEnter's node count, at most 65535.
+func (e *Event) SplitNodes() int { return int(e.Ith) }
 
 // BackendAddr is the backend of a SplitEnter or SyncEnter: which splits a wait ends.
 func (e *Event) BackendAddr() uint64 { return e.b }
