@@ -21,6 +21,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define SLOTS 1024      /* threads computing a graph at once; a power of two */
 #define THREADS_MAX 256 /* threads of a process whose CPU time a graph's entry and exit sum */
 #define SPLIT_NODES_MAX 16384 /* nodes of a device's split described in a window */
+#define LABEL_MAX 256    /* bytes of an op's label hashed */
+#define TIMES_CHUNK 32   /* times in one device_times record */
+#define TIMES_KEPT 256   /* times of one label sent at a print: the newest */
+#define TIMES_RECORDS 4096 /* device_times records one print sends at most */
 
 enum kind {
 	EV_DECODE_ENTER = 1,
@@ -43,6 +47,8 @@ enum kind {
 	EV_SPLIT_NODE = 18,
 	EV_SYNC_ENTER = 19,
 	EV_SYNC_EXIT = 20,
+	EV_TIMED_NODE = 21,
+	EV_DEVICE_TIMES = 22,
 };
 
 /* Flags on events. */
@@ -149,12 +155,21 @@ struct graph_record {
 	struct threads_cpu cpu;
 };
 
+/* A device's own timings of the nodes of one op label, as ggml-vulkan's perf logger holds
+ * them when it prints: a is how many times the label holds, b the label's hash, nth the
+ * times here, ith the index of the first of them among the newest TIMES_KEPT. */
+struct device_times {
+	struct event ev;
+	u64 ns[TIMES_CHUNK];
+};
+
 /* Referenced so that bpf2go generates Go types for them. */
 const struct event *unused_event __attribute__((unused));
 const struct detail *unused_detail __attribute__((unused));
 const struct counted *unused_counted __attribute__((unused));
 const struct batch *unused_batch __attribute__((unused));
 const struct graph_record *unused_graph_record __attribute__((unused));
+const struct device_times *unused_device_times __attribute__((unused));
 const enum kind *unused_kind __attribute__((unused));
 
 /* Set by the loader from the target's ggml layout. */
@@ -954,6 +969,211 @@ SEC("uretprobe/ggml_backend_synchronize")
 int sync_exit(struct pt_regs *ctx)
 {
 	return emit(EV_SYNC_EXIT, 0, 0, 0, 0, 0);
+}
+
+/* ggml-vulkan's perf logger (GGML_VK_PERF_LOGGER): after a graph, the device's timestamps
+ * around each node give its time, which the logger files under a label it builds from the
+ * node (vk_perf_logger::get_node_fusion_name: op, type, shape, fusion), then prints and
+ * clears. The node is seen at the label's making, its time at the print: user space pairs
+ * the k-th node of a label with the label's k-th time. Attached only to a process whose
+ * logger is on, which already makes every graph wait for the device. */
+
+/* The node whose label a thread is making, by tid modulo SLOTS. */
+struct label_slot {
+	u32 tid;
+	u32 pad;
+	u64 node;
+	u64 label; /* the std::string being returned */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLOTS);
+	__type(key, u32);
+	__type(value, struct label_slot);
+} label_slots SEC(".maps");
+
+struct label {
+	char s[LABEL_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct label);
+} labels SEC(".maps");
+
+/* libstdc++'s std::string, std::map and std::vector, as the logger holds its labels:
+ * map<string, vector<uint64_t>>. The C++ ABI fixes these offsets. */
+#define STR_DATA 0   /* std::string: char *, then the length */
+#define MAP_LEFTMOST 24 /* std::map: the header's left link, its first entry */
+#define MAP_COUNT 40
+#define RB_PARENT 8  /* a red-black tree node */
+#define RB_LEFT 16
+#define RB_RIGHT 24
+#define RB_KEY 32    /* the node's value: the label, then its times */
+#define RB_TIMES 64  /* std::vector: begin, end */
+#define RB_DEPTH 48  /* steps up or down the tree to the next entry */
+
+/* FNV-1a of the NUL-terminated label at s, its first LABEL_MAX-1 bytes. */
+static __always_inline u64 label_hash(const char *s)
+{
+	u32 zero = 0;
+	struct label *l = bpf_map_lookup_elem(&labels, &zero);
+	if (!l)
+		return 0;
+	long n = bpf_probe_read_user_str(l->s, sizeof(l->s), s);
+	u64 h = 0xcbf29ce484222325ULL;
+	for (u32 i = 0; i < LABEL_MAX; i++) {
+		if ((long)i >= n - 1)
+			break;
+		h ^= (u8)l->s[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+/* get_node_fusion_name(this, node, fusion_name, n_flops), returning a std::string. */
+SEC("uprobe/vk_perf_logger_get_node_fusion_name")
+int label_enter(struct pt_regs *ctx)
+{
+	u32 tid = bpf_get_current_pid_tgid(), at = tid & (SLOTS - 1);
+	struct label_slot *sl = bpf_map_lookup_elem(&label_slots, &at);
+	if (sl) {
+		sl->tid = tid;
+		sl->label = PT_REGS_PARM1(ctx);
+		sl->node = PT_REGS_PARM3(ctx);
+	}
+	return 0;
+}
+
+/* EV_TIMED_NODE: a the node, b its label's hash; described as a split's node is. */
+SEC("uretprobe/vk_perf_logger_get_node_fusion_name")
+int label_exit(struct pt_regs *ctx)
+{
+	u32 tid = bpf_get_current_pid_tgid(), at = tid & (SLOTS - 1);
+	struct label_slot *sl = bpf_map_lookup_elem(&label_slots, &at);
+	if (!sl || sl->tid != tid || !sl->node)
+		return 0;
+	void *node = (void *)sl->node, *label = (void *)sl->label;
+	sl->node = 0;
+	char *s = 0;
+	bpf_probe_read_user(&s, sizeof(s), label + STR_DATA);
+	u64 h = label_hash(s);
+	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);
+	if (!d) {
+		dropped();
+		return 0;
+	}
+	fill(&d->ev, EV_TIMED_NODE, (u64)node, h, 0, 0, 0);
+	void *ids = 0;
+	s64 rows = 0;
+	describe(d, node, &ids, &rows);
+	bpf_ringbuf_submit(d, wakeup());
+	return 0;
+}
+
+/* A walk of the logger's labels in the map's order, sending each one's newest times. */
+struct times_walk {
+	void *entry;
+	u64 hash;
+	u64 *times;
+	u32 n, next, base; /* times held, the next to send, the first sent */
+	u32 left;          /* entries after this one */
+};
+
+static __always_inline void times_enter(struct times_walk *w)
+{
+	char *s = 0;
+	u64 *end = 0;
+	bpf_probe_read_user(&s, sizeof(s), w->entry + RB_KEY + STR_DATA);
+	w->hash = label_hash(s);
+	w->times = 0;
+	bpf_probe_read_user(&w->times, sizeof(w->times), w->entry + RB_TIMES);
+	bpf_probe_read_user(&end, sizeof(end), w->entry + RB_TIMES + 8);
+	w->n = end > w->times ? end - w->times : 0;
+	w->base = w->n > TIMES_KEPT ? w->n - TIMES_KEPT : 0;
+	w->next = w->base;
+}
+
+/* The entry after x in order: the leftmost of its right subtree, or the first ancestor
+ * it lies left of. */
+static __always_inline void *rb_next(void *x)
+{
+	void *y = 0;
+	bpf_probe_read_user(&y, sizeof(y), x + RB_RIGHT);
+	if (y) {
+		for (int i = 0; i < RB_DEPTH; i++) {
+			void *l = 0;
+			if (bpf_probe_read_user(&l, sizeof(l), y + RB_LEFT) || !l)
+				break;
+			y = l;
+		}
+		return y;
+	}
+	bpf_probe_read_user(&y, sizeof(y), x + RB_PARENT);
+	for (int i = 0; i < RB_DEPTH && y; i++) {
+		void *r = 0;
+		bpf_probe_read_user(&r, sizeof(r), y + RB_RIGHT);
+		if (r != x)
+			break;
+		x = y;
+		y = 0;
+		bpf_probe_read_user(&y, sizeof(y), x + RB_PARENT);
+	}
+	return y;
+}
+
+/* bpf_loop's callback: sends the next chunk of times, EV_DEVICE_TIMES. */
+static long times_cb(u64 i, void *ctx)
+{
+	struct times_walk *w = ctx;
+	if (w->next >= w->n) { /* on to the next label: its first chunk is the next call's */
+		if (!w->left || !w->entry)
+			return 1;
+		w->left--;
+		w->entry = rb_next(w->entry);
+		if (!w->entry)
+			return 1;
+		times_enter(w);
+		return 0;
+	}
+	u32 cnt = w->n - w->next;
+	if (cnt > TIMES_CHUNK)
+		cnt = TIMES_CHUNK;
+	struct device_times *t = bpf_ringbuf_reserve(&events, sizeof(*t), 0);
+	if (!t) {
+		dropped();
+		return 1;
+	}
+	fill(&t->ev, EV_DEVICE_TIMES, w->n, w->hash, (u16)(w->next - w->base), (u16)cnt, 0);
+	/* cnt is 1 to TIMES_CHUNK: the length is masked right before the call, as for the
+	 * expert ids, so that the verifier keeps its bound. */
+	u64 len = (cnt * sizeof(u64) - 1) & (sizeof(t->ns) - 1);
+	barrier_var(len);
+	if (bpf_probe_read_user(t->ns, len + 1, w->times + w->next))
+		t->ev.nth = 0;
+	bpf_ringbuf_submit(t, wakeup());
+	w->next += cnt;
+	return 0;
+}
+
+/* print_timings(this, force), where the logger prints its labels' times and clears them. */
+SEC("uprobe/vk_perf_logger_print_timings")
+int times_print(struct pt_regs *ctx)
+{
+	void *logger = (void *)PT_REGS_PARM1(ctx);
+	u64 count = 0;
+	struct times_walk w = {};
+	bpf_probe_read_user(&count, sizeof(count), logger + MAP_COUNT);
+	bpf_probe_read_user(&w.entry, sizeof(w.entry), logger + MAP_LEFTMOST);
+	if (!count || !w.entry)
+		return 0;
+	w.left = count - 1;
+	times_enter(&w);
+	bpf_loop(TIMES_RECORDS, times_cb, &w, 0);
+	return 0;
 }
 
 /* The get_base function of the buffer a tensor lives in: it names the buffer's backend. */

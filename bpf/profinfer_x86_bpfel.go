@@ -40,6 +40,12 @@ type ProfinferDetail struct {
 	}
 }
 
+type ProfinferDeviceTimes struct {
+	_  structs.HostLayout
+	Ev ProfinferEvent
+	Ns [32]uint64
+}
+
 type ProfinferEvent struct {
 	_     structs.HostLayout
 	Ts    uint64
@@ -102,7 +108,22 @@ const (
 	ProfinferKindEV_SPLIT_NODE   ProfinferKind = 18
 	ProfinferKindEV_SYNC_ENTER   ProfinferKind = 19
 	ProfinferKindEV_SYNC_EXIT    ProfinferKind = 20
+	ProfinferKindEV_TIMED_NODE   ProfinferKind = 21
+	ProfinferKindEV_DEVICE_TIMES ProfinferKind = 22
 )
+
+type ProfinferLabel struct {
+	_ structs.HostLayout
+	S [256]int8
+}
+
+type ProfinferLabelSlot struct {
+	_     structs.HostLayout
+	Tid   uint32
+	Pad   uint32
+	Node  uint64
+	Label uint64
+}
 
 type ProfinferSeqTokens struct {
 	_       structs.HostLayout
@@ -153,6 +174,8 @@ const (
 	ProfinferMapDescribed           = "described"
 	ProfinferMapDrops               = "drops"
 	ProfinferMapEvents              = "events"
+	ProfinferMapLabelSlots          = "label_slots"
+	ProfinferMapLabels              = "labels"
 	ProfinferMapLost                = "lost"
 	ProfinferMapRemember            = "remember"
 	ProfinferMapSlots               = "slots"
@@ -173,6 +196,8 @@ const (
 	ProfinferProgGraphExit          = "graph_exit"
 	ProfinferProgGraphExitBounded   = "graph_exit_bounded"
 	ProfinferProgGraphNew           = "graph_new"
+	ProfinferProgLabelEnter         = "label_enter"
+	ProfinferProgLabelExit          = "label_exit"
 	ProfinferProgNodeEnter          = "node_enter"
 	ProfinferProgSchedEnter         = "sched_enter"
 	ProfinferProgSchedExit          = "sched_exit"
@@ -188,6 +213,7 @@ const (
 	ProfinferProgSyncExit           = "sync_exit"
 	ProfinferProgThreadExit         = "thread_exit"
 	ProfinferProgThreadStart        = "thread_start"
+	ProfinferProgTimesPrint         = "times_print"
 	ProfinferVarAllThreads          = "all_threads"
 	ProfinferVarAllTraced           = "all_traced"
 	ProfinferVarBackendGetNameOff   = "backend_get_name_off"
@@ -213,6 +239,7 @@ const (
 	ProfinferVarUnusedBatch         = "unused_batch"
 	ProfinferVarUnusedCounted       = "unused_counted"
 	ProfinferVarUnusedDetail        = "unused_detail"
+	ProfinferVarUnusedDeviceTimes   = "unused_device_times"
 	ProfinferVarUnusedEvent         = "unused_event"
 	ProfinferVarUnusedGraphRecord   = "unused_graph_record"
 	ProfinferVarUnusedKind          = "unused_kind"
@@ -275,6 +302,8 @@ type ProfinferProgramSpecs struct {
 	GraphExit          *ebpf.ProgramSpec `ebpf:"graph_exit"`
 	GraphExitBounded   *ebpf.ProgramSpec `ebpf:"graph_exit_bounded"`
 	GraphNew           *ebpf.ProgramSpec `ebpf:"graph_new"`
+	LabelEnter         *ebpf.ProgramSpec `ebpf:"label_enter"`
+	LabelExit          *ebpf.ProgramSpec `ebpf:"label_exit"`
 	NodeEnter          *ebpf.ProgramSpec `ebpf:"node_enter"`
 	SchedEnter         *ebpf.ProgramSpec `ebpf:"sched_enter"`
 	SchedExit          *ebpf.ProgramSpec `ebpf:"sched_exit"`
@@ -290,6 +319,7 @@ type ProfinferProgramSpecs struct {
 	SyncExit           *ebpf.ProgramSpec `ebpf:"sync_exit"`
 	ThreadExit         *ebpf.ProgramSpec `ebpf:"thread_exit"`
 	ThreadStart        *ebpf.ProgramSpec `ebpf:"thread_start"`
+	TimesPrint         *ebpf.ProgramSpec `ebpf:"times_print"`
 }
 
 // ProfinferMapSpecs contains maps before they are loaded into the kernel.
@@ -303,6 +333,8 @@ type ProfinferMapSpecs struct {
 	Described    *ebpf.MapSpec `ebpf:"described"`
 	Drops        *ebpf.MapSpec `ebpf:"drops"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
+	LabelSlots   *ebpf.MapSpec `ebpf:"label_slots"`
+	Labels       *ebpf.MapSpec `ebpf:"labels"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	Remember     *ebpf.MapSpec `ebpf:"remember"`
 	Slots        *ebpf.MapSpec `ebpf:"slots"`
@@ -340,6 +372,7 @@ type ProfinferVariableSpecs struct {
 	UnusedBatch       *ebpf.VariableSpec `ebpf:"unused_batch"`
 	UnusedCounted     *ebpf.VariableSpec `ebpf:"unused_counted"`
 	UnusedDetail      *ebpf.VariableSpec `ebpf:"unused_detail"`
+	UnusedDeviceTimes *ebpf.VariableSpec `ebpf:"unused_device_times"`
 	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedGraphRecord *ebpf.VariableSpec `ebpf:"unused_graph_record"`
 	UnusedKind        *ebpf.VariableSpec `ebpf:"unused_kind"`
@@ -373,6 +406,8 @@ type ProfinferMaps struct {
 	Described    *ebpf.Map `ebpf:"described"`
 	Drops        *ebpf.Map `ebpf:"drops"`
 	Events       *ebpf.Map `ebpf:"events"`
+	LabelSlots   *ebpf.Map `ebpf:"label_slots"`
+	Labels       *ebpf.Map `ebpf:"labels"`
 	Lost         *ebpf.Map `ebpf:"lost"`
 	Remember     *ebpf.Map `ebpf:"remember"`
 	Slots        *ebpf.Map `ebpf:"slots"`
@@ -390,6 +425,8 @@ func (m *ProfinferMaps) Close() error {
 		m.Described,
 		m.Drops,
 		m.Events,
+		m.LabelSlots,
+		m.Labels,
 		m.Lost,
 		m.Remember,
 		m.Slots,
@@ -428,6 +465,7 @@ type ProfinferVariables struct {
 	UnusedBatch       *ebpf.Variable `ebpf:"unused_batch"`
 	UnusedCounted     *ebpf.Variable `ebpf:"unused_counted"`
 	UnusedDetail      *ebpf.Variable `ebpf:"unused_detail"`
+	UnusedDeviceTimes *ebpf.Variable `ebpf:"unused_device_times"`
 	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
 	UnusedGraphRecord *ebpf.Variable `ebpf:"unused_graph_record"`
 	UnusedKind        *ebpf.Variable `ebpf:"unused_kind"`
@@ -452,6 +490,8 @@ type ProfinferPrograms struct {
 	GraphExit          *ebpf.Program `ebpf:"graph_exit"`
 	GraphExitBounded   *ebpf.Program `ebpf:"graph_exit_bounded"`
 	GraphNew           *ebpf.Program `ebpf:"graph_new"`
+	LabelEnter         *ebpf.Program `ebpf:"label_enter"`
+	LabelExit          *ebpf.Program `ebpf:"label_exit"`
 	NodeEnter          *ebpf.Program `ebpf:"node_enter"`
 	SchedEnter         *ebpf.Program `ebpf:"sched_enter"`
 	SchedExit          *ebpf.Program `ebpf:"sched_exit"`
@@ -467,6 +507,7 @@ type ProfinferPrograms struct {
 	SyncExit           *ebpf.Program `ebpf:"sync_exit"`
 	ThreadExit         *ebpf.Program `ebpf:"thread_exit"`
 	ThreadStart        *ebpf.Program `ebpf:"thread_start"`
+	TimesPrint         *ebpf.Program `ebpf:"times_print"`
 }
 
 func (p *ProfinferPrograms) Close() error {
@@ -485,6 +526,8 @@ func (p *ProfinferPrograms) Close() error {
 		p.GraphExit,
 		p.GraphExitBounded,
 		p.GraphNew,
+		p.LabelEnter,
+		p.LabelExit,
 		p.NodeEnter,
 		p.SchedEnter,
 		p.SchedExit,
@@ -500,6 +543,7 @@ func (p *ProfinferPrograms) Close() error {
 		p.SyncExit,
 		p.ThreadExit,
 		p.ThreadStart,
+		p.TimesPrint,
 	)
 }
 

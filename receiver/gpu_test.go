@@ -4,10 +4,12 @@ package receiver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"math"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +31,13 @@ import (
 // settings, and returns its spans and the process's summary with its findings.
 func vulkanRun(t *testing.T, v testbench.Vulkan, settings string) ([]ptrace.Traces, []pmetric.Metrics, *summary.Process) {
 	t.Helper()
+	traces, metrics, p, _ := vulkanRunStderr(t, v, settings)
+	return traces, metrics, p
+}
+
+// vulkanRunStderr is vulkanRun, returning the driver's stderr too.
+func vulkanRunStderr(t *testing.T, v testbench.Vulkan, settings string) ([]ptrace.Traces, []pmetric.Metrics, *summary.Process, []byte) {
+	t.Helper()
 	e := testbench.Require(t)
 	e.RequireVulkan(t)
 	node, err := exec.LookPath("node")
@@ -39,11 +48,14 @@ func vulkanRun(t *testing.T, v testbench.Vulkan, settings string) ([]ptrace.Trac
 	defer cancel()
 	c := startCollector(t, ctx, node, settings)
 	name, args := v.Command(e, node)
-	out, err := testbench.Run(ctx, name, args...)
+	proc, err := testbench.Start(name, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := testbench.ParseNode(out)
+	if err := proc.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := testbench.ParseNode(proc.Stdout.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +67,7 @@ func vulkanRun(t *testing.T, v testbench.Vulkan, settings string) ([]ptrace.Trac
 	if len(view.Processes) != 1 {
 		t.Fatalf("%d processes in the summary, want the driver's", len(view.Processes))
 	}
-	return traces, metrics, view.Processes[0]
+	return traces, metrics, view.Processes[0], proc.Stderr.Bytes()
 }
 
 // deviceSpans are the ggml.device.compute spans, their events the nodes described.
@@ -241,5 +253,104 @@ func TestE2EVulkanSampled(t *testing.T) {
 	t.Logf("%d device spans, %d described; backends %+v", len(devs), described, p.Backends)
 	if len(devs) == 0 || described == 0 || described == len(devs) {
 		t.Errorf("%d device spans, %d of them described: want every split's time, and the nodes of a window's", len(devs), described)
+	}
+}
+
+// With ggml-vulkan's perf logger on, each device span's nodes carry the device's own time
+// for them, read at the logger's print. Held out: the logger's own printed total for each
+// graph, which the spans' sums must match one for one, in order.
+func TestE2EVulkanPerfLogger(t *testing.T) {
+	traces, metrics, p, stderr := vulkanRunStderr(t, testbench.Vulkan{Model: "tiny-moe", Tokens: 24, Runs: 2, Layers: -1, Threads: 2, PerfLogger: true}, fullTracing)
+	var printed []float64 // µs, each graph's "Total time"
+	for _, line := range strings.Split(string(stderr), "\n") {
+		if v, ok := strings.CutPrefix(line, "Total time: "); ok {
+			us, err := strconv.ParseFloat(strings.TrimSuffix(v, " us."), 64)
+			if err != nil {
+				t.Fatalf("logger line %q: %v", line, err)
+			}
+			printed = append(printed, us)
+		}
+	}
+	devs := deviceSpans(traces)
+	slices.SortFunc(devs, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	var sums []float64 // µs, each device span's timed nodes
+	ops := map[string]float64{}
+	for _, d := range devs {
+		timed, _ := d.attrs["ggml.graph.nodes.timed"].(int64)
+		ns, _ := d.attrs["ggml.device.timed_ns"].(int64)
+		if timed == 0 {
+			if len(sums) > 0 { // not one of those before the probes attached
+				t.Errorf("a device span without timed nodes: %v", d.attrs)
+			}
+			continue
+		}
+		if uint64(ns) > d.end-d.start {
+			t.Errorf("the device timed %d ns of nodes in a span of %d ns", ns, d.end-d.start)
+		}
+		var sum int64
+		for _, ev := range d.eventAttrs {
+			n, ok := ev["ggml.device.node_ns"].(int64)
+			if !ok {
+				t.Errorf("a node without its time: %v", ev)
+				continue
+			}
+			sum += n
+			ops[ev["ggml.op"].(string)] += float64(n) / 1e9
+		}
+		if sum != ns || int64(len(d.eventAttrs)) != timed {
+			t.Errorf("%d nodes timed, %d ns; the events say %d nodes, %d ns", timed, ns, len(d.eventAttrs), sum)
+		}
+		sums = append(sums, float64(ns)/1e3)
+	}
+	t.Logf("%d graphs printed, %d device spans timed; device op seconds %v", len(printed), len(sums), ops)
+	// The probes attach after the first Vulkan split: the spans are the prints' last ones.
+	if len(sums) < len(printed)/2 || len(sums) > len(printed) {
+		t.Fatalf("%d device spans timed for %d printed graphs", len(sums), len(printed))
+	}
+	tail := printed[len(printed)-len(sums):]
+	for i := range sums {
+		if math.Abs(sums[i]-tail[i]) > 1e-4*tail[i]+0.01 {
+			t.Errorf("graph %d: the spans' nodes sum to %.3f µs, the logger printed %.3f µs", i, sums[i], tail[i])
+		}
+	}
+	if ops["MUL_MAT_ID"] == 0 {
+		t.Errorf("no time for the experts' MUL_MAT_ID: %v", ops)
+	}
+	// ggml.backend.device.op.time sums the nodes' times by op (its last export).
+	metric := map[string]float64{}
+	eachMetric(metrics, "ggml.backend.device.op.time", func(mm pmetric.Metric) {
+		for i := 0; i < mm.Sum().DataPoints().Len(); i++ {
+			dp := mm.Sum().DataPoints().At(i)
+			op, _ := dp.Attributes().Get("ggml.op")
+			metric[op.Str()] = dp.DoubleValue()
+		}
+	})
+	for op, want := range ops {
+		if got := metric[op]; math.Abs(got-want) > 1e-6+1e-3*want {
+			t.Errorf("ggml.backend.device.op.time{%s} %.6f s, the spans say %.6f s", op, got, want)
+		}
+	}
+	for _, b := range p.Backends {
+		if b.Backend == "VK" && b.OpSeconds["MUL_MAT_ID"] == 0 {
+			t.Errorf("the summary's VK backend has no MUL_MAT_ID time: %+v", b)
+		}
+	}
+}
+
+// Timing groups of nodes (GGML_VK_PERF_LOGGER_CONCURRENT), the logger files each group's
+// time under the group's labels joined: no node is given a time it was not measured with.
+func TestE2EVulkanPerfLoggerGroups(t *testing.T) {
+	traces, _, _, stderr := vulkanRunStderr(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 2, Layers: -1, Threads: 2, PerfLogger: true, LoggerGroups: true}, fullTracing)
+	if !bytes.Contains(stderr, []byte("Total time: ")) {
+		t.Fatalf("the logger printed nothing: %s", stderr)
+	}
+	devs := deviceSpans(traces)
+	for _, d := range devs {
+		if _, ok := d.attrs["ggml.graph.nodes.timed"]; ok {
+			t.Fatalf("a device span with timed nodes, the logger timing groups: %v", d.attrs)
+		}
+	}
+	if len(devs) == 0 {
+		t.Fatal("no device spans")
 	}
 }

@@ -167,6 +167,7 @@ type span struct {
 	attrs            map[string]any
 	links            []string // span IDs
 	events           []string // names
+	eventAttrs       []map[string]any
 }
 
 func spans(traces []ptrace.Traces) []span {
@@ -186,6 +187,7 @@ func spans(traces []ptrace.Traces) []span {
 					}
 					for l := 0; l < s.Events().Len(); l++ {
 						sp.events = append(sp.events, s.Events().At(l).Name())
+						sp.eventAttrs = append(sp.eventAttrs, s.Events().At(l).Attributes().AsRaw())
 					}
 					out = append(out, sp)
 				}

@@ -185,6 +185,19 @@ type Split struct {
 	// Nodes are the split's nodes in order, read from its graph when it was handed over,
 	// in a sampling window; a device times none of them.
 	Nodes []*NodeInfo
+	// Timed are the nodes the device timed itself, in order, where the backend's own
+	// logger is on (ggml-vulkan's GGML_VK_PERF_LOGGER): every split's, windows or not.
+	Timed  []TimedNode
+	labels map[uint64][]int // Timed's indexes by label, once times come
+}
+
+// TimedNode is a node a device timed: NS is its time by the device's own timestamps,
+// known if Known (a time lost with a record leaves it unknown).
+type TimedNode struct {
+	Info  *NodeInfo
+	NS    uint64
+	Known bool
+	label uint64
 }
 
 // boundWait is the longest wait for a backend that still means its work had ended before:
@@ -455,6 +468,41 @@ func (a *Assembler) SplitNode(pid, tid uint32, i int, info *NodeInfo) {
 	s.Nodes = append(s.Nodes, info)
 }
 
+// TimedNode adds a node of the open split that the device times, filed under label.
+func (a *Assembler) TimedNode(pid, tid uint32, label uint64, info *NodeInfo) {
+	s := a.proc(pid).split
+	if s == nil || s.TID != tid || info == nil {
+		return
+	}
+	s.Timed = append(s.Timed, TimedNode{Info: info, label: label})
+}
+
+// DeviceTimes gives the open split's nodes of label their times: the label holds held
+// times, the newest of them those of the split's last nodes so labelled, in order; times
+// are some of the newest events.TimesKept, from index first among them on.
+func (a *Assembler) DeviceTimes(pid, tid uint32, label uint64, held, first int, times []uint64) {
+	s := a.proc(pid).split
+	if s == nil || s.TID != tid || len(s.Timed) == 0 {
+		return
+	}
+	if s.labels == nil {
+		s.labels = map[uint64][]int{}
+		for i, n := range s.Timed {
+			s.labels[n.label] = append(s.labels[n.label], i)
+		}
+	}
+	nodes := s.labels[label]
+	// Time x (of held) is that of node x - (held - len(nodes)); earlier ones are earlier
+	// graphs', where the logger prints less often than every graph.
+	from := max(held-events.TimesKept, 0) + first - (held - len(nodes))
+	for i, ns := range times {
+		if j := from + i; j >= 0 && j < len(nodes) {
+			n := &s.Timed[nodes[j]]
+			n.NS, n.Known = ns, true
+		}
+	}
+}
+
 // backendWait is a wait of the CPU for one backend's queued work.
 type backendWait struct {
 	tid     uint32
@@ -513,6 +561,7 @@ func (a *Assembler) SplitExit(pid, tid uint32, ts uint64) {
 	p := a.proc(pid)
 	if s := p.split; s != nil && s.TID == tid {
 		s.End = ts
+		s.labels = nil
 		p.split = nil
 		if p.decode != nil {
 			p.decode.Splits = append(p.decode.Splits, *s)

@@ -422,6 +422,50 @@ func TestDeviceSplits(t *testing.T) {
 	}
 }
 
+// The device's own times, by label: the k-th node of a label gets the label's k-th time
+// of this split, counted from the end where the logger holds earlier graphs' too, and a
+// node whose time was lost keeps none.
+func TestDeviceTimes(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	mm := &NodeInfo{Op: "MUL_MAT"}
+	add := &NodeInfo{Op: "ADD"}
+	a.DecodeEnter(1, 1, 10, 1, 0, nil)
+	a.SplitEnter(1, 1, 11, "VK", 0xa0, 5, true)
+	for _, n := range []struct {
+		label uint64
+		info  *NodeInfo
+	}{{7, mm}, {8, add}, {7, mm}, {9, add}, {7, mm}} {
+		a.TimedNode(1, 1, n.label, n.info)
+	}
+	a.TimedNode(1, 2, 7, mm) // another thread's: not this split's
+	// Label 7 holds 5 times, 2 of an earlier graph; sent in two records.
+	a.DeviceTimes(1, 1, 7, 5, 0, []uint64{1, 2, 100})
+	a.DeviceTimes(1, 1, 7, 5, 3, []uint64{200, 300})
+	a.DeviceTimes(1, 1, 8, 1, 0, []uint64{50})
+	// Label 9's record was lost.
+	a.SplitExit(1, 1, 12)
+	a.SyncEnter(1, 1, 13, 0xa0)
+	a.SyncExit(1, 1, 14)
+	a.DecodeExit(1, 1, 15, 0, 0)
+	if len(s.decodes) != 1 {
+		t.Fatalf("%d decodes", len(s.decodes))
+	}
+	got := s.decodes[0].Splits[0].Timed
+	want := []struct {
+		ns    uint64
+		known bool
+	}{{100, true}, {50, true}, {200, true}, {0, false}, {300, true}}
+	if len(got) != len(want) {
+		t.Fatalf("%d timed nodes, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if got[i].NS != w.ns || got[i].Known != w.known {
+			t.Errorf("node %d: %+v, want %d ns (known %v)", i, got[i], w.ns, w.known)
+		}
+	}
+}
+
 // A graph that computes the same tensor twice (test-backend-ops adds one node many
 // times) gives a node per computation, each with its own time.
 func TestRepeatedTensor(t *testing.T) {

@@ -34,11 +34,13 @@ const (
 	SplitNode   = Kind(bpf.ProfinferKindEV_SPLIT_NODE)
 	SyncEnter   = Kind(bpf.ProfinferKindEV_SYNC_ENTER)
 	SyncExit    = Kind(bpf.ProfinferKindEV_SYNC_EXIT)
-	lastKind    = SyncExit
+	TimedNode   = Kind(bpf.ProfinferKindEV_TIMED_NODE)
+	DeviceTimes = Kind(bpf.ProfinferKindEV_DEVICE_TIMES)
+	lastKind    = DeviceTimes
 )
 
 var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit", "thread_exit", "experts",
-	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start", "split_node", "sync_enter", "sync_exit"}
+	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start", "split_node", "sync_enter", "sync_exit", "timed_node", "device_times"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -77,6 +79,9 @@ const (
 	DetailSize   = HeaderSize + TensorMax + NumSrc*SrcHead + srcViewSize + countersSize
 	CountedSize  = HeaderSize + countersSize
 	GraphSize    = HeaderSize + 24
+	TimesChunk   = 32  // times in a DeviceTimes record
+	TimesKept    = 256 // times of one label a print sends: the newest
+	TimesSize    = HeaderSize + TimesChunk*8
 )
 
 // Event is one record. Detail, Tensor and Src alias the record buffer and are only valid
@@ -112,6 +117,8 @@ type Event struct {
 	// token, each starting with the ids of the experts the router chose; Ith is the
 	// tensor's rows. The record has room for more.
 	Rows []byte
+	// Times is, for DeviceTimes, Nth times in ns, little-endian: see DeviceTime.
+	Times []byte
 }
 
 // Tokens is a DecodeEnter's batch size.
@@ -137,6 +144,20 @@ func (e *Event) SplitNodes() int { return int(e.Ith) }
 
 // BackendAddr is the backend of a SplitEnter or SyncEnter: which splits a wait ends.
 func (e *Event) BackendAddr() uint64 { return e.b }
+
+// Label is the hash of the label ggml-vulkan's perf logger files a TimedNode's time under,
+// or a DeviceTimes' label.
+func (e *Event) Label() uint64 { return e.b }
+
+// Held is how many times a DeviceTimes' label holds; the record carries some of the
+// newest TimesKept of them, from index First() among those on.
+func (e *Event) Held() int { return int(e.a) }
+
+// First is the index of a DeviceTimes' first time among the newest TimesKept.
+func (e *Event) First() int { return int(e.Ith) }
+
+// DeviceTime is a DeviceTimes' i-th time, i < Nth, in ns.
+func (e *Event) DeviceTime(i int) uint64 { return binary.LittleEndian.Uint64(e.Times[8*i:]) }
 
 // Tensor0 is the tensor whose computation a Node or NodeDetail starts.
 func (e *Event) TensorAddr() uint64 { return e.a }
@@ -243,7 +264,7 @@ func Decode(b []byte, e *Event) error {
 	e.b = le.Uint64(b[32:])
 	e.Sched = CPUSched{OffCPU: le.Uint64(b[40:]), RunQueue: le.Uint64(b[48:]),
 		Preemptions: le.Uint32(b[56:]), Migrations: le.Uint32(b[60:])}
-	e.Detail, e.Tensor, e.SrcView, e.Rows = nil, nil, nil, nil
+	e.Detail, e.Tensor, e.SrcView, e.Rows, e.Times = nil, nil, nil, nil, nil
 	e.Src = [NumSrc][]byte{}
 	if e.Kind < DecodeEnter || e.Kind > lastKind {
 		return fmt.Errorf("events: unknown kind %d", uint16(e.Kind))
@@ -267,8 +288,15 @@ func Decode(b []byte, e *Event) error {
 		e.Rows = b[HeaderSize : HeaderSize+n]
 		return nil
 	}
+	if e.Kind == DeviceTimes {
+		if len(b) < TimesSize || e.Nth > TimesChunk {
+			return fmt.Errorf("events: device times of %d bytes for %d times", len(b), e.Nth)
+		}
+		e.Times = b[HeaderSize : HeaderSize+8*int(e.Nth)]
+		return nil
+	}
 	ctr := HeaderSize // where the counters are, if any
-	if e.Kind == NodeDetail || e.Kind == Copy || e.Kind == SplitNode {
+	if e.Kind == NodeDetail || e.Kind == Copy || e.Kind == SplitNode || e.Kind == TimedNode {
 		if len(b) < DetailSize {
 			return fmt.Errorf("events: %s of %d bytes, want %d", e.Kind, len(b), DetailSize)
 		}

@@ -22,6 +22,28 @@ func TestSizesMatchBPF(t *testing.T) {
 	if s := unsafe.Sizeof(bpf.ProfinferCounted{}); s != CountedSize {
 		t.Fatalf("struct counted is %d bytes, CountedSize is %d", s, CountedSize)
 	}
+	if s := unsafe.Sizeof(bpf.ProfinferDeviceTimes{}); s != TimesSize {
+		t.Fatalf("struct device_times is %d bytes, TimesSize is %d", s, TimesSize)
+	}
+}
+
+func TestDecodeDeviceTimes(t *testing.T) {
+	b := make([]byte, TimesSize)
+	le := binary.LittleEndian
+	le.PutUint16(b[16:], uint16(DeviceTimes))
+	le.PutUint16(b[18:], 32) // first
+	le.PutUint16(b[20:], 2)  // times here
+	le.PutUint64(b[24:], 300)
+	le.PutUint64(b[32:], 0xfeed)
+	le.PutUint64(b[HeaderSize+8:], 1234)
+	var e Event
+	if err := Decode(b, &e); err != nil || e.Held() != 300 || e.Label() != 0xfeed || e.First() != 32 || e.Nth != 2 || e.DeviceTime(1) != 1234 {
+		t.Fatalf("decoded %+v, %v", e, err)
+	}
+	le.PutUint16(b[20:], TimesChunk+1)
+	if err := Decode(b, &e); err == nil {
+		t.Fatal("a record of more times than it holds decoded")
+	}
 }
 
 func TestDecode(t *testing.T) {

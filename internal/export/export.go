@@ -238,7 +238,8 @@ func (s *Spans) split(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Span
 
 // device is a device's work on a split: from its handing over to the end of the CPU's
 // wait that saw it done, a bound on when it ended (ggml.device.end_bound) unless the CPU
-// was waiting then. Its nodes are events, at the handing over: the device times none.
+// was waiting then. Its nodes are events, at the handing over: those the device timed
+// itself where it did, else those read from its graph, untimed.
 func (s *Spans) device(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, sl *assemble.Split) {
 	s.begin(sp, trace, parent, "ggml.device.compute", sl.Start, sl.Done)
 	a := sp.Attributes()
@@ -247,6 +248,10 @@ func (s *Spans) device(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Spa
 	a.PutInt("ggml.device.wait_ns", int64(sl.Wait))
 	a.PutBool("ggml.device.end_bound", sl.Bound)
 	a.PutInt("thread.id", int64(sl.TID))
+	if len(sl.Timed) > 0 {
+		s.timedNodes(sp, sl)
+		return
+	}
 	if len(sl.Nodes) == 0 {
 		return
 	}
@@ -260,6 +265,30 @@ func (s *Spans) device(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Spa
 		ev.SetTimestamp(at)
 		putNodeInfo(ev.Attributes(), info)
 	}
+}
+
+// timedNodes makes the nodes a device timed itself the events of its split's span, each
+// with the device's time (ggml.device.node_ns) where it came; the split's span sums them
+// (ggml.device.timed_ns), which its extent bounds.
+func (s *Spans) timedNodes(sp ptrace.Span, sl *assemble.Split) {
+	evs := sp.Events()
+	evs.EnsureCapacity(len(sl.Timed))
+	at := s.Clock.Time(sl.Start)
+	var timed, sum int64
+	for _, n := range sl.Timed {
+		ev := evs.AppendEmpty()
+		ev.SetName(n.Info.Op)
+		ev.SetTimestamp(at)
+		putNodeInfo(ev.Attributes(), n.Info)
+		if n.Known {
+			ev.Attributes().PutInt("ggml.device.node_ns", int64(n.NS))
+			timed++
+			sum += int64(n.NS)
+		}
+	}
+	a := sp.Attributes()
+	a.PutInt("ggml.graph.nodes.timed", timed)
+	a.PutInt("ggml.device.timed_ns", sum)
 }
 
 func (s *Spans) copy(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, c *assemble.Copy) {

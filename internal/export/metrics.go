@@ -80,6 +80,7 @@ type processMetrics struct {
 	moe                  map[int][]int64     // MoE layer -> selections per expert
 	splits               map[string]*span    // by backend
 	devices              map[string]*device  // by backend: the device's side of its splits
+	deviceOps            map[deviceOp]uint64 // ns the devices timed, by backend and op
 	copies               map[copyKey]*copied // by source and destination backend
 	quota                cgroup.CPU          // as last read
 	exited               bool                // emit once more, then drop
@@ -93,6 +94,8 @@ type span struct {
 
 // device sums a device's time on the splits whose end was seen, and the CPU's waits.
 type device struct{ ns, wait uint64 }
+
+type deviceOp struct{ backend, op string }
 
 type copyKey struct{ src, dst string }
 
@@ -171,7 +174,7 @@ func (m *Metrics) process(p *Origin) *processMetrics {
 	}
 	pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
 		ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{}, moe: map[int][]int64{},
-		splits: map[string]*span{}, devices: map[string]*device{}, copies: map[copyKey]*copied{},
+		splits: map[string]*span{}, devices: map[string]*device{}, deviceOps: map[deviceOp]uint64{}, copies: map[copyKey]*copied{},
 		decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)},
 		ttft:      newHistogram(ttftBounds), tpot: newHistogram(tpotBounds), duration: newHistogram(durationBounds),
 		batchSeqs: newHistogram(seqBounds), batchToks: newHistogram(tokenBounds)}
@@ -208,6 +211,11 @@ func (m *Metrics) Decode(p *Origin, d *assemble.Decode) {
 			}
 			dv.ns += sl.Done - sl.Start
 			dv.wait += sl.Wait
+		}
+		for _, n := range sl.Timed {
+			if n.Known {
+				pm.deviceOps[deviceOp{sl.Backend, n.Info.Op}] += n.NS
+			}
 		}
 	}
 	for _, c := range d.Copies {
@@ -418,6 +426,9 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 		for backend, dv := range pm.devices {
 			m.mb.RecordGgmlBackendDeviceTimeDataPoint(now, float64(dv.ns)/1e9, backend)
 			m.mb.RecordGgmlBackendDeviceWaitDataPoint(now, float64(dv.wait)/1e9, backend)
+		}
+		for k, ns := range pm.deviceOps {
+			m.mb.RecordGgmlBackendDeviceOpTimeDataPoint(now, float64(ns)/1e9, k.backend, k.op)
 		}
 		for k, st := range pm.copies {
 			m.mb.RecordGgmlBackendCopyBytesDataPoint(now, st.bytes, k.src, k.dst)

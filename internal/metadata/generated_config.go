@@ -31,6 +31,7 @@ func (ms *MetricConfig) Unmarshal(parser *confmap.Conf) error {
 type MetricsConfig struct {
 	GgmlBackendCopyBytes               MetricConfig `mapstructure:"ggml.backend.copy.bytes"`
 	GgmlBackendCopyTime                MetricConfig `mapstructure:"ggml.backend.copy.time"`
+	GgmlBackendDeviceOpTime            MetricConfig `mapstructure:"ggml.backend.device.op.time"`
 	GgmlBackendDeviceTime              MetricConfig `mapstructure:"ggml.backend.device.time"`
 	GgmlBackendDeviceWait              MetricConfig `mapstructure:"ggml.backend.device.wait"`
 	GgmlBackendSplitCount              MetricConfig `mapstructure:"ggml.backend.split.count"`
@@ -73,6 +74,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		GgmlBackendCopyTime: MetricConfig{
+			Enabled: true,
+		},
+		GgmlBackendDeviceOpTime: MetricConfig{
 			Enabled: true,
 		},
 		GgmlBackendDeviceTime: MetricConfig{

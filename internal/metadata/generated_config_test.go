@@ -33,6 +33,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GgmlBackendCopyTime: MetricConfig{
 						Enabled: true,
 					},
+					GgmlBackendDeviceOpTime: MetricConfig{
+						Enabled: true,
+					},
 					GgmlBackendDeviceTime: MetricConfig{
 						Enabled: true,
 					},
@@ -165,6 +168,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					GgmlBackendCopyTime: MetricConfig{
+						Enabled: false,
+					},
+					GgmlBackendDeviceOpTime: MetricConfig{
 						Enabled: false,
 					},
 					GgmlBackendDeviceTime: MetricConfig{

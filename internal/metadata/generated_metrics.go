@@ -237,6 +237,9 @@ var MetricsInfo = metricsInfo{
 	GgmlBackendCopyTime: metricInfo{
 		Name: "ggml.backend.copy.time",
 	},
+	GgmlBackendDeviceOpTime: metricInfo{
+		Name: "ggml.backend.device.op.time",
+	},
 	GgmlBackendDeviceTime: metricInfo{
 		Name: "ggml.backend.device.time",
 	},
@@ -344,6 +347,7 @@ var MetricsInfo = metricsInfo{
 type metricsInfo struct {
 	GgmlBackendCopyBytes               metricInfo
 	GgmlBackendCopyTime                metricInfo
+	GgmlBackendDeviceOpTime            metricInfo
 	GgmlBackendDeviceTime              metricInfo
 	GgmlBackendDeviceWait              metricInfo
 	GgmlBackendSplitCount              metricInfo
@@ -486,6 +490,61 @@ func (m *metricGgmlBackendCopyTime) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGgmlBackendCopyTime(cfg MetricConfig) metricGgmlBackendCopyTime {
 	m := metricGgmlBackendCopyTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlBackendDeviceOpTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.backend.device.op.time metric with initial data.
+func (m *metricGgmlBackendDeviceOpTime) init() {
+	m.data.SetName("ggml.backend.device.op.time")
+	m.data.SetDescription("Time a device spent on each op, by the device's own timestamps, where its backend measures them.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlBackendDeviceOpTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlBackendAttributeValue string, ggmlOpAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.backend", ggmlBackendAttributeValue)
+	dp.Attributes().PutStr("ggml.op", ggmlOpAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlBackendDeviceOpTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlBackendDeviceOpTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlBackendDeviceOpTime(cfg MetricConfig) metricGgmlBackendDeviceOpTime {
+	m := metricGgmlBackendDeviceOpTime{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -2351,6 +2410,7 @@ type MetricsBuilder struct {
 	resourceAttributeExcludeFilter           map[string]filter.Filter
 	metricGgmlBackendCopyBytes               metricGgmlBackendCopyBytes
 	metricGgmlBackendCopyTime                metricGgmlBackendCopyTime
+	metricGgmlBackendDeviceOpTime            metricGgmlBackendDeviceOpTime
 	metricGgmlBackendDeviceTime              metricGgmlBackendDeviceTime
 	metricGgmlBackendDeviceWait              metricGgmlBackendDeviceWait
 	metricGgmlBackendSplitCount              metricGgmlBackendSplitCount
@@ -2412,6 +2472,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		buildInfo:                                settings.BuildInfo,
 		metricGgmlBackendCopyBytes:               newMetricGgmlBackendCopyBytes(mbc.Metrics.GgmlBackendCopyBytes),
 		metricGgmlBackendCopyTime:                newMetricGgmlBackendCopyTime(mbc.Metrics.GgmlBackendCopyTime),
+		metricGgmlBackendDeviceOpTime:            newMetricGgmlBackendDeviceOpTime(mbc.Metrics.GgmlBackendDeviceOpTime),
 		metricGgmlBackendDeviceTime:              newMetricGgmlBackendDeviceTime(mbc.Metrics.GgmlBackendDeviceTime),
 		metricGgmlBackendDeviceWait:              newMetricGgmlBackendDeviceWait(mbc.Metrics.GgmlBackendDeviceWait),
 		metricGgmlBackendSplitCount:              newMetricGgmlBackendSplitCount(mbc.Metrics.GgmlBackendSplitCount),
@@ -2622,6 +2683,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
 	mb.metricGgmlBackendCopyBytes.emit(ils.Metrics())
 	mb.metricGgmlBackendCopyTime.emit(ils.Metrics())
+	mb.metricGgmlBackendDeviceOpTime.emit(ils.Metrics())
 	mb.metricGgmlBackendDeviceTime.emit(ils.Metrics())
 	mb.metricGgmlBackendDeviceWait.emit(ils.Metrics())
 	mb.metricGgmlBackendSplitCount.emit(ils.Metrics())
@@ -2695,6 +2757,11 @@ func (mb *MetricsBuilder) RecordGgmlBackendCopyBytesDataPoint(ts pcommon.Timesta
 // RecordGgmlBackendCopyTimeDataPoint adds a data point to ggml.backend.copy.time metric.
 func (mb *MetricsBuilder) RecordGgmlBackendCopyTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlBackendSourceAttributeValue string, ggmlBackendDestinationAttributeValue string) {
 	mb.metricGgmlBackendCopyTime.recordDataPoint(mb.startTime, ts, val, ggmlBackendSourceAttributeValue, ggmlBackendDestinationAttributeValue)
+}
+
+// RecordGgmlBackendDeviceOpTimeDataPoint adds a data point to ggml.backend.device.op.time metric.
+func (mb *MetricsBuilder) RecordGgmlBackendDeviceOpTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlBackendAttributeValue string, ggmlOpAttributeValue string) {
+	mb.metricGgmlBackendDeviceOpTime.recordDataPoint(mb.startTime, ts, val, ggmlBackendAttributeValue, ggmlOpAttributeValue)
 }
 
 // RecordGgmlBackendDeviceTimeDataPoint adds a data point to ggml.backend.device.time metric.

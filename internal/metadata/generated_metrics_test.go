@@ -77,6 +77,10 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGgmlBackendDeviceOpTimeDataPoint(ts, 1, "ggml.backend-val", "ggml.op-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGgmlBackendDeviceTimeDataPoint(ts, 1, "ggml.backend-val")
 
 			defaultMetricsCount++
@@ -297,6 +301,26 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlBackendDestinationAttrVal, ok := dp.Attributes().Get("ggml.backend.destination")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.backend.destination-val", ggmlBackendDestinationAttrVal.Str())
+				case "ggml.backend.device.op.time":
+					assert.False(t, validatedMetrics["ggml.backend.device.op.time"], "Found a duplicate in the metrics slice: ggml.backend.device.op.time")
+					validatedMetrics["ggml.backend.device.op.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time a device spent on each op, by the device's own timestamps, where its backend measures them.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlBackendAttrVal, ok := dp.Attributes().Get("ggml.backend")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.backend-val", ggmlBackendAttrVal.Str())
+					ggmlOpAttrVal, ok := dp.Attributes().Get("ggml.op")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.op-val", ggmlOpAttrVal.Str())
 				case "ggml.backend.device.time":
 					assert.False(t, validatedMetrics["ggml.backend.device.time"], "Found a duplicate in the metrics slice: ggml.backend.device.time")
 					validatedMetrics["ggml.backend.device.time"] = true

@@ -78,6 +78,9 @@ func TestPageInBrowser(t *testing.T) {
 	if !strings.Contains(testbench.Text(doc), "time to first token p50, of 9 requests") {
 		t.Error("the requests' tiles are not rendered")
 	}
+	if !strings.Contains(testbench.Text(doc), "Nodes on VK, timed by the device") {
+		t.Error("the device's own op times are not rendered")
+	}
 	for _, id := range []string{"findings", "throughput", "phase-prefill", "phase-decode", "ops-decode", "roofline", "timeline", "moe", "backends", "sched"} {
 		if !ids[id] {
 			t.Errorf("section %s not rendered", id)

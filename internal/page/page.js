@@ -331,6 +331,14 @@
       s.append(table(['backend', 'splits', 'CPU seconds', 'device seconds', 'CPU waited'], p.backends.map((b) => [b.backend, b.splits, num(b.seconds, 3),
         b.device_splits ? num(b.device_seconds, 3) : '', b.device_splits ? num(b.wait_seconds, 3) : '']), 'backend-table'));
       for (const b of p.backends.filter((b) => b.ops)) {
+        const secs = b.op_seconds;
+        if (secs) { // the device timed them itself (ggml-vulkan's perf logger)
+          s.append(el('h3', null, 'Nodes on ' + b.backend + ', timed by the device'));
+          const total = Object.values(secs).reduce((x, y) => x + y, 0);
+          s.append(table(['op', 'nodes', 'device seconds', 'share'], Object.entries(b.ops).sort((x, y) => (secs[y[0]] || 0) - (secs[x[0]] || 0))
+            .map(([op, n]) => [op, n, secs[op] !== undefined ? num(secs[op], 4) : '', secs[op] !== undefined ? pct(secs[op] / total) : '']), 'device-op-table'));
+          continue;
+        }
         s.append(el('h3', null, 'Nodes on ' + b.backend + ', read from its splits (the device times none of them)'));
         s.append(table(['op', 'nodes'], Object.entries(b.ops).sort((x, y) => y[1] - x[1]).map(([op, n]) => [op, n]), 'device-op-table'));
       }

@@ -39,8 +39,10 @@ func full() *summary.View {
 		Timeline: &summary.Timeline{Phase: "decode", Tokens: 1, Duration: 100, Threads: 2, Critical: 80, Nodes: []summary.Node{
 			{Op: "MUL_MAT", Tensor: hostile, Start: 0, Duration: 60, Busy: []float64{55, 50}, Critical: true},
 			{Op: "ADD", Tensor: "ffn_out-0", Start: 60, Duration: 30, Busy: []float64{20, 28}}}},
-		MoE:      []summary.MoELayer{{Layer: 0, Selections: []int64{5, 1, 0, 2}, Imbalance: 0.9}},
-		Backends: []summary.Backend{{Backend: hostile, Splits: 3, Seconds: 0.1}},
+		MoE: []summary.MoELayer{{Layer: 0, Selections: []int64{5, 1, 0, 2}, Imbalance: 0.9}},
+		Backends: []summary.Backend{{Backend: hostile, Splits: 3, Seconds: 0.1},
+			{Backend: "VK", Splits: 3, Seconds: 0.01, DeviceSplits: 3, DeviceSeconds: 0.3, WaitSeconds: 0.2,
+				Ops: map[string]int64{"MUL_MAT": 6, hostile: 3}, OpSeconds: map[string]float64{"MUL_MAT": 0.2, hostile: 0.05}}},
 		Copies:   []summary.Copy{{Source: "CPU", Destination: hostile, Copies: 2, Bytes: 4096, Seconds: 0.01}},
 		Counters: []string{"task_clock"},
 		Findings: []summary.Finding{{ID: "x", Severity: "warning", Title: hostile, Advice: hostile, Evidence: []string{hostile}}},

@@ -26,7 +26,7 @@ type Kernel struct {
 }
 
 // variant is a program and the one that stands in for it where the kernel lacks what it
-// needs. Both are in the object; only the one the kernel runs is loaded.
+// needs, if any. Both are in the object; only the one the kernel runs is loaded.
 type variant struct {
 	program, fallback string
 	runs              func(Kernel) bool
@@ -37,6 +37,7 @@ var variants = []variant{
 	{"graph_enter", "graph_enter_bounded", func(k Kernel) bool { return k.Loop }},
 	{"graph_exit", "graph_exit_bounded", func(k Kernel) bool { return k.Loop }},
 	{"split_exit", "split_exit_bounded", func(k Kernel) bool { return k.Loop }},
+	{"times_print", "", func(k Kernel) bool { return k.Loop }},
 	{"sched_switch", "sched_switch_task", func(k Kernel) bool { return k.PrevState }},
 }
 
@@ -114,7 +115,7 @@ func (k Kernel) Degraded() []string {
 	if !k.Loop {
 		d = append(d, fmt.Sprintf("no bpf_loop (Linux 5.17): a decode's batch is summed per sequence from its first %d tokens; "+
 			"a longer batch's spans say llama.batch.partial and its requests count fewer prompt tokens; "+
-			"a GPU split's nodes are not read", BoundedBatch))
+			"a GPU split's nodes are not read, nor ggml-vulkan's perf logger's times", BoundedBatch))
 	}
 	if !k.UprobeMulti {
 		d = append(d, "no uprobe_multi links (Linux 6.6): node probes are perf-event uprobes, and attaching or detaching them "+

@@ -230,9 +230,12 @@ type Attachment struct {
 	multi    bool // uprobe_multi links, see PrepareMulti
 	builds   bool // the build probe is attached
 	device   bool // the device probes are attached
-	exes     map[*discover.Module]*link.Executable
-	links    []link.Link
-	nodes    []link.Link
+	// Logger is whether the process's ggml-vulkan times its nodes (GGML_VK_PERF_LOGGER),
+	// as AttachDevice found it; with LoggerNodes the times are read.
+	Logger LoggerState
+	exes   map[*discover.Module]*link.Executable
+	links  []link.Link
+	nodes  []link.Link
 }
 
 // Emulated is the number of probed functions whose entry probe sits on an instruction the
@@ -301,6 +304,9 @@ func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 		queued, queuedErr = a.placeBackend(dev, f, backend, "cpy_tensor_async", "P12ggml_backendS0_PK11ggml_tensorPS1_",
 			a.progs.CopyAsyncEnter, a.progs.CopyAsyncExit, symbols.RDX|symbols.RCX)
 		a.links = append(a.links, queued...)
+		if backend == vulkan {
+			queuedErr = errors.Join(queuedErr, a.attachLogger(dev, f))
+		}
 	}
 	return errors.Join(err, queuedErr)
 }

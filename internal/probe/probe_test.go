@@ -87,6 +87,32 @@ func TestGPUBackendSymbols(t *testing.T) {
 	}
 }
 
+// ggml-vulkan's perf logger, in the Vulkan prebuilt: the functions probed where it is on,
+// placed with the registers their programs read intact, and its flags, a byte each.
+func TestVulkanLoggerSymbols(t *testing.T) {
+	dev := openPrebuilt(t, "../../.testenv/npm/node_modules/@node-llama-cpp/linux-x64-vulkan/bins/linux-x64-vulkan/libggml-vulkan.so")
+	label, print, ok := loggerFunctions(dev)
+	if !ok {
+		t.Fatalf("no %s, or no %v", loggerLabel, loggerPrints)
+	}
+	if print.Name != loggerPrints[0] {
+		t.Errorf("print probe on %s, want the clone that prints, %s", print.Name, loggerPrints[0])
+	}
+	for _, p := range []struct {
+		sym  symbols.Symbol
+		keep symbols.Regs
+	}{{label, symbols.RDI | symbols.RDX}, {print, symbols.RDI}} {
+		if _, _, err := dev.ProbeOffset(p.sym, p.keep); err != nil {
+			t.Errorf("%s: %v", p.sym.Name, err)
+		}
+	}
+	for _, n := range []string{loggerEnabled, loggerConcurrent} {
+		if s, ok := dev.Symbol(n); !ok || s.Size != 1 {
+			t.Errorf("flag %s: %+v, %v", n, s, ok)
+		}
+	}
+}
+
 // openPrebuilt opens a test bench file: its absence skips the test, except in CI, where
 // the bench must have been built.
 func openPrebuilt(t *testing.T, path string) *symbols.File {

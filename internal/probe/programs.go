@@ -100,7 +100,9 @@ func loadPrograms(spec *ebpf.CollectionSpec, k Kernel, maps map[string]*ebpf.Map
 			run, drop = drop, run
 		}
 		delete(spec.Programs, drop)
-		instead[drop] = run
+		if drop != "" {
+			instead[drop] = run
+		}
 	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: maps, Cache: types})
 	if err != nil {

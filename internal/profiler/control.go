@@ -134,6 +134,13 @@ func (p *Profiler) attachDevices(devices []effect) {
 		if err != nil && !p.reg.Vanished(e.pid) {
 			p.log.Warn("some device probes not attached", zap.Int("pid", e.pid), zap.Error(err))
 		}
+		switch t.attachment.Logger {
+		case probe.LoggerNodes:
+			p.log.Info("ggml-vulkan's perf logger is on: reading the device's own time for each node", zap.Int("pid", e.pid))
+		case probe.LoggerConcurrent:
+			p.log.Info("ggml-vulkan's perf logger times groups of nodes (GGML_VK_PERF_LOGGER_CONCURRENT): "+
+				"node times are not read; unset it for a time per node", zap.Int("pid", e.pid))
+		}
 	}
 }
 

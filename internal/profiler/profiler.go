@@ -20,6 +20,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/cgroup"
+	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/perfcount"
@@ -111,9 +112,10 @@ type Profiler struct {
 	retiring    []retiring      // processes gone, for the reader to drop once it drained the ring
 	windows     *window.Scheduler
 	reqs        *requests.Tracker
-	ended       []*requests.Request // scratch: requests just ended
-	effects     []effect            // what the reader asks of the controller (control.go)
-	wake        chan struct{}       // tells the controller that effects wait
+	ended       []*requests.Request       // scratch: requests just ended
+	times       [events.TimesChunk]uint64 // scratch: a DeviceTimes record's times
+	effects     []effect                  // what the reader asks of the controller (control.go)
+	wake        chan struct{}             // tells the controller that effects wait
 
 	// out queues span batches for the exporting goroutine, so that a slow pipeline never
 	// holds up the reader; exportCtx ends what that goroutine and the metrics ticker hand

@@ -117,6 +117,14 @@ func (p *Profiler) dispatch(ev *events.Event) {
 		}
 	case events.SplitNode:
 		a.SplitNode(ev.PID, ev.TID, int(ev.Ith), p.nodeInfo(ev))
+	case events.TimedNode:
+		a.TimedNode(ev.PID, ev.TID, ev.Label(), p.nodeInfo(ev))
+	case events.DeviceTimes:
+		times := p.times[:ev.Nth]
+		for i := range times {
+			times[i] = ev.DeviceTime(i)
+		}
+		a.DeviceTimes(ev.PID, ev.TID, ev.Label(), ev.Held(), ev.First(), times)
 	case events.SplitExit:
 		a.SplitExit(ev.PID, ev.TID, ev.TS)
 	case events.SyncEnter:

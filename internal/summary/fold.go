@@ -378,8 +378,16 @@ func (p *proc) device(s ptrace.Span) {
 		if b.Ops == nil {
 			b.Ops = map[string]int64{}
 		}
-		if op := evs.At(i).Name(); b.Ops[op] > 0 || len(b.Ops) < 128 {
-			b.Ops[op]++
+		op := evs.At(i).Name()
+		if b.Ops[op] == 0 && len(b.Ops) >= 128 {
+			continue
+		}
+		b.Ops[op]++
+		if ns, ok := evs.At(i).Attributes().Get("ggml.device.node_ns"); ok {
+			if b.OpSeconds == nil {
+				b.OpSeconds = map[string]float64{}
+			}
+			b.OpSeconds[op] += float64(ns.Int()) / 1e9
 		}
 	}
 }

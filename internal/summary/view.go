@@ -224,8 +224,10 @@ type Backend struct {
 	DeviceSeconds float64 `json:"device_seconds,omitempty"`
 	WaitSeconds   float64 `json:"wait_seconds,omitempty"`
 	// Ops counts the nodes read from the device's splits, by op: what the device
-	// computed, untimed.
-	Ops map[string]int64 `json:"ops,omitempty"`
+	// computed. OpSeconds is the device's own time for them, where its backend measured
+	// it (ggml-vulkan's perf logger).
+	Ops       map[string]int64   `json:"ops,omitempty"`
+	OpSeconds map[string]float64 `json:"op_seconds,omitempty"`
 }
 
 // Copy is the tensor copies from one backend to another.

@@ -23,6 +23,12 @@ type Vulkan struct {
 	Layers       int  // layers offloaded, the output layer counted; -1 for all
 	HideSoftware bool // leave GGML_VK_VISIBLE_DEVICES unset: ggml-vulkan then skips lavapipe
 	Threads      int
+	// PerfLogger turns ggml-vulkan's perf logger on (GGML_VK_PERF_LOGGER): after each
+	// graph it prints the device's time for each op label to stderr, and a total.
+	PerfLogger bool
+	// LoggerGroups has it time groups of nodes the device may run at once instead
+	// (GGML_VK_PERF_LOGGER_CONCURRENT).
+	LoggerGroups bool
 }
 
 // RequireVulkan ends the test unless lavapipe and the Vulkan prebuilt are installed.
@@ -43,6 +49,12 @@ func (v Vulkan) Command(e *Env, node string) (string, []string) {
 	args := []string{"GPU=vulkan", "MESA_SHADER_CACHE_DIR=" + filepath.Join(e.Root, "mesa-shader-cache")}
 	if v.Layers >= 0 {
 		args = append(args, "GPU_LAYERS="+strconv.Itoa(v.Layers))
+	}
+	if v.PerfLogger {
+		args = append(args, "GGML_VK_PERF_LOGGER=1")
+	}
+	if v.LoggerGroups {
+		args = append(args, "GGML_VK_PERF_LOGGER_CONCURRENT=1")
 	}
 	if v.HideSoftware {
 		args = append([]string{"-u", "GGML_VK_VISIBLE_DEVICES"}, args...)
