@@ -21,10 +21,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define SLOTS 1024      /* threads computing a graph at once; a power of two */
 #define THREADS_MAX 256 /* threads of a process whose CPU time a graph's entry and exit sum */
 #define SPLIT_NODES_MAX 16384 /* nodes of a device's split described in a window */
-#define LABEL_MAX 256    /* bytes of an op's label hashed */
+#define LABEL_MAX 256    /* bytes of an op's label sent, its NUL among them */
 #define TIMES_CHUNK 32   /* times in one device_times record */
 #define TIMES_KEPT 256   /* times of one label sent at a print: the newest */
-#define TIMES_RECORDS 4096 /* device_times records one print sends at most */
+#define TIMES_STEPS 16384 /* steps of a print's walk: a record, or a move in the tree */
 
 enum kind {
 	EV_DECODE_ENTER = 1,
@@ -156,11 +156,19 @@ struct graph_record {
 };
 
 /* A device's own timings of the nodes of one op label, as ggml-vulkan's perf logger holds
- * them when it prints: a is how many times the label holds, b the label's hash, nth the
- * times here, ith the index of the first of them among the newest TIMES_KEPT. */
+ * them when it prints: a is how many times the label holds, nth the times here, ith the
+ * index of the first of them among the newest TIMES_KEPT. */
 struct device_times {
 	struct event ev;
+	char label[LABEL_MAX];
 	u64 ns[TIMES_CHUNK];
+};
+
+/* A node the device times (EV_TIMED_NODE), described, with the label its time is filed
+ * under. */
+struct timed_node {
+	struct detail d;
+	char label[LABEL_MAX];
 };
 
 /* Referenced so that bpf2go generates Go types for them. */
@@ -170,6 +178,7 @@ const struct counted *unused_counted __attribute__((unused));
 const struct batch *unused_batch __attribute__((unused));
 const struct graph_record *unused_graph_record __attribute__((unused));
 const struct device_times *unused_device_times __attribute__((unused));
+const struct timed_node *unused_timed_node __attribute__((unused));
 const enum kind *unused_kind __attribute__((unused));
 
 /* Set by the loader from the target's ggml layout. */
@@ -993,17 +1002,6 @@ struct {
 	__type(value, struct label_slot);
 } label_slots SEC(".maps");
 
-struct label {
-	char s[LABEL_MAX];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct label);
-} labels SEC(".maps");
-
 /* libstdc++'s std::string, std::map and std::vector, as the logger holds its labels:
  * map<string, vector<uint64_t>>. The C++ ABI fixes these offsets. */
 #define STR_DATA 0   /* std::string: char *, then the length */
@@ -1014,25 +1012,6 @@ struct {
 #define RB_RIGHT 24
 #define RB_KEY 32    /* the node's value: the label, then its times */
 #define RB_TIMES 64  /* std::vector: begin, end */
-#define RB_DEPTH 48  /* steps up or down the tree to the next entry */
-
-/* FNV-1a of the NUL-terminated label at s, its first LABEL_MAX-1 bytes. */
-static __always_inline u64 label_hash(const char *s)
-{
-	u32 zero = 0;
-	struct label *l = bpf_map_lookup_elem(&labels, &zero);
-	if (!l)
-		return 0;
-	long n = bpf_probe_read_user_str(l->s, sizeof(l->s), s);
-	u64 h = 0xcbf29ce484222325ULL;
-	for (u32 i = 0; i < LABEL_MAX; i++) {
-		if ((long)i >= n - 1)
-			break;
-		h ^= (u8)l->s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
 
 /* get_node_fusion_name(this, node, fusion_name, n_flops), returning a std::string. */
 SEC("uprobe/vk_perf_logger_get_node_fusion_name")
@@ -1048,7 +1027,7 @@ int label_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-/* EV_TIMED_NODE: a the node, b its label's hash; described as a split's node is. */
+/* EV_TIMED_NODE: a the node; described as a split's node is, with its label. */
 SEC("uretprobe/vk_perf_logger_get_node_fusion_name")
 int label_exit(struct pt_regs *ctx)
 {
@@ -1058,85 +1037,91 @@ int label_exit(struct pt_regs *ctx)
 		return 0;
 	void *node = (void *)sl->node, *label = (void *)sl->label;
 	sl->node = 0;
-	char *s = 0;
-	bpf_probe_read_user(&s, sizeof(s), label + STR_DATA);
-	u64 h = label_hash(s);
-	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);
-	if (!d) {
+	struct timed_node *t = bpf_ringbuf_reserve(&events, sizeof(*t), 0);
+	if (!t) {
 		dropped();
 		return 0;
 	}
-	fill(&d->ev, EV_TIMED_NODE, (u64)node, h, 0, 0, 0);
+	fill(&t->d.ev, EV_TIMED_NODE, (u64)node, 0, 0, 0, 0);
 	void *ids = 0;
 	s64 rows = 0;
-	describe(d, node, &ids, &rows);
-	bpf_ringbuf_submit(d, wakeup());
+	describe(&t->d, node, &ids, &rows);
+	char *s = 0;
+	bpf_probe_read_user(&s, sizeof(s), label + STR_DATA);
+	if (bpf_probe_read_user_str(t->label, sizeof(t->label), s) < 0)
+		t->label[0] = 0;
+	bpf_ringbuf_submit(t, wakeup());
 	return 0;
 }
 
-/* A walk of the logger's labels in the map's order, sending each one's newest times. */
+/* A walk of the logger's labels in the map's order, sending each one's newest times. Each
+ * step is a call of the loop's callback, and moves one link in the tree at most: the
+ * verifier then checks a few straight paths, not a loop inside a loop. */
+enum {
+	WALK_ENTER, /* read the entry's label and times */
+	WALK_SEND,  /* send a chunk of its times; then on to the next entry, */
+	WALK_DOWN,  /* the leftmost of the right subtree, */
+	WALK_UP,    /* or the first ancestor the entry lies left of */
+};
+
 struct times_walk {
 	void *entry;
-	u64 hash;
+	char *label;
 	u64 *times;
 	u32 n, next, base; /* times held, the next to send, the first sent */
 	u32 left;          /* entries after this one */
+	u32 step;
 };
 
-static __always_inline void times_enter(struct times_walk *w)
-{
-	char *s = 0;
-	u64 *end = 0;
-	bpf_probe_read_user(&s, sizeof(s), w->entry + RB_KEY + STR_DATA);
-	w->hash = label_hash(s);
-	w->times = 0;
-	bpf_probe_read_user(&w->times, sizeof(w->times), w->entry + RB_TIMES);
-	bpf_probe_read_user(&end, sizeof(end), w->entry + RB_TIMES + 8);
-	w->n = end > w->times ? end - w->times : 0;
-	w->base = w->n > TIMES_KEPT ? w->n - TIMES_KEPT : 0;
-	w->next = w->base;
-}
-
-/* The entry after x in order: the leftmost of its right subtree, or the first ancestor
- * it lies left of. */
-static __always_inline void *rb_next(void *x)
-{
-	void *y = 0;
-	bpf_probe_read_user(&y, sizeof(y), x + RB_RIGHT);
-	if (y) {
-		for (int i = 0; i < RB_DEPTH; i++) {
-			void *l = 0;
-			if (bpf_probe_read_user(&l, sizeof(l), y + RB_LEFT) || !l)
-				break;
-			y = l;
-		}
-		return y;
-	}
-	bpf_probe_read_user(&y, sizeof(y), x + RB_PARENT);
-	for (int i = 0; i < RB_DEPTH && y; i++) {
-		void *r = 0;
-		bpf_probe_read_user(&r, sizeof(r), y + RB_RIGHT);
-		if (r != x)
-			break;
-		x = y;
-		y = 0;
-		bpf_probe_read_user(&y, sizeof(y), x + RB_PARENT);
-	}
-	return y;
-}
-
-/* bpf_loop's callback: sends the next chunk of times, EV_DEVICE_TIMES. */
+/* bpf_loop's callback: one step of the walk; WALK_SEND sends a chunk of an entry's
+ * times, EV_DEVICE_TIMES. */
 static long times_cb(u64 i, void *ctx)
 {
 	struct times_walk *w = ctx;
-	if (w->next >= w->n) { /* on to the next label: its first chunk is the next call's */
-		if (!w->left || !w->entry)
+	void *next = 0;
+	if (w->step == WALK_DOWN) {
+		bpf_probe_read_user(&next, sizeof(next), w->entry + RB_LEFT);
+		if (next)
+			w->entry = next;
+		else
+			w->step = WALK_ENTER;
+		return 0;
+	}
+	if (w->step == WALK_UP) {
+		void *from = w->entry;
+		bpf_probe_read_user(&next, sizeof(next), from + RB_PARENT);
+		if (!next)
+			return 1;
+		w->entry = next;
+		bpf_probe_read_user(&next, sizeof(next), w->entry + RB_RIGHT);
+		if (next != from)
+			w->step = WALK_ENTER;
+		return 0;
+	}
+	if (w->step == WALK_ENTER) {
+		u64 *end = 0;
+		w->label = 0;
+		bpf_probe_read_user(&w->label, sizeof(w->label), w->entry + RB_KEY + STR_DATA);
+		w->times = 0;
+		bpf_probe_read_user(&w->times, sizeof(w->times), w->entry + RB_TIMES);
+		bpf_probe_read_user(&end, sizeof(end), w->entry + RB_TIMES + 8);
+		w->n = end > w->times ? end - w->times : 0;
+		w->base = w->n > TIMES_KEPT ? w->n - TIMES_KEPT : 0;
+		w->next = w->base;
+		w->step = WALK_SEND;
+		return 0;
+	}
+	if (w->next >= w->n) {
+		if (!w->left)
 			return 1;
 		w->left--;
-		w->entry = rb_next(w->entry);
-		if (!w->entry)
-			return 1;
-		times_enter(w);
+		bpf_probe_read_user(&next, sizeof(next), w->entry + RB_RIGHT);
+		if (next) {
+			w->entry = next;
+			w->step = WALK_DOWN;
+		} else {
+			w->step = WALK_UP;
+		}
 		return 0;
 	}
 	u32 cnt = w->n - w->next;
@@ -1147,7 +1132,9 @@ static long times_cb(u64 i, void *ctx)
 		dropped();
 		return 1;
 	}
-	fill(&t->ev, EV_DEVICE_TIMES, w->n, w->hash, (u16)(w->next - w->base), (u16)cnt, 0);
+	fill(&t->ev, EV_DEVICE_TIMES, w->n, 0, (u16)(w->next - w->base), (u16)cnt, 0);
+	if (bpf_probe_read_user_str(t->label, sizeof(t->label), w->label) < 0)
+		t->label[0] = 0;
 	/* cnt is 1 to TIMES_CHUNK: the length is masked right before the call, as for the
 	 * expert ids, so that the verifier keeps its bound. */
 	u64 len = (cnt * sizeof(u64) - 1) & (sizeof(t->ns) - 1);
@@ -1171,8 +1158,8 @@ int times_print(struct pt_regs *ctx)
 	if (!count || !w.entry)
 		return 0;
 	w.left = count - 1;
-	times_enter(&w);
-	bpf_loop(TIMES_RECORDS, times_cb, &w, 0);
+	w.step = WALK_ENTER;
+	bpf_loop(TIMES_STEPS, times_cb, &w, 0);
 	return 0;
 }
 

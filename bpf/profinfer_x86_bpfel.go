@@ -41,9 +41,10 @@ type ProfinferDetail struct {
 }
 
 type ProfinferDeviceTimes struct {
-	_  structs.HostLayout
-	Ev ProfinferEvent
-	Ns [32]uint64
+	_     structs.HostLayout
+	Ev    ProfinferEvent
+	Label [256]int8
+	Ns    [32]uint64
 }
 
 type ProfinferEvent struct {
@@ -112,11 +113,6 @@ const (
 	ProfinferKindEV_DEVICE_TIMES ProfinferKind = 22
 )
 
-type ProfinferLabel struct {
-	_ structs.HostLayout
-	S [256]int8
-}
-
 type ProfinferLabelSlot struct {
 	_     structs.HostLayout
 	Tid   uint32
@@ -163,6 +159,12 @@ type ProfinferThread struct {
 	_       [4]byte
 }
 
+type ProfinferTimedNode struct {
+	_     structs.HostLayout
+	D     ProfinferDetail
+	Label [256]int8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -175,7 +177,6 @@ const (
 	ProfinferMapDrops               = "drops"
 	ProfinferMapEvents              = "events"
 	ProfinferMapLabelSlots          = "label_slots"
-	ProfinferMapLabels              = "labels"
 	ProfinferMapLost                = "lost"
 	ProfinferMapRemember            = "remember"
 	ProfinferMapSlots               = "slots"
@@ -243,6 +244,7 @@ const (
 	ProfinferVarUnusedEvent         = "unused_event"
 	ProfinferVarUnusedGraphRecord   = "unused_graph_record"
 	ProfinferVarUnusedKind          = "unused_kind"
+	ProfinferVarUnusedTimedNode     = "unused_timed_node"
 	ProfinferVarWakeupBytes         = "wakeup_bytes"
 )
 
@@ -334,7 +336,6 @@ type ProfinferMapSpecs struct {
 	Drops        *ebpf.MapSpec `ebpf:"drops"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	LabelSlots   *ebpf.MapSpec `ebpf:"label_slots"`
-	Labels       *ebpf.MapSpec `ebpf:"labels"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	Remember     *ebpf.MapSpec `ebpf:"remember"`
 	Slots        *ebpf.MapSpec `ebpf:"slots"`
@@ -376,6 +377,7 @@ type ProfinferVariableSpecs struct {
 	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedGraphRecord *ebpf.VariableSpec `ebpf:"unused_graph_record"`
 	UnusedKind        *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedTimedNode   *ebpf.VariableSpec `ebpf:"unused_timed_node"`
 	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -407,7 +409,6 @@ type ProfinferMaps struct {
 	Drops        *ebpf.Map `ebpf:"drops"`
 	Events       *ebpf.Map `ebpf:"events"`
 	LabelSlots   *ebpf.Map `ebpf:"label_slots"`
-	Labels       *ebpf.Map `ebpf:"labels"`
 	Lost         *ebpf.Map `ebpf:"lost"`
 	Remember     *ebpf.Map `ebpf:"remember"`
 	Slots        *ebpf.Map `ebpf:"slots"`
@@ -426,7 +427,6 @@ func (m *ProfinferMaps) Close() error {
 		m.Drops,
 		m.Events,
 		m.LabelSlots,
-		m.Labels,
 		m.Lost,
 		m.Remember,
 		m.Slots,
@@ -469,6 +469,7 @@ type ProfinferVariables struct {
 	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
 	UnusedGraphRecord *ebpf.Variable `ebpf:"unused_graph_record"`
 	UnusedKind        *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedTimedNode   *ebpf.Variable `ebpf:"unused_timed_node"`
 	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 

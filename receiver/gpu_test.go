@@ -275,6 +275,7 @@ func TestE2EVulkanPerfLogger(t *testing.T) {
 	slices.SortFunc(devs, func(a, b span) int { return cmp.Compare(a.start, b.start) })
 	var sums []float64 // µs, each device span's timed nodes
 	ops := map[string]float64{}
+	experts := 0
 	for _, d := range devs {
 		timed, _ := d.attrs["ggml.graph.nodes.timed"].(int64)
 		ns, _ := d.attrs["ggml.device.timed_ns"].(int64)
@@ -296,6 +297,13 @@ func TestE2EVulkanPerfLogger(t *testing.T) {
 			}
 			sum += n
 			ops[ev["ggml.op"].(string)] += float64(n) / 1e9
+			label, _ := ev["ggml.device.label"].(string)
+			if label == "" {
+				t.Errorf("a timed node without its label: %v", ev)
+			}
+			if strings.Contains(label, "n_expert=") { // the logger's label of an experts' matmul
+				experts++
+			}
 		}
 		if sum != ns || int64(len(d.eventAttrs)) != timed {
 			t.Errorf("%d nodes timed, %d ns; the events say %d nodes, %d ns", timed, ns, len(d.eventAttrs), sum)
@@ -313,8 +321,8 @@ func TestE2EVulkanPerfLogger(t *testing.T) {
 			t.Errorf("graph %d: the spans' nodes sum to %.3f µs, the logger printed %.3f µs", i, sums[i], tail[i])
 		}
 	}
-	if ops["MUL_MAT_ID"] == 0 {
-		t.Errorf("no time for the experts' MUL_MAT_ID: %v", ops)
+	if ops["MUL_MAT_ID"] == 0 || experts == 0 {
+		t.Errorf("no time for the experts' MUL_MAT_ID (%d nodes labelled with n_expert): %v", experts, ops)
 	}
 	// ggml.backend.device.op.time sums the nodes' times by op (its last export).
 	metric := map[string]float64{}

@@ -188,16 +188,17 @@ type Split struct {
 	// Timed are the nodes the device timed itself, in order, where the backend's own
 	// logger is on (ggml-vulkan's GGML_VK_PERF_LOGGER): every split's, windows or not.
 	Timed  []TimedNode
-	labels map[uint64][]int // Timed's indexes by label, once times come
+	labels map[string][]int // Timed's indexes by label, once times come
 }
 
 // TimedNode is a node a device timed: NS is its time by the device's own timestamps,
-// known if Known (a time lost with a record leaves it unknown).
+// known if Known (a time lost with a record leaves it unknown). Label is what the
+// backend filed the time under (ggml-vulkan: op, types, shape, fusion).
 type TimedNode struct {
 	Info  *NodeInfo
+	Label string
 	NS    uint64
 	Known bool
-	label uint64
 }
 
 // boundWait is the longest wait for a backend that still means its work had ended before:
@@ -469,29 +470,29 @@ func (a *Assembler) SplitNode(pid, tid uint32, i int, info *NodeInfo) {
 }
 
 // TimedNode adds a node of the open split that the device times, filed under label.
-func (a *Assembler) TimedNode(pid, tid uint32, label uint64, info *NodeInfo) {
+func (a *Assembler) TimedNode(pid, tid uint32, label string, info *NodeInfo) {
 	s := a.proc(pid).split
 	if s == nil || s.TID != tid || info == nil {
 		return
 	}
-	s.Timed = append(s.Timed, TimedNode{Info: info, label: label})
+	s.Timed = append(s.Timed, TimedNode{Info: info, Label: label})
 }
 
 // DeviceTimes gives the open split's nodes of label their times: the label holds held
 // times, the newest of them those of the split's last nodes so labelled, in order; times
 // are some of the newest events.TimesKept, from index first among them on.
-func (a *Assembler) DeviceTimes(pid, tid uint32, label uint64, held, first int, times []uint64) {
+func (a *Assembler) DeviceTimes(pid, tid uint32, label []byte, held, first int, times []uint64) {
 	s := a.proc(pid).split
 	if s == nil || s.TID != tid || len(s.Timed) == 0 {
 		return
 	}
 	if s.labels == nil {
-		s.labels = map[uint64][]int{}
+		s.labels = map[string][]int{}
 		for i, n := range s.Timed {
-			s.labels[n.label] = append(s.labels[n.label], i)
+			s.labels[n.Label] = append(s.labels[n.Label], i)
 		}
 	}
-	nodes := s.labels[label]
+	nodes := s.labels[string(label)]
 	// Time x (of held) is that of node x - (held - len(nodes)); earlier ones are earlier
 	// graphs', where the logger prints less often than every graph.
 	from := max(held-events.TimesKept, 0) + first - (held - len(nodes))

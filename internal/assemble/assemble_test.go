@@ -433,17 +433,17 @@ func TestDeviceTimes(t *testing.T) {
 	a.DecodeEnter(1, 1, 10, 1, 0, nil)
 	a.SplitEnter(1, 1, 11, "VK", 0xa0, 5, true)
 	for _, n := range []struct {
-		label uint64
+		label string
 		info  *NodeInfo
-	}{{7, mm}, {8, add}, {7, mm}, {9, add}, {7, mm}} {
+	}{{"mm", mm}, {"add a", add}, {"mm", mm}, {"add b", add}, {"mm", mm}} {
 		a.TimedNode(1, 1, n.label, n.info)
 	}
-	a.TimedNode(1, 2, 7, mm) // another thread's: not this split's
-	// Label 7 holds 5 times, 2 of an earlier graph; sent in two records.
-	a.DeviceTimes(1, 1, 7, 5, 0, []uint64{1, 2, 100})
-	a.DeviceTimes(1, 1, 7, 5, 3, []uint64{200, 300})
-	a.DeviceTimes(1, 1, 8, 1, 0, []uint64{50})
-	// Label 9's record was lost.
+	a.TimedNode(1, 2, "mm", mm) // another thread's: not this split's
+	// "mm" holds 5 times, 2 of an earlier graph; sent in two records.
+	a.DeviceTimes(1, 1, []byte("mm"), 5, 0, []uint64{1, 2, 100})
+	a.DeviceTimes(1, 1, []byte("mm"), 5, 3, []uint64{200, 300})
+	a.DeviceTimes(1, 1, []byte("add a"), 1, 0, []uint64{50})
+	// The record of "add b" was lost.
 	a.SplitExit(1, 1, 12)
 	a.SyncEnter(1, 1, 13, 0xa0)
 	a.SyncExit(1, 1, 14)

@@ -3,6 +3,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -81,7 +82,9 @@ const (
 	GraphSize    = HeaderSize + 24
 	TimesChunk   = 32  // times in a DeviceTimes record
 	TimesKept    = 256 // times of one label a print sends: the newest
-	TimesSize    = HeaderSize + TimesChunk*8
+	LabelMax     = 256 // bytes of a label, its NUL among them
+	TimesSize    = HeaderSize + LabelMax + TimesChunk*8
+	TimedSize    = DetailSize + LabelMax
 )
 
 // Event is one record. Detail, Tensor and Src alias the record buffer and are only valid
@@ -119,6 +122,9 @@ type Event struct {
 	Rows []byte
 	// Times is, for DeviceTimes, Nth times in ns, little-endian: see DeviceTime.
 	Times []byte
+	// Label is, for TimedNode and DeviceTimes, the label ggml-vulkan's perf logger files
+	// the node's time under, or the times' label (without its NUL).
+	Label []byte
 }
 
 // Tokens is a DecodeEnter's batch size.
@@ -144,10 +150,6 @@ func (e *Event) SplitNodes() int { return int(e.Ith) }
 
 // BackendAddr is the backend of a SplitEnter or SyncEnter: which splits a wait ends.
 func (e *Event) BackendAddr() uint64 { return e.b }
-
-// Label is the hash of the label ggml-vulkan's perf logger files a TimedNode's time under,
-// or a DeviceTimes' label.
-func (e *Event) Label() uint64 { return e.b }
 
 // Held is how many times a DeviceTimes' label holds; the record carries some of the
 // newest TimesKept of them, from index First() among those on.
@@ -264,7 +266,7 @@ func Decode(b []byte, e *Event) error {
 	e.b = le.Uint64(b[32:])
 	e.Sched = CPUSched{OffCPU: le.Uint64(b[40:]), RunQueue: le.Uint64(b[48:]),
 		Preemptions: le.Uint32(b[56:]), Migrations: le.Uint32(b[60:])}
-	e.Detail, e.Tensor, e.SrcView, e.Rows, e.Times = nil, nil, nil, nil, nil
+	e.Detail, e.Tensor, e.SrcView, e.Rows, e.Times, e.Label = nil, nil, nil, nil, nil, nil
 	e.Src = [NumSrc][]byte{}
 	if e.Kind < DecodeEnter || e.Kind > lastKind {
 		return fmt.Errorf("events: unknown kind %d", uint16(e.Kind))
@@ -292,8 +294,15 @@ func Decode(b []byte, e *Event) error {
 		if len(b) < TimesSize || e.Nth > TimesChunk {
 			return fmt.Errorf("events: device times of %d bytes for %d times", len(b), e.Nth)
 		}
-		e.Times = b[HeaderSize : HeaderSize+8*int(e.Nth)]
+		e.Label = cstring(b[HeaderSize : HeaderSize+LabelMax])
+		e.Times = b[HeaderSize+LabelMax : HeaderSize+LabelMax+8*int(e.Nth)]
 		return nil
+	}
+	if e.Kind == TimedNode {
+		if len(b) < TimedSize {
+			return fmt.Errorf("events: %s of %d bytes, want %d", e.Kind, len(b), TimedSize)
+		}
+		e.Label = cstring(b[DetailSize:TimedSize])
 	}
 	ctr := HeaderSize // where the counters are, if any
 	if e.Kind == NodeDetail || e.Kind == Copy || e.Kind == SplitNode || e.Kind == TimedNode {
@@ -318,6 +327,14 @@ func Decode(b []byte, e *Event) error {
 		}
 	}
 	return nil
+}
+
+// cstring is b up to its first NUL.
+func cstring(b []byte) []byte {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return b[:i]
+	}
+	return b
 }
 
 // seqTokensSize is the size of one struct seq_tokens.

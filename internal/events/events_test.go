@@ -25,6 +25,9 @@ func TestSizesMatchBPF(t *testing.T) {
 	if s := unsafe.Sizeof(bpf.ProfinferDeviceTimes{}); s != TimesSize {
 		t.Fatalf("struct device_times is %d bytes, TimesSize is %d", s, TimesSize)
 	}
+	if s := unsafe.Sizeof(bpf.ProfinferTimedNode{}); s != TimedSize {
+		t.Fatalf("struct timed_node is %d bytes, TimedSize is %d", s, TimedSize)
+	}
 }
 
 func TestDecodeDeviceTimes(t *testing.T) {
@@ -34,15 +37,24 @@ func TestDecodeDeviceTimes(t *testing.T) {
 	le.PutUint16(b[18:], 32) // first
 	le.PutUint16(b[20:], 2)  // times here
 	le.PutUint64(b[24:], 300)
-	le.PutUint64(b[32:], 0xfeed)
-	le.PutUint64(b[HeaderSize+8:], 1234)
+	copy(b[HeaderSize:], "MUL_MAT_VEC q4_0\x00stale")
+	le.PutUint64(b[HeaderSize+LabelMax+8:], 1234)
 	var e Event
-	if err := Decode(b, &e); err != nil || e.Held() != 300 || e.Label() != 0xfeed || e.First() != 32 || e.Nth != 2 || e.DeviceTime(1) != 1234 {
+	if err := Decode(b, &e); err != nil || e.Held() != 300 || string(e.Label) != "MUL_MAT_VEC q4_0" || e.First() != 32 || e.Nth != 2 || e.DeviceTime(1) != 1234 {
 		t.Fatalf("decoded %+v, %v", e, err)
 	}
 	le.PutUint16(b[20:], TimesChunk+1)
 	if err := Decode(b, &e); err == nil {
 		t.Fatal("a record of more times than it holds decoded")
+	}
+	n := make([]byte, TimedSize)
+	le.PutUint16(n[16:], uint16(TimedNode))
+	copy(n[DetailSize:], "ADD\x00")
+	if err := Decode(n, &e); err != nil || string(e.Label) != "ADD" || len(e.Tensor) != TensorMax {
+		t.Fatalf("timed node decoded %q, %v", e.Label, err)
+	}
+	if err := Decode(n[:DetailSize], &e); err == nil {
+		t.Fatal("a timed node without its label decoded")
 	}
 }
 

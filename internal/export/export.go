@@ -280,6 +280,7 @@ func (s *Spans) timedNodes(sp ptrace.Span, sl *assemble.Split) {
 		ev.SetName(n.Info.Op)
 		ev.SetTimestamp(at)
 		putNodeInfo(ev.Attributes(), n.Info)
+		ev.Attributes().PutStr("ggml.device.label", n.Label)
 		if n.Known {
 			ev.Attributes().PutInt("ggml.device.node_ns", int64(n.NS))
 			timed++

@@ -114,6 +114,7 @@ type Profiler struct {
 	reqs        *requests.Tracker
 	ended       []*requests.Request       // scratch: requests just ended
 	times       [events.TimesChunk]uint64 // scratch: a DeviceTimes record's times
+	labels      map[string]string         // the device's op labels, interned (see label)
 	effects     []effect                  // what the reader asks of the controller (control.go)
 	wake        chan struct{}             // tells the controller that effects wait
 
@@ -146,7 +147,7 @@ const exportQueue = 8
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
 	p := &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
 		tracked: map[int]*tracked{},
-		asked:   map[uint32]bool{}, stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue),
+		asked:   map[uint32]bool{}, labels: map[string]string{}, stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue),
 		wake: make(chan struct{}, 1)}
 	p.exportCtx, p.cancelExport = context.WithCancel(context.Background())
 	return p

@@ -118,13 +118,13 @@ func (p *Profiler) dispatch(ev *events.Event) {
 	case events.SplitNode:
 		a.SplitNode(ev.PID, ev.TID, int(ev.Ith), p.nodeInfo(ev))
 	case events.TimedNode:
-		a.TimedNode(ev.PID, ev.TID, ev.Label(), p.nodeInfo(ev))
+		a.TimedNode(ev.PID, ev.TID, p.label(ev.Label), p.nodeInfo(ev))
 	case events.DeviceTimes:
 		times := p.times[:ev.Nth]
 		for i := range times {
 			times[i] = ev.DeviceTime(i)
 		}
-		a.DeviceTimes(ev.PID, ev.TID, ev.Label(), ev.Held(), ev.First(), times)
+		a.DeviceTimes(ev.PID, ev.TID, ev.Label, ev.Held(), ev.First(), times)
 	case events.SplitExit:
 		a.SplitExit(ev.PID, ev.TID, ev.TS)
 	case events.SyncEnter:
@@ -144,6 +144,23 @@ func (p *Profiler) dispatch(ev *events.Event) {
 		seq, p0, p1 := ev.SeqRemoved()
 		p.reqs.Remove(ev.PID, ev.TS, seq, p0, p1)
 	}
+}
+
+// maxLabels bounds the device's op labels kept, each once: a graph has a few dozen.
+const maxLabels = 4096
+
+// label returns b as a string, the same one each time: labels come a node at a time,
+// graph after graph. Called with p.mu held.
+func (p *Profiler) label(b []byte) string {
+	if l, ok := p.labels[string(b)]; ok {
+		return l
+	}
+	if len(p.labels) >= maxLabels {
+		clear(p.labels)
+	}
+	l := string(b)
+	p.labels[l] = l
+	return l
 }
 
 // maxAsked bounds the threads remembered as having had their counters asked for:
