@@ -256,11 +256,19 @@ func TestE2EVulkanSampled(t *testing.T) {
 	}
 }
 
-// With ggml-vulkan's perf logger on, each device span's nodes carry the device's own time
-// for them, read at the logger's print. Held out: the logger's own printed total for each
-// graph, which the spans' sums must match one for one, in order.
+// With ggml-vulkan's perf logger on, each device span sums the device's own times for its
+// nodes, read at the logger's print, and its node events carry them where its nodes were
+// read: every split at full tracing, a window's in the default config. Held out: the
+// logger's own printed total for each graph, which the spans' sums must match one for
+// one, in order.
 func TestE2EVulkanPerfLogger(t *testing.T) {
-	traces, metrics, p, stderr := vulkanRunStderr(t, testbench.Vulkan{Model: "tiny-moe", Tokens: 24, Runs: 2, Layers: -1, Threads: 2, PerfLogger: true}, fullTracing)
+	for _, tc := range []struct{ name, settings string }{{"all", fullTracing}, {"default", ""}} {
+		t.Run(tc.name, func(t *testing.T) { perfLoggerRun(t, tc.settings, tc.settings == fullTracing) })
+	}
+}
+
+func perfLoggerRun(t *testing.T, settings string, every bool) {
+	traces, metrics, p, stderr := vulkanRunStderr(t, testbench.Vulkan{Model: "tiny-moe", Tokens: 24, Runs: 2, Layers: -1, Threads: 2, PerfLogger: true}, settings)
 	var printed []float64 // µs, each graph's "Total time"
 	for _, line := range strings.Split(string(stderr), "\n") {
 		if v, ok := strings.CutPrefix(line, "Total time: "); ok {
@@ -274,8 +282,9 @@ func TestE2EVulkanPerfLogger(t *testing.T) {
 	devs := deviceSpans(traces)
 	slices.SortFunc(devs, func(a, b span) int { return cmp.Compare(a.start, b.start) })
 	var sums []float64 // µs, each device span's timed nodes
+	var total float64  // s, all of them
 	ops := map[string]float64{}
-	experts := 0
+	experts, withEvents := 0, 0
 	for _, d := range devs {
 		timed, _ := d.attrs["ggml.graph.nodes.timed"].(int64)
 		ns, _ := d.attrs["ggml.device.timed_ns"].(int64)
@@ -288,6 +297,12 @@ func TestE2EVulkanPerfLogger(t *testing.T) {
 		if uint64(ns) > d.end-d.start {
 			t.Errorf("the device timed %d ns of nodes in a span of %d ns", ns, d.end-d.start)
 		}
+		sums = append(sums, float64(ns)/1e3)
+		total += float64(ns) / 1e9
+		if len(d.eventAttrs) == 0 {
+			continue
+		}
+		withEvents++
 		var sum int64
 		for _, ev := range d.eventAttrs {
 			n, ok := ev["ggml.device.node_ns"].(int64)
@@ -308,9 +323,8 @@ func TestE2EVulkanPerfLogger(t *testing.T) {
 		if sum != ns || int64(len(d.eventAttrs)) != timed {
 			t.Errorf("%d nodes timed, %d ns; the events say %d nodes, %d ns", timed, ns, len(d.eventAttrs), sum)
 		}
-		sums = append(sums, float64(ns)/1e3)
 	}
-	t.Logf("%d graphs printed, %d device spans timed; device op seconds %v", len(printed), len(sums), ops)
+	t.Logf("%d graphs printed, %d device spans timed, %d with their nodes; device op seconds %v", len(printed), len(sums), withEvents, ops)
 	// The probes attach after the first Vulkan split: the spans are the prints' last ones.
 	if len(sums) < len(printed)/2 || len(sums) > len(printed) {
 		t.Fatalf("%d device spans timed for %d printed graphs", len(sums), len(printed))
@@ -321,11 +335,15 @@ func TestE2EVulkanPerfLogger(t *testing.T) {
 			t.Errorf("graph %d: the spans' nodes sum to %.3f µs, the logger printed %.3f µs", i, sums[i], tail[i])
 		}
 	}
+	if every && withEvents != len(sums) || !every && (withEvents == 0 || withEvents == len(sums)) {
+		t.Errorf("%d of %d timed device spans have their nodes as events", withEvents, len(sums))
+	}
 	if ops["MUL_MAT_ID"] == 0 || experts == 0 {
 		t.Errorf("no time for the experts' MUL_MAT_ID (%d nodes labelled with n_expert): %v", experts, ops)
 	}
-	// ggml.backend.device.op.time sums the nodes' times by op (its last export).
-	metric := map[string]float64{}
+	// ggml.backend.device.op.time sums every timed node by op (its last export): all the
+	// spans' sums, and at full tracing each op's events.
+	metric, metricTotal := map[string]float64{}, 0.0
 	eachMetric(metrics, "ggml.backend.device.op.time", func(mm pmetric.Metric) {
 		for i := 0; i < mm.Sum().DataPoints().Len(); i++ {
 			dp := mm.Sum().DataPoints().At(i)
@@ -333,8 +351,14 @@ func TestE2EVulkanPerfLogger(t *testing.T) {
 			metric[op.Str()] = dp.DoubleValue()
 		}
 	})
+	for _, v := range metric {
+		metricTotal += v
+	}
+	if math.Abs(metricTotal-total) > 1e-6+1e-3*total {
+		t.Errorf("ggml.backend.device.op.time sums to %.6f s, the spans to %.6f s", metricTotal, total)
+	}
 	for op, want := range ops {
-		if got := metric[op]; math.Abs(got-want) > 1e-6+1e-3*want {
+		if got := metric[op]; every && math.Abs(got-want) > 1e-6+1e-3*want {
 			t.Errorf("ggml.backend.device.op.time{%s} %.6f s, the spans say %.6f s", op, got, want)
 		}
 	}

@@ -249,7 +249,7 @@ func (s *Spans) device(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Spa
 	a.PutBool("ggml.device.end_bound", sl.Bound)
 	a.PutInt("thread.id", int64(sl.TID))
 	if len(sl.Timed) > 0 {
-		s.timedNodes(sp, sl)
+		s.timedNodes(sp, sl, len(sl.Nodes) > 0)
 		return
 	}
 	if len(sl.Nodes) == 0 {
@@ -267,14 +267,27 @@ func (s *Spans) device(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Spa
 	}
 }
 
-// timedNodes makes the nodes a device timed itself the events of its split's span, each
-// with the device's time (ggml.device.node_ns) where it came; the split's span sums them
-// (ggml.device.timed_ns), which its extent bounds.
-func (s *Spans) timedNodes(sp ptrace.Span, sl *assemble.Split) {
+// timedNodes sums the nodes a device timed itself on its split's span
+// (ggml.graph.nodes.timed, ggml.device.timed_ns, which the span's extent bounds) and, where
+// the split's nodes were read (a sampling window, or full tracing), makes them its events,
+// each with its label and the device's time for it (ggml.device.node_ns) where it came.
+func (s *Spans) timedNodes(sp ptrace.Span, sl *assemble.Split, events bool) {
+	var timed, sum int64
+	for _, n := range sl.Timed {
+		if n.Known {
+			timed++
+			sum += int64(n.NS)
+		}
+	}
+	a := sp.Attributes()
+	a.PutInt("ggml.graph.nodes.timed", timed)
+	a.PutInt("ggml.device.timed_ns", sum)
+	if !events {
+		return
+	}
 	evs := sp.Events()
 	evs.EnsureCapacity(len(sl.Timed))
 	at := s.Clock.Time(sl.Start)
-	var timed, sum int64
 	for _, n := range sl.Timed {
 		ev := evs.AppendEmpty()
 		ev.SetName(n.Info.Op)
@@ -283,13 +296,8 @@ func (s *Spans) timedNodes(sp ptrace.Span, sl *assemble.Split) {
 		ev.Attributes().PutStr("ggml.device.label", n.Label)
 		if n.Known {
 			ev.Attributes().PutInt("ggml.device.node_ns", int64(n.NS))
-			timed++
-			sum += int64(n.NS)
 		}
 	}
-	a := sp.Attributes()
-	a.PutInt("ggml.graph.nodes.timed", timed)
-	a.PutInt("ggml.device.timed_ns", sum)
 }
 
 func (s *Spans) copy(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, c *assemble.Copy) {

@@ -278,6 +278,73 @@ func TestOffload(t *testing.T) {
 	}
 }
 
+// A device's own node times: summed on every device span, the nodes its events only
+// where the split's nodes were read (a window), and counted by op in the metric.
+func TestDeviceTimed(t *testing.T) {
+	mm, add := &assemble.NodeInfo{Op: "MUL_MAT", Name: "ffn_up-0"}, &assemble.NodeInfo{Op: "ADD"}
+	timed := []assemble.TimedNode{{Info: mm, Label: "MUL_MAT_VEC q4_0", NS: 300, Known: true}, {Info: add, Label: "ADD", NS: 0}, {Info: mm, Label: "MUL_MAT_VEC q4_0", NS: 200, Known: true}}
+	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 100,
+		Splits: []assemble.Split{
+			{TID: 1, Backend: "VK", NNodes: 3, Start: 10, End: 20, Device: true, Done: 90, Timed: timed},
+			{TID: 1, Backend: "VK", NNodes: 3, Start: 30, End: 40, Device: true, Done: 95, Timed: timed, Nodes: []*assemble.NodeInfo{mm, add, mm}},
+		}}
+	p := &Origin{PID: 1, Exe: "x"}
+	td := ptrace.NewTraces()
+	NewSpans(Clock{}, true, roofline.Peaks{}, nil).Decode(td, p, d)
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	var devs []ptrace.Span
+	for i := 0; i < spans.Len(); i++ {
+		if spans.At(i).Name() == "ggml.device.compute" {
+			devs = append(devs, spans.At(i))
+		}
+	}
+	if len(devs) != 2 {
+		t.Fatalf("%d device spans", len(devs))
+	}
+	for i, sp := range devs {
+		a := sp.Attributes().AsRaw()
+		if a["ggml.graph.nodes.timed"] != int64(2) || a["ggml.device.timed_ns"] != int64(500) {
+			t.Errorf("device span %d: %v", i, a)
+		}
+	}
+	if n := devs[0].Events().Len(); n != 0 {
+		t.Errorf("a split outside a window has %d node events", n)
+	}
+	evs := devs[1].Events()
+	if evs.Len() != 3 {
+		t.Fatalf("%d node events, want 3", evs.Len())
+	}
+	first, second := evs.At(0).Attributes().AsRaw(), evs.At(1).Attributes().AsRaw()
+	if first["ggml.device.node_ns"] != int64(300) || first["ggml.device.label"] != "MUL_MAT_VEC q4_0" || first["ggml.op"] != "MUL_MAT" {
+		t.Errorf("first node event %v", first)
+	}
+	if _, ok := second["ggml.device.node_ns"]; ok {
+		t.Errorf("a node whose time was lost has one: %v", second)
+	}
+	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
+	m.Decode(p, d)
+	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	found := false
+	for i := 0; i < ms.Len(); i++ {
+		if ms.At(i).Name() != "ggml.backend.device.op.time" {
+			continue
+		}
+		dps := ms.At(i).Sum().DataPoints()
+		for j := 0; j < dps.Len(); j++ {
+			op, _ := dps.At(j).Attributes().Get("ggml.op")
+			if op.Str() == "MUL_MAT" {
+				found = math.Abs(dps.At(j).DoubleValue()-1000e-9) < 1e-15
+			}
+			if op.Str() == "ADD" {
+				t.Errorf("an untimed op has device time %g", dps.At(j).DoubleValue())
+			}
+		}
+	}
+	if !found {
+		t.Error("ggml.backend.device.op.time{MUL_MAT} is not the 1 µs of both splits")
+	}
+}
+
 // resource_attributes.<name>.enabled: false leaves the attribute off spans and metrics
 // alike, and both carry one scope name.
 func TestResourceAttributeSwitches(t *testing.T) {
