@@ -1005,7 +1005,9 @@ struct {
 /* libstdc++'s std::string, std::map and std::vector, as the logger holds its labels:
  * map<string, vector<uint64_t>>. The C++ ABI fixes these offsets. */
 #define STR_DATA 0   /* std::string: char *, then the length */
-#define MAP_LEFTMOST 24 /* std::map: the header's left link, its first entry */
+#define MAP_HEADER 8 /* std::map: the tree's header node, whose parent link is the root */
+#define MAP_ROOT 16
+#define MAP_LEFTMOST 24 /* the header's left link: the first entry */
 #define MAP_COUNT 40
 #define RB_PARENT 8  /* a red-black tree node */
 #define RB_LEFT 16
@@ -1152,10 +1154,15 @@ int times_print(struct pt_regs *ctx)
 {
 	void *logger = (void *)PT_REGS_PARM1(ctx);
 	u64 count = 0;
+	void *root = 0, *up = 0;
 	struct times_walk w = {};
 	bpf_probe_read_user(&count, sizeof(count), logger + MAP_COUNT);
 	bpf_probe_read_user(&w.entry, sizeof(w.entry), logger + MAP_LEFTMOST);
-	if (!count || !w.entry)
+	bpf_probe_read_user(&root, sizeof(root), logger + MAP_ROOT);
+	if (root)
+		bpf_probe_read_user(&up, sizeof(up), root + RB_PARENT);
+	/* The root's parent is the header: libstdc++'s layout, not another library's. */
+	if (!count || !w.entry || up != logger + MAP_HEADER)
 		return 0;
 	w.left = count - 1;
 	w.step = WALK_ENTER;

@@ -335,10 +335,13 @@ func perfLoggerRun(t *testing.T, settings string, every bool) {
 			t.Errorf("graph %d: the spans' nodes sum to %.3f µs, the logger printed %.3f µs", i, sums[i], tail[i])
 		}
 	}
-	if every && withEvents != len(sums) || !every && (withEvents == 0 || withEvents == len(sums)) {
+	// In the default config a window may or may not fall on a device's split in a run
+	// this short (TestE2EVulkanSampled checks that windows read them); most splits are
+	// outside one.
+	if every && withEvents != len(sums) || !every && withEvents > len(sums)/2 {
 		t.Errorf("%d of %d timed device spans have their nodes as events", withEvents, len(sums))
 	}
-	if ops["MUL_MAT_ID"] == 0 || experts == 0 {
+	if withEvents > 0 && (ops["MUL_MAT_ID"] == 0 || experts == 0) {
 		t.Errorf("no time for the experts' MUL_MAT_ID (%d nodes labelled with n_expert): %v", experts, ops)
 	}
 	// ggml.backend.device.op.time sums every timed node by op (its last export): all the
@@ -354,6 +357,9 @@ func perfLoggerRun(t *testing.T, settings string, every bool) {
 	for _, v := range metric {
 		metricTotal += v
 	}
+	if metric["MUL_MAT_ID"] == 0 {
+		t.Errorf("ggml.backend.device.op.time has no MUL_MAT_ID: %v", metric)
+	}
 	if math.Abs(metricTotal-total) > 1e-6+1e-3*total {
 		t.Errorf("ggml.backend.device.op.time sums to %.6f s, the spans to %.6f s", metricTotal, total)
 	}
@@ -363,7 +369,7 @@ func perfLoggerRun(t *testing.T, settings string, every bool) {
 		}
 	}
 	for _, b := range p.Backends {
-		if b.Backend == "VK" && b.OpSeconds["MUL_MAT_ID"] == 0 {
+		if b.Backend == "VK" && withEvents > 0 && b.OpSeconds["MUL_MAT_ID"] == 0 {
 			t.Errorf("the summary's VK backend has no MUL_MAT_ID time: %+v", b)
 		}
 	}
