@@ -284,9 +284,9 @@ func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 	}
 	a.device = true
 	var (
-		f              *symbols.File
-		waits          []link.Link
-		err, queuedErr error
+		f                         *symbols.File
+		waits                     []link.Link
+		err, queuedErr, loggerErr error
 	)
 	if dev == nil || backend == backends.Unknown {
 		queuedErr = fmt.Errorf("pid %d: the %s backend's code has no symbols (stripped?): the copies it queues are not seen", a.PID, backend)
@@ -305,10 +305,10 @@ func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 			a.progs.CopyAsyncEnter, a.progs.CopyAsyncExit, symbols.RDX|symbols.RCX)
 		a.links = append(a.links, queued...)
 		if backend == vulkan {
-			queuedErr = errors.Join(queuedErr, a.attachLogger(dev, f))
+			loggerErr = a.attachLogger(dev, f)
 		}
 	}
-	return errors.Join(err, queuedErr)
+	return errors.Join(err, queuedErr, loggerErr)
 }
 
 // placeBackend probes the backend's implementation of one of its interface's functions,

@@ -1,0 +1,24 @@
+package profiler
+
+import (
+	"strconv"
+	"testing"
+)
+
+// The device's op labels are kept once each, up to maxLabels: past it they are forgotten
+// and kept anew, and a label read again is the string kept.
+func TestLabelsBounded(t *testing.T) {
+	p := &Profiler{labels: map[string]string{}}
+	first := p.label([]byte("MUL_MAT_VEC q4_0"))
+	if again := p.label([]byte("MUL_MAT_VEC q4_0")); again != first || len(p.labels) != 1 {
+		t.Fatalf("label read again: %q, %d kept", again, len(p.labels))
+	}
+	for i := range maxLabels + 10 {
+		if l := p.label([]byte("op " + strconv.Itoa(i))); l != "op "+strconv.Itoa(i) {
+			t.Fatalf("label %d read as %q", i, l)
+		}
+		if len(p.labels) > maxLabels {
+			t.Fatalf("%d labels kept, at most %d", len(p.labels), maxLabels)
+		}
+	}
+}
