@@ -2,6 +2,8 @@
 #
 #   make generate         regenerate internal/metadata, documentation.md and the bpf2go output
 #   make build            build bin/otelcol-profinfer with ocb (downloads modules on first run)
+#   make build-arm64      cross-build the distribution for linux/arm64 (build-amd64 likewise),
+#                         into build/linux-ARCH/, where the container image takes it from
 #   make run              build, then run the collector with config/otelcol.yaml (needs root)
 #   make testenv test     set up the test environment, then run every test (e2e tests need root)
 #   make bench            measure the receiver's overhead on llama.cpp against a naive bpftrace
@@ -22,7 +24,7 @@ PAIRS ?= 8
 # otlpencodingextension, which the module proxy does not serve).
 GOFLAGS_E := GOFLAGS="$$($(GO) env GOFLAGS) -e"
 
-.PHONY: all generate build run testenv test bench bench-report check-generated clean
+.PHONY: all generate build build-amd64 build-arm64 run testenv test bench bench-report check-generated clean
 
 all: build
 
@@ -37,9 +39,15 @@ generate:
 	gofmt -w internal/metadata viewexporter bpf
 
 build:
-	mkdir -p build bin
-	$(GOFLAGS_E) $(TOOL) builder --config builder-config.yaml
-	cp $(DIST)/otelcol-profinfer $(BIN)
+	$(MAKE) build-$$($(GO) env GOARCH)
+	cp build/linux-$$($(GO) env GOARCH)/otelcol-profinfer $(BIN)
+
+# ocb builds with the GOARCH it is given; `go tool -n` builds ocb itself for this machine
+# and prints its path, where `go tool` would build it for GOARCH too.
+build-amd64 build-arm64: build-%:
+	mkdir -p build/linux-$* bin
+	GOOS=linux GOARCH=$* $(GOFLAGS_E) "$$($(TOOL) -n builder)" --config builder-config.yaml
+	cp $(DIST)/otelcol-profinfer build/linux-$*/otelcol-profinfer
 
 run: build
 	$(BIN) --config config/otelcol.yaml
@@ -47,7 +55,7 @@ run: build
 testenv:
 	scripts/testenv.sh
 
-test: testenv build
+test: testenv build build-arm64
 	@# -p 1: the e2e tests target executables by path, so another package's llama.cpp
 	@# processes running meanwhile would be profiled too.
 	$(GO) test -tags e2e -p 1 -count=1 -timeout 60m ./...

@@ -2,5 +2,5 @@
 // generated Go files and objects are committed, so building needs no clang.
 package bpf
 
-//go:generate go tool -modfile=../tools/go.mod bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64 -type kind -type event -type detail -type counted -type batch -type seq_tokens -type graph_record -type device_times -type timed_node Profinfer profinfer.bpf.c -- -I/usr/include/x86_64-linux-gnu
-//go:generate go tool -modfile=../tools/go.mod bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64 Watch watch.bpf.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool -modfile=../tools/go.mod bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type kind -type event -type detail -type counted -type batch -type seq_tokens -type graph_record -type device_times -type timed_node Profinfer profinfer.bpf.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool -modfile=../tools/go.mod bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 Watch watch.bpf.c -- -I/usr/include/x86_64-linux-gnu

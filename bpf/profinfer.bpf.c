@@ -195,7 +195,7 @@ volatile const u32 type_i32 = 26; /* enum ggml_type GGML_TYPE_I32 */
 volatile const u32 graph_nnodes_off = 4;
 volatile const u32 graph_nodes_off = 16; /* struct ggml_cgraph.nodes */
 volatile const u32 cplan_nthreads_off = 16;
-volatile const u32 batch_stack_off = 8; /* llama_batch.n_tokens relative to sp at the probe */
+volatile const u32 batch_stack_off = 8; /* llama_batch.n_tokens relative to sp at the probe (x86-64) */
 volatile const u32 batch_pos_off = 24;      /* llama_batch.pos */
 volatile const u32 batch_n_seq_id_off = 32; /* llama_batch.n_seq_id */
 volatile const u32 batch_seq_id_off = 40;   /* llama_batch.seq_id */
@@ -674,6 +674,14 @@ __attribute__((noinline)) int batch_token_global(u64 i, u64 pos, u64 n_seq_id, u
 	return sum_token(i, &arr);
 }
 
+/* Where llama_decode's batch is. It is too large for registers: x86-64 passes it in
+ * memory above the return address, arm64 a pointer to a copy in x1. */
+#if defined(__TARGET_ARCH_arm64)
+#define DECODE_BATCH(ctx) ((void *)PT_REGS_PARM2(ctx))
+#else
+#define DECODE_BATCH(ctx) ((void *)(PT_REGS_SP(ctx) + batch_stack_off))
+#endif
+
 /* llama_decode(ctx, batch): the batch is passed in memory, n_tokens first. Its tokens
  * are summed per sequence, for the requests they belong to. The context pointer lets
  * user space read the context's size and threads once. Without bpf_loop (before 5.17), a
@@ -684,7 +692,7 @@ static __always_inline int decode_batch(struct pt_regs *ctx, bool loop)
 	struct batch *b = bpf_map_lookup_elem(&batches, &zero);
 	if (!b)
 		return 0;
-	void *batch = (void *)(PT_REGS_SP(ctx) + batch_stack_off);
+	void *batch = DECODE_BATCH(ctx);
 	s32 n = 0;
 	struct batch_arrays arr = {};
 	bpf_probe_read_user(&n, sizeof(n), batch);

@@ -1,6 +1,6 @@
-/* Kernel types beyond the UAPI headers: only struct pt_regs for x86-64 uprobes and the
- * task_struct fields read, with CO-RE relocations, so no generated vmlinux.h is
- * needed to build. */
+/* Kernel types beyond the UAPI headers: only the registers a uprobe sees, for x86-64 and
+ * arm64, and the task_struct fields read, with CO-RE relocations, so no generated
+ * vmlinux.h is needed to build. */
 #pragma once
 
 #include <linux/types.h>
@@ -14,10 +14,24 @@ typedef __s32 s32;
 typedef __s64 s64;
 typedef _Bool bool;
 
+#if defined(__TARGET_ARCH_arm64)
+/* The UAPI register set that arm64's struct pt_regs begins with, which bpf_tracing.h
+ * reads the arguments from: stable, so no relocation. */
+struct user_pt_regs {
+	__u64 regs[31];
+	__u64 sp;
+	__u64 pc;
+	__u64 pstate;
+};
+struct pt_regs {
+	struct user_pt_regs user_regs;
+};
+#else
 struct pt_regs {
 	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
 	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 } __attribute__((preserve_access_index));
+#endif
 
 struct list_head {
 	struct list_head *next, *prev;

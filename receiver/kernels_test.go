@@ -52,7 +52,7 @@ func everyDegradation() []string {
 // the request and metrics, with no error logged and exactly the kernel's degradation
 // warnings.
 func TestE2EKernels(t *testing.T) {
-	env, kernels := vm.Require(t)
+	env, kernels := vm.Require(t, "amd64")
 	for _, name := range []string{"5.10", "6.1", "6.12"} {
 		found := false
 		for _, k := range kernels {
@@ -173,7 +173,13 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string) {
 		checkProfileOf(t, traces, metrics, 0, false)
 	}
 	decodes, mulmats, requests, counted, graphs := 0, 0, 0, 0, 0
+	var seen []string // every request span, for the message if ours is missing
 	for _, s := range spans(traces) {
+		if strings.HasPrefix(s.name, "text_completion") {
+			seen = append(seen, fmt.Sprintf("%d prompt + %d cached tokens, %d out in %d decodes, ended %v",
+				s.attrs["llama.request.prompt_tokens"], s.attrs["gen_ai.usage.cache_read.input_tokens"],
+				s.attrs["gen_ai.usage.output_tokens"], s.attrs["llama.request.decodes"], s.attrs["llama.request.end"]))
+		}
 		switch {
 		case s.name == "llama_decode":
 			decodes++
@@ -197,7 +203,8 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string) {
 		t.Errorf("%d llama_decode, %d traced graph and %d MUL_MAT spans, want a prefill and decodes, traced graphs and matmuls", decodes, graphs, mulmats)
 	}
 	if want := map[string]int{"llama-bench": 0, "llama-server": 1}[exe]; requests != want {
-		t.Errorf("%d request spans of 8 output tokens, want %d", requests, want)
+		server, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+		t.Errorf("%d request spans of 8 output tokens, want %d; request spans: %q\nserver log:\n%s", requests, want, seen, server)
 	}
 	// Full tracing reads task-clock at every node of a thread whose counters are open:
 	// they are opened as each thread is first seen, so a server's first request may come
@@ -316,7 +323,7 @@ done
 //
 //	go test -tags e2e -run '^$' -bench KernelWindows -benchtime 1x -timeout 60m ./receiver
 func BenchmarkKernelWindows(b *testing.B) {
-	env, kernels := vm.Require(b)
+	env, kernels := vm.Require(b, "amd64")
 	bin, _ := filepath.Abs("../bin/otelcol-profinfer")
 	configs := map[string]string{
 		"off":      "nodes: {mode: off}",

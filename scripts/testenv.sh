@@ -23,9 +23,10 @@ fi
 
 # node-llama-cpp: its bundled llama.cpp source and the x64 prebuilt, and for the current
 # version the x64 Vulkan prebuilt (24 MB), which the GPU tests run on Mesa's software
-# driver, and the CUDA one (181 MB), whose probe points are checked in its files (no GPU
-# here runs it). Other platforms are left out; install scripts are skipped because the
-# postinstall would try to fetch or build binaries.
+# driver, the CUDA one (181 MB), whose probe points are checked in its files (no GPU
+# here runs it), and the arm64 one (20 MB), whose arm64 code probe placement and layout
+# detection are checked on. Other platforms are left out; install scripts are skipped
+# because the postinstall would try to fetch or build binaries.
 install_nlc() { # DIR VERSION [PACKAGE...]
   local dir=$1 version=$2 stamp
   shift 2
@@ -41,7 +42,7 @@ install_nlc() { # DIR VERSION [PACKAGE...]
   cp "$ROOT/scripts/node-driver.mjs" "$dir/driver.mjs"
 }
 NPM=$TE/npm
-install_nlc "$NPM" "$NLC_VERSION" @node-llama-cpp/linux-x64-vulkan @node-llama-cpp/linux-x64-cuda
+install_nlc "$NPM" "$NLC_VERSION" @node-llama-cpp/linux-x64-vulkan @node-llama-cpp/linux-x64-cuda @node-llama-cpp/linux-arm64
 
 # Older node-llama-cpp prebuilts, one llama.cpp release each, a quarter or so apart from
 # late 2024 (release in bins/linux-x64/_nlcBuildMetadata.json): 3.20.0 b10361, 3.18.0
@@ -118,6 +119,7 @@ rm -f "$MODELS"/*-f16.gguf
 # userland: busybox-static, since the guest has no libraries.
 vm_apt=()
 command -v qemu-system-x86_64 >/dev/null || vm_apt+=(qemu-system-x86)
+command -v qemu-system-aarch64 >/dev/null || vm_apt+=(qemu-system-arm)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || vm_apt+=(busybox-static)
 command -v zstd >/dev/null || vm_apt+=(zstd)
 if [ ${#vm_apt[@]} -gt 0 ]; then
@@ -160,11 +162,11 @@ extract_vmlinux() { # VMLINUZ OUT
 }
 # As root, apt downloads as _apt, which cannot write to the temporary directories below.
 as_root=(-o APT::Sandbox::User=root)
-kernel_done() { [ "$(cat "$KERNELS/$1/.stamp" 2>/dev/null)" = "$2 v1" ]; } # NAME PACKAGE
-fetch_kernel() { # NAME PACKAGE [APT OPTIONS...]: the unsigned package, else the signed one
-  local name=$1 pkg=$2 tmp deb image
-  shift 2
-  kernel_done "$name" "$pkg" && return
+kernel_done() { [ "$(cat "$1/$2/.stamp" 2>/dev/null)" = "$3 v1" ]; } # DIR NAME PACKAGE
+fetch_kernel() { # DIR NAME PACKAGE [APT OPTIONS...]: the unsigned package, else the signed one
+  local dir=$1 name=$2 pkg=$3 tmp deb image
+  shift 3
+  kernel_done "$dir" "$name" "$pkg" && return
   log "fetching kernel $pkg"
   apt-cache "$@" show "$pkg" >/dev/null 2>&1 || apt-get -qq "$@" update
   tmp=$(mktemp -d)
@@ -173,14 +175,15 @@ fetch_kernel() { # NAME PACKAGE [APT OPTIONS...]: the unsigned package, else the
     log "$pkg is not in Debian's archive any more: pick its successor in scripts/testenv.sh"; return 1; }
   deb=$(echo "$tmp"/*.deb)
   image=$(dpkg-deb -c "$deb" | grep -o 'boot/vmlinuz-.*')
-  rm -rf "${KERNELS:?}/$name" && mkdir -p "$KERNELS/$name"
-  dpkg-deb --fsys-tarfile "$deb" | tar -xO "./$image" >"$KERNELS/$name/vmlinuz"
-  extract_vmlinux "$KERNELS/$name/vmlinuz" "$KERNELS/$name/vmlinux"
-  echo "${image#boot/vmlinuz-}" >"$KERNELS/$name/release"
+  rm -rf "${dir:?}/$name" && mkdir -p "$dir/$name"
+  dpkg-deb --fsys-tarfile "$deb" | tar -xO "./$image" >"$dir/$name/vmlinuz"
+  # arm64's image is the raw kernel already.
+  [[ $pkg == *-arm64 ]] || extract_vmlinux "$dir/$name/vmlinuz" "$dir/$name/vmlinux"
+  echo "${image#boot/vmlinuz-}" >"$dir/$name/release"
   rm -rf "$tmp"
-  echo "$pkg v1" >"$KERNELS/$name/.stamp"
+  echo "$pkg v1" >"$dir/$name/.stamp"
 }
-if ! kernel_done 5.10 linux-image-5.10.0-32-amd64; then
+if ! kernel_done "$KERNELS" 5.10 linux-image-5.10.0-32-amd64; then
   apt11=$(mktemp -d)
   mkdir -p "$apt11/lists/partial"
   echo "deb $(debian_source '^[a-z]+$') bullseye main" >"$apt11/sources.list"
@@ -189,11 +192,36 @@ if ! kernel_done 5.10 linux-image-5.10.0-32-amd64; then
             -o "Dir::State::Lists=$apt11/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=)
   log "listing bullseye's packages"
   apt-get -qq "${bullseye[@]}" "${as_root[@]}" update
-  fetch_kernel 5.10 linux-image-5.10.0-32-amd64 "${bullseye[@]}"
+  fetch_kernel "$KERNELS" 5.10 linux-image-5.10.0-32-amd64 "${bullseye[@]}"
   rm -rf "$apt11"
 fi
-fetch_kernel 6.1 linux-image-6.1.0-50-amd64
-fetch_kernel 6.12 linux-image-6.12.111+deb12-amd64
+fetch_kernel "$KERNELS" 6.1 linux-image-6.1.0-50-amd64
+fetch_kernel "$KERNELS" 6.12 linux-image-6.12.111+deb12-amd64
+
+# The arm64 guests (qemu's virt machine): Debian 12's arm64 6.1 and 6.12, and the arm64
+# busybox-static beside them, from the same mirror's arm64 package lists, kept apart from
+# this machine's apt state.
+KERNELS_ARM64=$TE/kernels-arm64
+if ! kernel_done "$KERNELS_ARM64" 6.1 linux-image-6.1.0-50-arm64 ||
+   ! kernel_done "$KERNELS_ARM64" 6.12 linux-image-6.12.111+deb12-arm64 ||
+   [ ! -f "$KERNELS_ARM64/.busybox" ]; then
+  aptarm=$(mktemp -d)
+  mkdir -p "$aptarm/lists/partial" "$KERNELS_ARM64"
+  echo "deb $(debian_source '^[a-z]+$') bookworm main" >"$aptarm/sources.list"
+  echo "deb $(debian_source '-security$') bookworm-security main" >>"$aptarm/sources.list"
+  arm64=(-o "Dir::Etc::sourcelist=$aptarm/sources.list" -o Dir::Etc::sourceparts=/dev/null
+         -o "Dir::State::Lists=$aptarm/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=
+         -o APT::Architecture=arm64 -o APT::Architectures::=arm64)
+  log "listing bookworm's arm64 packages"
+  apt-get -qq "${arm64[@]}" "${as_root[@]}" update
+  fetch_kernel "$KERNELS_ARM64" 6.1 linux-image-6.1.0-50-arm64 "${arm64[@]}"
+  fetch_kernel "$KERNELS_ARM64" 6.12 linux-image-6.12.111+deb12-arm64 "${arm64[@]}"
+  (cd "$aptarm" && apt-get -qq "${arm64[@]}" "${as_root[@]}" download busybox-static)
+  dpkg-deb --fsys-tarfile "$aptarm"/busybox-static_*.deb | tar -xO ./bin/busybox >"$KERNELS_ARM64/busybox"
+  chmod 755 "$KERNELS_ARM64/busybox"
+  echo "$(basename "$aptarm"/busybox-static_*.deb)" >"$KERNELS_ARM64/.busybox"
+  rm -rf "$aptarm"
+fi
 
 # A portable llama.cpp for the guests: static down to libc, since they have no libraries,
 # and built for any x86-64 with AVX2 instead of this machine's CPU: qemu's has no AVX-512.
@@ -216,4 +244,4 @@ if [ "$(cat "$LC/.stamp-portable" 2>/dev/null)" != "$KEY portable-v1" ]; then
   rm -rf "$LC/build-portable"
   echo "$KEY portable-v1" >"$LC/.stamp-portable"
 fi
-log "ready: $LC/bin, $LC/portable, $MODELS, $KERNELS"
+log "ready: $LC/bin, $LC/portable, $MODELS, $KERNELS, $KERNELS_ARM64"

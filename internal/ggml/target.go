@@ -92,39 +92,9 @@ var baseSymbols = []string{"ggml_tensor_overhead", "ggml_op_name", "ggml_type_na
 // process at bias (the difference between run-time and link-time addresses), whose
 // memory mem is. Tables of pointers are read from the live process, already relocated.
 func Inspect(f *symbols.File, mem io.ReaderAt, bias uint64) (*Target, error) {
-	if missing := f.Missing(baseSymbols...); len(missing) > 0 {
-		return nil, fmt.Errorf("ggml: %s lacks %s: not a GGML runtime, or stripped", f.Path(), strings.Join(missing, ", "))
-	}
-	// ggml_version came in mid-2025; without it the layout stands on the code alone.
-	var version string
-	if _, ok := f.Symbol("ggml_version"); ok {
-		v, err := readVersion(f)
-		if err != nil {
-			return nil, err
-		}
-		version = v
-	}
-	sym, _ := f.Symbol("ggml_tensor_overhead")
-	overhead, err := f.ImmediateReturn(sym)
-	if err != nil {
-		return nil, fmt.Errorf("ggml: reading ggml_tensor_overhead in %s: %w", f.Path(), err)
-	}
-	layouts, err := layoutsFor(overhead, version)
+	version, layout, err := layoutOf(f)
 	if err != nil {
 		return nil, err
-	}
-	var layout Layout
-	var errs []error
-	for _, l := range layouts {
-		if err := verify(f, l); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		layout = l
-		break
-	}
-	if layout.TensorSize == 0 {
-		return nil, errors.Join(errs...)
 	}
 	t := &Target{Version: version, Layout: layout}
 	r := memReader{mem: mem, bias: bias}
@@ -145,6 +115,45 @@ func Inspect(f *symbols.File, mem io.ReaderAt, bias uint64) (*Target, error) {
 	t.Names.Unary, _ = r.table(f, "GGML_UNARY_OP_NAME", "ggml_unary_op_name", 8)
 	t.Names.GLU, _ = r.table(f, "GGML_GLU_OP_NAME", "ggml_glu_op_name", 8)
 	return t, nil
+}
+
+// layoutOf reads the ggml version of f and finds its struct layout, from its code alone.
+func layoutOf(f *symbols.File) (string, Layout, error) {
+	if missing := f.Missing(baseSymbols...); len(missing) > 0 {
+		return "", Layout{}, fmt.Errorf("ggml: %s lacks %s: not a GGML runtime, or stripped", f.Path(), strings.Join(missing, ", "))
+	}
+	// ggml_version came in mid-2025; without it the layout stands on the code alone.
+	var version string
+	if _, ok := f.Symbol("ggml_version"); ok {
+		v, err := readVersion(f)
+		if err != nil {
+			return "", Layout{}, err
+		}
+		version = v
+	}
+	sym, _ := f.Symbol("ggml_tensor_overhead")
+	overhead, err := f.ImmediateReturn(sym)
+	if err != nil {
+		return "", Layout{}, fmt.Errorf("ggml: reading ggml_tensor_overhead in %s: %w", f.Path(), err)
+	}
+	layouts, err := layoutsFor(overhead, version)
+	if err != nil {
+		return "", Layout{}, err
+	}
+	var layout Layout
+	var errs []error
+	for _, l := range layouts {
+		if err := verify(f, l); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		layout = l
+		break
+	}
+	if layout.TensorSize == 0 {
+		return "", Layout{}, errors.Join(errs...)
+	}
+	return version, layout, nil
 }
 
 // verify checks the layout against the code of the target's own field getters: the size
@@ -180,7 +189,7 @@ func verify(f *symbols.File, l Layout) error {
 
 func readVersion(f *symbols.File) (string, error) {
 	sym, _ := f.Symbol("ggml_version")
-	addr, err := f.RIPTarget(sym)
+	addr, err := f.PCRelTarget(sym)
 	if err != nil {
 		return "", fmt.Errorf("ggml: finding the version string in %s: %w", f.Path(), err)
 	}
@@ -244,7 +253,7 @@ func tableAddr(f *symbols.File, symbol, accessor string, stride uint64) (addr, n
 	if !ok {
 		return 0, 0, fmt.Errorf("ggml: %s has neither %s nor %s", f.Path(), symbol, accessor)
 	}
-	if addr, err = f.RIPTarget(s); err != nil {
+	if addr, err = f.PCRelTarget(s); err != nil {
 		return 0, 0, fmt.Errorf("ggml: locating %s in %s: %w", symbol, f.Path(), err)
 	}
 	return addr, maxTableEntries, nil

@@ -43,3 +43,39 @@ func TestVerifyLayoutFromCode(t *testing.T) {
 		}
 	}
 }
+
+// The arm64 prebuilt of the same release reads the same version and has the same layout
+// as the x64 one, found from its arm64 code: the constant in ggml_tensor_overhead, the
+// version string ggml_version forms with adrp and add, and the offsets its getters load.
+func TestLayoutFromARM64Code(t *testing.T) {
+	e := testbench.Require(t)
+	var versions []string
+	var layouts []Layout
+	for _, dir := range []string{e.PrebuiltDir(), e.ARM64PrebuiltDir()} {
+		f, err := symbols.Open(filepath.Join(dir, "libggml-base.so"))
+		if err != nil {
+			testbench.Missing(t, err.Error())
+		}
+		defer f.Close()
+		v, l, err := layoutOf(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f.Path(), err)
+		}
+		versions, layouts = append(versions, v), append(layouts, l)
+	}
+	if versions[0] == "" || versions[1] != versions[0] || layouts[1] != layouts[0] {
+		t.Errorf("arm64: ggml %q, layout of %s; x64: ggml %q, layout of %s", versions[1], layouts[1].Versions, versions[0], layouts[0].Versions)
+	}
+	libs, _ := filepath.Glob(filepath.Join(e.ARM64PrebuiltDir(), "libllama.*so"))
+	if len(libs) != 1 {
+		testbench.Missing(t, "libllama in "+e.ARM64PrebuiltDir())
+	}
+	f, err := symbols.Open(libs[0])
+	if err != nil {
+		testbench.Missing(t, err.Error())
+	}
+	defer f.Close()
+	if c, err := ContextIn(f); err != nil || c.NCtx == 0 || c.NThreads == 0 {
+		t.Errorf("llama_context's fields from arm64 code: %+v, %v", c, err)
+	}
+}

@@ -130,23 +130,23 @@ type progs = bpf.ProfinferPrograms
 var specs = []spec{
 	// The memory calls before llama_decode: a decode seen means its request's boundaries
 	// are seen too, even while a process is attached to mid-run.
-	{app, discover.Llama, seqRmSymbol, func(p *progs) *ebpf.Program { return p.SeqRm }, false, symbols.RSI | symbols.RDX | symbols.RCX, false},
+	{app, discover.Llama, seqRmSymbol, func(p *progs) *ebpf.Program { return p.SeqRm }, false, symbols.Arg2 | symbols.Arg3 | symbols.Arg4, false},
 	{app, discover.Llama, clearSymbol, func(p *progs) *ebpf.Program { return p.SeqClear }, false, 0, false},
-	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.RSP | symbols.RDI, false},
+	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.Arg1 | symbols.Arg2Struct, false},
 	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
-	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedEnter }, false, symbols.RSI, false},
+	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedEnter }, false, symbols.Arg2, false},
 	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedExit }, true, 0, false},
-	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitEnter }, false, symbols.RDI | symbols.RSI, false},
+	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitEnter }, false, symbols.Arg1 | symbols.Arg2, false},
 	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitExit }, true, 0, false},
-	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyEnter }, false, symbols.RDI | symbols.RSI, false},
+	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyEnter }, false, symbols.Arg1 | symbols.Arg2, false},
 	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyExit }, true, 0, false},
-	{device, discover.Base, "ggml_backend_synchronize", func(p *progs) *ebpf.Program { return p.SyncEnter }, false, symbols.RDI, false},
+	{device, discover.Base, "ggml_backend_synchronize", func(p *progs) *ebpf.Program { return p.SyncEnter }, false, symbols.Arg1, false},
 	{device, discover.Base, "ggml_backend_synchronize", func(p *progs) *ebpf.Program { return p.SyncExit }, true, 0, false},
 	{graph, discover.Base, buildSymbol, func(p *progs) *ebpf.Program { return p.GraphNew }, false, 0, true},
-	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphEnter }, false, symbols.RDI | symbols.RSI, false},
+	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphEnter }, false, symbols.Arg1 | symbols.Arg2, false},
 	{graph, discover.CPU, "ggml_graph_compute", func(p *progs) *ebpf.Program { return p.GraphExit }, true, 0, false},
-	{node, discover.CPU, nodeSymbol, func(p *progs) *ebpf.Program { return p.NodeEnter }, false, symbols.RDI | symbols.RSI, false},
-	{node, discover.CPU, "ggml_compute_forward_rms_norm_mul_fused", func(p *progs) *ebpf.Program { return p.FusedEnter }, false, symbols.RDI | symbols.RSI | symbols.RDX, true},
+	{node, discover.CPU, nodeSymbol, func(p *progs) *ebpf.Program { return p.NodeEnter }, false, symbols.Arg1 | symbols.Arg2, false},
+	{node, discover.CPU, "ggml_compute_forward_rms_norm_mul_fused", func(p *progs) *ebpf.Program { return p.FusedEnter }, false, symbols.Arg1 | symbols.Arg2 | symbols.Arg3, true},
 	{barrier, discover.CPU, "ggml_barrier", func(p *progs) *ebpf.Program { return p.BarrierEnter }, false, 0, false},
 	{counted, discover.CPU, "ggml_graph_compute_thread", func(p *progs) *ebpf.Program { return p.ThreadExit }, true, 0, false},
 }
@@ -293,7 +293,7 @@ func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 	} else if f, err = a.open(dev); err == nil {
 		// The backend's own synchronize sees only its waits: 12 a token on Vulkan, where
 		// ggml_backend_synchronize sees 18, the CPU backend's among them.
-		waits, err = a.placeBackend(dev, f, backend, "synchronize", "P12ggml_backend", a.progs.SyncEnter, a.progs.SyncExit, symbols.RDI)
+		waits, err = a.placeBackend(dev, f, backend, "synchronize", "P12ggml_backend", a.progs.SyncEnter, a.progs.SyncExit, symbols.Arg1)
 	}
 	if waits == nil && err == nil {
 		waits, err = a.attach(func(s spec) bool { return s.group == device })
@@ -302,7 +302,7 @@ func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 	if f != nil {
 		var queued []link.Link
 		queued, queuedErr = a.placeBackend(dev, f, backend, "cpy_tensor_async", "P12ggml_backendS0_PK11ggml_tensorPS1_",
-			a.progs.CopyAsyncEnter, a.progs.CopyAsyncExit, symbols.RDX|symbols.RCX)
+			a.progs.CopyAsyncEnter, a.progs.CopyAsyncExit, symbols.Arg3|symbols.Arg4)
 		a.links = append(a.links, queued...)
 		if backend == vulkan {
 			loggerErr = a.attachLogger(dev, f)

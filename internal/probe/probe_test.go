@@ -2,6 +2,7 @@ package probe
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -46,8 +47,8 @@ func TestGPUBackendSymbols(t *testing.T) {
 				name, params string
 				keep         symbols.Regs
 			}{
-				{"synchronize", "P12ggml_backend", symbols.RDI},
-				{"cpy_tensor_async", "P12ggml_backendS0_PK11ggml_tensorPS1_", symbols.RDX | symbols.RCX},
+				{"synchronize", "P12ggml_backend", symbols.Arg1},
+				{"cpy_tensor_async", "P12ggml_backendS0_PK11ggml_tensorPS1_", symbols.Arg3 | symbols.Arg4},
 				{"get_name", "P12ggml_backend", 0},
 			} {
 				name := "ggml_backend_" + strings.ToLower(c.backend) + "_" + fn.name
@@ -101,7 +102,7 @@ func TestVulkanLoggerSymbols(t *testing.T) {
 	for _, p := range []struct {
 		sym  symbols.Symbol
 		keep symbols.Regs
-	}{{label, symbols.RDI | symbols.RDX}, {print, symbols.RDI}} {
+	}{{label, symbols.Arg1 | symbols.Arg3}, {print, symbols.Arg1}} {
 		if _, _, err := dev.ProbeOffset(p.sym, p.keep); err != nil {
 			t.Errorf("%s: %v", p.sym.Name, err)
 		}
@@ -129,4 +130,62 @@ func openPrebuilt(t *testing.T, path string) *symbols.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// node-llama-cpp's arm64 prebuilt (3.22.1, clang): every entry probe finds its symbol in
+// the object of its role, in each of the eight CPU variants, and is placed on arm64 code
+// with the registers its program reads intact. Where the kernel simulates the instruction
+// it lands on, a hit costs a trap; elsewhere the instruction is stepped out of line as
+// well. The offsets are this build's, read from its disassembly.
+func TestARM64PrebuiltProbes(t *testing.T) {
+	const dir = "../../.testenv/npm/node_modules/@node-llama-cpp/linux-arm64/bins/linux-arm64/"
+	cpus, _ := filepath.Glob(dir + "libggml-cpu-*.so")
+	if len(cpus) != 8 && os.Getenv("CI") == "true" {
+		t.Fatalf("%d CPU variants in %s, want 8; run scripts/testenv.sh", len(cpus), dir)
+	}
+	files := map[discover.Role][]string{discover.Llama: {"libllama.v0.5.0.so"}, discover.Base: {"libggml-base.so"}}
+	for _, c := range cpus {
+		files[discover.CPU] = append(files[discover.CPU], filepath.Base(c))
+	}
+	want := map[string]uint64{ // simulated, at these offsets
+		"libllama.v0.5.0.so:llama_decode":                                  12, // bl, past stp, str and mov x29
+		"libggml-base.so:ggml_backend_graph_compute_async":                 0,  // cbz
+		"libggml-base.so:ggml_backend_sched_graph_compute_async":           32, // cbz, past sub sp and the stps
+		"libggml-cpu-armv8.2_1.so:ggml_graph_compute":                      32, // bl ggml_cpu_init, past mov x19, x1
+		"libggml-base.so:ggml_backend_tensor_copy":                         28, // b.ne, past loads into w8 and w9
+		"libggml-cpu-armv8.2_1.so:ggml_cpu_extra_compute_forward":          24, // bl, past mov x19, x1 and mov x20, x0
+		"libggml-cpu-armv8.2_1.so:ggml_compute_forward_rms_norm_mul_fused": 40, // cbz x2, past a store of d10
+		"libggml-cpu-armv8.2_1.so:ggml_barrier":                            12, // b.eq, past and w8 and subs w10
+	}
+	for _, s := range specs {
+		if s.ret {
+			continue // return probes stay on the entry
+		}
+		for _, lib := range files[s.role] {
+			f := openPrebuilt(t, dir+lib)
+			name := s.symbol
+			for _, c := range choices[s.symbol] {
+				if _, ok := f.Function(c); ok {
+					name = c
+					break
+				}
+			}
+			sym, ok := f.Function(name)
+			if !ok {
+				if !s.optional {
+					t.Errorf("%s: no %s", lib, name)
+				}
+				continue
+			}
+			off, emulated, err := f.ProbeOffset(sym, s.keep)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			t.Logf("%s: %s+%d, simulated %v", lib, name, off, emulated)
+			if w, ok := want[lib+":"+name]; ok && (off != w || !emulated) {
+				t.Errorf("%s: %s+%d (simulated %v), want +%d, simulated", lib, name, off, emulated, w)
+			}
+		}
+	}
 }

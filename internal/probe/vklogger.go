@@ -60,9 +60,9 @@ func (a *Attachment) attachLogger(dev *discover.Module, f *symbols.File) error {
 		ret  bool
 		keep symbols.Regs
 	}{
-		{label, a.progs.LabelEnter, false, symbols.RDI | symbols.RDX},
+		{label, a.progs.LabelEnter, false, symbols.Arg1 | symbols.Arg3},
 		{label, a.progs.LabelExit, true, 0},
-		{print, a.progs.TimesPrint, false, symbols.RDI},
+		{print, a.progs.TimesPrint, false, symbols.Arg1},
 	} {
 		l, err := a.placeAt(dev, f, p.sym, p.prog, p.ret, p.keep, p.sym.Name)
 		if err != nil {

@@ -5,25 +5,13 @@ import (
 	"runtime/debug"
 	"time"
 
-	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 )
 
-func fmaAVX512(n int64)
-func fmaAVX2(n int64)
-func readAVX2(p *uint64, n int64)
-
-// fmaKernel returns the widest FMA loop this CPU runs and its FLOPs per iteration; ggml
-// picks the same instructions, so the probe measures the roof its matmuls run under.
-func fmaKernel() (func(int64), float64) {
-	switch {
-	case cpu.X86.HasAVX512F:
-		return fmaAVX512, 10 * 16 * 2
-	case cpu.X86.HasAVX2 && cpu.X86.HasFMA:
-		return fmaAVX2, 10 * 8 * 2
-	}
-	return scalarFMA, 4 * 2
-}
+// The architecture's kernels, in kernels_$GOARCH.go: fmaKernel returns the widest FMA
+// loop this CPU runs and its FLOPs per iteration (ggml picks the same instructions, so
+// the probe measures the roof its matmuls run under), readKernel the widest loop that
+// streams words through the CPU.
 
 var sink float64
 
@@ -35,7 +23,7 @@ func scalarFMA(n int64) {
 	sink = a + b + c + d
 }
 
-// readWords streams words through the CPU as readAVX2 does, where there is no AVX2.
+// readWords streams words through the CPU as the vector read loops do, where there are none.
 func readWords(w []uint64) {
 	var a, b, c, d uint64
 	for i := 0; i+3 < len(w); i += 4 {
@@ -81,6 +69,7 @@ func measure(d time.Duration) measurement {
 	n := len(ws.jobs)
 
 	kernel, perIter := fmaKernel()
+	readChunkOf := readKernel()
 	const iters = 1 << 14
 	fma := func(int) float64 {
 		kernel(iters)
@@ -94,11 +83,7 @@ func measure(d time.Duration) measurement {
 	next := make([]int, n)
 	read := func(w int) float64 {
 		chunk := bufs[w][next[w] : next[w]+readChunk/8]
-		if cpu.X86.HasAVX2 {
-			readAVX2(&chunk[0], readChunk)
-		} else {
-			readWords(chunk)
-		}
+		readChunkOf(chunk)
 		next[w] = (next[w] + readChunk/8) % len(bufs[w])
 		return readChunk
 	}

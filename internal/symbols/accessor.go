@@ -1,132 +1,119 @@
 package symbols
 
 import (
-	"bytes"
+	"debug/elf"
 	"fmt"
-
-	"golang.org/x/arch/x86/x86asm"
 )
 
 // maxAccessorInsns bounds the decoding of tiny accessor functions.
 const maxAccessorInsns = 8
 
-// RIPTarget returns the absolute virtual address of the first RIP-relative
-// memory operand in sym's first instructions, e.g. the table that
-// `lea GGML_OP_NAME(%rip),%rax` in ggml_op_name indexes.
-func (f *File) RIPTarget(sym Symbol) (uint64, error) {
-	code, err := f.code(sym, maxAccessorInsns*maxInsnLen)
-	if err != nil {
-		return 0, err
+// getterKind is the shape of a function that returns at once what one instruction (or
+// arm64's adrp and add) computes from its first argument, a constant or its own address.
+type getterKind int
+
+const (
+	retImm       getterKind = iota + 1 // a constant
+	retField32                         // a 32-bit field of the object its first argument points to
+	retFieldAddr                       // the address of a field of its first argument
+	retField64                         // a 64-bit field of its first argument
+	retPCRel                           // an address relative to its own code
+)
+
+// shapes name each machine's getters in errors.
+var shapes = map[elf.Machine]map[getterKind]string{
+	elf.EM_X86_64: {
+		retImm:       "mov $imm,%eax",
+		retField32:   "mov off(%rdi),%eax",
+		retFieldAddr: "lea off(%rdi),%rax",
+		retField64:   "mov off(%rdi),%rax",
+		retPCRel:     "lea str(%rip),%rax",
+	},
+	elf.EM_AARCH64: {
+		retImm:       "mov w0, #imm",
+		retField32:   "ldr w0, [x0, #off]",
+		retFieldAddr: "add x0, x0, #off",
+		retField64:   "ldr x0, [x0, #off]",
+		retPCRel:     "adrp x0, str; add x0, x0, :lo12:str",
+	},
+}
+
+// PCRelTarget returns the absolute virtual address of the first PC-relative address
+// that sym's first instructions form, e.g. the table that `lea GGML_OP_NAME(%rip),%rax`
+// (x86-64) or `adrp x8, GGML_OP_NAME; add x8, x8, :lo12:GGML_OP_NAME` (arm64) in
+// ggml_op_name indexes.
+func (f *File) PCRelTarget(sym Symbol) (uint64, error) {
+	var (
+		addr uint64
+		ok   bool
+		err  error
+	)
+	switch f.elf.Machine {
+	case elf.EM_X86_64:
+		addr, ok, err = f.pcRelX86(sym)
+	case elf.EM_AARCH64:
+		addr, ok, err = f.pcRelARM64(sym)
+	default:
+		return 0, f.unknownMachine(sym)
 	}
-	off := 0
-	for range maxAccessorInsns {
-		if off >= len(code) {
-			break
-		}
-		inst, err := decode(code[off:])
-		if err != nil {
-			return 0, fmt.Errorf("symbols: %s: %s+%#x: %w", f.name, sym.Name, off, err)
-		}
-		off += inst.Len
-		for _, a := range inst.Args {
-			if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.RIP {
-				// The displacement counts from the next instruction; x86asm
-				// zero-extends it, the CPU sign-extends it.
-				return sym.Value + uint64(off) + uint64(int64(int32(m.Disp))), nil
-			}
-		}
+	if err != nil || !ok {
+		return 0, fmt.Errorf("symbols: %s: %s: no PC-relative address (%v)", f.name, sym.Name, err)
 	}
-	return 0, fmt.Errorf("symbols: %s: %s: no RIP-relative operand", f.name, sym.Name)
+	return addr, nil
 }
 
-// ImmediateReturn returns imm if sym is `mov $imm,%eax; ret` (or the %rax
-// form), possibly after endbr64: how ggml reports compile-time constants
-// such as ggml_tensor_overhead.
-func (f *File) ImmediateReturn(sym Symbol) (uint64, error) {
-	return f.loadRet(sym, "mov $imm,%eax", func(mov x86asm.Inst, _ uint64) (uint64, bool) {
-		imm, ok := mov.Args[1].(x86asm.Imm)
-		switch {
-		case !ok || mov.Op != x86asm.MOV:
-			return 0, false
-		case mov.Args[0] == x86asm.EAX: // x86asm sign-extends imm32; a 32-bit write zero-extends
-			return uint64(uint32(imm)), true
-		case mov.Args[0] == x86asm.RAX:
-			return uint64(imm), true
-		}
-		return 0, false
-	})
-}
+// ImmediateReturn returns imm if sym returns a constant at once: how ggml reports
+// compile-time constants such as ggml_tensor_overhead.
+func (f *File) ImmediateReturn(sym Symbol) (uint64, error) { return f.getter(sym, retImm) }
 
-// FieldReturn returns off if sym is `mov off(%rdi),%eax; ret`, possibly after endbr64: a
-// getter of a 32-bit field of the object its first argument points to, such as
-// llama_context::n_ctx, which tells where the field is in this build.
-func (f *File) FieldReturn(sym Symbol) (uint64, error) {
-	return f.loadRet(sym, "mov off(%rdi),%eax", func(mov x86asm.Inst, _ uint64) (uint64, bool) {
-		m, ok := mov.Args[1].(x86asm.Mem)
-		if !ok || mov.Op != x86asm.MOV || mov.Args[0] != x86asm.EAX || m.Base != x86asm.RDI || m.Index != 0 || m.Segment != 0 || m.Disp < 0 {
-			return 0, false
-		}
-		return uint64(m.Disp), true
-	})
-}
+// FieldReturn returns off if sym returns a 32-bit field of the object its first argument
+// points to, such as llama_context::n_ctx, which tells where the field is in this build.
+func (f *File) FieldReturn(sym Symbol) (uint64, error) { return f.getter(sym, retField32) }
 
-// AddressReturn returns off if sym is `lea off(%rdi),%rax; ret`, possibly after endbr64:
-// a getter of the address of a field of its first argument, such as ggml_get_name.
-func (f *File) AddressReturn(sym Symbol) (uint64, error) {
-	return f.rdiField(sym, "lea off(%rdi),%rax", x86asm.LEA)
-}
+// AddressReturn returns off if sym returns the address of a field of its first argument,
+// such as ggml_get_name.
+func (f *File) AddressReturn(sym Symbol) (uint64, error) { return f.getter(sym, retFieldAddr) }
 
-// PointerReturn returns off if sym is `mov off(%rdi),%rax; ret`, possibly after endbr64:
-// a getter of a 64-bit field of its first argument, such as ggml_get_data.
-func (f *File) PointerReturn(sym Symbol) (uint64, error) {
-	return f.rdiField(sym, "mov off(%rdi),%rax", x86asm.MOV)
-}
+// PointerReturn returns off if sym returns a 64-bit field of its first argument, such
+// as ggml_get_data.
+func (f *File) PointerReturn(sym Symbol) (uint64, error) { return f.getter(sym, retField64) }
 
-func (f *File) rdiField(sym Symbol, shape string, op x86asm.Op) (uint64, error) {
-	return f.loadRet(sym, shape, func(in x86asm.Inst, _ uint64) (uint64, bool) {
-		m, ok := in.Args[1].(x86asm.Mem)
-		if !ok || in.Op != op || in.Args[0] != x86asm.RAX || m.Base != x86asm.RDI || m.Index != 0 || m.Segment != 0 || m.Disp < 0 {
-			return 0, false
-		}
-		return uint64(m.Disp), true
-	})
-}
-
-// StringReturn returns the string sym returns if sym is `lea str(%rip),%rax; ret`,
-// possibly after endbr64: a getter of a constant name, such as the CPU backend's
-// get_name. Name only sym's address when its file has no symbol for it.
+// StringReturn returns the string sym returns if sym returns a constant string at once,
+// such as the CPU backend's get_name. Name only sym's address when its file has no
+// symbol for it.
 func (f *File) StringReturn(sym Symbol) (string, error) {
-	addr, err := f.loadRet(sym, "lea str(%rip),%rax", func(lea x86asm.Inst, next uint64) (uint64, bool) {
-		m, ok := lea.Args[1].(x86asm.Mem)
-		if !ok || lea.Op != x86asm.LEA || lea.Args[0] != x86asm.RAX || m.Base != x86asm.RIP {
-			return 0, false
-		}
-		return next + uint64(int64(int32(m.Disp))), true // x86asm zero-extends the displacement
-	})
+	addr, err := f.getter(sym, retPCRel)
 	if err != nil {
 		return "", err
 	}
 	return f.CString(addr)
 }
 
-// loadRet returns what match makes of sym's first instruction if match accepts it and
-// a ret follows, possibly after endbr64; match is also given the address of the next
-// instruction, which RIP-relative operands count from. shape names the load in the error.
-func (f *File) loadRet(sym Symbol, shape string, match func(load x86asm.Inst, next uint64) (uint64, bool)) (uint64, error) {
-	code, err := f.code(sym, len(endbr64)+2*maxInsnLen)
-	if err != nil {
-		return 0, err
-	}
-	at := sym.Value
-	if bytes.HasPrefix(code, endbr64) {
-		code, at = code[len(endbr64):], at+uint64(len(endbr64))
-	}
-	if load, err := decode(code); err == nil {
-		if v, ok := match(load, at+uint64(load.Len)); ok {
-			if ret, err := decode(code[load.Len:]); err == nil && ret.Op == x86asm.RET && ret.Args[0] == nil {
-				return v, nil
-			}
+// getter returns what sym returns if it is a getter of kind want (possibly after a
+// landing pad: endbr64, bti c).
+func (f *File) getter(sym Symbol, want getterKind) (uint64, error) {
+	var (
+		kind getterKind
+		v    uint64
+	)
+	switch f.elf.Machine {
+	case elf.EM_X86_64:
+		code, err := f.code(sym, len(endbr64)+2*maxInsnLen)
+		if err != nil {
+			return 0, err
 		}
+		kind, v = getterX86(code, sym.Value)
+	case elf.EM_AARCH64:
+		code, err := f.code(sym, 4*4)
+		if err != nil {
+			return 0, err
+		}
+		kind, v = getterARM64(code, sym.Value)
+	default:
+		return 0, f.unknownMachine(sym)
 	}
-	return 0, fmt.Errorf("symbols: %s: %s is not `%s; ret`", f.name, sym.Name, shape)
+	if kind != want {
+		return 0, fmt.Errorf("symbols: %s: %s is not `%s; ret`", f.name, sym.Name, shapes[f.elf.Machine][want])
+	}
+	return v, nil
 }

@@ -208,14 +208,14 @@ func TestReadAt(t *testing.T) {
 
 func TestDecodeFunctions(t *testing.T) {
 	f := newTestFile(t, true)
-	if off, emul, err := f.ProbeOffset(mustSymbol(t, f, "barrier"), RDI); off != 14 || !emul || err != nil {
+	if off, emul, err := f.ProbeOffset(mustSymbol(t, f, "barrier"), Arg1); off != 14 || !emul || err != nil {
 		t.Errorf("ProbeOffset(barrier) = %d, %v, %v; want 14, true", off, emul, err)
 	}
-	if addr, err := f.RIPTarget(mustSymbol(t, f, "op_name")); addr != testBase+testRodata || err != nil {
-		t.Errorf("RIPTarget(op_name) = %#x, %v; want %#x", addr, err, testBase+testRodata)
+	if addr, err := f.PCRelTarget(mustSymbol(t, f, "op_name")); addr != testBase+testRodata || err != nil {
+		t.Errorf("PCRelTarget(op_name) = %#x, %v; want %#x", addr, err, testBase+testRodata)
 	}
-	if _, err := f.RIPTarget(mustSymbol(t, f, "barrier")); err == nil {
-		t.Error("RIPTarget(barrier) succeeded")
+	if _, err := f.PCRelTarget(mustSymbol(t, f, "barrier")); err == nil {
+		t.Error("PCRelTarget(barrier) succeeded")
 	}
 	for name, want := range map[string]uint64{"overhead": 0x170, "minus_one": 0xffffffff, "minus_one64": ^uint64(0)} {
 		if got, err := f.ImmediateReturn(mustSymbol(t, f, name)); got != want || err != nil {
@@ -227,15 +227,23 @@ func TestDecodeFunctions(t *testing.T) {
 	}
 }
 
-func TestNotX86(t *testing.T) {
+// Code of a machine profinfer does not decode is refused, naming the machine.
+func TestUnknownMachine(t *testing.T) {
 	data := buildELF(testFuncs(), false)
-	binary.LittleEndian.PutUint16(data[18:], uint16(elf.EM_AARCH64))
-	f, err := NewFile(bytes.NewReader(data), "arm.so")
+	binary.LittleEndian.PutUint16(data[18:], uint16(elf.EM_RISCV))
+	f, err := NewFile(bytes.NewReader(data), "riscv.so")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.ProbeOffset(mustSymbol(t, f, "barrier"), RDI); err == nil {
-		t.Error("ProbeOffset on aarch64 succeeded")
+	want := "symbols: riscv.so: barrier: machine EM_RISCV, want x86-64 or arm64"
+	if _, _, err := f.ProbeOffset(mustSymbol(t, f, "barrier"), Arg1); err == nil || err.Error() != want {
+		t.Errorf("ProbeOffset on RISC-V: %v, want %q", err, want)
+	}
+	if _, err := f.PCRelTarget(mustSymbol(t, f, "op_name")); err == nil || !strings.Contains(err.Error(), "machine EM_RISCV") {
+		t.Errorf("PCRelTarget on RISC-V: %v", err)
+	}
+	if _, err := f.ImmediateReturn(mustSymbol(t, f, "overhead")); err == nil || !strings.Contains(err.Error(), "machine EM_RISCV") {
+		t.Errorf("ImmediateReturn on RISC-V: %v", err)
 	}
 }
 

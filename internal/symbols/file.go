@@ -1,4 +1,4 @@
-// Package symbols reads ELF symbols and code of x86-64 executables and
+// Package symbols reads ELF symbols and code of x86-64 and arm64 executables and
 // shared libraries, and picks uprobe sites that the kernel emulates instead
 // of single-stepping.
 package symbols

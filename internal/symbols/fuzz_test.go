@@ -2,6 +2,7 @@ package symbols
 
 import (
 	"bytes"
+	"encoding/binary"
 	"maps"
 	"slices"
 	"testing"
@@ -25,11 +26,11 @@ func FuzzNewFile(f *testing.F) {
 			if !ok || sym.Name != name {
 				t.Fatalf("Symbol(%q) = %+v, %v", name, sym, ok)
 			}
-			off, emul, err := file.ProbeOffset(sym, RDI|RSI|RSP)
+			off, emul, err := file.ProbeOffset(sym, Arg1|Arg2|Stack)
 			if (!emul || err != nil) && off != 0 {
 				t.Fatalf("ProbeOffset(%+v) = %d, %v, %v", sym, off, emul, err)
 			}
-			file.RIPTarget(sym)
+			file.PCRelTarget(sym)
 			file.ImmediateReturn(sym)
 			file.FieldReturn(sym)
 			file.AddressReturn(sym)
@@ -62,7 +63,7 @@ func FuzzProbeOffset(f *testing.F) {
 		f.Add(tc.code, uint32(tc.keep))
 	}
 	f.Fuzz(func(t *testing.T, code []byte, keep uint32) {
-		off, emul := probeOffset(code, Regs(keep))
+		off, emul := probeOffsetX86(code, Regs(keep))
 		switch {
 		case !emul && off != 0:
 			t.Fatalf("probeOffset(% x) = %d, false", code, off)
@@ -72,6 +73,23 @@ func FuzzProbeOffset(f *testing.F) {
 			if inst, err := decode(code[off:]); err != nil || !isEmulated(code[off:off+uint64(inst.Len)]) {
 				t.Fatalf("probeOffset(% x) = %d, not an emulated instruction", code, off)
 			}
+		}
+	})
+}
+
+func FuzzProbeOffsetARM64(f *testing.F) {
+	for _, tc := range arm64ProbeCases {
+		f.Add(tc.code, uint32(tc.keep))
+	}
+	f.Fuzz(func(t *testing.T, code []byte, keep uint32) {
+		off, emul := probeOffsetARM64(code, Regs(keep))
+		switch {
+		case !emul && off != 0:
+			t.Fatalf("probeOffsetARM64(% x) = %d, false", code, off)
+		case emul && (off%4 != 0 || off+4 > uint64(len(code))):
+			t.Fatalf("probeOffsetARM64(% x) = %d, not an instruction of the code", code, off)
+		case emul && !isSimulatedARM64(binary.LittleEndian.Uint32(code[off:])):
+			t.Fatalf("probeOffsetARM64(% x) = %d, not a simulated instruction", code, off)
 		}
 	})
 }

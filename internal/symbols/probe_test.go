@@ -66,32 +66,32 @@ var probeCases = []struct {
 	emul bool
 }{
 	// Real llama.cpp prologues.
-	{"barrier cet", asm(iEndbr64, iMovEAX68, iMovzwlESI, iCmpAX1, iJe8), RDI, 14, true},
-	{"barrier cet keeps rsi", asm(iEndbr64, iMovEAX68, iMovzwlESI, iCmpAX1, iJe8), RDI | RSI, 0, false},
-	{"barrier", asm(iMovEAX68, iCmpAX1, iJe8, iJmp32), RDI, 7, true},
-	{"barrier keeps rax", asm(iMovEAX68, iCmpAX1, iJe8), RDI | RAX, 0, false},
-	{"extra compute forward", asm(iPushR13, iPushR13), RDI | RSI, 0, true},
-	{"extra compute forward cet", asm(iEndbr64, iPushR13), RDI | RSI, 4, true},
-	{"realigned stack", asm(iLeaR10, iAndRSP, iPushMem, iPushRBP), RDI | RSI | RDX, 13, true},
-	{"realigned stack keeps rsp", asm(iLeaR10, iAndRSP, iPushMem, iPushRBP), RDI | RSP, 0, false},
-	{"realigned stack cet", asm(iEndbr64, iLeaR10, iAndRSP, iMovRDXRAX, iPushMem, iPushRBP), RDI | RSI | RDX, 20, true},
+	{"barrier cet", asm(iEndbr64, iMovEAX68, iMovzwlESI, iCmpAX1, iJe8), Arg1, 14, true},
+	{"barrier cet keeps rsi", asm(iEndbr64, iMovEAX68, iMovzwlESI, iCmpAX1, iJe8), Arg1 | Arg2, 0, false},
+	{"barrier", asm(iMovEAX68, iCmpAX1, iJe8, iJmp32), Arg1, 7, true},
+	{"barrier keeps rax", asm(iMovEAX68, iCmpAX1, iJe8), Arg1 | Ret, 0, false},
+	{"extra compute forward", asm(iPushR13, iPushR13), Arg1 | Arg2, 0, true},
+	{"extra compute forward cet", asm(iEndbr64, iPushR13), Arg1 | Arg2, 4, true},
+	{"realigned stack", asm(iLeaR10, iAndRSP, iPushMem, iPushRBP), Arg1 | Arg2 | Arg3, 13, true},
+	{"realigned stack keeps rsp", asm(iLeaR10, iAndRSP, iPushMem, iPushRBP), Arg1 | Stack, 0, false},
+	{"realigned stack cet", asm(iEndbr64, iLeaR10, iAndRSP, iMovRDXRAX, iPushMem, iPushRBP), Arg1 | Arg2 | Arg3, 20, true},
 
 	// Emulated instructions.
-	{"jcc rel32", asm(iTestRDI, iJe32), RDI, 3, true},
-	{"jmp", asm(iEndbr64, iJmp32), RDI, 4, true},
-	{"call", asm(iSubRSP, iCall), RDI, 4, true},
+	{"jcc rel32", asm(iTestRDI, iJe32), Arg1, 3, true},
+	{"jmp", asm(iEndbr64, iJmp32), Arg1, 4, true},
+	{"call", asm(iSubRSP, iCall), Arg1, 4, true},
 	{"nop", asm(iEndbr64, iNop), 0, 4, true},
 	{"xchg ax ax", asm(iXchgAX), 0, 0, true},
 	{"nopl", asm(iNopl), 0, 0, true},
 	{"nopw", asm(iNopw), 0, 0, true},
 
 	// Not emulated; skipped when harmless.
-	{"cs nopw refused by kernel", asm(iCsNopw, iPushRBP), RDI, 10, true},
-	{"pause", asm(iPause, iPushRBP), RDI, 2, true},
-	{"rex nop is xchg r8", asm(iXchgR8, iPushRBP), RDI, 2, true},
-	{"rex nop is xchg r8, kept", asm(iXchgR8, iPushRBP), R8, 0, false},
-	{"push with rex.w", asm(iPushR13WB, iPushRBP), RDI, 2, true},
-	{"push with rex.w keeps rsp", asm(iPushR13WB, iPushRBP), RSP, 0, false},
+	{"cs nopw refused by kernel", asm(iCsNopw, iPushRBP), Arg1, 10, true},
+	{"pause", asm(iPause, iPushRBP), Arg1, 2, true},
+	{"rex nop is xchg r8", asm(iXchgR8, iPushRBP), Arg1, 2, true},
+	{"rex nop is xchg r8, kept", asm(iXchgR8, iPushRBP), Arg5, 0, false},
+	{"push with rex.w", asm(iPushR13WB, iPushRBP), Arg1, 2, true},
+	{"push with rex.w keeps rsp", asm(iPushR13WB, iPushRBP), Stack, 0, false},
 	{"data16 jcc leaves", asm(iJe66, iPushRBP), 0, 0, false},
 
 	// Control flow.
@@ -101,30 +101,30 @@ var probeCases = []struct {
 	{"ud2", asm(iUd2, iPushRBP), 0, 0, false},
 
 	// Register writes.
-	{"test does not write", asm(iTestRDI, iPushRBP), RDI, 3, true},
-	{"mov writes dest", asm(iMovRDIRSI, iPushRBP), RSI, 0, false},
-	{"mov reads source", asm(iMovRDIRSI, iPushRBP), RDI, 3, true},
-	{"byte register", asm(iMovDIL, iPushRBP), RDI, 0, false},
-	{"r8d", asm(iMovR8D, iPushRBP), R8, 0, false},
-	{"add", asm(iAddRDI, iPushRBP), RDI, 0, false},
-	{"sub rsp", asm(iSubRSP, iPushRBP), RSP, 0, false},
-	{"pop", asm(iPopRBX, iPushRBP), RSP, 0, false},
-	{"pop other", asm(iPopRBX, iPushRBP), RDI, 1, true},
-	{"xchg writes both", asm(iXchgRDI, iPushRBP), RDI, 0, false},
-	{"cmpxchg writes rax", asm(iCmpxchg, iPushRBP), RAX, 0, false},
-	{"cmpxchg keeps memory base", asm(iCmpxchg, iPushRBP), RDI, 5, true},
-	{"mul", asm(iMulRCX, iPushRBP), RDI, 0, false},
-	{"imul three operands", asm(iImul3, iPushRBP), RDI | RCX, 4, true},
-	{"cqo", asm(iCqo, iPushRBP), R9, 0, false},
-	{"mulx writes both", asm([]byte{0xc4, 0xe2, 0xcb, 0xf6, 0xc1}, iPushRBP), RSI, 0, false}, // mulx %rcx,%rsi,%rax
-	{"enter", asm([]byte{0xc8, 0x10, 0x00, 0x00}, iPushRBP), RSP, 0, false},
+	{"test does not write", asm(iTestRDI, iPushRBP), Arg1, 3, true},
+	{"mov writes dest", asm(iMovRDIRSI, iPushRBP), Arg2, 0, false},
+	{"mov reads source", asm(iMovRDIRSI, iPushRBP), Arg1, 3, true},
+	{"byte register", asm(iMovDIL, iPushRBP), Arg1, 0, false},
+	{"r8d", asm(iMovR8D, iPushRBP), Arg5, 0, false},
+	{"add", asm(iAddRDI, iPushRBP), Arg1, 0, false},
+	{"sub rsp", asm(iSubRSP, iPushRBP), Stack, 0, false},
+	{"pop", asm(iPopRBX, iPushRBP), Stack, 0, false},
+	{"pop other", asm(iPopRBX, iPushRBP), Arg1, 1, true},
+	{"xchg writes both", asm(iXchgRDI, iPushRBP), Arg1, 0, false},
+	{"cmpxchg writes rax", asm(iCmpxchg, iPushRBP), Ret, 0, false},
+	{"cmpxchg keeps memory base", asm(iCmpxchg, iPushRBP), Arg1, 5, true},
+	{"mul", asm(iMulRCX, iPushRBP), Arg1, 0, false},
+	{"imul three operands", asm(iImul3, iPushRBP), Arg1 | Arg4, 4, true},
+	{"cqo", asm(iCqo, iPushRBP), Arg6, 0, false},
+	{"mulx writes both", asm([]byte{0xc4, 0xe2, 0xcb, 0xf6, 0xc1}, iPushRBP), Arg2, 0, false}, // mulx %rcx,%rsi,%rax
+	{"enter", asm([]byte{0xc8, 0x10, 0x00, 0x00}, iPushRBP), Stack, 0, false},
 	{"int3", asm([]byte{0xcc}, iPushRBP), 0, 0, false},
-	{"cpuid", asm(iCpuid, iPushRBP), RDI, 0, false},
-	{"rep stos", asm(iRepStosq, iPushRBP), R9, 0, false},
+	{"cpuid", asm(iCpuid, iPushRBP), Arg1, 0, false},
+	{"rep stos", asm(iRepStosq, iPushRBP), Arg6, 0, false},
 
 	// Limits.
-	{"16th instruction", asm(repeat(iMovRBXRAX, 15), iPushRBP), RDI, 45, true},
-	{"17th instruction", asm(repeat(iMovRBXRAX, 16), iPushRBP), RDI, 0, false},
+	{"16th instruction", asm(repeat(iMovRBXRAX, 15), iPushRBP), Arg1, 45, true},
+	{"17th instruction", asm(repeat(iMovRBXRAX, 16), iPushRBP), Arg1, 0, false},
 	{"empty", nil, 0, 0, false},
 	{"runs out", asm(iMovRBXRAX), 0, 0, false},
 	{"truncated", iMovEAX68[:2], 0, 0, false},
@@ -134,7 +134,7 @@ var probeCases = []struct {
 func TestProbeOffset(t *testing.T) {
 	for _, tc := range probeCases {
 		t.Run(tc.name, func(t *testing.T) {
-			off, emul := probeOffset(tc.code, tc.keep)
+			off, emul := probeOffsetX86(tc.code, tc.keep)
 			if off != tc.off || emul != tc.emul {
 				t.Errorf("probeOffset(% x, %#x) = %d, %v; want %d, %v", tc.code, tc.keep, off, emul, tc.off, tc.emul)
 			}

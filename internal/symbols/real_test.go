@@ -46,14 +46,14 @@ func TestBenchProbeOffsets(t *testing.T) {
 		off  uint64
 		emul bool
 	}{
-		{llamaBin + "libggml-cpu.so", "ggml_barrier", RDI, 7, true},
-		{llamaBin + "libggml-cpu.so", "ggml_cpu_extra_compute_forward", RDI | RSI, 0, true},
-		{llamaBin + "libggml-cpu.so", "ggml_compute_forward_rms_norm_mul_fused", RDI | RSI | RDX, 13, true},
-		{llamaBin + "libggml-cpu.so", "ggml_compute_forward_rms_norm_mul_fused", RDI | RSP, 0, false},
-		{nlcBin + "libggml-cpu-haswell.so", "ggml_barrier", RDI, 14, true},
-		{nlcBin + "libggml-cpu-haswell.so", "ggml_barrier", RDI | RSI, 0, false},
-		{nlcBin + "libggml-cpu-haswell.so", "ggml_cpu_extra_compute_forward", RDI | RSI, 4, true},
-		{nlcBin + "libggml-cpu-haswell.so", "ggml_compute_forward_rms_norm_mul_fused", RDI | RSI | RDX, 20, true},
+		{llamaBin + "libggml-cpu.so", "ggml_barrier", Arg1, 7, true},
+		{llamaBin + "libggml-cpu.so", "ggml_cpu_extra_compute_forward", Arg1 | Arg2, 0, true},
+		{llamaBin + "libggml-cpu.so", "ggml_compute_forward_rms_norm_mul_fused", Arg1 | Arg2 | Arg3, 13, true},
+		{llamaBin + "libggml-cpu.so", "ggml_compute_forward_rms_norm_mul_fused", Arg1 | Stack, 0, false},
+		{nlcBin + "libggml-cpu-haswell.so", "ggml_barrier", Arg1, 14, true},
+		{nlcBin + "libggml-cpu-haswell.so", "ggml_barrier", Arg1 | Arg2, 0, false},
+		{nlcBin + "libggml-cpu-haswell.so", "ggml_cpu_extra_compute_forward", Arg1 | Arg2, 4, true},
+		{nlcBin + "libggml-cpu-haswell.so", "ggml_compute_forward_rms_norm_mul_fused", Arg1 | Arg2 | Arg3, 20, true},
 	} {
 		t.Run(filepath.Base(tc.lib)+":"+tc.sym, func(t *testing.T) {
 			f := openBench(t, tc.lib)
@@ -77,13 +77,13 @@ func TestBenchAccessors(t *testing.T) {
 		t.Run(filepath.Base(filepath.Dir(filepath.Dir(lib)))+"/"+filepath.Base(lib), func(t *testing.T) {
 			f := openBench(t, lib)
 			table := mustSymbol(t, f, "GGML_OP_NAME")
-			if addr, err := f.RIPTarget(mustSymbol(t, f, "ggml_op_name")); addr != table.Value || err != nil {
-				t.Errorf("RIPTarget(ggml_op_name) = %#x, %v; want GGML_OP_NAME at %#x", addr, err, table.Value)
+			if addr, err := f.PCRelTarget(mustSymbol(t, f, "ggml_op_name")); addr != table.Value || err != nil {
+				t.Errorf("PCRelTarget(ggml_op_name) = %#x, %v; want GGML_OP_NAME at %#x", addr, err, table.Value)
 			}
 			if imm, err := f.ImmediateReturn(mustSymbol(t, f, "ggml_tensor_overhead")); imm != 0x170 || err != nil {
 				t.Errorf("ImmediateReturn(ggml_tensor_overhead) = %#x, %v; want 0x170", imm, err)
 			}
-			v, err := f.RIPTarget(mustSymbol(t, f, "ggml_version"))
+			v, err := f.PCRelTarget(mustSymbol(t, f, "ggml_version"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -86,6 +86,12 @@ var PrebuiltBins = filepath.Join("node_modules", "@node-llama-cpp", "linux-x64",
 // PrebuiltDir holds the node-llama-cpp x64 prebuilt libraries.
 func (e *Env) PrebuiltDir() string { return filepath.Join(e.Root, "npm", PrebuiltBins) }
 
+// ARM64PrebuiltDir holds node-llama-cpp's arm64 prebuilt libraries, whose code the
+// arm64 probe placement and layout detection are checked on.
+func (e *Env) ARM64PrebuiltDir() string {
+	return filepath.Join(e.Root, "npm", "node_modules", "@node-llama-cpp", "linux-arm64", "bins", "linux-arm64")
+}
+
 // OldPrebuiltDir holds the x64 prebuilt libraries of an older node-llama-cpp version.
 func (e *Env) OldPrebuiltDir(version string) string {
 	return filepath.Join(e.Root, "npm-"+version, PrebuiltBins)

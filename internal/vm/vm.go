@@ -1,8 +1,9 @@
 // Package vm boots Debian's kernels under qemu's software emulation, from an initramfs,
 // so that end-to-end tests run the collector and llama.cpp inside kernels other than the
-// host's: the 5.10, 6.1 and 6.12 that make testenv puts under .testenv/kernels. A guest
-// runs a test's shell script with busybox as its only userland, and the files the script
-// leaves in /out come back to the host over the second serial port.
+// host's: the x86-64 5.10, 6.1 and 6.12 that make testenv puts under .testenv/kernels, and
+// the arm64 6.1 and 6.12 under .testenv/kernels-arm64. A guest runs a test's shell script
+// with busybox as its only userland, and the files the script leaves in /out come back to
+// the host over a serial port.
 package vm
 
 import (
@@ -31,6 +32,7 @@ import (
 
 // Kernel is one kernel of the matrix.
 type Kernel struct {
+	Arch    string // the machine it runs on, as GOARCH names it: amd64, arm64
 	Name    string // the series, as its directory is named: 5.10, 6.1, 6.12
 	Vmlinuz string // the image as Debian ships it
 	// Vmlinux is the ELF kernel unpacked from Vmlinuz, or "" where there is none. qemu boots
@@ -38,22 +40,54 @@ type Kernel struct {
 	// five seconds, half of a boot of Debian's xz-compressed 5.10 and 6.1.
 	Vmlinux string
 	Release string // what uname -r says in the guest, such as 5.10.0-32-amd64
+	Busybox string // the guest's userland: Debian's busybox-static for Arch
 }
 
-// Kernels lists the kernels under env's kernels directory, oldest series first.
-func Kernels(env *testbench.Env) ([]Kernel, error) {
-	dirs, err := os.ReadDir(filepath.Join(env.Root, "kernels"))
+// machine is how qemu emulates one architecture.
+type machine struct {
+	qemu, apt string   // the emulator, and the Debian package it is in
+	args      []string // the machine and its CPU
+	console   string   // the guest's serial console
+	// results is the serial port the results go out on: the console itself where the
+	// machine has one port, after the kernel's messages to it are silenced.
+	results string
+	kernels string // the directory of env.Root that holds its kernels
+	busybox string // where its busybox-static is, relative to env.Root where not absolute
+}
+
+var machines = map[string]machine{
+	// The host's own busybox; 5.10 and 6.1 boot from the ELF vmlinux.
+	"amd64": {qemu: "qemu-system-x86_64", apt: "qemu-system-x86", args: []string{"-cpu", "max"},
+		console: "ttyS0", results: "ttyS1", kernels: "kernels", busybox: Busybox},
+	// virt has a single UART. QEMU's architected pointer authentication is slow to
+	// emulate; its implementation-defined one is not.
+	"arm64": {qemu: "qemu-system-aarch64", apt: "qemu-system-arm", args: []string{"-M", "virt", "-cpu", "max,pauth-impdef=on"},
+		console: "ttyAMA0", results: "ttyAMA0", kernels: "kernels-arm64", busybox: "kernels-arm64/busybox"},
+}
+
+// Kernels lists the kernels for arch under env, oldest series first.
+func Kernels(env *testbench.Env, arch string) ([]Kernel, error) {
+	m, ok := machines[arch]
+	if !ok {
+		return nil, fmt.Errorf("vm: no machine for %s", arch)
+	}
+	dirs, err := os.ReadDir(filepath.Join(env.Root, m.kernels))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	busybox := m.busybox
+	if !filepath.IsAbs(busybox) {
+		busybox = filepath.Join(env.Root, busybox)
+	}
 	var ks []Kernel
 	for _, d := range dirs {
-		dir := filepath.Join(env.Root, "kernels", d.Name())
+		dir := filepath.Join(env.Root, m.kernels, d.Name())
 		release, err := os.ReadFile(filepath.Join(dir, "release"))
 		if err != nil {
-			continue // not (yet) fully installed
+			continue // not (yet) fully installed, or not a kernel
 		}
-		k := Kernel{Name: d.Name(), Vmlinuz: filepath.Join(dir, "vmlinuz"), Release: strings.TrimSpace(string(release))}
+		k := Kernel{Arch: arch, Name: d.Name(), Vmlinuz: filepath.Join(dir, "vmlinuz"),
+			Release: strings.TrimSpace(string(release)), Busybox: busybox}
 		if _, err := os.Stat(filepath.Join(dir, "vmlinux")); err == nil {
 			k.Vmlinux = filepath.Join(dir, "vmlinux")
 		}
@@ -76,30 +110,30 @@ func compareVersions(a, b string) int {
 	return cmp.Compare(len(as), len(bs))
 }
 
-// Require returns the test bench and its kernels, or ends the test the way
+// Require returns the test bench and its kernels for arch, or ends the test the way
 // testbench.Missing does: skipped on a developer machine, failed in CI.
-func Require(t testing.TB) (*testbench.Env, []Kernel) {
+func Require(t testing.TB, arch string) (*testbench.Env, []Kernel) {
 	t.Helper()
 	env := testbench.Require(t)
-	if _, err := exec.LookPath(qemu); err != nil {
-		testbench.Missing(t, qemu+" (apt-get install qemu-system-x86)")
+	m := machines[arch]
+	if _, err := exec.LookPath(m.qemu); err != nil {
+		testbench.Missing(t, m.qemu+" (apt-get install "+m.apt+")")
 	}
-	if err := checkStatic(Busybox); err != nil {
-		testbench.Missing(t, err.Error()+" (apt-get install busybox-static)")
-	}
-	ks, err := Kernels(env)
+	ks, err := Kernels(env, arch)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ks) == 0 {
-		testbench.Missing(t, "no kernels under "+filepath.Join(env.Root, "kernels")+"; run `make testenv`")
+		testbench.Missing(t, "no "+arch+" kernels under "+filepath.Join(env.Root, m.kernels)+"; run `make testenv`")
+	}
+	if err := checkStatic(ks[0].Busybox); err != nil {
+		testbench.Missing(t, err.Error()+"; run `make testenv`")
 	}
 	return env, ks
 }
 
-const qemu = "qemu-system-x86_64"
-
-// Busybox is the guest's userland: Debian's busybox-static, which needs no libraries.
+// Busybox is the x86-64 guests' userland: the host's busybox-static, which needs no
+// libraries.
 const Busybox = "/bin/busybox"
 
 // checkStatic fails for a missing executable or one that needs a dynamic loader: the
@@ -143,8 +177,9 @@ type Result struct {
 	Wall    time.Duration // from qemu's start to its exit
 }
 
-// initScript is the guest's /init. It never exits: PID 1 exiting panics the kernel, which
-// panic=-1 and -no-reboot turn into qemu's exit anyway, but without results.
+// initScript is the guest's /init, with @RESULTS@ the serial port the results go out on.
+// It never exits: PID 1 exiting panics the kernel, which panic=-1 and -no-reboot turn into
+// qemu's exit anyway, but without results.
 const initScript = `#!/bin/sh
 /bin/busybox --install -s
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp
@@ -173,9 +208,11 @@ for p in /proc/[0-9]*; do
 done
 wait "$tee"
 echo "vm: script exited $(cat /run/vm/status) at $(cut -d' ' -f1 /proc/uptime)s"
+# Nothing from the kernel may fall among the results, where they share the console.
+echo 1 >/proc/sys/kernel/printk
 # raw: no newline translation on the way out.
-stty -F /dev/ttyS1 raw
-{ echo ` + beginMarker + `; tar cf - -C / out run/vm | gzip | base64; echo ` + endMarker + `; } >/dev/ttyS1
+stty -F /dev/@RESULTS@ raw
+{ echo ` + beginMarker + `; tar cf - -C / out run/vm | gzip | base64; echo ` + endMarker + `; } >/dev/@RESULTS@
 poweroff -f
 `
 
@@ -189,11 +226,15 @@ const (
 // or ctx is done. Its error says why no results came back; the Result, with the
 // console, is there for a failed boot as well.
 func (g *Guest) Run(ctx context.Context, dir string) (*Result, error) {
-	if err := checkStatic(Busybox); err != nil {
+	m, ok := machines[g.Kernel.Arch]
+	if !ok {
+		return nil, fmt.Errorf("vm: %s: no machine for %q", g.Kernel.Release, g.Kernel.Arch)
+	}
+	if err := checkStatic(g.Kernel.Busybox); err != nil {
 		return nil, err
 	}
 	root := &Initramfs{}
-	if err := root.File("/bin/busybox", Busybox, 0o755); err != nil {
+	if err := root.File("/bin/busybox", g.Kernel.Busybox, 0o755); err != nil {
 		return nil, err
 	}
 	// The init script's interpreter, before busybox installs its other applets.
@@ -202,7 +243,7 @@ func (g *Guest) Run(ctx context.Context, dir string) (*Result, error) {
 		root.Dir(d, 0o755)
 	}
 	root.Bytes("/etc/hosts", []byte("127.0.0.1 localhost\n::1 localhost\n"), 0o644)
-	root.Bytes("/init", []byte(initScript), 0o755)
+	root.Bytes("/init", []byte(strings.ReplaceAll(initScript, "@RESULTS@", m.results)), 0o755)
 	root.Bytes("/run/vm/script", []byte(g.Script), 0o755)
 	if g.Files != nil {
 		for _, e := range g.Files.entries {
@@ -217,14 +258,19 @@ func (g *Guest) Run(ctx context.Context, dir string) (*Result, error) {
 	defer os.Remove(initrd)
 
 	console, results := filepath.Join(dir, "console.log"), filepath.Join(dir, "results.txt")
-	cmd := exec.CommandContext(ctx, qemu,
-		// One TCG thread: with one per vCPU, 6.12 panicked once sched_switch was traced.
-		"-accel", "tcg,thread=single", "-cpu", "max",
-		"-smp", strconv.Itoa(cmp.Or(g.CPUs, 2)), "-m", cmp.Or(g.Memory, "3G"),
+	// One TCG thread: with one per vCPU, x86-64's 6.12 panicked once sched_switch was traced.
+	args := append([]string{"-accel", "tcg,thread=single"}, m.args...)
+	args = append(args, "-smp", strconv.Itoa(cmp.Or(g.CPUs, 2)), "-m", cmp.Or(g.Memory, "3G"),
 		"-kernel", cmp.Or(g.Kernel.Vmlinux, g.Kernel.Vmlinuz), "-initrd", initrd,
-		"-append", strings.TrimSpace("console=ttyS0 panic=-1 "+g.Cmdline),
+		"-append", strings.TrimSpace("console="+m.console+" panic=-1 "+g.Cmdline),
 		"-nographic", "-no-reboot", "-monitor", "none", "-nic", "none",
-		"-serial", "file:"+console, "-serial", "file:"+results)
+		"-serial", "file:"+console)
+	if m.results == m.console {
+		results = console
+	} else {
+		args = append(args, "-serial", "file:"+results)
+	}
+	cmd := exec.CommandContext(ctx, m.qemu, args...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	start := time.Now()
@@ -232,8 +278,11 @@ func (g *Guest) Run(ctx context.Context, dir string) (*Result, error) {
 	r := &Result{Wall: time.Since(start), Out: filepath.Join(dir, "out"), Status: -1}
 	log, _ := os.ReadFile(console)
 	r.Console = string(log)
+	if at := strings.Index(r.Console, beginMarker); at >= 0 && results == console {
+		r.Console = r.Console[:at]
+	}
 	if runErr != nil {
-		return r, fmt.Errorf("%s: %w (%s)\n%s", qemu, cmp.Or(ctx.Err(), runErr), strings.TrimSpace(stderr.String()), tail(r.Console))
+		return r, fmt.Errorf("%s: %w (%s)\n%s", m.qemu, cmp.Or(ctx.Err(), runErr), strings.TrimSpace(stderr.String()), tail(r.Console))
 	}
 	if err := r.unpack(results); err != nil {
 		return r, fmt.Errorf("%s: no results from the guest: %w\n%s", g.Kernel.Release, err, tail(r.Console))

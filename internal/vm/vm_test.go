@@ -26,18 +26,29 @@ func TestKernels(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "kernels/6.1/vmlinux"), nil, 0o644))
 	// Interrupted while downloading: no release yet.
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "kernels", "6.6"), 0o755))
+	// arm64's kernels beside their busybox.
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "kernels-arm64", "6.1"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "kernels-arm64/6.1/release"), []byte("6.1.0-50-arm64\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "kernels-arm64/busybox"), nil, 0o755))
 
-	ks, err := Kernels(&testbench.Env{Root: root})
+	ks, err := Kernels(&testbench.Env{Root: root}, "amd64")
 	require.NoError(t, err)
 	require.Equal(t, []Kernel{
-		{Name: "5.10", Vmlinuz: filepath.Join(root, "kernels/5.10/vmlinuz"), Release: "5.10.0-32-amd64"},
-		{Name: "6.1", Vmlinuz: filepath.Join(root, "kernels/6.1/vmlinuz"), Vmlinux: filepath.Join(root, "kernels/6.1/vmlinux"), Release: "6.1.0-50-amd64"},
-		{Name: "6.12", Vmlinuz: filepath.Join(root, "kernels/6.12/vmlinuz"), Release: "6.12.111+deb12-amd64"},
+		{Arch: "amd64", Name: "5.10", Vmlinuz: filepath.Join(root, "kernels/5.10/vmlinuz"), Release: "5.10.0-32-amd64", Busybox: Busybox},
+		{Arch: "amd64", Name: "6.1", Vmlinuz: filepath.Join(root, "kernels/6.1/vmlinuz"), Vmlinux: filepath.Join(root, "kernels/6.1/vmlinux"), Release: "6.1.0-50-amd64", Busybox: Busybox},
+		{Arch: "amd64", Name: "6.12", Vmlinuz: filepath.Join(root, "kernels/6.12/vmlinuz"), Release: "6.12.111+deb12-amd64", Busybox: Busybox},
+	}, ks)
+	ks, err = Kernels(&testbench.Env{Root: root}, "arm64")
+	require.NoError(t, err)
+	require.Equal(t, []Kernel{
+		{Arch: "arm64", Name: "6.1", Vmlinuz: filepath.Join(root, "kernels-arm64/6.1/vmlinuz"), Release: "6.1.0-50-arm64", Busybox: filepath.Join(root, "kernels-arm64/busybox")},
 	}, ks)
 
-	ks, err = Kernels(&testbench.Env{Root: t.TempDir()})
+	ks, err = Kernels(&testbench.Env{Root: t.TempDir()}, "amd64")
 	require.NoError(t, err)
 	require.Empty(t, ks)
+	_, err = Kernels(&testbench.Env{Root: root}, "riscv64")
+	require.EqualError(t, err, "vm: no machine for riscv64")
 }
 
 // serialResults is what init writes to ttyS1, with the carriage returns and noise a

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -37,8 +38,12 @@ type Notice struct {
 
 // Loaders are the dynamic loaders whose debugger hook reports loaded objects, as the
 // host's file system names them. Processes whose loader is elsewhere (another mount
-// namespace's, say) are noticed at exec, and at the periodic scan after a dlopen.
-var Loaders = []string{"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-x86-64.so.2", "/lib/ld-musl-x86_64.so.1"}
+// namespace's, say) are noticed at exec, and at the periodic scan after a dlopen. They
+// are the host's own architecture's, which is the collector's.
+var Loaders = map[string][]string{
+	"amd64": {"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-x86-64.so.2", "/lib/ld-musl-x86_64.so.1"},
+	"arm64": {"/lib/ld-linux-aarch64.so.1", "/lib64/ld-linux-aarch64.so.1", "/lib/ld-musl-aarch64.so.1"},
+}[runtime.GOARCH]
 
 // hostRoot is the root of init's mount namespace: profinfer in a container of its own
 // (with the host's PID namespace, as a DaemonSet runs it) finds the host's loaders there,

@@ -56,13 +56,13 @@ func writes(inst x86asm.Inst) Regs {
 	case x86asm.CMP, x86asm.TEST, x86asm.BT, x86asm.NOP:
 		return 0
 	case x86asm.PUSH, x86asm.ENTER:
-		return RSP
+		return Stack
 	case x86asm.POP:
-		return RSP | family(a0)
+		return Stack | family(a0)
 	case x86asm.XCHG, x86asm.XADD, x86asm.MULX:
 		return family(a0) | family(a1)
 	case x86asm.CMPXCHG:
-		return family(a0) | family(a1) | RAX
+		return family(a0) | family(a1) | Ret
 	case x86asm.IMUL:
 		if a1 == nil { // one-operand form writes RDX:RAX
 			return allRegs
@@ -97,21 +97,21 @@ func family(a x86asm.Arg) Regs {
 	}
 	switch r {
 	case x86asm.RDI, x86asm.EDI, x86asm.DI, x86asm.DIB:
-		return RDI
+		return Arg1
 	case x86asm.RSI, x86asm.ESI, x86asm.SI, x86asm.SIB:
-		return RSI
+		return Arg2
 	case x86asm.RDX, x86asm.EDX, x86asm.DX, x86asm.DL, x86asm.DH:
-		return RDX
+		return Arg3
 	case x86asm.RCX, x86asm.ECX, x86asm.CX, x86asm.CL, x86asm.CH:
-		return RCX
+		return Arg4
 	case x86asm.R8, x86asm.R8L, x86asm.R8W, x86asm.R8B:
-		return R8
+		return Arg5
 	case x86asm.R9, x86asm.R9L, x86asm.R9W, x86asm.R9B:
-		return R9
+		return Arg6
 	case x86asm.RSP, x86asm.ESP, x86asm.SP, x86asm.SPB:
-		return RSP
+		return Stack
 	case x86asm.RAX, x86asm.EAX, x86asm.AX, x86asm.AL, x86asm.AH:
-		return RAX
+		return Ret
 	}
 	return 0
 }

@@ -1,0 +1,38 @@
+#include "textflag.h"
+
+// func readNEON(p *uint64, n int64)
+// Reads n bytes from p, a multiple of 256, in 64-byte loads of four registers folded
+// into four accumulators: the loads are the work, as when a decode matmul streams its
+// weights.
+TEXT ·readNEON(SB), NOSPLIT, $0-16
+	MOVD p+0(FP), R0
+	MOVD n+8(FP), R1
+	LSR $8, R1, R1
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+loop:
+	VLD1.P 64(R0), [V4.B16, V5.B16, V6.B16, V7.B16]
+	VLD1.P 64(R0), [V8.B16, V9.B16, V10.B16, V11.B16]
+	VLD1.P 64(R0), [V12.B16, V13.B16, V14.B16, V15.B16]
+	VLD1.P 64(R0), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VEOR V4.B16, V0.B16, V0.B16
+	VEOR V5.B16, V1.B16, V1.B16
+	VEOR V6.B16, V2.B16, V2.B16
+	VEOR V7.B16, V3.B16, V3.B16
+	VEOR V8.B16, V0.B16, V0.B16
+	VEOR V9.B16, V1.B16, V1.B16
+	VEOR V10.B16, V2.B16, V2.B16
+	VEOR V11.B16, V3.B16, V3.B16
+	VEOR V12.B16, V0.B16, V0.B16
+	VEOR V13.B16, V1.B16, V1.B16
+	VEOR V14.B16, V2.B16, V2.B16
+	VEOR V15.B16, V3.B16, V3.B16
+	VEOR V16.B16, V0.B16, V0.B16
+	VEOR V17.B16, V1.B16, V1.B16
+	VEOR V18.B16, V2.B16, V2.B16
+	VEOR V19.B16, V3.B16, V3.B16
+	SUBS $1, R1, R1
+	BNE loop
+	RET
