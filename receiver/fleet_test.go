@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -233,6 +234,60 @@ func daemonSetSecurity(t *testing.T) (caps []string, seccomp string) {
 	}
 	sc := spec.Containers[0].SecurityContext
 	return sc.Capabilities.Add, sc.SeccompProfile.Type
+}
+
+// The image is multi-arch: deploy/Dockerfile built for linux/amd64 and linux/arm64 from
+// make build-amd64 build-arm64 is one manifest list, and each platform's image holds the
+// collector built for its machine.
+func TestE2EMultiArchImage(t *testing.T) {
+	pm := requirePodman(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	for arch := range want {
+		if _, err := os.Stat("../build/linux-" + arch + "/otelcol-profinfer"); err != nil {
+			t.Fatalf("%v; run `make build-amd64 build-arm64`", err)
+		}
+	}
+	list := "localhost/otelcol-profinfer-multi:" + strconv.Itoa(os.Getpid())
+	ids := strings.Fields(pm.run(t, ctx, "build", "-q", "--platform", "linux/amd64,linux/arm64", "--manifest", list, "-f", "../deploy/Dockerfile", ".."))
+	t.Cleanup(func() {
+		_ = pm.command(context.Background(), "manifest", "rm", list).Run()
+		_ = pm.command(context.Background(), append([]string{"rmi", "-f"}, ids...)...).Run()
+	})
+	var manifest struct {
+		Manifests []struct {
+			Digest   string
+			Platform struct{ Architecture, OS string }
+		}
+	}
+	if err := json.Unmarshal([]byte(pm.run(t, ctx, "manifest", "inspect", list)), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, m := range manifest.Manifests {
+		arch := m.Platform.Architecture
+		if m.Platform.OS != "linux" || want[arch] == 0 || seen[arch] {
+			t.Errorf("manifest list entry for %s/%s", m.Platform.OS, arch)
+			continue
+		}
+		seen[arch] = true
+		ctr := pm.run(t, ctx, "create", "--platform", "linux/"+arch, list+"@"+m.Digest)
+		exe := filepath.Join(t.TempDir(), "otelcol-profinfer")
+		pm.run(t, ctx, "cp", ctr+":/otelcol-profinfer", exe)
+		_ = pm.command(context.Background(), "rm", ctr).Run()
+		f, err := elf.Open(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Machine != want[arch] {
+			t.Errorf("the %s image holds a collector for %v", arch, f.Machine)
+		}
+		f.Close()
+	}
+	if len(seen) != len(want) {
+		t.Errorf("manifest list has %v, want amd64 and arm64", seen)
+	}
 }
 
 // The agent image (deploy/Dockerfile, from the ocb output) runs in a container with the

@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/testbench"
 	"github.com/profinfer/profinfer/internal/vm"
@@ -44,96 +46,198 @@ func everyDegradation() []string {
 	return all
 }
 
-// The kernel matrix: Debian's 5.10, 6.1 and 6.12 booted under qemu, each running the
-// real collector against a real (portable, static) llama.cpp. In each kernel: the eBPF
-// verifier test, then the default configuration (config/otelcol.yaml, unedited) and full
-// tracing with the scheduler layer and a software counter, each against llama-bench and
-// against llama-server serving a request. Each must yield decodes, graphs, node spans,
-// the request and metrics, with no error logged and exactly the kernel's degradation
-// warnings.
+// guestArch is one machine of the kernel matrix and what its guests run.
+type guestArch struct {
+	arch      string
+	kernels   []string // the series it must have
+	collector string   // the distribution built for it
+	portable  func(e *testbench.Env, tool string) string
+	moe       bool // also full tracing of the tiny MoE model
+	// counters are full tracing's: task-clock everywhere, and on arm64 the ARM PMU set,
+	// as far as qemu's emulated PMU has it.
+	counters []string
+}
+
+var guestArches = []guestArch{
+	{"amd64", []string{"5.10", "6.1", "6.12"}, "../bin/otelcol-profinfer", (*testbench.Env).Portable, false,
+		[]string{"task-clock"}},
+	{"arm64", []string{"6.1", "6.12"}, "../build/linux-arm64/otelcol-profinfer", (*testbench.Env).PortableARM64, true,
+		[]string{"task-clock", "cycles", "instructions", "ll_cache_miss_rd", "stall_backend"}},
+}
+
+// The kernel matrix: Debian's x86-64 5.10, 6.1 and 6.12, and its arm64 6.1 and 6.12,
+// booted under qemu, each running the real collector built for its machine against a real
+// (portable, static) llama.cpp built for it. In each kernel: the eBPF verifier test, then
+// the default configuration (config/otelcol.yaml, unedited) and full tracing with the
+// scheduler layer and a software counter, each against llama-bench and against
+// llama-server serving a request; on arm64 also full tracing of the MoE model. Each must
+// yield decodes, graphs, node spans, the request and metrics (and MoE routing), with no
+// error logged and exactly the kernel's degradation warnings.
 func TestE2EKernels(t *testing.T) {
-	env, kernels := vm.Require(t, "amd64")
-	for _, name := range []string{"5.10", "6.1", "6.12"} {
-		found := false
-		for _, k := range kernels {
-			found = found || k.Name == name
-		}
-		if !found {
-			t.Fatalf("kernel %s missing under %s; run `make testenv`", name, filepath.Join(env.Root, "kernels"))
-		}
-	}
-	collector, _ := filepath.Abs("../bin/otelcol-profinfer")
-	if _, err := os.Stat(collector); err != nil {
-		t.Fatalf("%s: %v; run `make build`", collector, err)
-	}
-	for _, p := range []string{env.Portable("llama-bench"), env.Portable("llama-server")} {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%v; run `make testenv`", err)
-		}
-	}
-	// The verifier test, as a static binary for the guests.
-	verifier := filepath.Join(t.TempDir(), "probe.test")
-	build := exec.Command("go", "test", "-c", "-tags", "e2e", "-o", verifier, "../internal/probe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the verifier test: %v\n%s", err, out)
-	}
 	defaultCfg, err := os.ReadFile("../config/otelcol.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := strings.Replace(string(defaultCfg), "  profinfer:\n",
-		"  profinfer: {nodes: {mode: all}, layers: {scheduler: true}, counters: [task-clock]}\n", 1)
-	if full == string(defaultCfg) {
+	if !strings.Contains(string(defaultCfg), "  profinfer:\n") {
 		t.Fatal("config/otelcol.yaml has no profinfer receiver to set up full tracing in")
 	}
-
-	for _, k := range kernels {
-		t.Run(k.Name, func(t *testing.T) {
-			files := &vm.Initramfs{}
-			for guest, host := range map[string]string{
-				"/usr/bin/otelcol-profinfer": collector,
-				"/usr/bin/probe.test":        verifier,
-				"/usr/bin/llama-bench":       env.Portable("llama-bench"),
-				"/usr/bin/llama-server":      env.Portable("llama-server"),
-				"/models/tiny-dense.gguf":    env.Model("tiny-dense"),
-			} {
-				if err := files.File(guest, host, 0o755); err != nil {
+	for _, a := range guestArches {
+		full := strings.Replace(string(defaultCfg), "  profinfer:\n", fmt.Sprintf(
+			"  profinfer: {nodes: {mode: all}, layers: {scheduler: true}, counters: [%s]}\n", strings.Join(a.counters, ", ")), 1)
+		env, kernels := vm.Require(t, a.arch)
+		for _, name := range a.kernels {
+			if !slices.ContainsFunc(kernels, func(k vm.Kernel) bool { return k.Name == name }) {
+				t.Fatalf("%s kernel %s missing; run `make testenv`", a.arch, name)
+			}
+		}
+		bin, _ := filepath.Abs(a.collector)
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("%s: %v; run `make build build-arm64`", bin, err)
+		}
+		for _, p := range []string{a.portable(env, "llama-bench"), a.portable(env, "llama-server")} {
+			if _, err := os.Stat(p); err != nil {
+				t.Fatalf("%v; run `make testenv`", err)
+			}
+		}
+		// The verifier test, as a static binary for the guests.
+		verifier := filepath.Join(t.TempDir(), "probe.test")
+		build := exec.Command("go", "test", "-c", "-tags", "e2e", "-o", verifier, "../internal/probe")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH="+a.arch)
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building the %s verifier test: %v\n%s", a.arch, err, out)
+		}
+		for _, k := range kernels {
+			name := k.Name
+			if a.arch != "amd64" {
+				name = a.arch + "/" + k.Name
+			}
+			t.Run(name, func(t *testing.T) {
+				files := &vm.Initramfs{}
+				guestFiles := map[string]string{
+					"/usr/bin/otelcol-profinfer": bin,
+					"/usr/bin/probe.test":        verifier,
+					"/usr/bin/llama-bench":       a.portable(env, "llama-bench"),
+					"/usr/bin/llama-server":      a.portable(env, "llama-server"),
+					"/models/tiny-dense.gguf":    env.Model("tiny-dense"),
+				}
+				if a.moe {
+					guestFiles["/models/tiny-moe.gguf"] = env.Model("tiny-moe")
+				}
+				for guest, host := range guestFiles {
+					if err := files.File(guest, host, 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				files.Bytes("/cfg/default.yaml", defaultCfg, 0o644)
+				files.Bytes("/cfg/full.yaml", []byte(full), 0o644)
+				files.Dir("/var/lib/profinfer", 0o755)
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+				defer cancel()
+				g := &vm.Guest{Kernel: k, Files: files, Script: guestScript}
+				r, err := g.Run(ctx, t.TempDir())
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			files.Bytes("/cfg/default.yaml", defaultCfg, 0o644)
-			files.Bytes("/cfg/full.yaml", []byte(full), 0o644)
-			files.Dir("/var/lib/profinfer", 0o755)
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-			defer cancel()
-			g := &vm.Guest{Kernel: k, Files: files, Script: guestScript}
-			r, err := g.Run(ctx, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("Linux %s: init at %v, %v in all", k.Release, r.InitAt, r.Wall.Round(time.Second))
-			if r.Status != 0 {
-				t.Fatalf("guest script exited %d:\n%s", r.Status, r.Output)
-			}
-			verifierOut, _ := os.ReadFile(filepath.Join(r.Out, "verifier.txt"))
-			if !strings.Contains(string(verifierOut), "\nPASS") {
-				t.Errorf("verifier test on Linux %s:\n%s", k.Release, verifierOut)
-			} else if m := regexp.MustCompile(`Linux [^:]*: .*`).Find(verifierOut); m != nil {
-				t.Logf("%s", m)
-			}
-			for _, cfg := range []string{"default", "full"} {
-				for _, exe := range []string{"llama-bench", "llama-server"} {
-					t.Run(cfg+"/"+exe, func(t *testing.T) { checkGuestRun(t, k, filepath.Join(r.Out, cfg+"-"+exe), cfg, exe) })
+				t.Logf("Linux %s: init at %v, %v in all", k.Release, r.InitAt, r.Wall.Round(time.Second))
+				if r.Status != 0 {
+					t.Fatalf("guest script exited %d:\n%s", r.Status, r.Output)
 				}
+				verifierOut, _ := os.ReadFile(filepath.Join(r.Out, "verifier.txt"))
+				if !strings.Contains(string(verifierOut), "\nPASS") {
+					t.Errorf("verifier test on Linux %s:\n%s", k.Release, verifierOut)
+				} else if m := regexp.MustCompile(`Linux [^:]*: .*`).Find(verifierOut); m != nil {
+					t.Logf("%s", m)
+				}
+				checkGuestRoofline(t, filepath.Join(r.Out, "default-llama-bench", "collector.log"))
+				for _, cfg := range []string{"default", "full"} {
+					for _, exe := range []string{"llama-bench", "llama-server"} {
+						t.Run(cfg+"/"+exe, func(t *testing.T) { checkGuestRun(t, k, filepath.Join(r.Out, cfg+"-"+exe), cfg, exe, a.counters) })
+					}
+				}
+				if a.moe {
+					t.Run("full/moe", func(t *testing.T) {
+						dir := filepath.Join(r.Out, "full-llama-bench-moe")
+						checkGuestRun(t, k, dir, "full", "llama-bench", a.counters)
+						traces, metrics := (&collector{out: filepath.Join(dir, "profinfer-output.jsonl")}).read(t, false)
+						layers, used, experts := modelShape(t, env.Model("tiny-moe"))
+						checkMoE(t, traces, metrics, layers, used, experts)
+					})
+				}
+			})
+		}
+	}
+}
+
+// checkGuestCounters checks that each counter full tracing asked for either is on node
+// spans or was reported unavailable at start with its reason, and says which were which:
+// the hardware ones are as the emulated CPU's PMU has them.
+func checkGuestCounters(t *testing.T, log string, traces []ptrace.Traces, counters []string) {
+	var warning string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "perf counters unavailable") {
+			warning = line
+		}
+	}
+	on := map[string]bool{}
+	sums := map[string]int64{}
+	for _, s := range spans(traces) {
+		for _, c := range counters {
+			if v, ok := s.attrs["perf."+strings.ReplaceAll(c, "-", "_")].(int64); ok && s.name == "MUL_MAT" {
+				on[c] = true
+				sums[c] += v
 			}
-		})
+		}
+	}
+	var counted, unavailable []string
+	for _, c := range counters {
+		missing := strings.Contains(warning, c+" (")
+		switch {
+		case on[c] && missing:
+			t.Errorf("counter %s is on node spans but was reported unavailable: %s", c, warning)
+		case on[c]:
+			counted = append(counted, c)
+		case missing:
+			unavailable = append(unavailable, c)
+			// Where cycles count, the PMU is there: it lacks this one event.
+			if on["cycles"] && c != "task-clock" && !strings.Contains(warning, c+" (this machine's PMU does not count this event") {
+				t.Errorf("counter %s unavailable for a reason other than its event: %s", c, warning)
+			}
+		default:
+			t.Errorf("counter %s is neither on node spans nor reported unavailable", c)
+		}
+	}
+	t.Logf("counters on node spans: %v, summed over MUL_MAT spans %v; unavailable: %v (%s)", counted, sums, unavailable, warning)
+	// task-clock counts everywhere, and cycles wherever there is a PMU (qemu emulates
+	// arm64's cycle counter).
+	for _, c := range []string{"task-clock", "cycles"} {
+		if on[c] && sums[c] <= 0 || c == "task-clock" && !on[c] {
+			t.Errorf("%s on MUL_MAT spans sums to %d", c, sums[c])
+		}
+	}
+}
+
+// checkGuestRoofline checks that the collector measured the guest CPU's roofline with its
+// vector kernels (AVX2, NEON): under emulation far below a real core, but measured.
+func checkGuestRoofline(t *testing.T, logPath string) {
+	log, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`"peak_flops": ([0-9.e+]+), "peak_bandwidth": ([0-9.e+]+)`).FindSubmatch(log)
+	if m == nil {
+		t.Fatalf("no roofline measured:\n%s", log)
+	}
+	flops, _ := strconv.ParseFloat(string(m[1]), 64)
+	bw, _ := strconv.ParseFloat(string(m[2]), 64)
+	t.Logf("roofline under emulation: %.2f GFLOP/s, %.2f GB/s", flops/1e9, bw/1e9)
+	if flops < 1e7 || bw < 1e7 {
+		t.Errorf("roofline peaks %g FLOP/s, %g B/s", flops, bw)
 	}
 }
 
 // checkGuestRun checks one collector's run in a guest, under configuration cfg against
-// exe: its log and what it exported.
-func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string) {
+// exe: its log and what it exported. Full tracing asked for counters.
+func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []string) {
 	logText, err := os.ReadFile(filepath.Join(dir, "collector.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +306,9 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string) {
 	if decodes < 2 || mulmats == 0 || graphs == 0 {
 		t.Errorf("%d llama_decode, %d traced graph and %d MUL_MAT spans, want a prefill and decodes, traced graphs and matmuls", decodes, graphs, mulmats)
 	}
+	if exe == "llama-server" {
+		t.Logf("request spans: %q", seen)
+	}
 	if want := map[string]int{"llama-bench": 0, "llama-server": 1}[exe]; requests != want {
 		server, _ := os.ReadFile(filepath.Join(dir, "server.log"))
 		t.Errorf("%d request spans of 8 output tokens, want %d; request spans: %q\nserver log:\n%s", requests, want, seen, server)
@@ -212,6 +319,9 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string) {
 	t.Logf("%d of %d MUL_MAT spans carry perf.task_clock", counted, mulmats)
 	if full := cfg == "full"; full != (counted > 0) && (exe == "llama-bench" || !full) {
 		t.Errorf("%d of %d MUL_MAT spans carry perf.task_clock", counted, mulmats)
+	}
+	if cfg == "full" && exe == "llama-bench" {
+		checkGuestCounters(t, log, traces, counters)
 	}
 	if cfg == "default" && exe == "llama-server" {
 		// The server ran in a cgroup v2 allowed 2 CPUs.
@@ -280,7 +390,7 @@ collect() {
 }
 
 llama_bench() {
-	llama-bench -m /models/tiny-dense.gguf -p 16 -n 16 -r 1 -t 2 --delay 1 -o json >bench.json 2>bench.err &
+	llama-bench -m /models/${MODEL:-tiny-dense}.gguf -p 16 -n 16 -r 1 -t 2 --delay 1 -o json >bench.json 2>bench.err &
 	bench=$!
 	echo $bench >pid
 	sleep 0.3
@@ -312,6 +422,10 @@ for cfg in default full; do
 	collect $cfg llama-bench
 	collect $cfg llama-server
 done
+llama_bench_moe() { MODEL=tiny-moe llama_bench; }
+if [ -f /models/tiny-moe.gguf ]; then
+	collect full llama-bench-moe
+fi
 `
 
 // BenchmarkKernelWindows measures what a sampling window costs the model in each kernel

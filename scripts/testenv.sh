@@ -65,7 +65,7 @@ if [ "$(cat "$LC/.stamp" 2>/dev/null)" != "$KEY" ]; then
   rm -rf "$LC" && mkdir -p "$LC"
   git clone -q "$BUNDLE" "$LC/src" 2>/dev/null
   cmake -S "$LC/src" -B "$LC/build" "${common[@]}" >/dev/null
-  cmake --build "$LC/build" -j "$JOBS" --target llama-bench llama-cli llama-server llama-quantize \
+  cmake --build "$LC/build" -j "$JOBS" --target llama-bench llama-server llama-quantize \
       test-backend-ops test-llama-archs ggml-rpc-server
   ln -sfn build/bin "$LC/bin"
   echo "$KEY" >"$LC/.stamp"
@@ -229,19 +229,33 @@ fi
 # only. Its llama-server is also the host's static one (GGML and llama inside the
 # executable, as many production images ship it): one static build instead of two.
 # Its own build tree, removed once the tools are copied out.
-if [ "$(cat "$LC/.stamp-portable" 2>/dev/null)" != "$KEY portable-v1" ]; then
-  log "building portable llama-bench and llama-server; about 10 minutes on 2 cores"
-  cmake -S "$LC/src" -B "$LC/build-portable" "${common[@]}" -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
-      -DGGML_OPENMP=OFF -DGGML_RPC=OFF -DLLAMA_BUILD_TESTS=OFF -DCMAKE_EXE_LINKER_FLAGS=-static >/dev/null
-  cmake --build "$LC/build-portable" -j "$JOBS" --target llama-bench llama-server
-  mkdir -p "$LC/portable"
+build_portable() { # DIR MINUTES [CMAKE OPTIONS...]: into $LC/DIR
+  local dir=$1 minutes=$2 build=$LC/build-$1
+  shift 2
+  [ "$(cat "$LC/.stamp-$dir" 2>/dev/null)" = "$KEY $dir-v1" ] && return
+  log "building $dir llama-bench and llama-server; about $minutes minutes on 2 cores"
+  rm -rf "$build"
+  cmake -S "$LC/src" -B "$build" "${common[@]}" -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
+      -DGGML_OPENMP=OFF -DGGML_RPC=OFF -DLLAMA_BUILD_TESTS=OFF -DCMAKE_EXE_LINKER_FLAGS=-static "$@" >/dev/null
+  cmake --build "$build" -j "$JOBS" --target llama-bench llama-server
+  mkdir -p "$LC/$dir"
   for t in llama-bench llama-server; do
-    if readelf -lW "$LC/build-portable/bin/$t" | grep -q INTERP; then
+    if readelf -lW "$build/bin/$t" | grep -q INTERP; then
       log "$t is not fully static" && exit 1
     fi
-    cp "$LC/build-portable/bin/$t" "$LC/portable/$t"
+    cp "$build/bin/$t" "$LC/$dir/$t"
   done
-  rm -rf "$LC/build-portable"
-  echo "$KEY portable-v1" >"$LC/.stamp-portable"
+  rm -rf "$build"
+  echo "$KEY $dir-v1" >"$LC/.stamp-$dir"
+}
+build_portable portable 10
+
+# The same for the arm64 guests, cross-built with Debian's aarch64 GCC for any ARMv8-A CPU
+# (NEON and no more), as a static arm64 image of llama.cpp would be.
+if ! command -v aarch64-linux-gnu-g++ >/dev/null; then
+  log "installing gcc-aarch64-linux-gnu g++-aarch64-linux-gnu"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-aarch64-linux-gnu g++-aarch64-linux-gnu >/dev/null
 fi
-log "ready: $LC/bin, $LC/portable, $MODELS, $KERNELS, $KERNELS_ARM64"
+build_portable portable-arm64 10 -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+    -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++
+log "ready: $LC/bin, $LC/portable, $LC/portable-arm64, $MODELS, $KERNELS, $KERNELS_ARM64"

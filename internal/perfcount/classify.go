@@ -1,5 +1,7 @@
 package perfcount
 
+import "runtime"
+
 // Thresholds of the counter-based classification. A node whose threads miss the last-level
 // cache at least MemoryMPKI times per thousand instructions waits on DRAM; one that
 // misses less than ComputeMPKI times and retires at least ComputeIPC instructions per
@@ -20,12 +22,19 @@ const (
 	Mixed   Bound = "mixed"
 )
 
-// Classifier classifies by cycles, instructions and cache-misses (LLC), when all three
-// are counted.
+// Classifier classifies by cycles, instructions and last-level cache misses, when all
+// three are counted.
 type Classifier struct{ cycles, instructions, misses int }
 
+// llcMisses is the counter of last-level cache misses on each machine: perf's generic
+// cache-misses on x86-64, and on arm64, where that one counts L1D refills,
+// LL_CACHE_MISS_RD, as ProfInfer reads it.
+var llcMisses = map[string]string{"amd64": "cache-misses", "arm64": "ll_cache_miss_rd"}
+
 // NewClassifier finds the three counters in cs; ok is false unless all are there.
-func NewClassifier(cs []Counter) (c Classifier, ok bool) {
+func NewClassifier(cs []Counter) (c Classifier, ok bool) { return newClassifier(cs, runtime.GOARCH) }
+
+func newClassifier(cs []Counter, arch string) (c Classifier, ok bool) {
 	c = Classifier{-1, -1, -1}
 	for i, x := range cs {
 		switch x.Name {
@@ -33,7 +42,7 @@ func NewClassifier(cs []Counter) (c Classifier, ok bool) {
 			c.cycles = i
 		case "instructions":
 			c.instructions = i
-		case "cache-misses":
+		case llcMisses[arch]:
 			c.misses = i
 		}
 	}

@@ -7,6 +7,7 @@ package perfcount
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,21 +58,47 @@ var known = map[string]event{
 	"emulation-faults":        {unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_EMULATION_FAULTS},
 }
 
-// names lists the counters Parse knows by name, sorted.
-func names() []string {
-	names := make([]string, 0, len(known))
+// armEvents are ProfInfer's ARM PMU set beyond cycles and instructions: architected
+// common events of PMUv3, named as perf lists them under an arm64 CPU's PMU. They are raw
+// event numbers, which mean these events on arm64 alone. (perf's generic cache-misses is
+// L1D_CACHE_REFILL there, not a last-level miss.)
+var armEvents = map[string]uint64{
+	"l1d_cache_refill": 0x03,
+	"l2d_cache_refill": 0x17,
+	"l3d_cache_refill": 0x2a,
+	"ll_cache_miss_rd": 0x37,
+	"stall_frontend":   0x23,
+	"stall_backend":    0x24,
+}
+
+// names lists the counters Parse knows by name on arch, sorted.
+func names(arch string) []string {
+	names := make([]string, 0, len(known)+len(armEvents))
 	for n := range known {
 		names = append(names, n)
+	}
+	if arch == "arm64" {
+		for n := range armEvents {
+			names = append(names, n)
+		}
 	}
 	slices.Sort(names)
 	return names
 }
 
-// Parse reads a counter name: one of Names, or a raw event code "rNNNN" in hex as perf
-// takes it (for example r01c2).
-func Parse(name string) (Counter, error) {
+// Parse reads a counter name: one of perf's generic names, on arm64 one of the ARM PMU
+// events above, or a raw event code "rNNNN" in hex as perf takes it (for example r01c2).
+func Parse(name string) (Counter, error) { return parse(name, runtime.GOARCH) }
+
+func parse(name, arch string) (Counter, error) {
 	if e, ok := known[name]; ok {
 		return Counter{Name: name, Type: e.typ, Config: e.config}, nil
+	}
+	if code, ok := armEvents[name]; ok {
+		if arch != "arm64" {
+			return Counter{}, fmt.Errorf("perf counter %q is an ARM PMU event, and this machine is %s", name, arch)
+		}
+		return Counter{Name: name, Type: unix.PERF_TYPE_RAW, Config: code}, nil
 	}
 	if hex, ok := strings.CutPrefix(name, "r"); ok && hex != "" {
 		if code, err := strconv.ParseUint(hex, 16, 64); err == nil {
@@ -79,7 +106,7 @@ func Parse(name string) (Counter, error) {
 		}
 	}
 	return Counter{}, fmt.Errorf("unknown perf counter %q: want one of %s, or a raw event code such as r01c2",
-		name, strings.Join(names(), ", "))
+		name, strings.Join(names(arch), ", "))
 }
 
 // open opens c counting on thread tid (0: the caller) on whichever CPU it runs.
@@ -95,22 +122,37 @@ func open(c Counter, tid int) (int, error) {
 // Detect opens each counter once on the calling thread and returns those that work, and
 // for the others why not, as "name (reason)".
 func Detect(cs []Counter) (ok []Counter, missing []string) {
+	type failure struct {
+		c   Counter
+		err error
+	}
+	var failed []failure
+	pmu := false // a hardware counter opened: the machine has a PMU
 	for _, c := range cs {
 		fd, err := open(c, 0)
 		if err != nil {
-			missing = append(missing, fmt.Sprintf("%s (%s)", c.Name, reason(c, err)))
+			failed = append(failed, failure{c, err})
 			continue
 		}
 		unix.Close(fd)
 		ok = append(ok, c)
+		pmu = pmu || c.Hardware()
+	}
+	for _, f := range failed {
+		missing = append(missing, fmt.Sprintf("%s (%s)", f.c.Name, reason(f.c, f.err, pmu)))
 	}
 	return ok, missing
 }
 
-func reason(c Counter, err error) string {
+// reason says why c did not open; pmu says whether another hardware counter did, so that a
+// PMU without this one event is not mistaken for no PMU.
+func reason(c Counter, err error, pmu bool) string {
 	switch {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENODEV):
-		if c.Hardware() {
+		switch {
+		case c.Hardware() && pmu:
+			return "this machine's PMU does not count this event: " + err.Error()
+		case c.Hardware():
 			return "no hardware PMU exposed to this machine: " + err.Error()
 		}
 		return "not supported by this kernel: " + err.Error()

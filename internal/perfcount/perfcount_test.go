@@ -31,6 +31,48 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// ProfInfer's ARM PMU events are known by name on arm64, as raw PMUv3 event numbers, and
+// refused elsewhere, where those numbers mean other events; the names an unknown counter's
+// error lists are the machine's.
+func TestParseARMEvents(t *testing.T) {
+	for name, code := range map[string]uint64{"l1d_cache_refill": 0x03, "l2d_cache_refill": 0x17, "ll_cache_miss_rd": 0x37, "stall_backend": 0x24} {
+		if c, err := parse(name, "arm64"); err != nil || c != (Counter{Name: name, Type: unix.PERF_TYPE_RAW, Config: code}) || !c.Hardware() {
+			t.Errorf("arm64: parse(%q) = %+v, %v", name, c, err)
+		}
+		want := "perf counter \"" + name + "\" is an ARM PMU event, and this machine is amd64"
+		if _, err := parse(name, "amd64"); err == nil || err.Error() != want {
+			t.Errorf("amd64: parse(%q): %v, want %q", name, err, want)
+		}
+	}
+	if _, err := parse("cycels", "arm64"); err == nil || !strings.Contains(err.Error(), "l1d_cache_refill") {
+		t.Errorf("arm64's unknown counter error lists no ARM event: %v", err)
+	}
+	if _, err := parse("cycels", "amd64"); err == nil || strings.Contains(err.Error(), "l1d_cache_refill") {
+		t.Errorf("amd64's unknown counter error lists ARM events: %v", err)
+	}
+}
+
+// On arm64 the verdict's last-level misses are LL_CACHE_MISS_RD: cache-misses there
+// counts L1D refills.
+func TestClassifyARM64(t *testing.T) {
+	var cs []Counter
+	for _, n := range []string{"cycles", "instructions", "cache-misses"} {
+		c, _ := parse(n, "arm64")
+		cs = append(cs, c)
+	}
+	if _, ok := newClassifier(cs, "arm64"); ok {
+		t.Error("arm64 classifier built on cache-misses")
+	}
+	c, _ := parse("ll_cache_miss_rd", "arm64")
+	cl, ok := newClassifier(append(cs, c), "arm64")
+	if !ok {
+		t.Fatal("arm64 classifier not built on ll_cache_miss_rd")
+	}
+	if b, _, mpki, _ := cl.Classify([]uint64{2000, 1000, 900, 30}); b != Memory || mpki != 30 {
+		t.Errorf("30 LLC misses per thousand instructions: %q, %v MPKI", b, mpki)
+	}
+}
+
 func TestClassify(t *testing.T) {
 	cs := make([]Counter, 3)
 	for i, n := range []string{"instructions", "cache-misses", "cycles"} {
@@ -123,5 +165,28 @@ func TestThreads(t *testing.T) {
 	if _, err := NewThreads(make([]Counter, PerThread+1), tab); err == nil ||
 		err.Error() != "9 perf counters configured, at most 8 fit a record" {
 		t.Errorf("too many counters: %v", err)
+	}
+}
+
+// A counter that does not open is blamed on the right cause: a PMU without the event is not
+// a machine without a PMU.
+func TestReason(t *testing.T) {
+	hw, _ := Parse("instructions")
+	sw, _ := Parse("task-clock")
+	for _, tc := range []struct {
+		c    Counter
+		err  error
+		pmu  bool
+		want string
+	}{
+		{hw, unix.ENOENT, true, "this machine's PMU does not count this event: no such file or directory"},
+		{hw, unix.ENOENT, false, "no hardware PMU exposed to this machine: no such file or directory"},
+		{sw, unix.EOPNOTSUPP, true, "not supported by this kernel: operation not supported"},
+		{hw, unix.EACCES, true, "not permitted: needs root or CAP_PERFMON: permission denied"},
+		{hw, unix.EINVAL, false, "invalid argument"},
+	} {
+		if got := reason(tc.c, tc.err, tc.pmu); got != tc.want {
+			t.Errorf("reason(%s, %v, pmu %v) = %q, want %q", tc.c.Name, tc.err, tc.pmu, got, tc.want)
+		}
 	}
 }

@@ -62,6 +62,11 @@ func (e *Env) Portable(name string) string {
 	return filepath.Join(e.Root, "llama.cpp", "portable", name)
 }
 
+// PortableARM64 is the same tool cross-built for the arm64 guests, for any ARMv8-A CPU.
+func (e *Env) PortableARM64(name string) string {
+	return filepath.Join(e.Root, "llama.cpp", "portable-arm64", name)
+}
+
 // Model is the path of a test bench model, by name without extension.
 func (e *Env) Model(name string) string { return filepath.Join(e.Root, "models", name+".gguf") }
 
