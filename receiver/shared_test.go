@@ -36,12 +36,13 @@ func TestE2ESharedMachine(t *testing.T) {
 	bench := env.Bin("llama-bench")
 	out := filepath.Join(dir, "out.jsonl")
 	port := freePort(t)
-	// The default config, but for windows every second rather than 10: a short run is
-	// sampled several times, as a server is over minutes. The first window opens as the
+	// The default config, but for windows every quarter second rather than 10 s: a short run
+	// is sampled several times, as a server is over minutes. The first window opens as the
 	// collector attaches, when its own work may hold the model's threads up.
 	runCollector(t, ctx, viewConfig("profinfer",
-		fmt.Sprintf("{targets: [{executable: %q}], discovery_interval: 1h, collection_interval: 1s, nodes: {sample_interval: 1s}}", bench), out, port))
-	args := env.BenchArgs("llama-1b-q4_0", 0, 16, 2, 1)
+		fmt.Sprintf("{targets: [{executable: %q}], discovery_interval: 1h, collection_interval: 1s, nodes: {sample_interval: 250ms}}", bench), out, port))
+	// Under the quota, some 2 s at 30 tokens a second: several windows, however fast the host.
+	args := env.BenchArgs("llama-1b-q4_0", 0, 64, 2, 1)
 	run := func(name string, args []string) int {
 		p, err := testbench.Start(name, args...)
 		if err != nil {
@@ -52,7 +53,8 @@ func TestE2ESharedMachine(t *testing.T) {
 		}
 		return p.PID()
 	}
-	alone := run(bench, env.BenchArgs("llama-1b-q4_0", 0, 48, 2, 1)) // some 3 s
+	// Some 2 s at 60 tokens a second, 6 s at 20: two windows or more, however fast the host.
+	alone := run(bench, env.BenchArgs("llama-1b-q4_0", 0, 128, 2, 1))
 	var hogs []*testbench.Process
 	for range 2 { // one per core
 		hog, err := testbench.Start("sh", "-c", "while :; do :; done")
@@ -62,7 +64,7 @@ func TestE2ESharedMachine(t *testing.T) {
 		defer hog.Stop()
 		hogs = append(hogs, hog)
 	}
-	contended := run(bench, env.BenchArgs("llama-1b-q4_0", 0, 8, 2, 1)) // a token takes up to a second
+	contended := run(bench, env.BenchArgs("llama-1b-q4_0", 0, 12, 2, 1)) // 0.6 to 20 tokens a second
 	for _, h := range hogs {
 		h.Stop()
 	}

@@ -273,7 +273,7 @@ func (p *Profiler) roofs() roofline.Roofs {
 	roofs := roofline.Establish(roofline.EstablishConfig{Peaks: r.Peaks, Probe: r.Probe, StateFile: r.StateFile}, p.log)
 	p.log.Info("roofline", zap.Float64("peak_flops", roofs.FLOPS), zap.Float64("peak_bandwidth", roofs.Bandwidth),
 		zap.String("source", roofs.Source), zap.Time("at", roofs.At), zap.Int("trials", roofs.Trials),
-		zap.Bool("provisional", roofs.Provisional))
+		zap.Bool("provisional", roofs.Provisional), zap.String("fma", roofline.FMAKernel()))
 	return roofs
 }
 

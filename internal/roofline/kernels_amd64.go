@@ -6,14 +6,14 @@ func fmaAVX512(n int64)
 func fmaAVX2(n int64)
 func readAVX2(p *uint64, n int64)
 
-func fmaKernel() (func(int64), float64) {
+func fmaKernel() (string, func(int64), float64) {
 	switch {
 	case cpu.X86.HasAVX512F:
-		return fmaAVX512, 10 * 16 * 2
+		return "avx512", fmaAVX512, 10 * 16 * 2
 	case cpu.X86.HasAVX2 && cpu.X86.HasFMA:
-		return fmaAVX2, 10 * 8 * 2
+		return "avx2", fmaAVX2, 10 * 8 * 2
 	}
-	return scalarFMA, 4 * 2
+	return "scalar", scalarFMA, 4 * 2
 }
 
 // readKernel's loops take a multiple of 256 bytes.

@@ -1,11 +1,27 @@
 package roofline
 
-// Advanced SIMD (NEON) is part of every ARMv8-A CPU that Linux runs on.
+import (
+	"fmt"
+
+	"golang.org/x/sys/cpu"
+	"golang.org/x/sys/unix"
+)
+
+// Advanced SIMD (NEON) is part of every ARMv8-A CPU that Linux runs on; SVE's vectors may
+// be wider (A64FX's 512 bits), and ggml uses them where the CPU has them.
 func fmaNEON(n int64)
+func fmaSVE(n int64)
 func readNEON(p *uint64, n int64)
 
-func fmaKernel() (func(int64), float64) {
-	return fmaNEON, 16 * 4 * 2
+func fmaKernel() (string, func(int64), float64) {
+	if cpu.ARM64.HasSVE {
+		// This thread's vector length in bytes, which the threads it starts inherit.
+		if vl, err := unix.PrctlRetInt(unix.PR_SVE_GET_VL, 0, 0, 0, 0); err == nil && vl&unix.PR_SVE_VL_LEN_MASK > 16 {
+			bytes := vl & unix.PR_SVE_VL_LEN_MASK
+			return fmt.Sprintf("sve-%d", 8*bytes), fmaSVE, 16 * float64(bytes/4) * 2
+		}
+	}
+	return "neon", fmaNEON, 16 * 4 * 2
 }
 
 // readKernel's loop takes a multiple of 256 bytes.

@@ -9,9 +9,16 @@ import (
 )
 
 // The architecture's kernels, in kernels_$GOARCH.go: fmaKernel returns the widest FMA
-// loop this CPU runs and its FLOPs per iteration (ggml picks the same instructions, so
-// the probe measures the roof its matmuls run under), readKernel the widest loop that
-// streams words through the CPU.
+// loop this CPU runs, named, and its FLOPs per iteration (ggml picks the same
+// instructions, so the probe measures the roof its matmuls run under), readKernel the
+// widest loop that streams words through the CPU.
+
+// FMAKernel names the FMA loop the probe measures this CPU's compute roof with: avx512,
+// avx2, scalar; neon, or sve-BITS with the vector length.
+func FMAKernel() string {
+	name, _, _ := fmaKernel()
+	return name
+}
 
 var sink float64
 
@@ -68,7 +75,7 @@ func measure(d time.Duration) measurement {
 	defer ws.stop()
 	n := len(ws.jobs)
 
-	kernel, perIter := fmaKernel()
+	_, kernel, perIter := fmaKernel()
 	readChunkOf := readKernel()
 	const iters = 1 << 14
 	fma := func(int) float64 {

@@ -67,13 +67,14 @@ func TestClassifyWithoutPeaks(t *testing.T) {
 	}
 }
 
-// The built-in probe finds roofs in a plausible range for any x86-64 machine.
+// The built-in probe finds roofs in a plausible range for any machine, emulated arm64
+// (about 1 GFLOP/s under qemu) included.
 func TestMeasure(t *testing.T) {
 	p := measure(200 * time.Millisecond)
-	if p.FLOPS < 1e9 || p.FLOPS > 1e14 || p.Bandwidth < 1e8 || p.Bandwidth > 1e13 {
+	if p.FLOPS < 1e8 || p.FLOPS > 1e14 || p.Bandwidth < 1e8 || p.Bandwidth > 1e13 {
 		t.Fatalf("peaks %+v", p)
 	}
-	t.Logf("peak %.1f GFLOP/s, %.1f GB/s", p.FLOPS/1e9, p.Bandwidth/1e9)
+	t.Logf("peak %.1f GFLOP/s (%s), %.1f GB/s", p.FLOPS/1e9, FMAKernel(), p.Bandwidth/1e9)
 }
 
 // GET_ROWS reads the rows it gathers, not the whole table: a token's embedding from a

@@ -16,7 +16,7 @@ const (
 	adrpMatch = 0x90000000
 )
 
-// words decodes code into instruction words, without a leading bti c.
+// words decodes code into little-endian instruction words.
 func words(code []byte) []uint32 {
 	w := make([]uint32, 0, len(code)/4)
 	for i := 0; i+4 <= len(code); i += 4 {
