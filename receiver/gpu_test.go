@@ -223,7 +223,9 @@ func TestE2EVulkanPartialOffload(t *testing.T) {
 // process runs on the CPU backend alone though it loaded the Vulkan one: the finding says
 // so.
 func TestE2EVulkanNoDevice(t *testing.T) {
-	traces, _, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 2, Layers: -1, Threads: 2, HideSoftware: true}, fullTracing)
+	// Untraced, the tiny model runs some 500 tokens a second on this CPU: enough of them
+	// that the collector attaches before they are done, however fast the host.
+	traces, _, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 64, Runs: 4, Layers: -1, Threads: 2, HideSoftware: true}, fullTracing)
 	for _, s := range spans(traces) {
 		if s.name == "ggml.backend.graph_compute" && s.attrs["ggml.backend"] != "CPU" {
 			t.Fatalf("a split on %v with no Vulkan device visible", s.attrs["ggml.backend"])
