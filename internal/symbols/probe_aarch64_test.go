@@ -129,7 +129,7 @@ func TestGetterARM64(t *testing.T) {
 		{"llama_n_ctx", a64(aLdrW0, aRet), retField32, 8},
 		{"ggml_tensor_overhead", a64(aMovW0, aRet), retImm, 0x170},
 		{"after bti c", a64(aBtiC, aMovW0, aRet), retImm, 0x170},
-		{"movz lsl 16", a64(0x52a00020, aRet), retImm, 0x10000}, // mov w0, #0x10000
+		{"movz lsl 16", a64(0x52a00020, aRet), retImm, 0x10000},                           // mov w0, #0x10000
 		{"a constant string", a64(0xb0000000, 0x91004000, aRet), retPCRel, 0x2000 + 0x10}, // adrp x0, .+0x1000; add x0, x0, #0x10
 		{"no ret", a64(aAddX0, aNop), 0, 0},
 		{"another register", a64(aAddX1, aRet), 0, 0},
