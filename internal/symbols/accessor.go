@@ -1,9 +1,6 @@
 package symbols
 
-import (
-	"debug/elf"
-	"fmt"
-)
+import "fmt"
 
 // maxAccessorInsns bounds the decoding of tiny accessor functions.
 const maxAccessorInsns = 8
@@ -20,42 +17,20 @@ const (
 	retPCRel                           // an address relative to its own code
 )
 
-// shapes name each machine's getters in errors.
-var shapes = map[elf.Machine]map[getterKind]string{
-	elf.EM_X86_64: {
-		retImm:       "mov $imm,%eax",
-		retField32:   "mov off(%rdi),%eax",
-		retFieldAddr: "lea off(%rdi),%rax",
-		retField64:   "mov off(%rdi),%rax",
-		retPCRel:     "lea str(%rip),%rax",
-	},
-	elf.EM_AARCH64: {
-		retImm:       "mov w0, #imm",
-		retField32:   "ldr w0, [x0, #off]",
-		retFieldAddr: "add x0, x0, #off",
-		retField64:   "ldr x0, [x0, #off]",
-		retPCRel:     "adrp x0, str; add x0, x0, :lo12:str",
-	},
-}
-
 // PCRelTarget returns the absolute virtual address of the first PC-relative address
 // that sym's first instructions form, e.g. the table that `lea GGML_OP_NAME(%rip),%rax`
 // (x86-64) or `adrp x8, GGML_OP_NAME; add x8, x8, :lo12:GGML_OP_NAME` (arm64) in
 // ggml_op_name indexes.
 func (f *File) PCRelTarget(sym Symbol) (uint64, error) {
-	var (
-		addr uint64
-		ok   bool
-		err  error
-	)
-	switch f.elf.Machine {
-	case elf.EM_X86_64:
-		addr, ok, err = f.pcRelX86(sym)
-	case elf.EM_AARCH64:
-		addr, ok, err = f.pcRelARM64(sym)
-	default:
-		return 0, f.unknownMachine(sym)
+	m, err := f.isa(sym)
+	if err != nil {
+		return 0, err
 	}
+	code, err := f.code(sym, maxAccessorInsns*m.maxInsn)
+	if err != nil {
+		return 0, err
+	}
+	addr, ok, err := m.pcRel(code, sym.Value)
 	if err != nil || !ok {
 		return 0, fmt.Errorf("symbols: %s: %s: no PC-relative address (%v)", f.name, sym.Name, err)
 	}
@@ -92,28 +67,17 @@ func (f *File) StringReturn(sym Symbol) (string, error) {
 // getter returns what sym returns if it is a getter of kind want (possibly after a
 // landing pad: endbr64, bti c).
 func (f *File) getter(sym Symbol, want getterKind) (uint64, error) {
-	var (
-		kind getterKind
-		v    uint64
-	)
-	switch f.elf.Machine {
-	case elf.EM_X86_64:
-		code, err := f.code(sym, len(endbr64)+2*maxInsnLen)
-		if err != nil {
-			return 0, err
-		}
-		kind, v = getterX86(code, sym.Value)
-	case elf.EM_AARCH64:
-		code, err := f.code(sym, 4*4)
-		if err != nil {
-			return 0, err
-		}
-		kind, v = getterARM64(code, sym.Value)
-	default:
-		return 0, f.unknownMachine(sym)
+	m, err := f.isa(sym)
+	if err != nil {
+		return 0, err
 	}
+	code, err := f.code(sym, m.getterBytes)
+	if err != nil {
+		return 0, err
+	}
+	kind, v := m.getter(code, sym.Value)
 	if kind != want {
-		return 0, fmt.Errorf("symbols: %s: %s is not `%s; ret`", f.name, sym.Name, shapes[f.elf.Machine][want])
+		return 0, fmt.Errorf("symbols: %s: %s is not `%s; ret`", f.name, sym.Name, m.shapes[want])
 	}
 	return v, nil
 }

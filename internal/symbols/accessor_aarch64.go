@@ -62,19 +62,24 @@ func getterARM64(code []byte, at uint64) (getterKind, uint64) {
 	return 0, 0
 }
 
-// pcRelARM64 finds the first adrp in sym's first instructions and the add or load that
+// shapesARM64 are arm64's getters.
+var shapesARM64 = map[getterKind]string{
+	retImm:       "mov w0, #imm",
+	retField32:   "ldr w0, [x0, #off]",
+	retFieldAddr: "add x0, x0, #off",
+	retField64:   "ldr x0, [x0, #off]",
+	retPCRel:     "adrp x0, str; add x0, x0, :lo12:str",
+}
+
+// pcRelARM64 finds the first adrp in code at address at, and the add or load that
 // completes its address, as ggml_op_name and ggml_version form the address of their data.
-func (f *File) pcRelARM64(sym Symbol) (uint64, bool, error) {
-	code, err := f.code(sym, maxAccessorInsns*4)
-	if err != nil {
-		return 0, false, err
-	}
+func pcRelARM64(code []byte, at uint64) (uint64, bool, error) {
 	w := words(code)
 	for i, insn := range w {
 		if insn&adrpMask != adrpMatch {
 			continue
 		}
-		page := adrpTarget(insn, sym.Value+uint64(4*i))
+		page := adrpTarget(insn, at+uint64(4*i))
 		for _, next := range w[i+1:] {
 			if rn(next) != rd(insn) {
 				continue

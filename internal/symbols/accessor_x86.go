@@ -6,12 +6,17 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 )
 
-// pcRelX86 finds the first RIP-relative memory operand in sym's first instructions.
-func (f *File) pcRelX86(sym Symbol) (uint64, bool, error) {
-	code, err := f.code(sym, maxAccessorInsns*maxInsnLen)
-	if err != nil {
-		return 0, false, err
-	}
+// shapesX86 are x86-64's getters.
+var shapesX86 = map[getterKind]string{
+	retImm:       "mov $imm,%eax",
+	retField32:   "mov off(%rdi),%eax",
+	retFieldAddr: "lea off(%rdi),%rax",
+	retField64:   "mov off(%rdi),%rax",
+	retPCRel:     "lea str(%rip),%rax",
+}
+
+// pcRelX86 finds the first RIP-relative memory operand in code at address at.
+func pcRelX86(code []byte, at uint64) (uint64, bool, error) {
 	off := 0
 	for range maxAccessorInsns {
 		if off >= len(code) {
@@ -26,7 +31,7 @@ func (f *File) pcRelX86(sym Symbol) (uint64, bool, error) {
 			if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.RIP {
 				// The displacement counts from the next instruction; x86asm
 				// zero-extends it, the CPU sign-extends it.
-				return sym.Value + uint64(off) + uint64(int64(int32(m.Disp))), true, nil
+				return at + uint64(off) + uint64(int64(int32(m.Disp))), true, nil
 			}
 		}
 	}

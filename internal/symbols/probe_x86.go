@@ -2,9 +2,6 @@ package symbols
 
 import "slices"
 
-// maxInsnLen is the longest x86-64 instruction.
-const maxInsnLen = 15
-
 // probeOffsetX86 implements ProbeOffset on raw x86-64 code.
 func probeOffsetX86(code []byte, keep Regs) (uint64, bool) {
 	if keep&Arg2Struct != 0 { // in memory above the return address
