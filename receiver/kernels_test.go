@@ -162,9 +162,7 @@ func TestE2EKernels(t *testing.T) {
 				}
 				if a.moe {
 					t.Run("full/moe", func(t *testing.T) {
-						dir := filepath.Join(r.Out, "full-llama-bench-moe")
-						checkGuestRun(t, k, dir, "full", "llama-bench", a.counters)
-						traces, metrics := (&collector{out: filepath.Join(dir, "profinfer-output.jsonl")}).read(t, false)
+						traces, metrics := checkGuestRun(t, k, filepath.Join(r.Out, "full-llama-bench-moe"), "full", "llama-bench", a.counters)
 						layers, used, experts := modelShape(t, env.Model("tiny-moe"))
 						checkMoE(t, traces, metrics, layers, used, experts)
 					})
@@ -242,8 +240,8 @@ func checkGuestRoofline(t *testing.T, logPath, fma string) {
 }
 
 // checkGuestRun checks one collector's run in a guest, under configuration cfg against
-// exe: its log and what it exported. Full tracing asked for counters.
-func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []string) {
+// exe: its log and what it exported, which it returns. Full tracing asked for counters.
+func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []string) ([]ptrace.Traces, []pmetric.Metrics) {
 	logText, err := os.ReadFile(filepath.Join(dir, "collector.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -352,6 +350,7 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []s
 	if n, ok := lastSum(metrics, "llama.decode.tokens"); !ok || n == 0 {
 		t.Errorf("llama.decode.tokens = %d (exported: %v)", n, ok)
 	}
+	return traces, metrics
 }
 
 // guestScript runs in each kernel. The portable llama.cpp processes are held (SIGSTOP)

@@ -28,21 +28,11 @@ func TestE2EBoot(t *testing.T) {
 			files := &Initramfs{}
 			require.NoError(t, files.File("/bin/llama-bench", bench, 0o755))
 			require.NoError(t, files.File("/models/tiny-dense.gguf", env.Model("tiny-dense"), 0o644))
-			g := &Guest{Kernel: k, Script: `
+			r := boot(t, &Guest{Kernel: k, Script: `
 uname -r >/out/release
 test -e /sys/kernel/btf/vmlinux && echo yes >/out/btf
 llama-bench -m /models/tiny-dense.gguf -p 0 -n 4 -r 1 -t 2 >/out/bench.md
-`, Files: files}
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-			defer cancel()
-			r, err := g.Run(ctx, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s: init at %v of guest uptime, %v from qemu's start to its exit", k.Release, r.InitAt, r.Wall)
-			if r.Status != 0 {
-				t.Fatalf("script exited %d:\n%s\nconsole:\n%s", r.Status, r.Output, tail(r.Console))
-			}
+`, Files: files})
 			read := func(name string) string {
 				b, err := os.ReadFile(filepath.Join(r.Out, name))
 				require.NoError(t, err, "%s", r.Output)
@@ -65,20 +55,10 @@ func TestE2EBootARM64(t *testing.T) {
 	_, kernels := Require(t, "arm64")
 	for _, k := range kernels {
 		t.Run(k.Name, func(t *testing.T) {
-			g := &Guest{Kernel: k, Script: `
+			r := boot(t, &Guest{Kernel: k, Script: `
 uname -rm >/out/release
 test -e /sys/kernel/btf/vmlinux && echo yes >/out/btf
-`}
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-			defer cancel()
-			r, err := g.Run(ctx, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s: init at %v of guest uptime, %v from qemu's start to its exit", k.Release, r.InitAt, r.Wall)
-			if r.Status != 0 {
-				t.Fatalf("script exited %d:\n%s\nconsole:\n%s", r.Status, r.Output, tail(r.Console))
-			}
+`})
 			b, err := os.ReadFile(filepath.Join(r.Out, "release"))
 			require.NoError(t, err, "%s", r.Output)
 			require.Equal(t, k.Release+" aarch64", strings.TrimSpace(string(b)))
@@ -88,4 +68,20 @@ test -e /sys/kernel/btf/vmlinux && echo yes >/out/btf
 			require.NotContains(t, r.Console, beginMarker, "the results are cut from the console")
 		})
 	}
+}
+
+// boot runs g, ending the test unless its script ran and exited 0.
+func boot(t *testing.T, g *Guest) *Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	r, err := g.Run(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: init at %v of guest uptime, %v from qemu's start to its exit", g.Kernel.Release, r.InitAt, r.Wall)
+	if r.Status != 0 {
+		t.Fatalf("script exited %d:\n%s\nconsole:\n%s", r.Status, r.Output, tail(r.Console))
+	}
+	return r
 }
