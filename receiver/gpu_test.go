@@ -168,7 +168,33 @@ func TestE2EVulkanOffload(t *testing.T) {
 			if fired(p, "cpu-fallback") || fired(p, "device-unused") {
 				t.Errorf("findings on a full offload: %v", findingIDs(p))
 			}
+			checkTimelineDevice(t, p, false)
 		})
+	}
+}
+
+// checkTimelineDevice checks that the view's timeline shows its decode's Vulkan splits
+// beside the CPU's graph, and copies queued to them where copies says so.
+func checkTimelineDevice(t *testing.T, p *summary.Process, copies bool) {
+	t.Helper()
+	tl := p.Timeline
+	if tl == nil {
+		t.Fatal("no timeline")
+	}
+	var splits, queued int
+	for _, w := range tl.Device {
+		if w.Backend != "VK" || w.Duration < 0 || w.Wait > w.Duration {
+			t.Errorf("the timeline's device work %+v", w)
+		}
+		if w.Copy {
+			queued++
+		} else {
+			splits++
+		}
+	}
+	t.Logf("the timeline's graph of %d nodes: %d device splits, %d queued copies", len(tl.Nodes), splits, queued)
+	if splits == 0 || copies && queued == 0 {
+		t.Errorf("the timeline's device work: %d splits, %d queued copies: %+v", splits, queued, tl.Device)
 	}
 }
 
@@ -199,6 +225,7 @@ func TestE2EVulkanPartialOffload(t *testing.T) {
 	if !fired(p, "cpu-fallback") || fired(p, "device-unused") {
 		t.Errorf("findings %v, want cpu-fallback", findingIDs(p))
 	}
+	checkTimelineDevice(t, p, true)
 	// trace.json: the device's work on its own track, the queued copies flowing into it,
 	// and a document that passes the format checks.
 	var doc bytes.Buffer

@@ -81,6 +81,14 @@ func TestPageInBrowser(t *testing.T) {
 	if !strings.Contains(testbench.Text(doc), "Nodes on VK, timed by the device") {
 		t.Error("the device's own op times are not rendered")
 	}
+	for _, want := range []string{
+		hostile + " in this decode: 1 split of 95 nodes, 0.03 ms from handing over to done, the CPU waiting 0.02 ms of it; 1 copy queued to it (4096 bytes)",
+		"VK in this decode: 1 split of 12 nodes, 0.05 ms from handing over to done, the CPU waiting 0.04 ms of it.",
+	} {
+		if !strings.Contains(testbench.Text(doc), want) {
+			t.Errorf("the timeline's device work lacks %q", want)
+		}
+	}
 	for _, id := range []string{"findings", "throughput", "phase-prefill", "phase-decode", "ops-decode", "roofline", "timeline", "moe", "backends", "sched"} {
 		if !ids[id] {
 			t.Errorf("section %s not rendered", id)

@@ -270,6 +270,20 @@
     const lanes = ['critical path'];
     const threads = Math.max(1, t.threads);
     for (let i = 0; i < threads; i++) lanes.push('thread ' + i);
+    const work = t.device || [];
+    const devices = [...new Set(work.map((w) => w.backend))];
+    const lane = (w) => lanes.indexOf(w.backend + (w.copy ? ': copies queued' : ': device'));
+    devices.forEach((d) => {
+      if (work.some((w) => w.copy && w.backend === d)) lanes.push(d + ': copies queued');
+      lanes.push(d + ': device');
+      const splits = work.filter((w) => !w.copy && w.backend === d);
+      const copies = work.filter((w) => w.copy && w.backend === d);
+      s.append(el('p', 'device-work', d + ' in this decode: ' + splits.length + (splits.length === 1 ? ' split' : ' splits') + ' of ' +
+        splits.reduce((a, w) => a + (w.nodes || 0), 0) + ' nodes, ' + num(splits.reduce((a, w) => a + w.d, 0) / 1e3, 2) +
+        ' ms from handing over to done, the CPU waiting ' + num(splits.reduce((a, w) => a + (w.wait || 0), 0) / 1e3, 2) + ' ms of it' +
+        (copies.length ? '; ' + copies.length + (copies.length === 1 ? ' copy' : ' copies') + ' queued to it (' +
+          copies.reduce((a, w) => a + (w.bytes || 0), 0) + ' bytes), each an arrow into the split that took it in.' : '.')));
+    });
     const data = [];
     const ops = [...new Set(t.nodes.map((n) => n.op))];
     const palette = ['#5470c6', '#91cc75', '#fac858', '#73c0de', '#3ba272', '#fc8452', '#9a60b4', '#ea7ccc', '#8d6e63', '#26a69a'];
@@ -281,13 +295,36 @@
         if (d > 0) data.push({ value: [i + 1, n.s, n.s + d, d], name: n.op + ' ' + n.tensor, itemStyle: { color } });
       }
     });
+    // A copy flows into the first split on its device handed over after the copy began, as
+    // the trace's flows do.
+    const flows = [];
+    work.forEach((w) => {
+      if (w.copy) {
+        data.push({ value: [lane(w), w.s, w.s + w.d, w.d], name: 'copy of ' + (w.tensor || '?') + ' to ' + w.backend + ', ' + w.bytes + ' bytes',
+          itemStyle: { color: '#8d6e63' } });
+        const into = work.filter((x) => !x.copy && x.backend === w.backend && x.s >= w.s).sort((x, y) => x.s - y.s)[0];
+        if (into) flows.push([lane(w), w.s + w.d, lane(into), into.s]);
+      } else {
+        data.push({ value: [lane(w), w.s, w.s + w.d, w.d], name: w.backend + ' split of ' + w.nodes + ' nodes, the CPU waiting ' +
+          num((w.wait || 0) / 1e3, 2) + ' ms' + (w.bound ? ' (its end a bound)' : ''), itemStyle: { color: '#7f7f7f' } });
+      }
+    });
+    const xmin = Math.floor(Math.min(0, ...work.map((w) => w.s)));
+    const xmax = Math.ceil(Math.max(t.duration_us, ...work.map((w) => w.s + w.d)));
     chart(s, {
-      grid: { left: 100, right: 30, top: 10, bottom: 60 },
+      grid: { left: work.length ? 170 : 100, right: 30, top: 10, bottom: 60 },
       tooltip: { renderMode: 'richText', formatter: (x) => x.name + '\n' + num(x.value[3], 1) + ' µs at ' + num(x.value[1], 1) + ' µs' },
       dataZoom: [{ type: 'slider', filterMode: 'weakFilter', bottom: 5 }, { type: 'inside', filterMode: 'weakFilter' }],
-      xAxis: { type: 'value', name: 'µs', min: 0, max: Math.ceil(t.duration_us) },
-      yAxis: { type: 'category', data: lanes, inverse: true },
+      xAxis: { type: 'value', name: 'µs', min: xmin, max: xmax },
+      yAxis: { type: 'category', data: lanes, inverse: true, axisLabel: { width: 160, overflow: 'truncate' } },
       series: [{
+        type: 'custom', encode: { x: [1, 3], y: 0 }, data: flows, silent: true, z: 3,
+        renderItem: (params, api) => {
+          const a = api.coord([api.value(1), api.value(0)]);
+          const b = api.coord([api.value(3), api.value(2)]);
+          return { type: 'line', shape: { x1: a[0], y1: a[1], x2: b[0], y2: b[1] }, style: { stroke: '#8d6e63', lineWidth: 1.5 } };
+        },
+      }, {
         type: 'custom', encode: { x: [1, 2], y: 0 }, data,
         renderItem: (params, api) => {
           const lane = api.value(0);

@@ -38,7 +38,10 @@ func full() *summary.View {
 		Rate: []summary.Rate{{Time: 1_800_000_000, Decode: 40}, {Time: 1_800_000_001, Decode: 42, Prefill: 100}},
 		Timeline: &summary.Timeline{Phase: "decode", Tokens: 1, Duration: 100, Threads: 2, Critical: 80, Nodes: []summary.Node{
 			{Op: "MUL_MAT", Tensor: hostile, Start: 0, Duration: 60, Busy: []float64{55, 50}, Critical: true},
-			{Op: "ADD", Tensor: "ffn_out-0", Start: 60, Duration: 30, Busy: []float64{20, 28}}}},
+			{Op: "ADD", Tensor: "ffn_out-0", Start: 60, Duration: 30, Busy: []float64{20, 28}}},
+			Device: []summary.Work{{Backend: hostile, Copy: true, Start: -40, Duration: 5, Bytes: 4096, Tensor: hostile},
+				{Backend: hostile, Start: -30, Duration: 25, Wait: 20, Nodes: 95},
+				{Backend: "VK", Start: 95, Duration: 50, Wait: 45, Nodes: 12, Bound: true}}},
 		MoE: []summary.MoELayer{{Layer: 0, Selections: []int64{5, 1, 0, 2}, Imbalance: 0.9}},
 		Backends: []summary.Backend{{Backend: hostile, Splits: 3, Seconds: 0.1},
 			{Backend: "VK", Splits: 3, Seconds: 0.01, DeviceSplits: 3, DeviceSeconds: 0.3, WaitSeconds: 0.2,

@@ -20,6 +20,7 @@ const (
 	maxProcesses  = 64                 // the least recently seen beyond these are forgotten
 	maxTraces     = 8192               // trace → phase entries remembered, for nodes whose decode came earlier
 	maxNodes      = 8192               // nodes kept of the timeline's graph
+	maxWork       = 512                // device splits and copies kept of the timeline's decode
 	timelineEvery = int64(time.Second) // the timeline's graph is replaced at most this often
 	rateSeconds   = 600                // seconds of tokens-per-second history
 	maxOps        = 256                // op rows per phase; the rest count as "other"
@@ -174,10 +175,42 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 		for _, g := range graphs {
 			g.addTimes()
 			if g.timeline != nil && len(g.timeline.Nodes) > 0 {
+				a.deviceWork(rs, g)
 				p.timeline = g.timeline
 			}
 		}
 	}
+}
+
+// deviceWork gives g's timeline the device splits of its decode, and the copies queued to
+// them: a decode's spans are exported together, so they are in rs.
+func (a *Aggregator) deviceWork(rs ptrace.ResourceSpans, g *graphRef) {
+	tl := g.timeline
+	trace := g.trace
+	at := func(ts pcommon.Timestamp) float64 { return float64(int64(ts)-int64(g.start)) / 1e3 }
+	a.eachSpan(rs, func(s ptrace.Span) {
+		if len(tl.Device) >= maxWork || s.TraceID() != trace {
+			return
+		}
+		attrs := s.Attributes()
+		w := Work{Start: at(s.StartTimestamp()), Duration: dur(s) * 1e6}
+		switch {
+		case s.Name() == "ggml.device.compute":
+			w.Backend = strAttr(attrs, "ggml.backend")
+			w.Wait = float64(intAttr(attrs, "ggml.device.wait_ns")) / 1e3
+			w.Bound = boolAttr(attrs, "ggml.device.end_bound")
+			w.Nodes = intAttr(attrs, "ggml.graph.nodes")
+		case s.Name() == "ggml.backend.tensor_copy" && boolAttr(attrs, "ggml.copy.queued"):
+			w.Backend = strAttr(attrs, "ggml.backend.destination")
+			w.Copy = true
+			w.Bytes = intAttr(attrs, "ggml.copy.bytes")
+			w.Tensor = strAttr(attrs, "ggml.tensor.name")
+		default:
+			return
+		}
+		w.Backend = cmp.Or(w.Backend, unknownValue)
+		tl.Device = append(tl.Device, w)
+	})
 }
 
 func (a *Aggregator) eachSpan(rs ptrace.ResourceSpans, f func(ptrace.Span)) {
@@ -256,6 +289,7 @@ func (p *proc) addRate(sec int64, name string, tokens int64) {
 // graphRef is what a graph's nodes need of it.
 type graphRef struct {
 	phase      *phase
+	trace      pcommon.TraceID
 	start, end pcommon.Timestamp
 	timeline   *Timeline
 	timed      []timed // its nodes, in order, until the batch's end adds their times
@@ -308,7 +342,7 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 	attrs := s.Attributes()
 	name, tokens := a.phases.get(s.TraceID())
 	ph := p.phase(name)
-	g := &graphRef{phase: ph, start: s.StartTimestamp(), end: s.EndTimestamp()}
+	g := &graphRef{phase: ph, trace: s.TraceID(), start: s.StartTimestamp(), end: s.EndTimestamp()}
 	threads := intAttr(attrs, "ggml.threads")
 	p.threads = max(p.threads, threads)
 	if v, ok := attrs.Get("ggml.graph.on_cpu_ns"); ok && threads > 0 {

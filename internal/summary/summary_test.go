@@ -375,3 +375,34 @@ func TestQuotaReadOnce(t *testing.T) {
 		t.Fatalf("quota %+v, want the cgroup's 9 of 12 periods, since it was made", q)
 	}
 }
+
+// The timeline's graph brings its decode's device work: the device's splits and the
+// copies queued to them, in µs from the graph's start, spans of other decodes left out.
+func TestTimelineDeviceWork(t *testing.T) {
+	d := decodeOf(1, 1000, node("GET_ROWS", "inp_embd", "", 1010, 1020, 1, 1))
+	d.Copies = []assemble.Copy{{TID: 1, Src: "CPU", Dst: "Vulkan0", Tensor: "inp_embd", Bytes: 8192, Start: 1030, End: 1040, Queued: true},
+		{TID: 1, Src: "Vulkan0", Dst: "CPU", Tensor: "result_output", Bytes: 4, Start: 9000, End: 9100}} // not queued: the CPU's
+	d.Splits = []assemble.Split{{TID: 1, Backend: "CPU", NNodes: 1, Start: 1005, End: 1025},
+		{TID: 1, Backend: "Vulkan0", NNodes: 95, Start: 1050, End: 1060, Device: true, Done: 8000, Wait: 6000, Bound: true}}
+	d.End = 9200
+	other := &assemble.Decode{PID: 1, TID: 1, Tokens: 1, Start: 20000} // no traced graph
+	other.Splits = []assemble.Split{{TID: 1, Backend: "Vulkan0", NNodes: 95, Start: 20030, End: 20040, Device: true, Done: 25000}}
+	other.End = 25100
+	td := traces(server, d)
+	// the other decode's spans in the same batch, under the same resource
+	traces(server, other).ResourceSpans().At(0).ScopeSpans().MoveAndAppendTo(td.ResourceSpans().At(0).ScopeSpans())
+	a := New()
+	a.Traces(td)
+	tl := a.Snapshot().Processes[0].Timeline
+	if tl == nil {
+		t.Fatal("no timeline")
+	}
+	// the graph starts at 1001
+	want := []Work{
+		{Backend: "Vulkan0", Copy: true, Start: 0.029, Duration: 0.01, Bytes: 8192, Tensor: "inp_embd"},
+		{Backend: "Vulkan0", Start: 0.049, Duration: 6.95, Wait: 6, Bound: true, Nodes: 95},
+	}
+	if fmt.Sprint(tl.Device) != fmt.Sprint(want) {
+		t.Errorf("device work\n %+v, want\n %+v", tl.Device, want)
+	}
+}

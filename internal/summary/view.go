@@ -185,7 +185,8 @@ type Rate struct {
 	Decode  int64 `json:"decode"`
 }
 
-// Timeline is one traced graph, node by node, across its threads.
+// Timeline is one traced graph, node by node, across its threads, and the device work
+// of the same decode.
 type Timeline struct {
 	Phase    string  `json:"phase"`
 	Tokens   int64   `json:"tokens"`
@@ -194,6 +195,21 @@ type Timeline struct {
 	Threads  int     `json:"threads"`
 	Critical float64 `json:"critical_us"` // the critical path's length
 	Nodes    []Node  `json:"nodes"`
+	Device   []Work  `json:"device,omitempty"`
+}
+
+// Work is a device's work on a split of the timeline's decode, or a copy a CPU thread
+// queued to a device there; times in µs from the graph's start (before it: negative).
+type Work struct {
+	Backend  string  `json:"backend"` // the device's; a copy's destination
+	Copy     bool    `json:"copy,omitempty"`
+	Start    float64 `json:"s"`
+	Duration float64 `json:"d"`
+	Wait     float64 `json:"wait,omitempty"`  // a split's: µs the CPU waited for it
+	Bound    bool    `json:"bound,omitempty"` // a split's end is a bound (ggml.device.end_bound)
+	Nodes    int64   `json:"nodes,omitempty"`
+	Bytes    int64   `json:"bytes,omitempty"` // a copy's
+	Tensor   string  `json:"tensor,omitempty"`
 }
 
 // Node is one node of the timeline; times in µs from the graph's start.
