@@ -7,7 +7,9 @@ import (
 	"cmp"
 	"context"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/advise"
+	"github.com/profinfer/profinfer/internal/page"
 	"github.com/profinfer/profinfer/internal/perfetto"
 	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
@@ -226,6 +229,28 @@ func TestE2EVulkanPartialOffload(t *testing.T) {
 		t.Errorf("findings %v, want cpu-fallback", findingIDs(p))
 	}
 	checkTimelineDevice(t, p, true)
+	// report.html: the traced token's device lanes render from the real run.
+	br := testbench.RequireBrowser(t)
+	var html bytes.Buffer
+	if err := page.Write(&html, &summary.View{Generated: time.Now(), Processes: []*summary.Process{p}}, page.Static); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "report.html")
+	if err := os.WriteFile(path, html.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dom, consoleErrors, err := br.DOM(ctx, "file://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(consoleErrors) > 0 || !strings.Contains(dom, "VK in this decode: ") || !strings.Contains(dom, "queued to it (") {
+		t.Errorf("report.html: console errors %q; the traced token's device work is not described", consoleErrors)
+	}
+	if err := br.Screenshot(ctx, "file://"+path, "../build/gpu-view.png", 1400, 4200); err != nil {
+		t.Error(err)
+	}
 	// trace.json: the device's work on its own track, the queued copies flowing into it,
 	// and a document that passes the format checks.
 	var doc bytes.Buffer
