@@ -34,21 +34,19 @@ enum kind {
 	EV_NODE = 5,
 	EV_NODE_DETAIL = 6,
 	EV_BARRIER = 7,
-	EV_SCHED_ENTER = 8,
-	EV_SCHED_EXIT = 9,
-	EV_THREAD_EXIT = 10,
-	EV_EXPERTS = 11,
-	EV_SPLIT_ENTER = 12,
-	EV_SPLIT_EXIT = 13,
-	EV_COPY = 14,
-	EV_COPY_EXIT = 15,
-	EV_SEQ_RM = 16,
-	EV_THREAD_START = 17,
-	EV_SPLIT_NODE = 18,
-	EV_SYNC_ENTER = 19,
-	EV_SYNC_EXIT = 20,
-	EV_TIMED_NODE = 21,
-	EV_DEVICE_TIMES = 22,
+	EV_THREAD_EXIT = 8,
+	EV_EXPERTS = 9,
+	EV_SPLIT_ENTER = 10,
+	EV_SPLIT_EXIT = 11,
+	EV_COPY = 12,
+	EV_COPY_EXIT = 13,
+	EV_SEQ_RM = 14,
+	EV_THREAD_START = 15,
+	EV_SPLIT_NODE = 16,
+	EV_SYNC_ENTER = 17,
+	EV_SYNC_EXIT = 18,
+	EV_TIMED_NODE = 19,
+	EV_DEVICE_TIMES = 20,
 };
 
 /* Flags on events. */
@@ -757,23 +755,6 @@ SEC("uretprobe/llama_decode")
 int decode_exit(struct pt_regs *ctx)
 {
 	return emit(EV_DECODE_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, 0, 0);
-}
-
-/* ggml_backend_sched_graph_compute_async(sched, cgraph): the whole graph, before the
- * scheduler splits it across backends. */
-SEC("uprobe/ggml_backend_sched_graph_compute_async")
-int sched_enter(struct pt_regs *ctx)
-{
-	void *graph = (void *)PT_REGS_PARM2(ctx);
-	s32 nodes = 0;
-	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
-	return emit(EV_SCHED_ENTER, (u64)graph, (u64)nodes, 0, 0, 0);
-}
-
-SEC("uretprobe/ggml_backend_sched_graph_compute_async")
-int sched_exit(struct pt_regs *ctx)
-{
-	return emit(EV_SCHED_EXIT, (u64)(s32)PT_REGS_RC(ctx), 0, 0, 0, 0);
 }
 
 /* Decides, as the calling thread (thread 0) starts computing graph, whether its node

@@ -96,21 +96,19 @@ const (
 	ProfinferKindEV_NODE         ProfinferKind = 5
 	ProfinferKindEV_NODE_DETAIL  ProfinferKind = 6
 	ProfinferKindEV_BARRIER      ProfinferKind = 7
-	ProfinferKindEV_SCHED_ENTER  ProfinferKind = 8
-	ProfinferKindEV_SCHED_EXIT   ProfinferKind = 9
-	ProfinferKindEV_THREAD_EXIT  ProfinferKind = 10
-	ProfinferKindEV_EXPERTS      ProfinferKind = 11
-	ProfinferKindEV_SPLIT_ENTER  ProfinferKind = 12
-	ProfinferKindEV_SPLIT_EXIT   ProfinferKind = 13
-	ProfinferKindEV_COPY         ProfinferKind = 14
-	ProfinferKindEV_COPY_EXIT    ProfinferKind = 15
-	ProfinferKindEV_SEQ_RM       ProfinferKind = 16
-	ProfinferKindEV_THREAD_START ProfinferKind = 17
-	ProfinferKindEV_SPLIT_NODE   ProfinferKind = 18
-	ProfinferKindEV_SYNC_ENTER   ProfinferKind = 19
-	ProfinferKindEV_SYNC_EXIT    ProfinferKind = 20
-	ProfinferKindEV_TIMED_NODE   ProfinferKind = 21
-	ProfinferKindEV_DEVICE_TIMES ProfinferKind = 22
+	ProfinferKindEV_THREAD_EXIT  ProfinferKind = 8
+	ProfinferKindEV_EXPERTS      ProfinferKind = 9
+	ProfinferKindEV_SPLIT_ENTER  ProfinferKind = 10
+	ProfinferKindEV_SPLIT_EXIT   ProfinferKind = 11
+	ProfinferKindEV_COPY         ProfinferKind = 12
+	ProfinferKindEV_COPY_EXIT    ProfinferKind = 13
+	ProfinferKindEV_SEQ_RM       ProfinferKind = 14
+	ProfinferKindEV_THREAD_START ProfinferKind = 15
+	ProfinferKindEV_SPLIT_NODE   ProfinferKind = 16
+	ProfinferKindEV_SYNC_ENTER   ProfinferKind = 17
+	ProfinferKindEV_SYNC_EXIT    ProfinferKind = 18
+	ProfinferKindEV_TIMED_NODE   ProfinferKind = 19
+	ProfinferKindEV_DEVICE_TIMES ProfinferKind = 20
 )
 
 type ProfinferLabelSlot struct {
@@ -200,8 +198,6 @@ const (
 	ProfinferProgLabelEnter         = "label_enter"
 	ProfinferProgLabelExit          = "label_exit"
 	ProfinferProgNodeEnter          = "node_enter"
-	ProfinferProgSchedEnter         = "sched_enter"
-	ProfinferProgSchedExit          = "sched_exit"
 	ProfinferProgSchedSwitch        = "sched_switch"
 	ProfinferProgSchedSwitchTask    = "sched_switch_task"
 	ProfinferProgSchedWakeup        = "sched_wakeup"
@@ -307,8 +303,6 @@ type ProfinferProgramSpecs struct {
 	LabelEnter         *ebpf.ProgramSpec `ebpf:"label_enter"`
 	LabelExit          *ebpf.ProgramSpec `ebpf:"label_exit"`
 	NodeEnter          *ebpf.ProgramSpec `ebpf:"node_enter"`
-	SchedEnter         *ebpf.ProgramSpec `ebpf:"sched_enter"`
-	SchedExit          *ebpf.ProgramSpec `ebpf:"sched_exit"`
 	SchedSwitch        *ebpf.ProgramSpec `ebpf:"sched_switch"`
 	SchedSwitchTask    *ebpf.ProgramSpec `ebpf:"sched_switch_task"`
 	SchedWakeup        *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
@@ -494,8 +488,6 @@ type ProfinferPrograms struct {
 	LabelEnter         *ebpf.Program `ebpf:"label_enter"`
 	LabelExit          *ebpf.Program `ebpf:"label_exit"`
 	NodeEnter          *ebpf.Program `ebpf:"node_enter"`
-	SchedEnter         *ebpf.Program `ebpf:"sched_enter"`
-	SchedExit          *ebpf.Program `ebpf:"sched_exit"`
 	SchedSwitch        *ebpf.Program `ebpf:"sched_switch"`
 	SchedSwitchTask    *ebpf.Program `ebpf:"sched_switch_task"`
 	SchedWakeup        *ebpf.Program `ebpf:"sched_wakeup"`
@@ -530,8 +522,6 @@ func (p *ProfinferPrograms) Close() error {
 		p.LabelEnter,
 		p.LabelExit,
 		p.NodeEnter,
-		p.SchedEnter,
-		p.SchedExit,
 		p.SchedSwitch,
 		p.SchedSwitchTask,
 		p.SchedWakeup,

@@ -288,8 +288,8 @@ func checkProfileOf(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metr
 			}
 			parent = byID[parent.parent]
 		}
-		if parent.name != "ggml.backend_sched.graph_compute" || byID[parent.parent].name != "llama_decode" {
-			t.Errorf("graph's scheduler span %q under %q, want ggml.backend_sched.graph_compute under llama_decode", parent.name, byID[parent.parent].name)
+		if parent.name != "llama_decode" {
+			t.Errorf("graph span (or its split) under %q, want llama_decode", parent.name)
 		}
 		if g.attrs["ggml.graph.traced"] != true {
 			if len(children[g.id]) > 0 {

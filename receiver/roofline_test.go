@@ -30,8 +30,8 @@ func TestE2ERoofline(t *testing.T) {
 	for _, s := range all {
 		byID[s.id] = s
 	}
-	phase := func(s span) any { // node → graph → split → scheduler → llama_decode
-		return byID[byID[byID[byID[s.parent].parent].parent].parent].attrs["llama.phase"]
+	phase := func(s span) any { // node → graph → split → llama_decode
+		return byID[byID[byID[s.parent].parent].parent].attrs["llama.phase"]
 	}
 	flops := map[any][]float64{}
 	memory, decode := 0, 0

@@ -156,18 +156,10 @@ const (
 	cpuJudged = float64(100 * time.Millisecond)
 )
 
-// SchedCall is one ggml_backend_sched_graph_compute_async call: the whole graph, which the
-// scheduler splits into per-backend graphs.
-type SchedCall struct {
-	TID        uint32
-	NNodes     int
-	Start, End uint64
-}
-
-// Split is one ggml_backend_graph_compute_async call: the part of a scheduler call's
-// graph that one backend computes. On the CPU backend it holds the CPU graph; on others
-// (RPC, GPUs) it is the time the call took to hand the work over, which for an RPC
-// backend includes sending the graph.
+// Split is one ggml_backend_graph_compute_async call: the part of a decode's graph that
+// one backend computes, as the backend scheduler split it. On the CPU backend it holds
+// the CPU graph; on others (RPC, GPUs) it is the time the call took to hand the work
+// over, which for an RPC backend includes sending the graph.
 type Split struct {
 	TID        uint32
 	Backend    string
@@ -229,7 +221,6 @@ type Decode struct {
 	// Dropped says that records of the decode were lost: it reaches the sink only for
 	// its batch and times, with nothing below it.
 	Dropped bool
-	Scheds  []SchedCall
 	Splits  []Split
 	Copies  []Copy
 	Graphs  []*Graph
@@ -287,7 +278,6 @@ func (c *counting) read(v *events.Counters) (d *events.Counters) {
 
 type process struct {
 	decode *Decode
-	sched  *SchedCall
 	split  *Split
 	// held is the last decode, kept from the sink while a device computes its splits:
 	// the CPU's wait for them ends them, or the next decode sends it as it is.
@@ -435,26 +425,7 @@ func (p *process) traced(start, end uint64) (traced, fills bool) {
 	return false, false
 }
 
-// SchedEnter starts a scheduler graph computation.
-func (a *Assembler) SchedEnter(pid, tid uint32, ts uint64, nodes int) {
-	a.proc(pid).sched = &SchedCall{TID: tid, NNodes: nodes, Start: ts}
-}
-
-// SchedExit finishes the open scheduler computation, as part of the open decode.
-func (a *Assembler) SchedExit(pid, tid uint32, ts uint64) {
-	p := a.proc(pid)
-	s := p.sched
-	if s == nil || s.TID != tid {
-		return
-	}
-	s.End = ts
-	p.sched = nil
-	if p.decode != nil {
-		p.decode.Scheds = append(p.decode.Scheds, *s)
-	}
-}
-
-// SplitEnter starts a backend's share of the open scheduler computation; device says that
+// SplitEnter starts a backend's share of the open decode's graph; device says that
 // the backend is not the CPU's.
 func (a *Assembler) SplitEnter(pid, tid uint32, ts uint64, backend string, addr uint64, nodes int, device bool) {
 	a.proc(pid).split = &Split{TID: tid, Backend: backend, BackendAddr: addr, NNodes: nodes, Start: ts, Device: device}

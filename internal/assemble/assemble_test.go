@@ -35,7 +35,6 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	norm := &NodeInfo{Op: "RMS_NORM", Name: "norm-0", Type: "f32", FusedOp: "MUL"}
 	a.NodesOn(1, 50, 0)
 	a.DecodeEnter(1, 1, 100, 1, 0, nil)
-	a.SchedEnter(1, 1, 105, 9)
 	a.GraphEnter(1, 1, 110, 0xa, 5, 2, events.ThreadsCPU{})
 	// node 0x1 (MUL_MAT): internal barrier at 130/131, done at 150 and 140.
 	a.NodeStart(1, 1, 120, 0x1, 0, 0, mm, events.CPUSched{}, nil)
@@ -55,7 +54,6 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	a.Barrier(1, 2, 170)
 	a.Barrier(1, 1, 175)
 	a.GraphExit(1, 1, 180, events.CPUSched{}, 0, events.ThreadsCPU{})
-	a.SchedExit(1, 1, 185)
 	a.DecodeExit(1, 1, 190, 0, 0)
 
 	if len(s.decodes) != 1 || len(s.graphs) != 0 {
@@ -64,9 +62,6 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 	d := s.decodes[0]
 	if d.Tokens != 1 || d.Start != 100 || d.End != 190 || len(d.Graphs) != 1 {
 		t.Fatalf("decode %+v", d)
-	}
-	if want := []SchedCall{{TID: 1, NNodes: 9, Start: 105, End: 185}}; !reflect.DeepEqual(d.Scheds, want) {
-		t.Fatalf("scheds %+v, want %+v", d.Scheds, want)
 	}
 	g := d.Graphs[0]
 	if g.Start != 110 || g.End != 180 || g.NNodes != 5 || g.NThreads != 2 || len(g.Nodes) != 3 {
@@ -345,7 +340,6 @@ func TestSplitsAndCopies(t *testing.T) {
 	a.SplitEnter(1, 1, 5, "CPU", 0xc0, 3, false) // a graph computed outside llama_decode (an RPC server)
 	a.SplitExit(1, 1, 6)
 	a.DecodeEnter(1, 1, 10, 1, 0, nil)
-	a.SchedEnter(1, 1, 11, 9)
 	a.SplitEnter(1, 1, 12, "CPU", 0xc0, 4, false)
 	a.SplitExit(1, 1, 20)
 	a.CopyEnter(1, 21, Copy{TID: 1, Src: "CPU", Dst: "RPC", Tensor: "l_out-7", Bytes: 8192})
@@ -353,7 +347,6 @@ func TestSplitsAndCopies(t *testing.T) {
 	a.CopyExit(1, 1, 23, true)
 	a.SplitEnter(1, 1, 24, "RPC", 0xd0, 5, false)
 	a.SplitExit(1, 1, 30)
-	a.SchedExit(1, 1, 31)
 	a.DecodeExit(1, 1, 32, 0, 0)
 	if len(s.decodes) != 1 {
 		t.Fatalf("%d decodes", len(s.decodes))

@@ -22,8 +22,6 @@ const (
 	Node        = Kind(bpf.ProfinferKindEV_NODE)
 	NodeDetail  = Kind(bpf.ProfinferKindEV_NODE_DETAIL)
 	Barrier     = Kind(bpf.ProfinferKindEV_BARRIER)
-	SchedEnter  = Kind(bpf.ProfinferKindEV_SCHED_ENTER)
-	SchedExit   = Kind(bpf.ProfinferKindEV_SCHED_EXIT)
 	ThreadExit  = Kind(bpf.ProfinferKindEV_THREAD_EXIT)
 	Experts     = Kind(bpf.ProfinferKindEV_EXPERTS)
 	SplitEnter  = Kind(bpf.ProfinferKindEV_SPLIT_ENTER)
@@ -40,7 +38,7 @@ const (
 	lastKind    = DeviceTimes
 )
 
-var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "sched_enter", "sched_exit", "thread_exit", "experts",
+var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "thread_exit", "experts",
 	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start", "split_node", "sync_enter", "sync_exit", "timed_node", "device_times"}
 
 func (k Kind) String() string {
@@ -133,16 +131,16 @@ func (e *Event) Tokens() int { return int(int32(e.a)) }
 // Context is a DecodeEnter's llama_context.
 func (e *Event) Context() uint64 { return e.b }
 
-// Result is the return value at DecodeExit, GraphExit, SchedExit and SplitExit.
+// Result is the return value at DecodeExit, GraphExit and SplitExit.
 func (e *Event) Result() int { return int(int32(e.a)) }
 
 // Lost is, at DecodeExit and GraphExit, how many records the process lost so far.
 func (e *Event) Lost() uint64 { return e.b }
 
-// Graph is the cgraph of a GraphEnter or SchedEnter.
+// Graph is the cgraph of a GraphEnter.
 func (e *Event) Graph() uint64 { return e.a }
 
-// Nodes is the node count of a GraphEnter or SchedEnter.
+// Nodes is the node count of a GraphEnter.
 func (e *Event) Nodes() int { return int(int32(e.b)) }
 
 // SplitNodes is a SplitEnter's node count, at most 65535.

@@ -174,33 +174,23 @@ func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) requests
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage("llama_decode returned " + strconv.Itoa(d.Result))
 	}
-	// Splits and copies run inside one scheduler call and CPU graphs inside one split,
-	// on the same thread.
-	scheds := make([]pcommon.SpanID, len(d.Scheds))
-	for i, sc := range d.Scheds {
-		scheds[i] = s.sched(spans.AppendEmpty(), trace, sp.SpanID(), &sc)
-	}
-	inSched := func(tid uint32, start, end uint64) pcommon.SpanID {
-		return enclosing(sp.SpanID(), scheds, func(i int) (uint32, uint64, uint64) {
-			return d.Scheds[i].TID, d.Scheds[i].Start, d.Scheds[i].End
-		}, tid, start, end)
-	}
 	// Copies before splits: a viewer draws the copies a device queued as flowing into
 	// the device's next split (perfetto).
 	for i := range d.Copies {
 		c := &d.Copies[i]
-		s.copy(spans.AppendEmpty(), trace, inSched(c.TID, c.Start, c.End), c)
+		s.copy(spans.AppendEmpty(), trace, sp.SpanID(), c)
 	}
 	splits := make([]pcommon.SpanID, len(d.Splits))
 	for i := range d.Splits {
 		sl := &d.Splits[i]
-		splits[i] = s.split(spans.AppendEmpty(), trace, inSched(sl.TID, sl.Start, sl.End), sl)
+		splits[i] = s.split(spans.AppendEmpty(), trace, sp.SpanID(), sl)
 		if sl.Device && sl.Done != 0 {
 			s.device(spans.AppendEmpty(), trace, splits[i], sl)
 		}
 	}
+	// A CPU graph runs inside its split, on the same thread.
 	for _, g := range d.Graphs {
-		parent := enclosing(inSched(g.TID, g.Start, g.End), splits, func(i int) (uint32, uint64, uint64) {
+		parent := enclosing(sp.SpanID(), splits, func(i int) (uint32, uint64, uint64) {
 			return d.Splits[i].TID, d.Splits[i].Start, d.Splits[i].End
 		}, g.TID, g.Start, g.End)
 		s.graph(spans, trace, parent, g)
@@ -217,14 +207,6 @@ func enclosing(parent pcommon.SpanID, ids []pcommon.SpanID, extent func(int) (ui
 		}
 	}
 	return parent
-}
-
-func (s *Spans) sched(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, sc *assemble.SchedCall) pcommon.SpanID {
-	s.begin(sp, trace, parent, "ggml.backend_sched.graph_compute", sc.Start, sc.End)
-	a := sp.Attributes()
-	a.PutInt("ggml.graph.nodes", int64(sc.NNodes))
-	a.PutInt("thread.id", int64(sc.TID))
-	return sp.SpanID()
 }
 
 func (s *Spans) split(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, sl *assemble.Split) pcommon.SpanID {

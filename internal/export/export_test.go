@@ -44,7 +44,7 @@ func TestImbalance(t *testing.T) {
 
 func TestDecodeSpans(t *testing.T) {
 	s := NewSpans(Clock{Offset: 1000}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, nil)
-	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 32, Start: 10, End: 100, Scheds: []assemble.SchedCall{{TID: 1, NNodes: 9, Start: 15, End: 95}}, Graphs: []*assemble.Graph{{
+	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 32, Start: 10, End: 100, Graphs: []*assemble.Graph{{
 		TID: 1, NNodes: 5, NThreads: 2, Start: 20, End: 90, Traced: true,
 		Nodes: []*assemble.Node{{
 			Info: &assemble.NodeInfo{Op: "MUL_MAT", Name: "Qcur-1", Type: "f32", Shape: [4]int64{2048, 32, 1, 1}, Srcs: []assemble.Src{assemble.NewSrc("q4_0", [4]int64{2048, 2048, 1, 1})},
@@ -61,11 +61,11 @@ func TestDecodeSpans(t *testing.T) {
 		t.Errorf("service.name %q", v.Str())
 	}
 	spans := rs.ScopeSpans().At(0).Spans()
-	if spans.Len() != 4 {
+	if spans.Len() != 3 {
 		t.Fatalf("%d spans", spans.Len())
 	}
-	dec, sched, graph, node := spans.At(0), spans.At(1), spans.At(2), spans.At(3)
-	if dec.Name() != "llama_decode" || sched.ParentSpanID() != dec.SpanID() || graph.ParentSpanID() != sched.SpanID() ||
+	dec, graph, node := spans.At(0), spans.At(1), spans.At(2)
+	if dec.Name() != "llama_decode" || graph.ParentSpanID() != dec.SpanID() ||
 		node.ParentSpanID() != graph.SpanID() || node.TraceID() != dec.TraceID() {
 		t.Fatal("spans not nested in one trace")
 	}
@@ -200,11 +200,10 @@ func TestCounters(t *testing.T) {
 }
 
 // A decode that offloads: the CPU graph nests in the CPU split, splits and copies in the
-// scheduler call; the metrics sum them by backend; a process that exited is emitted once
+// decode; the metrics sum them by backend; a process that exited is emitted once
 // more, then dropped.
 func TestOffload(t *testing.T) {
 	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 100,
-		Scheds: []assemble.SchedCall{{TID: 1, NNodes: 9, Start: 5, End: 95}},
 		Splits: []assemble.Split{{TID: 1, Backend: "CPU", NNodes: 4, Start: 10, End: 40}, {TID: 1, Backend: "RPC", NNodes: 5, Start: 60, End: 70}},
 		Copies: []assemble.Copy{{TID: 1, Src: "CPU", Dst: "RPC", Tensor: "l_out-7", Bytes: 8192, Start: 45, End: 55}},
 		Graphs: []*assemble.Graph{{TID: 1, NNodes: 4, NThreads: 2, Start: 12, End: 38}},
@@ -221,14 +220,14 @@ func TestOffload(t *testing.T) {
 	for i := 0; i < spans.Len(); i++ {
 		byName[spans.At(i).Name()] = append(byName[spans.At(i).Name()], spans.At(i))
 	}
-	sched := byName["ggml.backend_sched.graph_compute"][0]
+	dec := byName["llama_decode"][0]
 	splits, cp, g := byName["ggml.backend.graph_compute"], byName["ggml.backend.tensor_copy"], byName["ggml.graph_compute"]
 	if len(splits) != 2 || len(cp) != 1 || len(g) != 1 {
 		t.Fatalf("spans %v", byName)
 	}
 	for _, s := range append(splits, cp[0]) {
-		if s.ParentSpanID() != sched.SpanID() {
-			t.Errorf("%s not under the scheduler call", s.Name())
+		if s.ParentSpanID() != dec.SpanID() {
+			t.Errorf("%s not under the decode", s.Name())
 		}
 	}
 	if g[0].ParentSpanID() != splits[0].SpanID() {

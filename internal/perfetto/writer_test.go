@@ -79,7 +79,6 @@ func decode(start uint64, n int) *assemble.Decode {
 	g.End = t + overlapNS + 500
 	return &assemble.Decode{
 		TID: decodeTID, Tokens: nodeTokens, Start: start, End: g.End + 20_000,
-		Scheds: []assemble.SchedCall{{TID: decodeTID, NNodes: n, Start: start + 1000, End: g.End + 10_000}},
 		Splits: []assemble.Split{{TID: decodeTID, Backend: "CPU", NNodes: n, Start: g.Start - 100, End: g.End + 100}},
 		Copies: []assemble.Copy{{TID: decodeTID, Src: "CPU", Dst: "RPC", Tensor: hostile, Bytes: 4096, Start: start + 2000, End: start + 3000}},
 		Graphs: []*assemble.Graph{g},
@@ -213,7 +212,7 @@ func TestWriter(t *testing.T) {
 		}
 	}
 	// Both processes, two batches each.
-	for name, want := range map[string]int{"llama_decode": 4, "ggml.backend_sched.graph_compute": 4, "ggml.backend.graph_compute": 4,
+	for name, want := range map[string]int{"llama_decode": 4, "ggml.backend.graph_compute": 4,
 		"ggml.backend.tensor_copy": 4, "ggml.graph_compute": 4, "MUL_MAT": 4 * n / 5 * threads} { // node slices and 3 workers'
 		if byName[name] != want {
 			t.Errorf("%d %s slices, want %d", byName[name], name, want)

@@ -134,8 +134,6 @@ var specs = []spec{
 	{app, discover.Llama, clearSymbol, func(p *progs) *ebpf.Program { return p.SeqClear }, false, 0, false},
 	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.Arg1 | symbols.Arg2Struct, false},
 	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
-	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedEnter }, false, symbols.Arg2, false},
-	{graph, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedExit }, true, 0, false},
 	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitEnter }, false, symbols.Arg1 | symbols.Arg2, false},
 	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitExit }, true, 0, false},
 	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyEnter }, false, symbols.Arg1 | symbols.Arg2, false},
@@ -193,17 +191,16 @@ const buildSymbol = "ggml_new_graph_custom"
 
 // loses says what is not reported without each probed symbol.
 var loses = map[string]string{
-	"llama_decode":                           "tokens or llama_decode spans",
-	"ggml_backend_sched_graph_compute_async": "scheduler spans",
-	"ggml_backend_graph_compute_async":       "backend split spans",
-	"ggml_backend_tensor_copy":               "tensor copies",
-	"ggml_backend_synchronize":               "when a GPU's split ends, and the CPU's wait for it",
-	"ggml_graph_compute":                     "graph spans",
-	nodeSymbol:                               "node spans or per-op metrics",
-	seqRmSymbol:                              "request boundaries where a sequence is rewound",
-	clearSymbol:                              "request boundaries where the cache is cleared",
-	"ggml_barrier":                           "barrier waits",
-	"ggml_graph_compute_thread":              "counts outside nodes",
+	"llama_decode":                     "tokens or llama_decode spans",
+	"ggml_backend_graph_compute_async": "backend split spans",
+	"ggml_backend_tensor_copy":         "tensor copies",
+	"ggml_backend_synchronize":         "when a GPU's split ends, and the CPU's wait for it",
+	"ggml_graph_compute":               "graph spans",
+	nodeSymbol:                         "node spans or per-op metrics",
+	seqRmSymbol:                        "request boundaries where a sequence is rewound",
+	clearSymbol:                        "request boundaries where the cache is cleared",
+	"ggml_barrier":                     "barrier waits",
+	"ggml_graph_compute_thread":        "counts outside nodes",
 }
 
 // missingSymbol is a probed symbol an object lacks.

@@ -150,7 +150,6 @@ func TestARM64PrebuiltProbes(t *testing.T) {
 	want := map[string]uint64{ // simulated, at these offsets
 		"libllama.v0.5.0.so:llama_decode":                                  12, // bl, past stp, str and mov x29
 		"libggml-base.so:ggml_backend_graph_compute_async":                 0,  // cbz
-		"libggml-base.so:ggml_backend_sched_graph_compute_async":           32, // cbz, past sub sp and the stps
 		"libggml-cpu-armv8.2_1.so:ggml_graph_compute":                      32, // bl ggml_cpu_init, past mov x19, x1
 		"libggml-base.so:ggml_backend_tensor_copy":                         28, // b.ne, past loads into w8 and w9
 		"libggml-cpu-armv8.2_1.so:ggml_cpu_extra_compute_forward":          24, // bl, past mov x19, x1 and mov x20, x0

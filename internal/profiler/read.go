@@ -101,10 +101,6 @@ func (p *Profiler) dispatch(ev *events.Event) {
 		if p.counters != nil {
 			p.askCounters(threadStart, ev)
 		}
-	case events.SchedEnter:
-		a.SchedEnter(ev.PID, ev.TID, ev.TS, ev.Nodes())
-	case events.SchedExit:
-		a.SchedExit(ev.PID, ev.TID, ev.TS)
 	case events.SplitEnter:
 		if tr := p.tracked[int(ev.PID)]; tr != nil {
 			name := tr.backends.Name(ev.Backend())
