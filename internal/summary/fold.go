@@ -159,7 +159,7 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 		graphs := map[pcommon.SpanID]*graphRef{}
 		a.eachSpan(rs, func(s ptrace.Span) {
 			switch s.Name() {
-			case "llama_decode", "ggml.backend_sched.graph_compute": // the latter from collectors before 2026-11-27
+			case "llama_decode", "ggml.backend_sched.graph_compute": // the latter in older collectors' data
 			case "ggml.graph_compute":
 				graphs[s.SpanID()] = a.graph(p, s)
 			case "ggml.backend.graph_compute":
