@@ -57,15 +57,7 @@ func reportCmd(args []string) error {
 		return err
 	}
 	htmlPath := filepath.Join(*dir, "report.html")
-	hf, err := os.Create(htmlPath)
-	if err != nil {
-		return err
-	}
-	if err := page.Write(hf, v, page.Static); err != nil {
-		hf.Close()
-		return fmt.Errorf("writing %s: %w", htmlPath, err)
-	}
-	if err := hf.Close(); err != nil {
+	if err := page.WriteFile(htmlPath, v); err != nil {
 		return err
 	}
 	fmt.Printf("read %.1f MB: %d span batches, %d metric batches\nwrote %s (open it in a browser) and %s (open it in Perfetto)\n",

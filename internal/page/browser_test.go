@@ -3,7 +3,6 @@
 package page
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -22,11 +21,7 @@ func TestPageInBrowser(t *testing.T) {
 	br := testbench.RequireBrowser(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "report.html")
-	var b bytes.Buffer
-	if err := Write(&b, full(), Static); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	if err := WriteFile(path, full()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -9,8 +9,10 @@ package page
 
 import (
 	_ "embed"
+	"fmt"
 	"html/template"
 	"io"
+	"os"
 
 	"github.com/profinfer/profinfer/internal/summary"
 )
@@ -47,4 +49,17 @@ func Write(w io.Writer, v *summary.View, mode Mode) error {
 		Script  template.JS
 		Style   template.CSS
 	}{v, mode == Live, template.JS(echarts), template.JS(script), template.CSS(style)})
+}
+
+// WriteFile writes v as a static page, report.html, to path.
+func WriteFile(path string, v *summary.View) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := Write(f, v, Static); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
 }
