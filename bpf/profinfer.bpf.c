@@ -222,8 +222,8 @@ struct {
 	__uint(max_entries, 8 << 20);
 } events SEC(".maps");
 
-/* Processes being traced (tgid), filled by user space: the scheduler programs look at
- * their threads only. The value counts the graph starts left to the process's open
+/* Processes being traced (tgid), filled by user space: the lasting probes and the
+ * scheduler programs look at their threads only. The value counts the graph starts left to the process's open
  * sampling window (then WINDOW_LAST and WINDOW_SPENT); 0 when none is open. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -351,6 +351,15 @@ struct {
 } split_slots SEC(".maps");
 
 /* The calling thread's split slot, if it holds the thread's open split. */
+/* The lasting probes (decodes, graphs, splits, copies) are placed once per file, for
+ * every process that maps it (user space's probe.Pool): a process's start and exit then
+ * place and remove none. Those of a process profinfer does not trace return at once. */
+static __always_inline bool untraced(void)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	return !bpf_map_lookup_elem(&traced, &tgid);
+}
+
 static __always_inline struct split_slot *open_split(u32 tid)
 {
 	u32 at = tid & (SLOTS - 1);
@@ -724,12 +733,16 @@ static __always_inline int decode_batch(struct pt_regs *ctx, bool loop)
 SEC("uprobe/llama_decode")
 int decode_enter(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return decode_batch(ctx, 1);
 }
 
 SEC("uprobe/llama_decode")
 int decode_enter_bounded(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return decode_batch(ctx, 0);
 }
 
@@ -740,6 +753,8 @@ int decode_enter_bounded(struct pt_regs *ctx)
 SEC("uprobe/llama_memory_seq_rm")
 int seq_rm(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return emit(EV_SEQ_RM, (u64)(s32)PT_REGS_PARM2(ctx), (u64)(u32)PT_REGS_PARM3(ctx) | (u64)(u32)PT_REGS_PARM4(ctx) << 32, 0, 0, 0);
 }
 
@@ -748,12 +763,16 @@ int seq_rm(struct pt_regs *ctx)
 SEC("uprobe/llama_memory_clear")
 int seq_clear(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return emit(EV_SEQ_RM, (u64)-1, (u64)-1, 0, 0, 0);
 }
 
 SEC("uretprobe/llama_decode")
 int decode_exit(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return emit(EV_DECODE_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, 0, 0);
 }
 
@@ -809,24 +828,32 @@ static __always_inline int graph_end(struct pt_regs *ctx, bool loop)
 SEC("uprobe/ggml_graph_compute")
 int graph_enter(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return graph_start(ctx, 1);
 }
 
 SEC("uprobe/ggml_graph_compute")
 int graph_enter_bounded(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return graph_start(ctx, 0);
 }
 
 SEC("uretprobe/ggml_graph_compute")
 int graph_exit(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return graph_end(ctx, 1);
 }
 
 SEC("uretprobe/ggml_graph_compute")
 int graph_exit_bounded(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return graph_end(ctx, 0);
 }
 
@@ -868,6 +895,8 @@ static __always_inline void describe(struct detail *d, void *tensor, void **ids,
 SEC("uprobe/ggml_backend_graph_compute_async")
 int split_enter(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	void *backend = (void *)PT_REGS_PARM1(ctx);
 	void *graph = (void *)PT_REGS_PARM2(ctx);
 	u64 get_name = 0;
@@ -941,12 +970,16 @@ static __always_inline int split_end(struct pt_regs *ctx, bool loop)
 SEC("uretprobe/ggml_backend_graph_compute_async")
 int split_exit(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return split_end(ctx, 1);
 }
 
 SEC("uretprobe/ggml_backend_graph_compute_async")
 int split_exit_bounded(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return split_end(ctx, 0);
 }
 
@@ -1194,6 +1227,8 @@ static __always_inline int copy_start(void *src, void *dst, u16 flags)
 SEC("uprobe/ggml_backend_tensor_copy")
 int copy_enter(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return copy_start((void *)PT_REGS_PARM1(ctx), (void *)PT_REGS_PARM2(ctx), 0);
 }
 
@@ -1201,6 +1236,8 @@ int copy_enter(struct pt_regs *ctx)
 SEC("uretprobe/ggml_backend_tensor_copy")
 int copy_exit(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	return emit(EV_COPY_EXIT, 1, 0, 0, 0, 0);
 }
 
@@ -1332,6 +1369,8 @@ int fused_enter(struct pt_regs *ctx)
 SEC("uprobe/ggml_new_graph_custom")
 int graph_new(struct pt_regs *ctx)
 {
+	if (untraced())
+		return 0;
 	u32 zero = 0;
 	u64 *b = bpf_map_lookup_elem(&built, &zero);
 	if (b)

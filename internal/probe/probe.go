@@ -1,11 +1,14 @@
-// Package probe attaches profinfer's eBPF programs to the GGML code of one process and
-// owns the resulting links. Each probe sits on the first instruction of its function that
-// the kernel emulates, so a hit costs about 1 µs instead of a 12 µs single-step.
+// Package probe attaches profinfer's eBPF programs to the GGML code of the traced
+// processes and owns the resulting links: the lasting probes once per file (Pool), the
+// node and device probes per process. Each probe sits on the first instruction of its
+// function that the kernel emulates, so a hit costs about 1 µs instead of a 12 µs
+// single-step.
 package probe
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -70,9 +73,9 @@ func Tracepoints(progs *bpf.ProfinferPrograms, l Layers) ([]link.Link, error) {
 	return links, nil
 }
 
-// Trace adds process pid to the traced processes, whose threads the scheduler programs
-// follow, whose exit the process hooks report and whose lost records are counted, or
-// removes it.
+// Trace adds process pid to the traced processes, whose lasting probes report (see
+// Pool), whose threads the scheduler programs follow, whose exit the process hooks report
+// and whose lost records are counted, or removes it.
 func Trace(maps *bpf.ProfinferMaps, pid int, on bool) error {
 	key := uint32(pid)
 	if on {
@@ -215,11 +218,13 @@ type Opener func(m *discover.Module) (*symbols.File, error)
 
 // Attachment is the set of probes on one process. The node probes are hit once per
 // graph node per thread, so they come and go with AttachNodes and DetachNodes; the
-// others stay for the life of the process.
+// others stay for the life of the process: the lasting ones held in the pool, shared with
+// every process that maps the same file, and a device's placed for the process alone.
 type Attachment struct {
 	PID int
 
 	emulated map[string]bool // probed functions whose probe sits on an emulated instruction
+	pool     *Pool
 	progs    *progs
 	proc     *discover.Process
 	open     Opener
@@ -231,8 +236,8 @@ type Attachment struct {
 	// as AttachDevice found it; with LoggerNodes the times are read.
 	Logger LoggerState
 	exes   map[*discover.Module]*link.Executable
-	links  []link.Link
-	nodes  []link.Link
+	links  Links
+	nodes  Links
 }
 
 // Emulated is the number of probed functions whose entry probe sits on an instruction the
@@ -242,12 +247,13 @@ func (a *Attachment) Emulated() int { return len(a.emulated) }
 // Probes is the number of attached probes.
 func (a *Attachment) Probes() int { return len(a.links) + len(a.nodes) }
 
-// Attach places the per-process probes of layers on process p. Probes whose symbol is
-// missing are reported in the error, joined, while the others stay attached; an error
-// with nothing attached closes everything.
-// multi says whether the programs were prepared by PrepareMulti.
-func Attach(progs *bpf.ProfinferPrograms, p *discover.Process, open Opener, layers Layers, multi bool) (*Attachment, error) {
-	a := &Attachment{PID: p.PID, progs: progs, proc: p, open: open, layers: layers, multi: multi,
+// Attach holds the lasting probes of layers for process p, placing those pool lacks.
+// Probes whose symbol is missing are reported in the error, joined, while the others stay
+// attached; an error with nothing attached closes everything. Process p must be traced
+// (Trace) for its probes to fire. multi says whether the programs were prepared by
+// PrepareMulti.
+func Attach(pool *Pool, progs *bpf.ProfinferPrograms, p *discover.Process, open Opener, layers Layers, multi bool) (*Attachment, error) {
+	a := &Attachment{PID: p.PID, pool: pool, progs: progs, proc: p, open: open, layers: layers, multi: multi,
 		exes: map[*discover.Module]*link.Executable{}, emulated: map[string]bool{}}
 	var err error
 	a.links, err = a.attach(func(s spec) bool { return a.always(s.group) })
@@ -282,7 +288,7 @@ func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 	a.device = true
 	var (
 		f                         *symbols.File
-		waits                     []link.Link
+		waits                     Links
 		err, queuedErr, loggerErr error
 	)
 	if dev == nil || backend == backends.Unknown {
@@ -297,7 +303,7 @@ func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 	}
 	a.links = append(a.links, waits...)
 	if f != nil {
-		var queued []link.Link
+		var queued Links
 		queued, queuedErr = a.placeBackend(dev, f, backend, "cpy_tensor_async", "P12ggml_backendS0_PK11ggml_tensorPS1_",
 			a.progs.CopyAsyncEnter, a.progs.CopyAsyncExit, symbols.Arg3|symbols.Arg4)
 		a.links = append(a.links, queued...)
@@ -313,7 +319,7 @@ func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 // function, found beside the backend's own get_name symbol. A C++ backend's name is
 // mangled, params being the parameters' mangling every backend shares. Nil, nil where
 // the backend has none: its interface leaves that function out.
-func (a *Attachment) placeBackend(dev *discover.Module, f *symbols.File, backend, fn, params string, enter, exit *ebpf.Program, keep symbols.Regs) ([]link.Link, error) {
+func (a *Attachment) placeBackend(dev *discover.Module, f *symbols.File, backend, fn, params string, enter, exit *ebpf.Program, keep symbols.Regs) (Links, error) {
 	name := "ggml_backend_" + strings.ToLower(backend) + "_" + fn
 	for _, n := range backendSymbols(name, params) {
 		sym, ok := f.Symbol(n)
@@ -329,7 +335,7 @@ func (a *Attachment) placeBackend(dev *discover.Module, f *symbols.File, backend
 			in.Close()
 			return nil, err
 		}
-		return []link.Link{in, out}, nil
+		return Links{in, out}, nil
 	}
 	return nil, nil
 }
@@ -381,8 +387,8 @@ func (a *Attachment) DetachNodes() Links {
 	return l
 }
 
-// Links are probes to close.
-type Links []link.Link
+// Links are probes to close, or to let go of where the pool holds them.
+type Links []io.Closer
 
 // Close closes every link, all at once. Removing a perf-event uprobe holds the uprobe's
 // lock across RCU grace periods, and every thread that hits it meanwhile waits: closed
@@ -397,9 +403,9 @@ func (l Links) Close() error {
 	return errors.Join(errs...)
 }
 
-func (a *Attachment) attach(want func(spec) bool) ([]link.Link, error) {
+func (a *Attachment) attach(want func(spec) bool) (Links, error) {
 	var (
-		links   []link.Link
+		links   Links
 		errs    []error
 		missing = map[string][]string{} // by object: the symbols it lacks
 	)
@@ -436,8 +442,9 @@ func (a *Attachment) attach(want func(spec) bool) ([]link.Link, error) {
 	return links, errors.Join(errs...)
 }
 
-// place attaches one probe. It returns nil, nil for a probe that does not apply.
-func (a *Attachment) place(s spec) (link.Link, error) {
+// place attaches one probe: a lasting one held in the pool, the others for the process
+// alone. It returns nil, nil for a probe that does not apply.
+func (a *Attachment) place(s spec) (io.Closer, error) {
 	m := a.proc.Module(s.role)
 	if m == nil {
 		if s.role == discover.Llama {
@@ -460,20 +467,49 @@ func (a *Attachment) place(s spec) (link.Link, error) {
 		}
 		return nil, &missingSymbol{m.Path, s.symbol}
 	}
-	l, err := a.placeAt(m, f, sym, s.prog(a.progs), s.ret, s.keep, s.symbol)
+	var l io.Closer
+	if a.always(s.group) {
+		l, err = a.hold(m, f, sym, s.prog(a.progs), s.ret, s.keep, s.symbol)
+	} else {
+		l, err = a.placeAt(m, f, sym, s.prog(a.progs), s.ret, s.keep, s.symbol)
+	}
 	a.builds = a.builds || l != nil && s.symbol == buildSymbol
 	return l, err
 }
 
-// placeAt attaches prog to sym of object m, parsed as f: at its return (ret), or at its
-// entry, on the first instruction from which the registers in keep are intact. key names
-// the probe where it sits on an emulated instruction.
+// hold is placeAt for a lasting probe: the pool's, for every process that maps m's file.
+func (a *Attachment) hold(m *discover.Module, f *symbols.File, sym symbols.Symbol, prog *ebpf.Program, ret bool, keep symbols.Regs, key string) (io.Closer, error) {
+	at, err := f.FileOffset(sym.Value)
+	if err != nil {
+		return nil, err
+	}
+	h, emulated, err := a.pool.hold(placement{m.Dev, m.Inode, at, ret}, func() (link.Link, bool, error) {
+		return a.place1(m, f, sym, prog, ret, keep, 0)
+	})
+	if emulated {
+		a.emulated[key] = true
+	}
+	return h, err
+}
+
+// placeAt attaches prog to sym of object m, parsed as f, for the process alone: at its
+// return (ret), or at its entry, on the first instruction from which the registers in
+// keep are intact. key names the probe where it sits on an emulated instruction.
 func (a *Attachment) placeAt(m *discover.Module, f *symbols.File, sym symbols.Symbol, prog *ebpf.Program, ret bool, keep symbols.Regs, key string) (link.Link, error) {
+	l, emulated, err := a.place1(m, f, sym, prog, ret, keep, uint32(a.PID))
+	if emulated {
+		a.emulated[key] = true
+	}
+	return l, err
+}
+
+// place1 attaches prog as placeAt does, for process pid, or every process (0).
+func (a *Attachment) place1(m *discover.Module, f *symbols.File, sym symbols.Symbol, prog *ebpf.Program, ret bool, keep symbols.Regs, pid uint32) (link.Link, bool, error) {
 	var err error
 	ex := a.exes[m]
 	if ex == nil {
 		if ex, err = link.OpenExecutable(m.HostPath); err != nil {
-			return nil, fmt.Errorf("opening %s: %w", m.Path, err)
+			return nil, false, fmt.Errorf("opening %s: %w", m.Path, err)
 		}
 		a.exes[m] = ex
 	}
@@ -484,42 +520,39 @@ func (a *Attachment) placeAt(m *discover.Module, f *symbols.File, sym symbols.Sy
 	)
 	if !ret {
 		if off, emulated, err = f.ProbeOffset(sym, keep); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	// The address from the symbols already read, so that the link package does not read
 	// the file's symbol tables again for every process: some 12 ms a process.
 	at, err := f.FileOffset(sym.Value)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	switch {
 	case a.multi && ret:
-		l, err = ex.UretprobeMulti([]string{sym.Name}, prog, &link.UprobeMultiOptions{PID: uint32(a.PID), Addresses: []uint64{at}})
+		l, err = ex.UretprobeMulti([]string{sym.Name}, prog, &link.UprobeMultiOptions{PID: pid, Addresses: []uint64{at}})
 	case a.multi:
-		l, err = ex.UprobeMulti([]string{sym.Name}, prog, &link.UprobeMultiOptions{PID: uint32(a.PID), Addresses: []uint64{at}, Offsets: []uint64{off}})
+		l, err = ex.UprobeMulti([]string{sym.Name}, prog, &link.UprobeMultiOptions{PID: pid, Addresses: []uint64{at}, Offsets: []uint64{off}})
 	case ret:
-		l, err = ex.Uretprobe(sym.Name, prog, &link.UprobeOptions{PID: a.PID, Address: at})
+		l, err = ex.Uretprobe(sym.Name, prog, &link.UprobeOptions{PID: int(pid), Address: at})
 	default:
-		l, err = ex.Uprobe(sym.Name, prog, &link.UprobeOptions{PID: a.PID, Address: at, Offset: off})
+		l, err = ex.Uprobe(sym.Name, prog, &link.UprobeOptions{PID: int(pid), Address: at, Offset: off})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("attaching to %s in %s: %w", sym.Name, m.Path, err)
+		return nil, false, fmt.Errorf("attaching to %s in %s: %w", sym.Name, m.Path, err)
 	}
-	if emulated {
-		a.emulated[key] = true
-	}
-	return l, nil
+	return l, emulated, nil
 }
 
-// Close detaches every probe.
+// Close detaches the process's own probes and lets go of those the pool holds for it.
 func (a *Attachment) Close() error {
 	err := errors.Join(closeAll(a.links), closeAll(a.nodes))
 	a.links, a.nodes = nil, nil
 	return err
 }
 
-func closeAll(links []link.Link) error {
+func closeAll[C io.Closer](links []C) error {
 	var errs []error
 	for _, l := range links {
 		errs = append(errs, l.Close())

@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/symbols"
@@ -53,7 +52,7 @@ func (a *Attachment) attachLogger(dev *discover.Module, f *symbols.File) error {
 	if !ok {
 		return fmt.Errorf("pid %d: GGML_VK_PERF_LOGGER is on, but %s has no %s or %s: the device's own node times are not read", a.PID, dev.Path, loggerLabel, loggerPrint)
 	}
-	var links []link.Link
+	var links Links
 	for _, p := range []struct {
 		sym  symbols.Symbol
 		prog *ebpf.Program

@@ -88,6 +88,7 @@ type Profiler struct {
 	metrics consumer.Metrics
 
 	bpf      *probe.Loaded
+	pool     *probe.Pool // the lasting probes, placed once per file
 	tps      []link.Link // the tracepoint programs
 	reader   *ringread.Reader
 	reg      *registry.Registry
@@ -146,8 +147,8 @@ const exportQueue = 8
 // New returns a profiler that delivers to the given consumers, either of which may be nil.
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
 	p := &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
-		tracked: map[int]*tracked{},
-		asked:   map[uint32]bool{}, labels: map[string]string{}, stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue),
+		tracked: map[int]*tracked{}, pool: probe.NewPool(),
+		asked: map[uint32]bool{}, labels: map[string]string{}, stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue),
 		wake: make(chan struct{}, 1)}
 	p.exportCtx, p.cancelExport = context.WithCancel(context.Background())
 	return p
@@ -325,6 +326,7 @@ func (p *Profiler) close() {
 		t.attachment.Close()
 		delete(p.tracked, pid)
 	}
+	p.pool.Close()
 	for _, l := range p.tps {
 		l.Close()
 	}

@@ -50,7 +50,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	if err != nil {
 		return registry.Refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
-	a, err := probe.Attach(progs, proc, p.reg.Files.Open, p.cfg.Layers, p.bpf.Multi())
+	a, err := probe.Attach(p.pool, progs, proc, p.reg.Files.Open, p.cfg.Layers, p.bpf.Multi())
 	if a == nil {
 		return registry.Refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
@@ -69,10 +69,15 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		ctxFields:  f.Context,
 	}
 	p.mu.Lock()
-	p.tracked[pid] = t
+	// The lasting probes serve every process that maps their files, and report only the
+	// traced ones.
 	if err := probe.Trace(&p.bpf.ProfinferMaps, pid, true); err != nil {
-		p.log.Warn("process not marked traced: no scheduler figures, exit noticed late", zap.Int("pid", pid), zap.Error(err))
+		_ = probe.Trace(&p.bpf.ProfinferMaps, pid, false)
+		p.mu.Unlock()
+		a.Close()
+		return registry.Refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): not marked traced: %w", pid, proc.Exe, err))
 	}
+	p.tracked[pid] = t
 	if p.cfg.Nodes.Mode != NodesOff && p.cfg.Layers.Runtime {
 		p.windows.Add(pid, nodeProbes{p, t})
 	}
@@ -173,6 +178,11 @@ func (p *Profiler) reap() {
 	p.mu.Unlock()
 	for _, a := range gone {
 		p.closeLater(a)
+	}
+	// A file's probes stay for the next process that maps it, for a while; those past
+	// it go as another process exits, or with the collector.
+	if idle := p.pool.Sweep(time.Now()); len(idle) > 0 {
+		p.closeLater(idle)
 	}
 }
 
