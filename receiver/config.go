@@ -89,7 +89,7 @@ type NodesConfig struct {
 	// Mode is "off", "sampled" or "all".
 	Mode string `mapstructure:"mode"`
 	// SampleInterval is, in sampled mode, the time from the end of one window to the
-	// start of the next.
+	// start of the next: a process's, or a command's run again (internal/window).
 	SampleInterval time.Duration `mapstructure:"sample_interval"`
 	// SampleGraphs is, in sampled mode, how many whole graphs each window traces.
 	SampleGraphs int `mapstructure:"sample_graphs"`

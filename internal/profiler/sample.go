@@ -1,6 +1,9 @@
 package profiler
 
 import (
+	"os"
+	"strconv"
+
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/assemble"
@@ -79,4 +82,14 @@ func (n nodeProbes) window(graphs int) {
 	if err := probe.Window(&n.p.bpf.ProfinferMaps, n.t.proc.PID, graphs); err != nil {
 		n.p.log.Debug("marking the sampling window", zap.Int("pid", n.t.proc.PID), zap.Error(err))
 	}
+}
+
+// workload names what process pid runs, for its windows' schedule (window.Add): its
+// executable and its arguments; "" where they cannot be read.
+func workload(pid int, exe string) string {
+	args, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || len(args) == 0 {
+		return ""
+	}
+	return exe + "\x00" + string(args)
 }

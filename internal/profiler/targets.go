@@ -79,7 +79,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	}
 	p.tracked[pid] = t
 	if p.cfg.Nodes.Mode != NodesOff && p.cfg.Layers.Runtime {
-		p.windows.Add(pid, nodeProbes{p, t})
+		p.windows.Add(pid, workload(pid, proc.Exe), nodeProbes{p, t})
 	}
 	probes := a.Probes()
 	p.mu.Unlock()

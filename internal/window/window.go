@@ -3,7 +3,8 @@
 // end, wait the interval, attach, let a number of graphs complete under them, detach. An
 // idle target costs nothing while a window is open, so a window waits for its graphs
 // however long they take to come: it ends when its last graph is assembled (Filled), not
-// on a timer.
+// on a timer. The schedule is kept per workload, a command, as well as per process: a
+// command run again and again is sampled as one long process would be.
 package window
 
 import "time"
@@ -21,25 +22,43 @@ type Scheduler struct {
 	interval time.Duration
 	now      func() time.Time
 	procs    map[int]*proc
+	// last is when a window of each workload last opened or closed, for an interval.
+	last map[string]time.Time
 }
 
 type proc struct {
-	probes Probes
-	open   bool
-	next   time.Time // when the next window opens, while none is open
+	probes   Probes
+	workload string
+	open     bool
+	next     time.Time // when the next window opens, while none is open
 }
 
 // New returns a scheduler that waits interval between windows, on the clock now.
 func New(interval time.Duration, now func() time.Time) *Scheduler {
-	return &Scheduler{interval: interval, now: now, procs: map[int]*proc{}}
+	return &Scheduler{interval: interval, now: now, procs: map[int]*proc{}, last: map[string]time.Time{}}
 }
 
-// Add schedules process pid, whose first window opens at once: missing node symbols show
-// now. It says whether the window opened.
-func (s *Scheduler) Add(pid int, probes Probes) bool {
-	p := &proc{probes: probes}
+// Add schedules process pid, which runs workload (its executable and arguments; "" if
+// unknown). Its first window opens at once, so that missing node symbols show now, unless
+// a window of the same workload opened or closed less than an interval ago: then it opens
+// an interval after that one. A command run in a loop (llama-bench runs, a job restarted)
+// then pays a window an interval, as one process running as long would, rather than one a
+// run; on kernels without uprobe_multi a window stalls the model some 0.1 s. Add says
+// whether the window opened.
+func (s *Scheduler) Add(pid int, workload string, probes Probes) bool {
+	now := s.now()
+	p := &proc{probes: probes, workload: workload}
 	s.procs[pid] = p
-	s.open(p, s.now())
+	for w, t := range s.last {
+		if now.Sub(t) >= s.interval {
+			delete(s.last, w)
+		}
+	}
+	if t, ok := s.last[workload]; ok {
+		p.next = t.Add(s.interval)
+		return false
+	}
+	s.open(p, now)
 	return p.open
 }
 
@@ -64,7 +83,9 @@ func (s *Scheduler) Filled(pid int) time.Time {
 	if p := s.procs[pid]; p != nil && p.open {
 		p.probes.Close()
 		p.open = false
-		p.next = s.now().Add(s.interval)
+		now := s.now()
+		p.next = now.Add(s.interval)
+		s.seen(p, now)
 	}
 	return s.Next()
 }
@@ -85,5 +106,14 @@ func (s *Scheduler) open(p *proc, now time.Time) {
 	p.open = p.probes.Open()
 	if !p.open {
 		p.next = now.Add(s.interval)
+		return
+	}
+	s.seen(p, now)
+}
+
+// seen notes a window of p's workload opening or closing now.
+func (s *Scheduler) seen(p *proc, now time.Time) {
+	if p.workload != "" {
+		s.last[p.workload] = now
 	}
 }

@@ -32,7 +32,7 @@ func TestWindows(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	s := New(10*time.Second, c.now)
 	a := &probes{}
-	if !s.Add(1, a) || a.opened != 1 {
+	if !s.Add(1, "bench", a) || a.opened != 1 {
 		t.Fatalf("the first window did not open at once: %+v", a)
 	}
 	if next := s.Next(); !next.IsZero() {
@@ -65,11 +65,11 @@ func TestFailedOpenAndSoonest(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	s := New(10*time.Second, c.now)
 	bad := &probes{fail: true}
-	if s.Add(1, bad) {
+	if s.Add(1, "a", bad) {
 		t.Fatal("a window opened with no probe attached")
 	}
 	good := &probes{}
-	s.Add(2, good)
+	s.Add(2, "b", good)
 	c.advance(3 * time.Second)
 	s.Filled(2) // next at 13 s; the failed one's at 10 s
 	if next := s.Tick(); next != c.at(10*time.Second) {
@@ -87,5 +87,38 @@ func TestFailedOpenAndSoonest(t *testing.T) {
 	s.Remove(2)
 	if next := s.Next(); !next.IsZero() {
 		t.Errorf("a removed process still scheduled: next %v", next)
+	}
+}
+
+// A process that runs the command of one whose window opened or closed less than an
+// interval ago waits for the interval; another command, or an unknown one, opens at once.
+func TestWindowsPerWorkload(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	s := New(10*time.Second, c.now)
+	first := &probes{}
+	s.Add(1, "llama-bench -m a", first)
+	c.advance(time.Second)
+	s.Filled(1) // closed at 1 s
+	s.Remove(1)
+	c.advance(2 * time.Second)
+	again, other, unknown := &probes{}, &probes{}, &probes{}
+	if s.Add(2, "llama-bench -m a", again) || again.opened != 0 {
+		t.Fatalf("a run of the same command opened its window 2 s after the last one closed")
+	}
+	if !s.Add(3, "llama-bench -m b", other) || !s.Add(4, "", unknown) {
+		t.Fatalf("another command's first window, or an unknown one's, did not open at once")
+	}
+	if next := s.Tick(); next != c.at(11*time.Second) {
+		t.Errorf("next window at %v, want the interval after the last close, 11s", next)
+	}
+	c.advance(8 * time.Second)
+	if s.Tick(); again.opened != 1 {
+		t.Errorf("the run's window did not open an interval after the last: opened %d", again.opened)
+	}
+	// Long past every window, the same command opens at once again.
+	s.Remove(2)
+	c.advance(time.Hour)
+	if !s.Add(5, "llama-bench -m a", &probes{}) {
+		t.Errorf("a run an hour later waited")
 	}
 }

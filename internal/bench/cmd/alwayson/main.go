@@ -4,8 +4,9 @@
 // Target server: one llama-server serves the same requests throughout; rounds alternate,
 // in an order shuffled per round, an arm without the collector and an arm with it, started
 // beforehand and settled, so that its start and attach stay outside the arm. Target bench:
-// a llama-bench process per arm, attached to as it starts by a collector started and
-// settled beforehand, as a collector already running pays it per process. With -warm,
+// a llama-bench process per arm (-runs: several, one after another, as a loop runs them),
+// attached to as it starts by a collector started and settled beforehand, as a collector
+// already running pays it per process. With -warm,
 // the collector has seen the binary before, in a short llama-bench process of its own:
 // it parsed the libraries' symbol tables then, as a collector running for a while has.
 //
@@ -66,6 +67,7 @@ func main() {
 	flag.BoolVar(&o.sample, "sample", false, "sample the target's CPU in every arm (perf record), to measure the probes' traps rather than estimate them")
 	flag.BoolVar(&o.warm, "warm", true, "bench: a short llama-bench process under each arm's collector before its settle, so that the arm's process is not the first of its binary")
 	flag.IntVar(&o.reps, "reps", 2, "bench: llama-bench's repetitions of its run in one process (-r), as the issue's held-out method has it")
+	flag.IntVar(&o.runs, "runs", 1, "bench: llama-bench processes an arm, one after another with the same arguments, as a loop runs them")
 	flag.Float64Var(&o.bound, "bound", 0.005, "the cost to test for, as a fraction")
 	out := flag.String("o", "", "also write the report to this file")
 	flag.Float64Var(&o.load, "load", 0, "calibration: instead of the collector, a process that keeps this share of one core busy")
@@ -105,7 +107,7 @@ type options struct {
 	collector, config string // the collector's executable and configuration
 	collectorEnv      string // NAME=value pairs added to its environment
 	rounds, tokens    int
-	reps              int
+	reps, runs        int
 	sample, warm      bool
 	arm               time.Duration
 	bound, load       float64
@@ -125,7 +127,7 @@ func run(ctx context.Context, o options, progress io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	m := &meter{env: env, model: o.model, arm: o.arm, tokens: o.tokens, reps: o.reps, sample: o.sample, load: o.load,
+	m := &meter{env: env, model: o.model, arm: o.arm, tokens: o.tokens, reps: o.reps, runs: max(o.runs, 1), sample: o.sample, load: o.load,
 		warm:      o.warm && o.target == "bench",
 		collector: o.collector, config: o.config, collectorEnv: o.collectorEnv}
 	var measure func(context.Context) (arm, error)
@@ -303,6 +305,7 @@ type meter struct {
 	arm       time.Duration // server: how long an arm sends requests
 	tokens    int
 	reps      int    // bench: llama-bench's -r
+	runs      int    // bench: llama-bench processes an arm
 	sample    bool   // sample the target's CPU in each arm
 	warm      bool   // bench: a warm-up process under each collector before its arm
 	collector string // bin/otelcol-profinfer
@@ -406,32 +409,48 @@ func (m *meter) serverArm(ctx context.Context) (a arm, err error) {
 	return a, err
 }
 
-// benchArm runs one llama-bench decode test to completion. Its CPU time includes the
-// model's load, which is the same in both arms.
+// benchArm runs m.runs llama-bench decode tests, one process after another, each to
+// completion. Its CPU time includes the models' loads, which are the same in both arms.
 func (m *meter) benchArm(ctx context.Context) (a arm, err error) {
 	ipis0 := ipis()
 	start := time.Now()
+	for range m.runs {
+		if err := m.benchRun(ctx, &a); err != nil {
+			return a, err
+		}
+	}
+	a.wall = time.Since(start).Seconds()
+	a.ipis = ipis() - ipis0
+	return a, nil
+}
+
+// benchRun runs one llama-bench process and adds what it measured to a.
+func (m *meter) benchRun(ctx context.Context, a *arm) (err error) {
 	p, err := testbench.Start(m.env.Bin("llama-bench"), m.env.BenchArgs(m.model, 0, m.tokens, threads, m.reps)...)
 	if err != nil {
-		return a, err
+		return err
 	}
 	if m.sample { // from the start: threads started later are sampled too
 		smp, serr := startSampling(p.PID())
 		if serr != nil {
 			p.Stop()
-			return a, serr
+			return serr
 		}
-		defer smp.stopInto(ctx, &a, &err)
+		defer smp.stopInto(ctx, a, &err)
 	}
 	// llama-bench loads the model on one thread and starts the others at its first
 	// graph: from then on the model needs every core, and the collector's CPU costs it.
 	// Polled only until then, not beside the decode.
+	var loadFrom time.Duration
+	if m.collectorPID != 0 {
+		loadFrom, _, _ = threadTotals(m.collectorPID)
+	}
 	for !p.Exited() && ctx.Err() == nil {
 		if st, err := procfs.NewProc(p.PID()); err == nil {
 			if stat, err := st.Stat(); err == nil && stat.NumThreads >= threads {
 				if m.collectorPID != 0 {
 					cpu, _, _ := threadTotals(m.collectorPID)
-					a.loadCollector = cpu.Seconds()
+					a.loadCollector += (cpu - loadFrom).Seconds()
 				}
 				break
 			}
@@ -439,23 +458,22 @@ func (m *meter) benchArm(ctx context.Context) (a arm, err error) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if err := p.Wait(ctx); err != nil {
-		return a, err
+		return err
 	}
-	a.wall = time.Since(start).Seconds()
-	a.ipis = ipis() - ipis0
 	rs, err := testbench.ParseBench(p.Stdout.Bytes())
 	if err != nil {
-		return a, err
+		return err
 	}
 	if len(rs) != 1 || rs[0].AvgTS <= 0 {
-		return a, fmt.Errorf("llama-bench: %d results, want 1", len(rs))
+		return fmt.Errorf("llama-bench: %d results, want 1", len(rs))
 	}
 	ru := p.Cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	a.tokens = m.tokens * m.reps
-	a.decode = float64(a.tokens) / rs[0].AvgTS
-	a.cpu = (p.Cmd.ProcessState.UserTime() + p.Cmd.ProcessState.SystemTime()).Seconds()
-	a.faults = float64(ru.Minflt + ru.Majflt)
-	return a, nil
+	tokens := m.tokens * m.reps
+	a.tokens += tokens
+	a.decode += float64(tokens) / rs[0].AvgTS
+	a.cpu += (p.Cmd.ProcessState.UserTime() + p.Cmd.ProcessState.SystemTime()).Seconds()
+	a.faults += float64(ru.Minflt + ru.Majflt)
+	return nil
 }
 
 // collector is a running collector, or the calibration's spinner.
@@ -544,11 +562,8 @@ func (m *meter) under(ctx context.Context, c *collector, run func(context.Contex
 	}
 	cpu1, sw1, _ := threadTotals(c.proc.PID())
 	bpf1, err := uprobeStats()
-	a.collector = (cpu1 - cpu0).Seconds()
-	if a.loadCollector > 0 { // bench: what it spent while the model loaded is apart
-		a.loadCollector -= cpu0.Seconds()
-		a.collector -= a.loadCollector
-	}
+	// bench: what it spent while the models loaded is apart
+	a.collector = (cpu1 - cpu0).Seconds() - a.loadCollector
 	a.wakeups = sw1 - sw0
 	a.bpf = bpf1.minus(bpf0)
 	return a, err
@@ -687,7 +702,7 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 	}
 	if o.target == "bench" && m.load == 0 {
 		fmt.Fprintf(&b, "\nThe collector's CPU while llama-bench loaded the model on one thread (the attach, mostly; not in the accounted cost): median %.1f ms a process.\n",
-			1e3*med(on, func(a arm) float64 { return a.loadCollector }))
+			1e3*med(on, func(a arm) float64 { return a.loadCollector })/float64(m.runs))
 	}
 	if len(starts) > 0 {
 		slices.Sort(starts)
@@ -699,7 +714,7 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 		if m.warm {
 			seen = "not the first of its binary: a one-token llama-bench process ran under the collector before its settle"
 		}
-		fmt.Fprintf(&b, "\nEach arm's llama-bench process was %s.\n", seen)
+		fmt.Fprintf(&b, "\nEach arm ran %d llama-bench process(es) one after another, with the same arguments; its first was %s.\n", m.runs, seen)
 	}
 	host, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")

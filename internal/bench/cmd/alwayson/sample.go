@@ -45,12 +45,12 @@ func startSampling(pid int) (*sampler, error) {
 	return &sampler{cmd: cmd, file: f.Name()}, nil
 }
 
-// stopInto ends the sampling and, if the arm succeeded (*err is nil), puts its counts in a
-// or its own failure in *err. Deferred, it stops perf on every path out of an arm.
+// stopInto ends the sampling and, if the run succeeded (*err is nil), adds its counts to
+// a or puts its own failure in *err. Deferred, it stops perf on every path out of a run.
 func (s *sampler) stopInto(ctx context.Context, a *arm, err *error) {
 	samples, inPath, serr := s.stop(ctx)
 	if *err == nil {
-		a.samples, a.inPath, *err = samples, inPath, serr
+		a.samples, a.inPath, *err = a.samples+samples, a.inPath+inPath, serr
 	}
 }
 
