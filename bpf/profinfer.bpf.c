@@ -47,6 +47,7 @@ enum kind {
 	EV_SYNC_EXIT = 18,
 	EV_TIMED_NODE = 19,
 	EV_DEVICE_TIMES = 20,
+	EV_SCHED_NEW = 21,
 };
 
 /* Flags on events. */
@@ -193,6 +194,7 @@ volatile const u32 type_i32 = 26; /* enum ggml_type GGML_TYPE_I32 */
 volatile const u32 graph_nnodes_off = 4;
 volatile const u32 graph_nodes_off = 16; /* struct ggml_cgraph.nodes */
 volatile const u32 cplan_nthreads_off = 16;
+volatile const u32 sched_n_backends_off = 4; /* struct ggml_backend_sched.n_backends, after two bools */
 volatile const u32 batch_stack_off = 8; /* llama_batch.n_tokens relative to sp at the probe (x86-64) */
 volatile const u32 batch_pos_off = 24;      /* llama_batch.pos */
 volatile const u32 batch_n_seq_id_off = 32; /* llama_batch.n_seq_id */
@@ -496,11 +498,14 @@ static __always_inline void fill(struct event *e, u16 kind, u64 a, u64 b, u16 it
 	read_sched((u32)id, &e->sched);
 }
 
-/* Flags for submitting e: the exits of graphs and decodes may close a window. */
+/* Flags for submitting e: the exits of graphs and decodes may close a window; a new
+ * scheduler may want the split probes placed before its first decode. */
 static __always_inline u64 submit_flags(struct event *e)
 {
 	if (e->kind == EV_GRAPH_EXIT || e->kind == EV_DECODE_EXIT)
 		return window_wakeup(e->pid, e->kind == EV_GRAPH_EXIT);
+	if (e->kind == EV_SCHED_NEW)
+		return BPF_RB_FORCE_WAKEUP;
 	return wakeup();
 }
 
@@ -981,6 +986,30 @@ int split_exit_bounded(struct pt_regs *ctx)
 	if (untraced())
 		return 0;
 	return split_end(ctx, 0);
+}
+
+/* ggml_backend_sched_new(backends, bufts, n_backends, ...): a backend scheduler is made,
+ * once per context. a is its backends' count: with the CPU's alone, each split is a CPU
+ * graph, which the graph probes see, and the split probes are left off. */
+SEC("uprobe/ggml_backend_sched_new")
+int sched_new(struct pt_regs *ctx)
+{
+	if (untraced())
+		return 0;
+	return emit(EV_SCHED_NEW, (u64)(s32)PT_REGS_PARM3(ctx), 0, 0, 0, 0);
+}
+
+/* ggml_backend_sched_graph_compute_async(sched, graph), probed only until it is hit once,
+ * where profinfer came after the scheduler was made: a is its backends' count, as
+ * sched_new's, read from the scheduler. */
+SEC("uprobe/ggml_backend_sched_graph_compute_async")
+int sched_read(struct pt_regs *ctx)
+{
+	if (untraced())
+		return 0;
+	s32 n = 0;
+	bpf_probe_read_user(&n, sizeof(n), (void *)PT_REGS_PARM1(ctx) + sched_n_backends_off);
+	return emit(EV_SCHED_NEW, (u64)n, 0, 0, 0, 0);
 }
 
 /* The backend's own synchronize(backend), or ggml_backend_synchronize(backend): the CPU

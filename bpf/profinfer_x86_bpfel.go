@@ -109,6 +109,7 @@ const (
 	ProfinferKindEV_SYNC_EXIT    ProfinferKind = 18
 	ProfinferKindEV_TIMED_NODE   ProfinferKind = 19
 	ProfinferKindEV_DEVICE_TIMES ProfinferKind = 20
+	ProfinferKindEV_SCHED_NEW    ProfinferKind = 21
 )
 
 type ProfinferLabelSlot struct {
@@ -198,6 +199,8 @@ const (
 	ProfinferProgLabelEnter         = "label_enter"
 	ProfinferProgLabelExit          = "label_exit"
 	ProfinferProgNodeEnter          = "node_enter"
+	ProfinferProgSchedNew           = "sched_new"
+	ProfinferProgSchedRead          = "sched_read"
 	ProfinferProgSchedSwitch        = "sched_switch"
 	ProfinferProgSchedSwitchTask    = "sched_switch_task"
 	ProfinferProgSchedWakeup        = "sched_wakeup"
@@ -225,6 +228,7 @@ const (
 	ProfinferVarGraphNnodesOff      = "graph_nnodes_off"
 	ProfinferVarGraphNodesOff       = "graph_nodes_off"
 	ProfinferVarN_counters          = "n_counters"
+	ProfinferVarSchedN_backendsOff  = "sched_n_backends_off"
 	ProfinferVarTensorBufferOff     = "tensor_buffer_off"
 	ProfinferVarTensorDataOff       = "tensor_data_off"
 	ProfinferVarTensorNbOff         = "tensor_nb_off"
@@ -303,6 +307,8 @@ type ProfinferProgramSpecs struct {
 	LabelEnter         *ebpf.ProgramSpec `ebpf:"label_enter"`
 	LabelExit          *ebpf.ProgramSpec `ebpf:"label_exit"`
 	NodeEnter          *ebpf.ProgramSpec `ebpf:"node_enter"`
+	SchedNew           *ebpf.ProgramSpec `ebpf:"sched_new"`
+	SchedRead          *ebpf.ProgramSpec `ebpf:"sched_read"`
 	SchedSwitch        *ebpf.ProgramSpec `ebpf:"sched_switch"`
 	SchedSwitchTask    *ebpf.ProgramSpec `ebpf:"sched_switch_task"`
 	SchedWakeup        *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
@@ -342,37 +348,38 @@ type ProfinferMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferVariableSpecs struct {
-	AllThreads        *ebpf.VariableSpec `ebpf:"all_threads"`
-	AllTraced         *ebpf.VariableSpec `ebpf:"all_traced"`
-	BackendGetNameOff *ebpf.VariableSpec `ebpf:"backend_get_name_off"`
-	BatchLogitsOff    *ebpf.VariableSpec `ebpf:"batch_logits_off"`
-	BatchN_seqIdOff   *ebpf.VariableSpec `ebpf:"batch_n_seq_id_off"`
-	BatchPosOff       *ebpf.VariableSpec `ebpf:"batch_pos_off"`
-	BatchSeqIdOff     *ebpf.VariableSpec `ebpf:"batch_seq_id_off"`
-	BatchStackOff     *ebpf.VariableSpec `ebpf:"batch_stack_off"`
-	BufferGetBaseOff  *ebpf.VariableSpec `ebpf:"buffer_get_base_off"`
-	CplanNthreadsOff  *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
-	FollowSched       *ebpf.VariableSpec `ebpf:"follow_sched"`
-	GraphNnodesOff    *ebpf.VariableSpec `ebpf:"graph_nnodes_off"`
-	GraphNodesOff     *ebpf.VariableSpec `ebpf:"graph_nodes_off"`
-	N_counters        *ebpf.VariableSpec `ebpf:"n_counters"`
-	TensorBufferOff   *ebpf.VariableSpec `ebpf:"tensor_buffer_off"`
-	TensorDataOff     *ebpf.VariableSpec `ebpf:"tensor_data_off"`
-	TensorNbOff       *ebpf.VariableSpec `ebpf:"tensor_nb_off"`
-	TensorNeOff       *ebpf.VariableSpec `ebpf:"tensor_ne_off"`
-	TensorSize        *ebpf.VariableSpec `ebpf:"tensor_size"`
-	TensorSrcOff      *ebpf.VariableSpec `ebpf:"tensor_src_off"`
-	TensorViewSrcOff  *ebpf.VariableSpec `ebpf:"tensor_view_src_off"`
-	TypeI32           *ebpf.VariableSpec `ebpf:"type_i32"`
-	UnusedBatch       *ebpf.VariableSpec `ebpf:"unused_batch"`
-	UnusedCounted     *ebpf.VariableSpec `ebpf:"unused_counted"`
-	UnusedDetail      *ebpf.VariableSpec `ebpf:"unused_detail"`
-	UnusedDeviceTimes *ebpf.VariableSpec `ebpf:"unused_device_times"`
-	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedGraphRecord *ebpf.VariableSpec `ebpf:"unused_graph_record"`
-	UnusedKind        *ebpf.VariableSpec `ebpf:"unused_kind"`
-	UnusedTimedNode   *ebpf.VariableSpec `ebpf:"unused_timed_node"`
-	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	AllThreads         *ebpf.VariableSpec `ebpf:"all_threads"`
+	AllTraced          *ebpf.VariableSpec `ebpf:"all_traced"`
+	BackendGetNameOff  *ebpf.VariableSpec `ebpf:"backend_get_name_off"`
+	BatchLogitsOff     *ebpf.VariableSpec `ebpf:"batch_logits_off"`
+	BatchN_seqIdOff    *ebpf.VariableSpec `ebpf:"batch_n_seq_id_off"`
+	BatchPosOff        *ebpf.VariableSpec `ebpf:"batch_pos_off"`
+	BatchSeqIdOff      *ebpf.VariableSpec `ebpf:"batch_seq_id_off"`
+	BatchStackOff      *ebpf.VariableSpec `ebpf:"batch_stack_off"`
+	BufferGetBaseOff   *ebpf.VariableSpec `ebpf:"buffer_get_base_off"`
+	CplanNthreadsOff   *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
+	FollowSched        *ebpf.VariableSpec `ebpf:"follow_sched"`
+	GraphNnodesOff     *ebpf.VariableSpec `ebpf:"graph_nnodes_off"`
+	GraphNodesOff      *ebpf.VariableSpec `ebpf:"graph_nodes_off"`
+	N_counters         *ebpf.VariableSpec `ebpf:"n_counters"`
+	SchedN_backendsOff *ebpf.VariableSpec `ebpf:"sched_n_backends_off"`
+	TensorBufferOff    *ebpf.VariableSpec `ebpf:"tensor_buffer_off"`
+	TensorDataOff      *ebpf.VariableSpec `ebpf:"tensor_data_off"`
+	TensorNbOff        *ebpf.VariableSpec `ebpf:"tensor_nb_off"`
+	TensorNeOff        *ebpf.VariableSpec `ebpf:"tensor_ne_off"`
+	TensorSize         *ebpf.VariableSpec `ebpf:"tensor_size"`
+	TensorSrcOff       *ebpf.VariableSpec `ebpf:"tensor_src_off"`
+	TensorViewSrcOff   *ebpf.VariableSpec `ebpf:"tensor_view_src_off"`
+	TypeI32            *ebpf.VariableSpec `ebpf:"type_i32"`
+	UnusedBatch        *ebpf.VariableSpec `ebpf:"unused_batch"`
+	UnusedCounted      *ebpf.VariableSpec `ebpf:"unused_counted"`
+	UnusedDetail       *ebpf.VariableSpec `ebpf:"unused_detail"`
+	UnusedDeviceTimes  *ebpf.VariableSpec `ebpf:"unused_device_times"`
+	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedGraphRecord  *ebpf.VariableSpec `ebpf:"unused_graph_record"`
+	UnusedKind         *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedTimedNode    *ebpf.VariableSpec `ebpf:"unused_timed_node"`
+	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // ProfinferObjects contains all objects after they have been loaded into the kernel.
@@ -434,37 +441,38 @@ func (m *ProfinferMaps) Close() error {
 //
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferVariables struct {
-	AllThreads        *ebpf.Variable `ebpf:"all_threads"`
-	AllTraced         *ebpf.Variable `ebpf:"all_traced"`
-	BackendGetNameOff *ebpf.Variable `ebpf:"backend_get_name_off"`
-	BatchLogitsOff    *ebpf.Variable `ebpf:"batch_logits_off"`
-	BatchN_seqIdOff   *ebpf.Variable `ebpf:"batch_n_seq_id_off"`
-	BatchPosOff       *ebpf.Variable `ebpf:"batch_pos_off"`
-	BatchSeqIdOff     *ebpf.Variable `ebpf:"batch_seq_id_off"`
-	BatchStackOff     *ebpf.Variable `ebpf:"batch_stack_off"`
-	BufferGetBaseOff  *ebpf.Variable `ebpf:"buffer_get_base_off"`
-	CplanNthreadsOff  *ebpf.Variable `ebpf:"cplan_nthreads_off"`
-	FollowSched       *ebpf.Variable `ebpf:"follow_sched"`
-	GraphNnodesOff    *ebpf.Variable `ebpf:"graph_nnodes_off"`
-	GraphNodesOff     *ebpf.Variable `ebpf:"graph_nodes_off"`
-	N_counters        *ebpf.Variable `ebpf:"n_counters"`
-	TensorBufferOff   *ebpf.Variable `ebpf:"tensor_buffer_off"`
-	TensorDataOff     *ebpf.Variable `ebpf:"tensor_data_off"`
-	TensorNbOff       *ebpf.Variable `ebpf:"tensor_nb_off"`
-	TensorNeOff       *ebpf.Variable `ebpf:"tensor_ne_off"`
-	TensorSize        *ebpf.Variable `ebpf:"tensor_size"`
-	TensorSrcOff      *ebpf.Variable `ebpf:"tensor_src_off"`
-	TensorViewSrcOff  *ebpf.Variable `ebpf:"tensor_view_src_off"`
-	TypeI32           *ebpf.Variable `ebpf:"type_i32"`
-	UnusedBatch       *ebpf.Variable `ebpf:"unused_batch"`
-	UnusedCounted     *ebpf.Variable `ebpf:"unused_counted"`
-	UnusedDetail      *ebpf.Variable `ebpf:"unused_detail"`
-	UnusedDeviceTimes *ebpf.Variable `ebpf:"unused_device_times"`
-	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
-	UnusedGraphRecord *ebpf.Variable `ebpf:"unused_graph_record"`
-	UnusedKind        *ebpf.Variable `ebpf:"unused_kind"`
-	UnusedTimedNode   *ebpf.Variable `ebpf:"unused_timed_node"`
-	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
+	AllThreads         *ebpf.Variable `ebpf:"all_threads"`
+	AllTraced          *ebpf.Variable `ebpf:"all_traced"`
+	BackendGetNameOff  *ebpf.Variable `ebpf:"backend_get_name_off"`
+	BatchLogitsOff     *ebpf.Variable `ebpf:"batch_logits_off"`
+	BatchN_seqIdOff    *ebpf.Variable `ebpf:"batch_n_seq_id_off"`
+	BatchPosOff        *ebpf.Variable `ebpf:"batch_pos_off"`
+	BatchSeqIdOff      *ebpf.Variable `ebpf:"batch_seq_id_off"`
+	BatchStackOff      *ebpf.Variable `ebpf:"batch_stack_off"`
+	BufferGetBaseOff   *ebpf.Variable `ebpf:"buffer_get_base_off"`
+	CplanNthreadsOff   *ebpf.Variable `ebpf:"cplan_nthreads_off"`
+	FollowSched        *ebpf.Variable `ebpf:"follow_sched"`
+	GraphNnodesOff     *ebpf.Variable `ebpf:"graph_nnodes_off"`
+	GraphNodesOff      *ebpf.Variable `ebpf:"graph_nodes_off"`
+	N_counters         *ebpf.Variable `ebpf:"n_counters"`
+	SchedN_backendsOff *ebpf.Variable `ebpf:"sched_n_backends_off"`
+	TensorBufferOff    *ebpf.Variable `ebpf:"tensor_buffer_off"`
+	TensorDataOff      *ebpf.Variable `ebpf:"tensor_data_off"`
+	TensorNbOff        *ebpf.Variable `ebpf:"tensor_nb_off"`
+	TensorNeOff        *ebpf.Variable `ebpf:"tensor_ne_off"`
+	TensorSize         *ebpf.Variable `ebpf:"tensor_size"`
+	TensorSrcOff       *ebpf.Variable `ebpf:"tensor_src_off"`
+	TensorViewSrcOff   *ebpf.Variable `ebpf:"tensor_view_src_off"`
+	TypeI32            *ebpf.Variable `ebpf:"type_i32"`
+	UnusedBatch        *ebpf.Variable `ebpf:"unused_batch"`
+	UnusedCounted      *ebpf.Variable `ebpf:"unused_counted"`
+	UnusedDetail       *ebpf.Variable `ebpf:"unused_detail"`
+	UnusedDeviceTimes  *ebpf.Variable `ebpf:"unused_device_times"`
+	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
+	UnusedGraphRecord  *ebpf.Variable `ebpf:"unused_graph_record"`
+	UnusedKind         *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedTimedNode    *ebpf.Variable `ebpf:"unused_timed_node"`
+	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // ProfinferPrograms contains all programs after they have been loaded into the kernel.
@@ -488,6 +496,8 @@ type ProfinferPrograms struct {
 	LabelEnter         *ebpf.Program `ebpf:"label_enter"`
 	LabelExit          *ebpf.Program `ebpf:"label_exit"`
 	NodeEnter          *ebpf.Program `ebpf:"node_enter"`
+	SchedNew           *ebpf.Program `ebpf:"sched_new"`
+	SchedRead          *ebpf.Program `ebpf:"sched_read"`
 	SchedSwitch        *ebpf.Program `ebpf:"sched_switch"`
 	SchedSwitchTask    *ebpf.Program `ebpf:"sched_switch_task"`
 	SchedWakeup        *ebpf.Program `ebpf:"sched_wakeup"`
@@ -522,6 +532,8 @@ func (p *ProfinferPrograms) Close() error {
 		p.LabelEnter,
 		p.LabelExit,
 		p.NodeEnter,
+		p.SchedNew,
+		p.SchedRead,
 		p.SchedSwitch,
 		p.SchedSwitchTask,
 		p.SchedWakeup,

@@ -291,6 +291,9 @@ type process struct {
 	// lost is the count of the process's lost records at the last exit delivered or
 	// dropped: an exit that carries another lost some of what it closes.
 	lost uint64
+	// cpuSplits names the CPU backend where the process's scheduler has no other, its
+	// split probes left off: each CPU graph of a decode is then its split.
+	cpuSplits string
 	// The threads' decayed CPU time and thread time (threads × wall) over their graphs,
 	// as of the end of the last graph, lastCPU: GraphCPU.Recent is their ratio.
 	cpuRun, cpuThreadTime float64
@@ -614,11 +617,20 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched,
 	}
 	p.graph = nil
 	if p.decode != nil {
+		if p.cpuSplits != "" && p.split == nil {
+			p.decode.Splits = append(p.decode.Splits, Split{TID: g.TID, Backend: p.cpuSplits, NNodes: g.NNodes, Start: g.Start, End: g.End})
+		}
 		p.decode.Graphs = append(p.decode.Graphs, g)
 	} else {
 		a.sink.Graph(g)
 	}
 }
+
+// CPUSplits says that process pid's scheduler has the CPU's backend alone, named backend,
+// and its split probes are off: each CPU graph of a decode stands for its split, with the
+// graph's extent, as the split probes would have seen it a few microseconds wider. ""
+// ends that, the split probes being on.
+func (a *Assembler) CPUSplits(pid uint32, backend string) { a.proc(pid).cpuSplits = backend }
 
 // graphCPU sets g.CPU from the threads' CPU time at its exit. A thread that exits meanwhile
 // takes its runtime out of the sum, which then may fall: unknown.

@@ -360,6 +360,37 @@ func TestSplitsAndCopies(t *testing.T) {
 	}
 }
 
+// Where the scheduler has the CPU alone and the split probes are off, each CPU graph of a
+// decode is its split, with the graph's extent; a graph outside a decode stays loose, and
+// once the split probes are on, their splits are the decode's.
+func TestCPUSplitsFromGraphs(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	a.CPUSplits(1, "CPU")
+	a.GraphEnter(1, 1, 5, 0xa, 7, 2, events.ThreadsCPU{}) // a loose graph
+	a.GraphExit(1, 1, 6, events.CPUSched{}, 0, events.ThreadsCPU{})
+	a.DecodeEnter(1, 1, 10, 1, 0, nil)
+	a.GraphEnter(1, 1, 12, 0xa, 9, 2, events.ThreadsCPU{})
+	a.GraphExit(1, 1, 20, events.CPUSched{}, 0, events.ThreadsCPU{})
+	a.DecodeExit(1, 1, 21, 0, 0)
+	a.CPUSplits(1, "")
+	a.DecodeEnter(1, 1, 30, 1, 0, nil)
+	a.SplitEnter(1, 1, 31, "CPU", 0xc0, 9, false)
+	a.GraphEnter(1, 1, 32, 0xa, 9, 2, events.ThreadsCPU{})
+	a.GraphExit(1, 1, 40, events.CPUSched{}, 0, events.ThreadsCPU{})
+	a.SplitExit(1, 1, 41)
+	a.DecodeExit(1, 1, 42, 0, 0)
+	if len(s.decodes) != 2 || len(s.graphs) != 1 {
+		t.Fatalf("%d decodes and %d loose graphs, want 2 and 1", len(s.decodes), len(s.graphs))
+	}
+	if want := []Split{{TID: 1, Backend: "CPU", NNodes: 9, Start: 12, End: 20}}; !reflect.DeepEqual(s.decodes[0].Splits, want) {
+		t.Errorf("the graph's split %+v, want %+v", s.decodes[0].Splits, want)
+	}
+	if want := []Split{{TID: 1, Backend: "CPU", BackendAddr: 0xc0, NNodes: 9, Start: 31, End: 41}}; !reflect.DeepEqual(s.decodes[1].Splits, want) {
+		t.Errorf("with the split probes on, splits %+v, want the probed one %+v", s.decodes[1].Splits, want)
+	}
+}
+
 // A device's splits end when the CPU's wait for their backend ends, which may be after
 // their decode returned: the decode is held until then. Of two splits one wait ends, the
 // first's end is a bound; a wait that hardly blocked makes the end a bound too.

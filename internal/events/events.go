@@ -35,11 +35,12 @@ const (
 	SyncExit    = Kind(bpf.ProfinferKindEV_SYNC_EXIT)
 	TimedNode   = Kind(bpf.ProfinferKindEV_TIMED_NODE)
 	DeviceTimes = Kind(bpf.ProfinferKindEV_DEVICE_TIMES)
-	lastKind    = DeviceTimes
+	SchedNew    = Kind(bpf.ProfinferKindEV_SCHED_NEW)
+	lastKind    = SchedNew
 )
 
 var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "thread_exit", "experts",
-	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start", "split_node", "sync_enter", "sync_exit", "timed_node", "device_times"}
+	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start", "split_node", "sync_enter", "sync_exit", "timed_node", "device_times", "sched_new"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -182,6 +183,9 @@ func (e *Event) Buffers() (src, dst uint64) { return e.a, e.b }
 // Made says whether a CopyExit's copy was made, or queued; a device that could not queue
 // it leaves the copy to ggml_backend_tensor_copy.
 func (e *Event) Made() bool { return e.a != 0 }
+
+// Backends is, at SchedNew, how many backends the new scheduler has, the CPU's among them.
+func (e *Event) Backends() int { return int(int32(e.a)) }
 
 // SeqRemoved is a SeqRm's sequence (-1: every one) and the positions [p0, p1) it
 // removed; p1 < 0 removes every position from p0 on.

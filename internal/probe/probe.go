@@ -109,12 +109,14 @@ func Window(maps *bpf.ProfinferMaps, pid, graphs int) error {
 type group int
 
 const (
-	app     group = iota // Layers.Application
-	graph                // Layers.Runtime
-	node                 // AttachNodes
-	barrier              // AttachNodes, with Layers.Barriers
-	counted              // AttachNodes, with Layers.Counters
-	device               // AttachDevice, where the backend has no synchronize of its own
+	app       group = iota // Layers.Application
+	graph                  // Layers.Runtime
+	node                   // AttachNodes
+	barrier                // AttachNodes, with Layers.Barriers
+	counted                // AttachNodes, with Layers.Counters
+	device                 // AttachDevice, where the backend has no synchronize of its own
+	split                  // AttachSplits: with Layers.Runtime, where the scheduler has a backend besides the CPU's
+	schedRead              // AttachSchedRead: with Layers.Runtime, until a scheduler's backends are read
 )
 
 // spec is one probe: a program on a symbol of the object that plays role.
@@ -137,8 +139,10 @@ var specs = []spec{
 	{app, discover.Llama, clearSymbol, func(p *progs) *ebpf.Program { return p.SeqClear }, false, 0, false},
 	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.Arg1 | symbols.Arg2Struct, false},
 	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
-	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitEnter }, false, symbols.Arg1 | symbols.Arg2, false},
-	{graph, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitExit }, true, 0, false},
+	{graph, discover.Base, schedSymbol, func(p *progs) *ebpf.Program { return p.SchedNew }, false, symbols.Arg3, true},
+	{split, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitEnter }, false, symbols.Arg1 | symbols.Arg2, false},
+	{split, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitExit }, true, 0, false},
+	{schedRead, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.SchedRead }, false, symbols.Arg1, false},
 	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyEnter }, false, symbols.Arg1 | symbols.Arg2, false},
 	{graph, discover.Base, "ggml_backend_tensor_copy", func(p *progs) *ebpf.Program { return p.CopyExit }, true, 0, false},
 	{device, discover.Base, "ggml_backend_synchronize", func(p *progs) *ebpf.Program { return p.SyncEnter }, false, symbols.Arg1, false},
@@ -192,18 +196,23 @@ func choose(f *symbols.File, standIn string) (symbols.Symbol, bool) {
 // reused.
 const buildSymbol = "ggml_new_graph_custom"
 
+// schedSymbol is where a backend scheduler is made, once per context: it says whether the
+// split probes are needed (AttachSplits).
+const schedSymbol = "ggml_backend_sched_new"
+
 // loses says what is not reported without each probed symbol.
 var loses = map[string]string{
-	"llama_decode":                     "tokens or llama_decode spans",
-	"ggml_backend_graph_compute_async": "backend split spans",
-	"ggml_backend_tensor_copy":         "tensor copies",
-	"ggml_backend_synchronize":         "when a GPU's split ends, and the CPU's wait for it",
-	"ggml_graph_compute":               "graph spans",
-	nodeSymbol:                         "node spans or per-op metrics",
-	seqRmSymbol:                        "request boundaries where a sequence is rewound",
-	clearSymbol:                        "request boundaries where the cache is cleared",
-	"ggml_barrier":                     "barrier waits",
-	"ggml_graph_compute_thread":        "counts outside nodes",
+	"llama_decode":                           "tokens or llama_decode spans",
+	"ggml_backend_graph_compute_async":       "backend split spans",
+	"ggml_backend_sched_graph_compute_async": "the backends of a scheduler made before profinfer came (the split probes stay)",
+	"ggml_backend_tensor_copy":               "tensor copies",
+	"ggml_backend_synchronize":               "when a GPU's split ends, and the CPU's wait for it",
+	"ggml_graph_compute":                     "graph spans",
+	nodeSymbol:                               "node spans or per-op metrics",
+	seqRmSymbol:                              "request boundaries where a sequence is rewound",
+	clearSymbol:                              "request boundaries where the cache is cleared",
+	"ggml_barrier":                           "barrier waits",
+	"ggml_graph_compute_thread":              "counts outside nodes",
 }
 
 // missingSymbol is a probed symbol an object lacks.
@@ -231,13 +240,17 @@ type Attachment struct {
 	layers   Layers
 	multi    bool // uprobe_multi links, see PrepareMulti
 	builds   bool // the build probe is attached
+	scheds   bool // the scheduler probe is attached
 	device   bool // the device probes are attached
 	// Logger is whether the process's ggml-vulkan times its nodes (GGML_VK_PERF_LOGGER),
 	// as AttachDevice found it; with LoggerNodes the times are read.
 	Logger LoggerState
 	exes   map[*discover.Module]*link.Executable
 	links  Links
-	nodes  Links
+	// extra are the probes of the groups that come and go by the process's backends
+	// (split, schedRead); a group is absent while its probes are off.
+	extra map[group]Links
+	nodes Links
 }
 
 // Emulated is the number of probed functions whose entry probe sits on an instruction the
@@ -245,7 +258,13 @@ type Attachment struct {
 func (a *Attachment) Emulated() int { return len(a.emulated) }
 
 // Probes is the number of attached probes.
-func (a *Attachment) Probes() int { return len(a.links) + len(a.nodes) }
+func (a *Attachment) Probes() int {
+	n := len(a.links) + len(a.nodes)
+	for _, l := range a.extra {
+		n += len(l)
+	}
+	return n
+}
 
 // Attach holds the lasting probes of layers for process p, placing those pool lacks.
 // Probes whose symbol is missing are reported in the error, joined, while the others stay
@@ -254,7 +273,7 @@ func (a *Attachment) Probes() int { return len(a.links) + len(a.nodes) }
 // PrepareMulti.
 func Attach(pool *Pool, progs *bpf.ProfinferPrograms, p *discover.Process, open Opener, layers Layers, multi bool) (*Attachment, error) {
 	a := &Attachment{PID: p.PID, pool: pool, progs: progs, proc: p, open: open, layers: layers, multi: multi,
-		exes: map[*discover.Module]*link.Executable{}, emulated: map[string]bool{}}
+		exes: map[*discover.Module]*link.Executable{}, emulated: map[string]bool{}, extra: map[group]Links{}}
 	var err error
 	a.links, err = a.attach(func(s spec) bool { return a.always(s.group) })
 	if len(a.links) == 0 && err != nil {
@@ -276,6 +295,49 @@ func (a *Attachment) AttachNodes() error {
 	})
 	return err
 }
+
+// AttachSplits adds the split probes, which see each backend's share of a graph. They
+// cost every token two probe hits, one of them a return probe's, for what the graph
+// probes see alone where the CPU is the only backend: they are for processes whose
+// scheduler has another backend, or may have (SeesScheds).
+func (a *Attachment) AttachSplits() error { return a.attachExtra(split) }
+
+// DetachSplits takes the split probes out of the attachment and returns them, for the
+// caller to close, as DetachNodes does.
+func (a *Attachment) DetachSplits() Links { return a.detachExtra(split) }
+
+// AttachSchedRead adds a probe that reads the backends of the scheduler a process
+// computes with, at its next graph: for a process whose scheduler was made before
+// profinfer came. It reports what the scheduler probe would have (SeesScheds), and is
+// for DetachSchedRead once it did. It says whether the probe is in place.
+func (a *Attachment) AttachSchedRead() (bool, error) {
+	err := a.attachExtra(schedRead)
+	return len(a.extra[schedRead]) > 0, err
+}
+
+// DetachSchedRead takes the probe AttachSchedRead added out, for the caller to close.
+func (a *Attachment) DetachSchedRead() Links { return a.detachExtra(schedRead) }
+
+// attachExtra adds group g's probes, if it has none yet.
+func (a *Attachment) attachExtra(g group) error {
+	if _, ok := a.extra[g]; ok || !a.layers.Runtime {
+		return nil
+	}
+	links, err := a.attach(func(s spec) bool { return s.group == g })
+	a.extra[g] = links
+	return err
+}
+
+// detachExtra takes group g's probes out, for the caller to close.
+func (a *Attachment) detachExtra(g group) Links {
+	l := a.extra[g]
+	delete(a.extra, g)
+	return l
+}
+
+// SeesScheds says whether the making of backend schedulers is probed: without it, the
+// split probes are needed from the start.
+func (a *Attachment) SeesScheds() bool { return a.scheds }
 
 // AttachDevice adds the probes that see a device's work: the CPU's waits for a backend,
 // and the copies the device queues, probed in dev, the object holding the code of the
@@ -368,6 +430,11 @@ func (a *Attachment) Extend(p *discover.Process) ([]discover.Role, error) {
 	}
 	links, err := a.attach(func(s spec) bool { return a.always(s.group) && slices.Contains(added, s.role) })
 	a.links = append(a.links, links...)
+	for g := range a.extra {
+		more, gerr := a.attach(func(s spec) bool { return s.group == g && slices.Contains(added, s.role) })
+		a.extra[g] = append(a.extra[g], more...)
+		err = errors.Join(err, gerr)
+	}
 	return added, err
 }
 
@@ -474,6 +541,7 @@ func (a *Attachment) place(s spec) (io.Closer, error) {
 		l, err = a.placeAt(m, f, sym, s.prog(a.progs), s.ret, s.keep, s.symbol)
 	}
 	a.builds = a.builds || l != nil && s.symbol == buildSymbol
+	a.scheds = a.scheds || l != nil && s.symbol == schedSymbol
 	return l, err
 }
 
@@ -547,9 +615,13 @@ func (a *Attachment) place1(m *discover.Module, f *symbols.File, sym symbols.Sym
 
 // Close detaches the process's own probes and lets go of those the pool holds for it.
 func (a *Attachment) Close() error {
-	err := errors.Join(closeAll(a.links), closeAll(a.nodes))
+	errs := []error{closeAll(a.links), closeAll(a.nodes)}
+	for g, l := range a.extra {
+		errs = append(errs, closeAll(l))
+		delete(a.extra, g)
+	}
 	a.links, a.nodes = nil, nil
-	return err
+	return errors.Join(errs...)
 }
 
 func closeAll[C io.Closer](links []C) error {

@@ -23,13 +23,17 @@ import (
 type effectKind uint8
 
 const (
-	filled      effectKind = iota // a sampling window's last graph was assembled: close it
-	redescribe                    // a known node came undescribed: have every detail sent again
-	contextSeen                   // a process decodes with a new llama_context: read it
-	countThread                   // a thread came without counters: open them
-	threadStart                   // a thread started: open its counters
-	sweep                         // discovery scanned /proc: close the counters of threads gone
-	deviceSeen                    // a process computed a split on another backend than the CPU
+	filled         effectKind = iota // a sampling window's last graph was assembled: close it
+	redescribe                       // a known node came undescribed: have every detail sent again
+	contextSeen                      // a process decodes with a new llama_context: read it
+	countThread                      // a thread came without counters: open them
+	threadStart                      // a thread started: open its counters
+	sweep                            // discovery scanned /proc: close the counters of threads gone
+	deviceSeen                       // a process computed a split on another backend than the CPU
+	splitsWanted                     // a process's scheduler has a backend besides the CPU's, or is unknown
+	splitsUnwanted                   // a process's scheduler has the CPU's backend alone
+	schedWanted                      // a process computes with a scheduler made before profinfer came: read it
+	schedRead                        // a process's scheduler was read
 )
 
 type effect struct {
@@ -68,6 +72,7 @@ func (p *Profiler) controlLoop() {
 		p.effects = nil
 		var contexts []int
 		var threads, devices []effect
+		var backendOps []effect
 		swept := false
 		for _, e := range effects {
 			switch e.kind {
@@ -85,6 +90,8 @@ func (p *Profiler) controlLoop() {
 				swept = true
 			case deviceSeen:
 				devices = append(devices, e)
+			case splitsWanted, splitsUnwanted, schedWanted, schedRead:
+				backendOps = append(backendOps, e)
 			}
 		}
 		var window time.Time
@@ -92,6 +99,7 @@ func (p *Profiler) controlLoop() {
 			window = p.windows.Tick()
 		}
 		missing := p.modelsMissing()
+		p.setBackendProbes(backendOps)
 		p.attachDevices(devices)
 		p.mu.Unlock()
 		p.openCounters(threads)

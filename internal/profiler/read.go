@@ -73,13 +73,19 @@ func (p *Profiler) dispatch(ev *events.Event) {
 	a := p.asm
 	switch ev.Kind {
 	case events.DecodeEnter:
-		if tr := p.tracked[int(ev.PID)]; tr != nil && ev.Context() != tr.ctx && ev.Context() != 0 {
-			p.newContext(tr, ev.Context())
+		if tr := p.tracked[int(ev.PID)]; tr != nil {
+			if ev.Context() != tr.ctx && ev.Context() != 0 {
+				p.newContext(tr, ev.Context())
+			}
+			p.computes(tr)
 		}
 		a.DecodeEnter(ev.PID, ev.TID, ev.TS, ev.Tokens(), ev.Context(), &ev.Batch)
 	case events.DecodeExit:
 		a.DecodeExit(ev.PID, ev.TID, ev.TS, ev.Result(), ev.Lost())
 	case events.GraphEnter:
+		if tr := p.tracked[int(ev.PID)]; tr != nil {
+			p.computes(tr)
+		}
 		a.GraphEnter(ev.PID, ev.TID, ev.TS, ev.Graph(), ev.Nodes(), int(ev.Nth), ev.CPU)
 	case events.GraphExit:
 		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched, ev.Lost(), ev.CPU)
@@ -110,6 +116,10 @@ func (p *Profiler) dispatch(ev *events.Event) {
 				p.effects = append(p.effects, effect{kind: deviceSeen, pid: int(ev.PID), addr: ev.Backend()})
 			}
 			a.SplitEnter(ev.PID, ev.TID, ev.TS, name, ev.BackendAddr(), ev.SplitNodes(), device)
+		}
+	case events.SchedNew:
+		if tr := p.tracked[int(ev.PID)]; tr != nil {
+			p.schedMade(tr, ev.Backends())
 		}
 	case events.SplitNode:
 		a.SplitNode(ev.PID, ev.TID, int(ev.Ith), p.nodeInfo(ev))

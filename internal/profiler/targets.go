@@ -34,6 +34,10 @@ type tracked struct {
 	describer   *describe.Describer
 	warned      bool   // a failure to attach the node probes was logged
 	device      bool   // a split ran on a backend other than the CPU: the device probes were asked for
+	schedSeen   bool   // a backend scheduler was seen made: its backends decided the split probes
+	multi       bool   // a scheduler with a backend besides the CPU's was seen made
+	splits      bool   // the split probes were asked for, and not to go
+	schedAsked  bool   // a read of its scheduler's backends was asked for (AttachSchedRead)
 	quotaWarned bool   // a failure to read its cgroup CPU quota was logged
 	noModel     bool   // its model file could not be read
 	modelVSize  uint64 // its virtual size when no model was found: look again once it grows
@@ -78,8 +82,21 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		return registry.Refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): not marked traced: %w", pid, proc.Exe, err))
 	}
 	p.tracked[pid] = t
-	if p.cfg.Nodes.Mode != NodesOff && p.cfg.Layers.Runtime {
+	switch {
+	case !p.cfg.Layers.Runtime:
+	case p.cfg.Nodes.Mode == NodesSampled:
 		p.windows.Add(pid, workload(pid, proc.Exe), nodeProbes{p, t})
+	case p.cfg.Nodes.Mode == NodesAll: // one window, for good
+		p.windows.Add(pid, "", nodeProbes{p, t})
+	}
+	// The split probes from the start where the process loaded another backend, whose
+	// first decode may come before they could be added once its scheduler is seen, or
+	// where schedulers are not seen.
+	if !a.SeesScheds() || len(proc.Backends) > 0 {
+		t.splits = true
+		if err := a.AttachSplits(); err != nil {
+			p.log.Warn("split probes not attached", zap.Int("pid", pid), zap.Error(err))
+		}
 	}
 	probes := a.Probes()
 	p.mu.Unlock()
@@ -338,5 +355,84 @@ func (p *Profiler) endRequests(t *tracked, why requests.End) {
 	p.ended = p.reqs.End(uint32(t.proc.PID), why, p.ended[:0])
 	for _, r := range p.ended {
 		sink{p}.request(t, r)
+	}
+}
+
+// schedMade notes that process t made a backend scheduler with n backends, the CPU's
+// among them. Where the CPU is alone, the split probes go (or stay off) and each CPU graph
+// stands for its split: they would cost every token two probe hits, one a return
+// probe's. Called by the reader with p.mu held.
+func (p *Profiler) schedMade(t *tracked, n int) {
+	t.schedSeen = true
+	if t.schedAsked { // its read is done
+		p.effects = append(p.effects, effect{kind: schedRead, pid: t.proc.PID})
+	}
+	switch {
+	case n > 1:
+		t.multi = true
+		p.wantSplits(t)
+	case t.multi: // an earlier scheduler has another backend
+	default:
+		p.asm.CPUSplits(uint32(t.proc.PID), backends.CPU)
+		if t.splits {
+			t.splits = false
+			p.effects = append(p.effects, effect{kind: splitsUnwanted, pid: t.proc.PID})
+		}
+	}
+}
+
+// computes notes that process t decodes or computes a graph: with no scheduler seen made
+// (profinfer came after), its scheduler's backends are read at its next graph. Called by
+// the reader with p.mu held.
+func (p *Profiler) computes(t *tracked) {
+	if !t.schedSeen && !t.schedAsked {
+		t.schedAsked = true
+		p.effects = append(p.effects, effect{kind: schedWanted, pid: t.proc.PID})
+	}
+}
+
+// wantSplits has the controller add t's split probes. Called with p.mu held.
+func (p *Profiler) wantSplits(t *tracked) {
+	p.asm.CPUSplits(uint32(t.proc.PID), "")
+	if !t.splits {
+		t.splits = true
+		p.effects = append(p.effects, effect{kind: splitsWanted, pid: t.proc.PID})
+	}
+}
+
+// setBackendProbes adds or removes the split probes and the scheduler's read, in the order
+// asked. Called with p.mu held, as windows attach theirs.
+func (p *Profiler) setBackendProbes(asked []effect) {
+	for _, e := range asked {
+		t := p.tracked[e.pid]
+		if t == nil {
+			continue
+		}
+		var gone probe.Links
+		switch e.kind {
+		case splitsWanted:
+			if err := t.attachment.AttachSplits(); err != nil {
+				p.log.Warn("split probes not attached", zap.Int("pid", e.pid), zap.Error(err))
+			}
+		case splitsUnwanted:
+			gone = t.attachment.DetachSplits()
+		case schedWanted:
+			ok, err := t.attachment.AttachSchedRead()
+			if ok || t.schedSeen {
+				break
+			}
+			// The backends stay unknown: the split probes are needed.
+			p.log.Debug("scheduler not read", zap.Int("pid", e.pid), zap.Error(err))
+			p.asm.CPUSplits(uint32(e.pid), "")
+			t.splits = true
+			if err := t.attachment.AttachSplits(); err != nil {
+				p.log.Warn("split probes not attached", zap.Int("pid", e.pid), zap.Error(err))
+			}
+		case schedRead:
+			gone = t.attachment.DetachSchedRead()
+		}
+		if len(gone) > 0 {
+			p.closeLater(gone)
+		}
 	}
 }
