@@ -618,11 +618,31 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched,
 	p.graph = nil
 	if p.decode != nil {
 		if p.cpuSplits != "" && p.split == nil {
-			p.decode.Splits = append(p.decode.Splits, Split{TID: g.TID, Backend: p.cpuSplits, NNodes: g.NNodes, Start: g.Start, End: g.End})
+			p.decode.Splits = append(p.decode.Splits, cpuSplit(g, p.cpuSplits))
 		}
 		p.decode.Graphs = append(p.decode.Graphs, g)
 	} else {
 		a.sink.Graph(g)
+	}
+}
+
+// cpuSplit is the split a CPU graph stands for, on the CPU backend named backend.
+func cpuSplit(g *Graph, backend string) Split {
+	return Split{TID: g.TID, Backend: backend, NNodes: g.NNodes, Start: g.Start, End: g.End}
+}
+
+// SplitCPUGraphs gives each of d's CPU graphs that no split holds a split of its own, on
+// the CPU backend named backend, as CPUSplits has the assembler do: for a decode
+// assembled before its process's scheduler was known to have the CPU's backend alone.
+func (d *Decode) SplitCPUGraphs(backend string) {
+	for _, g := range d.Graphs {
+		held := false
+		for _, s := range d.Splits {
+			held = held || s.TID == g.TID && s.Start <= g.Start && g.End <= s.End
+		}
+		if !held {
+			d.Splits = append(d.Splits, cpuSplit(g, backend))
+		}
 	}
 }
 

@@ -391,6 +391,18 @@ func TestCPUSplitsFromGraphs(t *testing.T) {
 	}
 }
 
+// A decode assembled before its process's scheduler was known to have the CPU alone gets
+// a split for each graph no split holds, and none for one a split holds.
+func TestSplitCPUGraphs(t *testing.T) {
+	d := &Decode{Graphs: []*Graph{{TID: 1, NNodes: 5, Start: 10, End: 20}, {TID: 1, NNodes: 6, Start: 30, End: 40}},
+		Splits: []Split{{TID: 1, Backend: "CPU", BackendAddr: 0xc0, NNodes: 6, Start: 29, End: 41}}}
+	d.SplitCPUGraphs("CPU")
+	want := []Split{{TID: 1, Backend: "CPU", BackendAddr: 0xc0, NNodes: 6, Start: 29, End: 41}, {TID: 1, Backend: "CPU", NNodes: 5, Start: 10, End: 20}}
+	if !reflect.DeepEqual(d.Splits, want) {
+		t.Errorf("splits %+v, want %+v", d.Splits, want)
+	}
+}
+
 // A device's splits end when the CPU's wait for their backend ends, which may be after
 // their decode returned: the decode is held until then. Of two splits one wait ends, the
 // first's end is a bound; a wait that hardly blocked makes the end a bound too.

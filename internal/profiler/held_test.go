@@ -14,8 +14,9 @@ import (
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
-// While a process's new context is read, its decodes wait, up to maxHeld; past it they are
-// exported without waiting, and the release exports every held one. No kernel needed.
+// While a process's new context or its scheduler is read, its decodes wait, up to maxHeld;
+// past it they are exported without waiting, and the release once both are read exports
+// every held one. No kernel needed.
 func TestHeldDecodesBounded(t *testing.T) {
 	set := receivertest.NewNopSettings(metadata.Type)
 	ctr := export.NewCounters(nil)
@@ -33,12 +34,17 @@ func TestHeldDecodesBounded(t *testing.T) {
 	if len(tr.held) != maxHeld || p.pending.SpanCount() != decodes-maxHeld {
 		t.Fatalf("%d decodes held, %d exported; want %d held, the rest exported", len(tr.held), p.pending.SpanCount(), maxHeld)
 	}
+	tr.looking, tr.schedPending = false, true // the context was read; the scheduler's read waits
+	if p.release(tr); len(tr.held) != maxHeld {
+		t.Fatalf("%d decodes held while the scheduler's read waits, want %d", len(tr.held), maxHeld)
+	}
+	tr.schedPending = false
 	p.release(tr)
 	spans := p.pending.SpanCount()
 	for len(p.out) > 0 {
 		spans += (<-p.out).SpanCount()
 	}
-	if len(tr.held) != 0 || tr.looking || spans != decodes {
-		t.Errorf("released: %d held, looking %v, %d spans; want none held and %d spans", len(tr.held), tr.looking, spans, decodes)
+	if len(tr.held) != 0 || spans != decodes {
+		t.Errorf("released: %d held, %d spans; want none held and %d spans", len(tr.held), spans, decodes)
 	}
 }

@@ -38,14 +38,20 @@ type tracked struct {
 	multi       bool   // a scheduler with a backend besides the CPU's was seen made
 	splits      bool   // the split probes were asked for, and not to go
 	schedAsked  bool   // a read of its scheduler's backends was asked for (AttachSchedRead)
+	cpuSplits   bool   // its scheduler has the CPU's backend alone: its graphs stand for its splits
 	quotaWarned bool   // a failure to read its cgroup CPU quota was logged
 	noModel     bool   // its model file could not be read
 	modelVSize  uint64 // its virtual size when no model was found: look again once it grows
-	// looking says that the lookup goroutine reads its new context (newContext); held
-	// are its decodes that wait for it.
-	looking bool
-	held    []*assemble.Decode
+	// looking says that the lookup goroutine reads its new context (newContext);
+	// schedPending that its scheduler's backends are read (computes); held are its
+	// decodes that wait for them.
+	looking      bool
+	schedPending bool
+	held         []*assemble.Decode
 }
+
+// holding says whether t's decodes wait for a lookup.
+func (t *tracked) holding() bool { return t.looking || t.schedPending }
 
 // Trace puts probes on a GGML process the registry found, and starts tracking it.
 func (p *Profiler) Trace(f *registry.Found) error {
@@ -181,6 +187,7 @@ func (p *Profiler) reap() {
 	for _, r := range p.retiring {
 		if t := p.tracked[r.pid]; t != nil {
 			p.asm.Exit(uint32(r.pid))
+			t.looking, t.schedPending = false, false
 			p.release(t)
 			p.endRequests(t, requests.Exited)
 			p.acc.Forget(r.pid)
@@ -331,16 +338,22 @@ func (p *Profiler) readContext(pid int) {
 		p.log.Info("context", zap.Int("pid", pid), zap.Int("n_ctx", size), zap.Int("n_threads", threads))
 	}
 	if t.ctx == ctx { // else a newer context's lookup is on its way
+		t.looking = false
 		p.release(t)
 	}
 }
 
-// release exports the decodes t kept waiting for its context's lookup. Called with p.mu
-// held.
+// release exports the decodes t kept waiting for its lookups, once none is left. Called
+// with p.mu held.
 func (p *Profiler) release(t *tracked) {
-	t.looking = false
+	if t.holding() {
+		return
+	}
 	s := sink{p}
 	for _, d := range t.held {
+		if t.cpuSplits {
+			d.SplitCPUGraphs(backends.CPU)
+		}
 		s.export(t, d)
 		if p.pendingFull {
 			p.handOver()
@@ -369,24 +382,30 @@ func (p *Profiler) schedMade(t *tracked, n int) {
 	}
 	switch {
 	case n > 1:
-		t.multi = true
+		t.multi, t.cpuSplits = true, false
 		p.wantSplits(t)
 	case t.multi: // an earlier scheduler has another backend
 	default:
+		t.cpuSplits = true
 		p.asm.CPUSplits(uint32(t.proc.PID), backends.CPU)
 		if t.splits {
 			t.splits = false
 			p.effects = append(p.effects, effect{kind: splitsUnwanted, pid: t.proc.PID})
 		}
 	}
+	if t.schedPending {
+		t.schedPending = false
+		p.release(t)
+	}
 }
 
 // computes notes that process t decodes or computes a graph: with no scheduler seen made
-// (profinfer came after), its scheduler's backends are read at its next graph. Called by
-// the reader with p.mu held.
+// (profinfer came after), its scheduler's backends are read at its next graph, and its
+// decodes wait for them, to stand its graphs for its splits if they can. Called by the
+// reader with p.mu held.
 func (p *Profiler) computes(t *tracked) {
 	if !t.schedSeen && !t.schedAsked {
-		t.schedAsked = true
+		t.schedAsked, t.schedPending = true, true
 		p.effects = append(p.effects, effect{kind: schedWanted, pid: t.proc.PID})
 	}
 }
@@ -423,6 +442,8 @@ func (p *Profiler) setBackendProbes(asked []effect) {
 			}
 			// The backends stay unknown: the split probes are needed.
 			p.log.Debug("scheduler not read", zap.Int("pid", e.pid), zap.Error(err))
+			t.schedPending = false
+			p.release(t)
 			p.asm.CPUSplits(uint32(e.pid), "")
 			t.splits = true
 			if err := t.attachment.AttachSplits(); err != nil {
