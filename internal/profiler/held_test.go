@@ -2,6 +2,7 @@ package profiler
 
 import (
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -34,12 +35,14 @@ func TestHeldDecodesBounded(t *testing.T) {
 	if len(tr.held) != maxHeld || p.pending.SpanCount() != decodes-maxHeld {
 		t.Fatalf("%d decodes held, %d exported; want %d held, the rest exported", len(tr.held), p.pending.SpanCount(), maxHeld)
 	}
-	tr.looking, tr.schedPending = false, true // the context was read; the scheduler's read waits
-	if p.release(tr); len(tr.held) != maxHeld {
+	// The context was read; the scheduler's read waits, until schedWait.
+	now := time.Now()
+	tr.looking, tr.schedPending, tr.schedAt = false, true, now
+	p.release(tr)
+	if p.sweepScheds(now.Add(schedWait - time.Millisecond)); len(tr.held) != maxHeld {
 		t.Fatalf("%d decodes held while the scheduler's read waits, want %d", len(tr.held), maxHeld)
 	}
-	tr.schedPending = false
-	p.release(tr)
+	p.sweepScheds(now.Add(schedWait))
 	spans := p.pending.SpanCount()
 	for len(p.out) > 0 {
 		spans += (<-p.out).SpanCount()

@@ -60,6 +60,7 @@ func (p *Profiler) readLoop() {
 		}
 		if now := time.Now(); now.Sub(last) >= tick {
 			p.mu.Lock()
+			p.sweepScheds(now)
 			p.sweepRequests()
 			p.mu.Unlock()
 			p.flush(false)

@@ -32,16 +32,17 @@ type tracked struct {
 	ctx         uint64
 	ctxFields   *ggml.Context
 	describer   *describe.Describer
-	warned      bool   // a failure to attach the node probes was logged
-	device      bool   // a split ran on a backend other than the CPU: the device probes were asked for
-	schedSeen   bool   // a backend scheduler was seen made: its backends decided the split probes
-	multi       bool   // a scheduler with a backend besides the CPU's was seen made
-	splits      bool   // the split probes were asked for, and not to go
-	schedAsked  bool   // a read of its scheduler's backends was asked for (AttachSchedRead)
-	cpuSplits   bool   // its scheduler has the CPU's backend alone: its graphs stand for its splits
-	quotaWarned bool   // a failure to read its cgroup CPU quota was logged
-	noModel     bool   // its model file could not be read
-	modelVSize  uint64 // its virtual size when no model was found: look again once it grows
+	warned      bool      // a failure to attach the node probes was logged
+	device      bool      // a split ran on a backend other than the CPU: the device probes were asked for
+	schedSeen   bool      // a backend scheduler was seen made: its backends decided the split probes
+	multi       bool      // a scheduler with a backend besides the CPU's was seen made
+	splits      bool      // the split probes were asked for, and not to go
+	schedAsked  bool      // a read of its scheduler's backends was asked for (AttachSchedRead)
+	schedAt     time.Time // when the read was asked for
+	cpuSplits   bool      // its scheduler has the CPU's backend alone: its graphs stand for its splits
+	quotaWarned bool      // a failure to read its cgroup CPU quota was logged
+	noModel     bool      // its model file could not be read
+	modelVSize  uint64    // its virtual size when no model was found: look again once it grows
 	// looking says that the lookup goroutine reads its new context (newContext);
 	// schedPending that its scheduler's backends are read (computes); held are its
 	// decodes that wait for them.
@@ -401,12 +402,28 @@ func (p *Profiler) schedMade(t *tracked, n int) {
 
 // computes notes that process t decodes or computes a graph: with no scheduler seen made
 // (profinfer came after), its scheduler's backends are read at its next graph, and its
-// decodes wait for them, to stand its graphs for its splits if they can. Called by the
-// reader with p.mu held.
+// decodes wait for them until schedWait, to stand their graphs for their splits if they
+// can. Called by the reader with p.mu held.
 func (p *Profiler) computes(t *tracked) {
 	if !t.schedSeen && !t.schedAsked {
-		t.schedAsked, t.schedPending = true, true
+		t.schedAsked, t.schedPending, t.schedAt = true, true, time.Now()
 		p.effects = append(p.effects, effect{kind: schedWanted, pid: t.proc.PID})
+	}
+}
+
+// schedWait bounds how long a process's decodes wait for its scheduler's read, which
+// comes with its next graph: the decodes the reader saw first may have been its last for
+// a while.
+const schedWait = 2 * tick
+
+// sweepScheds exports the decodes that waited schedWait for their scheduler's read as
+// they are. Called by the reader with p.mu held, every tick.
+func (p *Profiler) sweepScheds(now time.Time) {
+	for _, t := range p.tracked {
+		if t.schedPending && now.Sub(t.schedAt) >= schedWait {
+			t.schedPending = false
+			p.release(t)
+		}
 	}
 }
 
