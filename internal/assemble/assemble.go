@@ -294,6 +294,13 @@ type process struct {
 	// cpuSplits names the CPU backend where the process's scheduler has no other, its
 	// split probes left off: each CPU graph of a decode is then its split.
 	cpuSplits string
+	// loose are, in a process that decodes (Decodes), the graphs outside any decode that
+	// came before its first decode was seen, held: a decode profinfer came in the middle
+	// of ends with an exit whose entry it never saw, and its graphs are dropped then.
+	// settled says that a decode's entry or maxLoose graphs came, and loose graphs go as
+	// they come.
+	loose            []*Graph
+	decodes, settled bool
 	// The threads' decayed CPU time and thread time (threads × wall) over their graphs,
 	// as of the end of the last graph, lastCPU: GraphCPU.Recent is their ratio.
 	cpuRun, cpuThreadTime float64
@@ -342,6 +349,7 @@ func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int, ctx uint
 		a.dropDecode(p.decode)
 	}
 	a.release(p)
+	a.settle(p)
 	p.decode = &Decode{PID: pid, TID: tid, Tokens: tokens, Context: ctx, Start: ts}
 	if batch != nil {
 		p.decode.Batch = *batch
@@ -361,6 +369,11 @@ func (a *Assembler) DecodeExit(pid, tid uint32, ts uint64, result int, lost uint
 	d := p.decode
 	if d == nil || d.TID != tid {
 		p.lost = lost
+		if !p.settled { // entered before profinfer came: its graphs go with it
+			a.Stats.DroppedGraphs += uint64(len(p.loose))
+			p.loose = nil
+			p.settled = true
+		}
 		return // entered before profinfer attached, or its entry was lost
 	}
 	p.decode = nil
@@ -616,14 +629,36 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched,
 		g.Nodes, g.Outside, g.Routings = nil, nil, nil
 	}
 	p.graph = nil
-	if p.decode != nil {
+	switch {
+	case p.decode != nil:
 		if p.cpuSplits != "" && p.split == nil {
 			p.decode.Splits = append(p.decode.Splits, cpuSplit(g, p.cpuSplits))
 		}
 		p.decode.Graphs = append(p.decode.Graphs, g)
-	} else {
+	case p.settled || !p.decodes:
+		a.sink.Graph(g)
+	default:
+		if p.loose = append(p.loose, g); len(p.loose) >= maxLoose {
+			a.settle(p)
+		}
+	}
+}
+
+// maxLoose bounds the graphs a process that decodes holds before its first decode.
+const maxLoose = 8
+
+// Decodes says that process pid computes its graphs in llama_decode calls, whose probes
+// are in place: until its first decode's entry, the graphs it computes outside one are
+// held, as those of a decode profinfer came in the middle of.
+func (a *Assembler) Decodes(pid uint32) { a.proc(pid).decodes = true }
+
+// settle delivers the loose graphs p held: no decode was in flight as profinfer came.
+func (a *Assembler) settle(p *process) {
+	p.settled = true
+	for _, g := range p.loose {
 		a.sink.Graph(g)
 	}
+	p.loose = nil
 }
 
 // cpuSplit is the split a CPU graph stands for, on the CPU backend named backend.
@@ -844,5 +879,6 @@ func (a *Assembler) Exit(pid uint32) {
 		a.Stats.DroppedGraphs += uint64(len(p.decode.Graphs))
 	}
 	a.release(p)
+	a.settle(p)
 	delete(a.procs, pid)
 }

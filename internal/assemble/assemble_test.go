@@ -95,19 +95,26 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 func TestLooseGraphOrphansAndExit(t *testing.T) {
 	s := &sink{}
 	a := New(s)
+	a.Decodes(7)
 	a.NodesOn(7, 1, 0)
 	a.Barrier(7, 7, 1)
 	a.NodeStart(7, 7, 2, 0x1, 0, 0, nil, events.CPUSched{}, nil)
 	a.GraphEnter(7, 7, 10, 0xa, 1, 1, events.ThreadsCPU{})
 	a.NodeStart(7, 7, 11, 0x1, 0, 0, nil, events.CPUSched{}, nil)
 	a.GraphExit(7, 7, 20, events.CPUSched{}, 0, events.ThreadsCPU{}) // no barrier: the node ends at graph exit
-	if n := s.graphs[0].Nodes[0]; len(s.graphs) != 1 || n.End != 20 || n.Threads[0].Busy != 20 {
+	if len(s.graphs) != 0 {
+		t.Fatalf("a graph before the first decode went before a decode's entry settled it: %+v", s.graphs)
+	}
+	a.DecodeEnter(7, 7, 30, 4, 0, nil) // no decode was in flight: the loose graph goes
+	if len(s.graphs) != 1 {
+		t.Fatalf("%d loose graphs delivered at the first decode's entry, want 1", len(s.graphs))
+	}
+	if n := s.graphs[0].Nodes[0]; n.End != 20 || n.Threads[0].Busy != 20 {
 		t.Fatalf("graphs %+v", s.graphs)
 	}
 	if a.Stats.OrphanEvents != 2 {
 		t.Fatalf("orphans %d", a.Stats.OrphanEvents)
 	}
-	a.DecodeEnter(7, 7, 30, 4, 0, nil)
 	a.GraphEnter(7, 7, 31, 0xa, 1, 1, events.ThreadsCPU{})
 	a.Exit(7)
 	if a.Stats.DroppedGraphs != 1 || a.Stats.DroppedDecode != 1 || len(s.decodes) != 0 {
@@ -117,6 +124,35 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	a.DecodeExit(7, 7, 40, 0, 0)
 	if len(s.decodes) != 0 {
 		t.Fatal("decode emitted without an enter")
+	}
+}
+
+// Attached in the middle of a decode: the graphs of that decode come loose, and go with
+// the exit whose entry was never seen; one that computes graphs outside decodes has them
+// delivered once maxLoose came.
+func TestAttachedMidDecode(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	a.Decodes(7)
+	a.Decodes(8)
+	for i := range uint64(2) { // a prefill's two ubatches
+		a.GraphEnter(7, 7, 10+10*i, 0xa, 1, 1, events.ThreadsCPU{})
+		a.GraphExit(7, 7, 15+10*i, events.CPUSched{}, 0, events.ThreadsCPU{})
+	}
+	a.DecodeExit(7, 7, 40, 0, 0)
+	a.DecodeEnter(7, 7, 50, 1, 0, nil)
+	a.GraphEnter(7, 7, 51, 0xa, 1, 1, events.ThreadsCPU{})
+	a.GraphExit(7, 7, 55, events.CPUSched{}, 0, events.ThreadsCPU{})
+	a.DecodeExit(7, 7, 56, 0, 0)
+	if len(s.graphs) != 0 || len(s.decodes) != 1 || a.Stats.DroppedGraphs != 2 {
+		t.Fatalf("%d loose graphs, %d decodes, %d graphs dropped; want the decode alone, its predecessor's 2 graphs dropped", len(s.graphs), len(s.decodes), a.Stats.DroppedGraphs)
+	}
+	for i := range uint64(maxLoose) { // graphs outside decodes
+		a.GraphEnter(8, 8, 10*i, 0xb, 1, 1, events.ThreadsCPU{})
+		a.GraphExit(8, 8, 10*i+5, events.CPUSched{}, 0, events.ThreadsCPU{})
+	}
+	if len(s.graphs) != maxLoose {
+		t.Fatalf("%d graphs of a process that never decodes delivered, want %d", len(s.graphs), maxLoose)
 	}
 }
 

@@ -89,6 +89,9 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		return registry.Refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): not marked traced: %w", pid, proc.Exe, err))
 	}
 	p.tracked[pid] = t
+	if proc.Module(discover.Llama) != nil && p.cfg.Layers.Application {
+		p.asm.Decodes(uint32(pid))
+	}
 	switch {
 	case !p.cfg.Layers.Runtime:
 	case p.cfg.Nodes.Mode == NodesSampled:
@@ -132,6 +135,9 @@ func (p *Profiler) Extend(proc *discover.Process, ctx *ggml.Context) {
 	}
 	if slices.Contains(added, discover.Llama) {
 		t.ctxFields = ctx
+		if p.cfg.Layers.Application {
+			p.asm.Decodes(uint32(proc.PID))
+		}
 	}
 	p.log.Info("probes added on code loaded since attach", zap.Int("pid", proc.PID), zap.Stringers("roles", added),
 		zap.Int("probes", t.attachment.Probes()))
