@@ -37,9 +37,7 @@ type tracked struct {
 	schedSeen   bool      // a backend scheduler was seen made: its backends decided the split probes
 	multi       bool      // a scheduler with a backend besides the CPU's was seen made
 	splits      bool      // the split probes were asked for, and not to go
-	schedAsked  bool      // a read of its scheduler's backends was asked for (AttachSchedRead)
-	schedAt     time.Time // when the read was asked for
-	cpuSplits   bool      // its scheduler has the CPU's backend alone: its graphs stand for its splits
+	schedAt     time.Time // when a read of its scheduler's backends was asked for (AttachSchedRead); zero: never
 	quotaWarned bool      // a failure to read its cgroup CPU quota was logged
 	noModel     bool      // its model file could not be read
 	modelVSize  uint64    // its virtual size when no model was found: look again once it grows
@@ -53,6 +51,10 @@ type tracked struct {
 
 // holding says whether t's decodes wait for a lookup.
 func (t *tracked) holding() bool { return t.looking || t.schedPending }
+
+// cpuSplits says that t's scheduler has the CPU's backend alone: its graphs stand for its
+// splits.
+func (t *tracked) cpuSplits() bool { return t.schedSeen && !t.multi }
 
 // Trace puts probes on a GGML process the registry found, and starts tracking it.
 func (p *Profiler) Trace(f *registry.Found) error {
@@ -358,7 +360,7 @@ func (p *Profiler) release(t *tracked) {
 	}
 	s := sink{p}
 	for _, d := range t.held {
-		if t.cpuSplits {
+		if t.cpuSplits() {
 			d.SplitCPUGraphs(backends.CPU)
 		}
 		s.export(t, d)
@@ -384,16 +386,15 @@ func (p *Profiler) endRequests(t *tracked, why requests.End) {
 // probe's. Called by the reader with p.mu held.
 func (p *Profiler) schedMade(t *tracked, n int) {
 	t.schedSeen = true
-	if t.schedAsked { // its read is done
+	if !t.schedAt.IsZero() { // its read is done
 		p.effects = append(p.effects, effect{kind: schedRead, pid: t.proc.PID})
 	}
 	switch {
 	case n > 1:
-		t.multi, t.cpuSplits = true, false
+		t.multi = true
 		p.wantSplits(t)
 	case t.multi: // an earlier scheduler has another backend
 	default:
-		t.cpuSplits = true
 		p.asm.CPUSplits(uint32(t.proc.PID), backends.CPU)
 		if t.splits {
 			t.splits = false
@@ -411,8 +412,8 @@ func (p *Profiler) schedMade(t *tracked, n int) {
 // decodes wait for them until schedWait, to stand their graphs for their splits if they
 // can. Called by the reader with p.mu held.
 func (p *Profiler) computes(t *tracked) {
-	if !t.schedSeen && !t.schedAsked {
-		t.schedAsked, t.schedPending, t.schedAt = true, true, time.Now()
+	if !t.schedSeen && t.schedAt.IsZero() {
+		t.schedPending, t.schedAt = true, time.Now()
 		p.effects = append(p.effects, effect{kind: schedWanted, pid: t.proc.PID})
 	}
 }
