@@ -234,18 +234,10 @@ func maxPoint(metrics []pmetric.Metrics, name string) (v int64) {
 	return v
 }
 
-// checkProfile asserts what every profile of a llama model must show.
+// checkProfile asserts what every profile of a llama model must show: every graph sits
+// in a CPU split, probed or, where no split probe saw it, the graph's own.
 // It returns the graph spans.
 func checkProfile(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metrics, layers int) []span {
-	t.Helper()
-	return checkProfileOf(t, traces, metrics, layers, true)
-}
-
-// checkProfileOf is checkProfile where every graph must sit in a CPU split (splits true),
-// or may sit directly under its decode: in a static executable whose scheduler inlined
-// ggml_backend_graph_compute_async, a graph has a split only where profinfer saw the
-// scheduler made with the CPU's backend alone, and stood the graph for it.
-func checkProfileOf(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metrics, layers int, splits bool) []span {
 	t.Helper()
 	all := spans(traces)
 	phases := map[any]int{}
@@ -286,7 +278,7 @@ func checkProfileOf(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metr
 		switch {
 		case parent.name == "ggml.backend.graph_compute" && parent.attrs["ggml.backend"] == "CPU":
 			parent = byID[parent.parent]
-		case splits:
+		default:
 			t.Errorf("graph span under %q (backend %v), want a CPU ggml.backend.graph_compute", parent.name, parent.attrs["ggml.backend"])
 		}
 		if parent.name != "llama_decode" {

@@ -278,7 +278,7 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []s
 	traces, metrics := (&collector{out: filepath.Join(dir, "profinfer-output.jsonl")}).read(t, false)
 	if exe == "llama-bench" {
 		// Held in its --delay, before any decode: every graph is whole, under its decode.
-		checkProfileOf(t, traces, metrics, 0, false)
+		checkProfile(t, traces, metrics, 0)
 	}
 	decodes, mulmats, requests, counted, graphs := 0, 0, 0, 0, 0
 	var onCPU int64

@@ -42,6 +42,13 @@ func logged(c *collector, msg string, pid int) (time.Time, bool) {
 	return at, err == nil
 }
 
+// attachedWith says whether the collector's "attached" line for pid has field, as it
+// prints it.
+func attachedWith(c *collector, pid int, field string) bool {
+	re := regexp.MustCompile(`(?m)\sattached\s+\{.*"pid": ` + strconv.Itoa(pid) + `[,}].*` + regexp.QuoteMeta(field))
+	return re.MatchString(c.proc.Stderr.String())
+}
+
 // waitLogged waits up to limit past since for the collector to log msg about pid, and
 // returns how long after since it did.
 func waitLogged(t *testing.T, c *collector, msg string, pid int, since time.Time, limit time.Duration) time.Duration {
@@ -76,6 +83,11 @@ func TestE2ERestartedServer(t *testing.T) {
 		after := waitLogged(t, c, "attached", s.PID(), started, time.Second)
 		if after > time.Second {
 			t.Errorf("round %d: attached %s after the server started, want within 1 s", round, after)
+		}
+		// The test bench's build links RPC's backend; a server that names no RPC server
+		// computes on the CPU alone and needs no split probes.
+		if !attachedWith(c, s.PID(), `"split_probes": false`) {
+			t.Errorf("round %d: pid %d attached with split probes, though it loaded no backend but RPC's:\n%s", round, s.PID(), c.proc.Stderr.String())
 		}
 		if _, err := s.Complete(ctx, "Hello", 8); err != nil {
 			t.Fatal(err)

@@ -45,6 +45,11 @@ func TestE2ERPCOffload(t *testing.T) {
 	if err := bench.Wait(ctx); err != nil {
 		t.Fatalf("llama-bench: %v\n%s", err, bench.Stderr.String())
 	}
+	// RPC's backend is linked into every process of the test bench's build: the client's
+	// split probes come with its scheduler, made with the server's backend.
+	if !attachedWith(c, bench.PID(), `"split_probes": false`) {
+		t.Errorf("llama-bench attached with its split probes, before its scheduler was seen:\n%s", c.proc.Stderr.String())
+	}
 	time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
 	traces, metrics := c.stop(t)
 

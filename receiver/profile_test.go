@@ -117,7 +117,8 @@ func TestE2EStaticServer(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond)
 	traces, metrics := c.stop(t)
-	// The static link inlined ggml_backend_graph_compute_async into the scheduler.
-	checkProfileOf(t, traces, metrics, 16, false)
+	// The static link inlined ggml_backend_graph_compute_async into the scheduler: each
+	// graph stands for its split.
+	checkProfile(t, traces, metrics, 16)
 	checkModel(t, traces, s.Stdout.String()+s.Stderr.String())
 }

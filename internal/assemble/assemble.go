@@ -25,6 +25,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/profinfer/profinfer/internal/backends"
 	"github.com/profinfer/profinfer/internal/events"
 )
 
@@ -291,9 +292,6 @@ type process struct {
 	// lost is the count of the process's lost records at the last exit delivered or
 	// dropped: an exit that carries another lost some of what it closes.
 	lost uint64
-	// cpuSplits names the CPU backend where the process's scheduler has no other, its
-	// split probes left off: each CPU graph of a decode is then its split.
-	cpuSplits string
 	// loose are, in a process that decodes (Decodes), the graphs outside any decode that
 	// came before its first decode was seen, held: a decode profinfer came in the middle
 	// of ends with an exit whose entry it never saw, and its graphs are dropped then.
@@ -631,8 +629,8 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched,
 	p.graph = nil
 	switch {
 	case p.decode != nil:
-		if p.cpuSplits != "" && p.split == nil {
-			p.decode.Splits = append(p.decode.Splits, cpuSplit(g, p.cpuSplits))
+		if p.split == nil { // the split probes are off: the CPU's split is the graph
+			p.decode.Splits = append(p.decode.Splits, cpuSplit(g))
 		}
 		p.decode.Graphs = append(p.decode.Graphs, g)
 	case p.settled || !p.decodes:
@@ -661,31 +659,14 @@ func (a *Assembler) settle(p *process) {
 	p.loose = nil
 }
 
-// cpuSplit is the split a CPU graph stands for, on the CPU backend named backend.
-func cpuSplit(g *Graph, backend string) Split {
-	return Split{TID: g.TID, Backend: backend, NNodes: g.NNodes, Start: g.Start, End: g.End}
+// cpuSplit is the split a CPU graph of a decode stands for where no split probe saw it:
+// the graph's extent, as a split probe would have seen it a few microseconds wider. The
+// split probes are off where the process's scheduler has the CPU's backend alone, until
+// they are placed where it has another, and absent where the scheduler inlined the split
+// call; the graph probe sees the CPU's graphs alone.
+func cpuSplit(g *Graph) Split {
+	return Split{TID: g.TID, Backend: backends.CPU, NNodes: g.NNodes, Start: g.Start, End: g.End}
 }
-
-// SplitCPUGraphs gives each of d's CPU graphs that no split holds a split of its own, on
-// the CPU backend named backend, as CPUSplits has the assembler do: for a decode
-// assembled before its process's scheduler was known to have the CPU's backend alone.
-func (d *Decode) SplitCPUGraphs(backend string) {
-	for _, g := range d.Graphs {
-		held := false
-		for _, s := range d.Splits {
-			held = held || s.TID == g.TID && s.Start <= g.Start && g.End <= s.End
-		}
-		if !held {
-			d.Splits = append(d.Splits, cpuSplit(g, backend))
-		}
-	}
-}
-
-// CPUSplits says that process pid's scheduler has the CPU's backend alone, named backend,
-// and its split probes are off: each CPU graph of a decode stands for its split, with the
-// graph's extent, as the split probes would have seen it a few microseconds wider. ""
-// ends that, the split probes being on.
-func (a *Assembler) CPUSplits(pid uint32, backend string) { a.proc(pid).cpuSplits = backend }
 
 // graphCPU sets g.CPU from the threads' CPU time at its exit. A thread that exits meanwhile
 // takes its runtime out of the sum, which then may fall: unknown.

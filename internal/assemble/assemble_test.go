@@ -396,20 +396,18 @@ func TestSplitsAndCopies(t *testing.T) {
 	}
 }
 
-// Where the scheduler has the CPU alone and the split probes are off, each CPU graph of a
-// decode is its split, with the graph's extent; a graph outside a decode stays loose, and
-// once the split probes are on, their splits are the decode's.
+// Where no split probe saw it (they are off where the scheduler has the CPU alone), each
+// CPU graph of a decode is its split, with the graph's extent; a graph outside a decode
+// stays loose, and a graph a probed split holds has that split alone.
 func TestCPUSplitsFromGraphs(t *testing.T) {
 	s := &sink{}
 	a := New(s)
-	a.CPUSplits(1, "CPU")
 	a.GraphEnter(1, 1, 5, 0xa, 7, 2, events.ThreadsCPU{}) // a loose graph
 	a.GraphExit(1, 1, 6, events.CPUSched{}, 0, events.ThreadsCPU{})
 	a.DecodeEnter(1, 1, 10, 1, 0, nil)
 	a.GraphEnter(1, 1, 12, 0xa, 9, 2, events.ThreadsCPU{})
 	a.GraphExit(1, 1, 20, events.CPUSched{}, 0, events.ThreadsCPU{})
 	a.DecodeExit(1, 1, 21, 0, 0)
-	a.CPUSplits(1, "")
 	a.DecodeEnter(1, 1, 30, 1, 0, nil)
 	a.SplitEnter(1, 1, 31, "CPU", 0xc0, 9, false)
 	a.GraphEnter(1, 1, 32, 0xa, 9, 2, events.ThreadsCPU{})
@@ -424,18 +422,6 @@ func TestCPUSplitsFromGraphs(t *testing.T) {
 	}
 	if want := []Split{{TID: 1, Backend: "CPU", BackendAddr: 0xc0, NNodes: 9, Start: 31, End: 41}}; !reflect.DeepEqual(s.decodes[1].Splits, want) {
 		t.Errorf("with the split probes on, splits %+v, want the probed one %+v", s.decodes[1].Splits, want)
-	}
-}
-
-// A decode assembled before its process's scheduler was known to have the CPU alone gets
-// a split for each graph no split holds, and none for one a split holds.
-func TestSplitCPUGraphs(t *testing.T) {
-	d := &Decode{Graphs: []*Graph{{TID: 1, NNodes: 5, Start: 10, End: 20}, {TID: 1, NNodes: 6, Start: 30, End: 40}},
-		Splits: []Split{{TID: 1, Backend: "CPU", BackendAddr: 0xc0, NNodes: 6, Start: 29, End: 41}}}
-	d.SplitCPUGraphs("CPU")
-	want := []Split{{TID: 1, Backend: "CPU", BackendAddr: 0xc0, NNodes: 6, Start: 29, End: 41}, {TID: 1, Backend: "CPU", NNodes: 5, Start: 10, End: 20}}
-	if !reflect.DeepEqual(d.Splits, want) {
-		t.Errorf("splits %+v, want %+v", d.Splits, want)
 	}
 }
 

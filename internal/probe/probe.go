@@ -302,6 +302,9 @@ func (a *Attachment) AttachNodes() error {
 // scheduler has another backend, or may have (SeesScheds).
 func (a *Attachment) AttachSplits() error { return a.attachExtra(split) }
 
+// Splits says whether the split probes are in place.
+func (a *Attachment) Splits() bool { return len(a.extra[split]) > 0 }
+
 // DetachSplits takes the split probes out of the attachment and returns them, for the
 // caller to close, as DetachNodes does.
 func (a *Attachment) DetachSplits() Links { return a.detachExtra(split) }

@@ -2,7 +2,6 @@ package profiler
 
 import (
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -15,9 +14,9 @@ import (
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
-// While a process's new context or its scheduler is read, its decodes wait, up to maxHeld;
-// past it they are exported without waiting, and the release once both are read exports
-// every held one. No kernel needed.
+// While a process's new context is read, its decodes wait, up to maxHeld; past it they
+// are exported without waiting, and the release once it is read exports every held one.
+// No kernel needed.
 func TestHeldDecodesBounded(t *testing.T) {
 	set := receivertest.NewNopSettings(metadata.Type)
 	ctr := export.NewCounters(nil)
@@ -35,14 +34,8 @@ func TestHeldDecodesBounded(t *testing.T) {
 	if len(tr.held) != maxHeld || p.pending.SpanCount() != decodes-maxHeld {
 		t.Fatalf("%d decodes held, %d exported; want %d held, the rest exported", len(tr.held), p.pending.SpanCount(), maxHeld)
 	}
-	// The context was read; the scheduler's read waits, until schedWait.
-	now := time.Now()
-	tr.looking, tr.schedPending, tr.schedAt = false, true, now
+	tr.looking = false
 	p.release(tr)
-	if p.sweepScheds(now.Add(schedWait - time.Millisecond)); len(tr.held) != maxHeld {
-		t.Fatalf("%d decodes held while the scheduler's read waits, want %d", len(tr.held), maxHeld)
-	}
-	p.sweepScheds(now.Add(schedWait))
 	spans := p.pending.SpanCount()
 	for len(p.out) > 0 {
 		spans += (<-p.out).SpanCount()

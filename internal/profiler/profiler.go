@@ -306,7 +306,7 @@ func (p *Profiler) Shutdown(ctx context.Context) error {
 	p.wg.Wait()
 	p.mu.Lock()
 	for _, t := range p.tracked { // decodes still waiting for a lookup
-		t.looking, t.schedPending = false, false
+		t.looking = false
 		p.release(t)
 		p.endRequests(t, requests.Stopped)
 	}

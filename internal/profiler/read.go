@@ -60,7 +60,6 @@ func (p *Profiler) readLoop() {
 		}
 		if now := time.Now(); now.Sub(last) >= tick {
 			p.mu.Lock()
-			p.sweepScheds(now)
 			p.sweepRequests()
 			p.mu.Unlock()
 			p.flush(false)
@@ -222,7 +221,7 @@ func (s sink) Decode(d *assemble.Decode) {
 	for _, g := range d.Graphs {
 		s.p.countTraced(tr, g)
 	}
-	if tr.holding() && len(tr.held) < maxHeld {
+	if tr.looking && len(tr.held) < maxHeld {
 		tr.held = append(tr.held, d) // exported once its lookups are done
 		return
 	}
@@ -260,7 +259,7 @@ func (s sink) request(tr *tracked, r *requests.Request) {
 func (p *Profiler) sweepRequests() {
 	p.ended = p.reqs.Sweep(monotonic(), func(pid uint32) bool {
 		tr := p.tracked[int(pid)]
-		return tr != nil && !tr.holding() && !p.asm.Decoding(pid)
+		return tr != nil && !tr.looking && !p.asm.Decoding(pid)
 	}, p.ended[:0])
 	for _, r := range p.ended {
 		if tr := p.tracked[int(r.PID)]; tr != nil {

@@ -34,27 +34,18 @@ type tracked struct {
 	describer   *describe.Describer
 	warned      bool      // a failure to attach the node probes was logged
 	device      bool      // a split ran on a backend other than the CPU: the device probes were asked for
-	schedSeen   bool      // a backend scheduler was seen made: its backends decided the split probes
-	multi       bool      // a scheduler with a backend besides the CPU's was seen made
-	splits      bool      // the split probes were asked for, and not to go
-	schedAt     time.Time // when a read of its scheduler's backends was asked for (AttachSchedRead); zero: never
-	quotaWarned bool      // a failure to read its cgroup CPU quota was logged
-	noModel     bool      // its model file could not be read
-	modelVSize  uint64    // its virtual size when no model was found: look again once it grows
-	// looking says that the lookup goroutine reads its new context (newContext);
-	// schedPending that its scheduler's backends are read (computes); held are its
-	// decodes that wait for them.
-	looking      bool
-	schedPending bool
-	held         []*assemble.Decode
+	schedSeen   bool   // a backend scheduler was seen made: its backends decided the split probes
+	schedAsked  bool   // a read of its scheduler's backends was asked for (AttachSchedRead), and is not done
+	multi       bool   // a scheduler with a backend besides the CPU's was seen made
+	splits      bool   // the split probes were asked for, and not to go
+	quotaWarned bool   // a failure to read its cgroup CPU quota was logged
+	noModel     bool   // its model file could not be read
+	modelVSize  uint64 // its virtual size when no model was found: look again once it grows
+	// looking says that the lookup goroutine reads its new context (newContext); held are
+	// its decodes that wait for it.
+	looking bool
+	held    []*assemble.Decode
 }
-
-// holding says whether t's decodes wait for a lookup.
-func (t *tracked) holding() bool { return t.looking || t.schedPending }
-
-// cpuSplits says that t's scheduler has the CPU's backend alone: its graphs stand for its
-// splits.
-func (t *tracked) cpuSplits() bool { return t.schedSeen && !t.multi }
 
 // Trace puts probes on a GGML process the registry found, and starts tracking it.
 func (p *Profiler) Trace(f *registry.Found) error {
@@ -101,20 +92,21 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	case p.cfg.Nodes.Mode == NodesAll: // one window, for good
 		p.windows.Add(pid, "", nodeProbes{p, t})
 	}
-	// The split probes from the start where the process loaded another backend, whose
-	// first decode may come before they could be added once its scheduler is seen, or
-	// where schedulers are not seen.
-	if !a.SeesScheds() || len(proc.Backends) > 0 {
+	// The split probes from the start where the process loaded another backend that it
+	// would not load unused, whose first decode may come before they could be added once
+	// its scheduler is seen, or where schedulers are not seen.
+	if !a.SeesScheds() || slices.ContainsFunc(proc.Backends, loadedToUse) {
 		t.splits = true
 		if err := a.AttachSplits(); err != nil {
 			p.log.Warn("split probes not attached", zap.Int("pid", pid), zap.Error(err))
 		}
 	}
-	probes := a.Probes()
+	probes, splits := a.Probes(), a.Splits()
 	p.mu.Unlock()
 	p.wakeController() // to look for its model file, and to time its windows
 	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("ggml", cmp.Or(f.Target.Version, "unknown")),
-		zap.String("container", cmp.Or(f.Container, "none")), zap.Int("probes", probes), zap.Int("emulated", a.Emulated()))
+		zap.String("container", cmp.Or(f.Container, "none")), zap.Int("probes", probes), zap.Int("emulated", a.Emulated()),
+		zap.Bool("split_probes", splits))
 	return nil
 }
 
@@ -196,7 +188,7 @@ func (p *Profiler) reap() {
 	for _, r := range p.retiring {
 		if t := p.tracked[r.pid]; t != nil {
 			p.asm.Exit(uint32(r.pid))
-			t.looking, t.schedPending = false, false
+			t.looking = false
 			p.release(t)
 			p.endRequests(t, requests.Exited)
 			p.acc.Forget(r.pid)
@@ -352,17 +344,14 @@ func (p *Profiler) readContext(pid int) {
 	}
 }
 
-// release exports the decodes t kept waiting for its lookups, once none is left. Called
-// with p.mu held.
+// release exports the decodes t kept waiting for its context's lookup, once it is done.
+// Called with p.mu held.
 func (p *Profiler) release(t *tracked) {
-	if t.holding() {
+	if t.looking {
 		return
 	}
 	s := sink{p}
 	for _, d := range t.held {
-		if t.cpuSplits() {
-			d.SplitCPUGraphs(backends.CPU)
-		}
 		s.export(t, d)
 		if p.pendingFull {
 			p.handOver()
@@ -381,12 +370,13 @@ func (p *Profiler) endRequests(t *tracked, why requests.End) {
 }
 
 // schedMade notes that process t made a backend scheduler with n backends, the CPU's
-// among them. Where the CPU is alone, the split probes go (or stay off) and each CPU graph
-// stands for its split: they would cost every token two probe hits, one a return
+// among them. Where the CPU is alone, the split probes go (or stay off), each CPU graph
+// standing for its split: they would cost every token two probe hits, one a return
 // probe's. Called by the reader with p.mu held.
 func (p *Profiler) schedMade(t *tracked, n int) {
 	t.schedSeen = true
-	if !t.schedAt.IsZero() { // its read is done
+	if t.schedAsked { // its read is done
+		t.schedAsked = false
 		p.effects = append(p.effects, effect{kind: schedRead, pid: t.proc.PID})
 	}
 	switch {
@@ -394,49 +384,24 @@ func (p *Profiler) schedMade(t *tracked, n int) {
 		t.multi = true
 		p.wantSplits(t)
 	case t.multi: // an earlier scheduler has another backend
-	default:
-		p.asm.CPUSplits(uint32(t.proc.PID), backends.CPU)
-		if t.splits {
-			t.splits = false
-			p.effects = append(p.effects, effect{kind: splitsUnwanted, pid: t.proc.PID})
-		}
-	}
-	if t.schedPending {
-		t.schedPending = false
-		p.release(t)
+	case t.splits:
+		t.splits = false
+		p.effects = append(p.effects, effect{kind: splitsUnwanted, pid: t.proc.PID})
 	}
 }
 
 // computes notes that process t decodes or computes a graph: with no scheduler seen made
-// (profinfer came after), its scheduler's backends are read at its next graph, and its
-// decodes wait for them until schedWait, to stand their graphs for their splits if they
-// can. Called by the reader with p.mu held.
+// (profinfer came after), its scheduler's backends are read at its next graph. Called by
+// the reader with p.mu held.
 func (p *Profiler) computes(t *tracked) {
-	if !t.schedSeen && t.schedAt.IsZero() {
-		t.schedPending, t.schedAt = true, time.Now()
+	if !t.schedSeen && !t.schedAsked {
+		t.schedAsked = true
 		p.effects = append(p.effects, effect{kind: schedWanted, pid: t.proc.PID})
-	}
-}
-
-// schedWait bounds how long a process's decodes wait for its scheduler's read, which
-// comes with its next graph: the decodes the reader saw first may have been its last for
-// a while.
-const schedWait = 2 * tick
-
-// sweepScheds exports the decodes that waited schedWait for their scheduler's read as
-// they are. Called by the reader with p.mu held, every tick.
-func (p *Profiler) sweepScheds(now time.Time) {
-	for _, t := range p.tracked {
-		if t.schedPending && now.Sub(t.schedAt) >= schedWait {
-			t.schedPending = false
-			p.release(t)
-		}
 	}
 }
 
 // wantSplits has the controller add t's split probes. Called with p.mu held.
 func (p *Profiler) wantSplits(t *tracked) {
-	p.asm.CPUSplits(uint32(t.proc.PID), "")
 	if !t.splits {
 		t.splits = true
 		p.effects = append(p.effects, effect{kind: splitsWanted, pid: t.proc.PID})
@@ -466,9 +431,6 @@ func (p *Profiler) setBackendProbes(asked []effect) {
 			}
 			// The backends stay unknown: the split probes are needed.
 			p.log.Debug("scheduler not read", zap.Int("pid", e.pid), zap.Error(err))
-			t.schedPending = false
-			p.release(t)
-			p.asm.CPUSplits(uint32(e.pid), "")
 			t.splits = true
 			if err := t.attachment.AttachSplits(); err != nil {
 				p.log.Warn("split probes not attached", zap.Int("pid", e.pid), zap.Error(err))
@@ -481,3 +443,10 @@ func (p *Profiler) setBackendProbes(asked []effect) {
 		}
 	}
 }
+
+// loadedToUse says whether a process that loaded the library of a backend, named as
+// discover names it, is likely to compute on it from its first decode. RPC's is linked
+// into every build made with it, whether a server is named or not: a process that uses
+// one has its split probes once its scheduler is seen made with it, before its first
+// decode, and its CPU graphs stand for their splits until they are placed.
+func loadedToUse(backend string) bool { return backend != "rpc" }
