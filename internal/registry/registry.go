@@ -347,34 +347,53 @@ var retired = map[watch.Kind]string{
 	watch.Execed: "target replaced its image; probes detached",
 }
 
+// gather is how long notices are left to gather after a read that found some, before the
+// next read: a burst of execs (a shell loop, health checks that run curl) then costs the
+// collector a wakeup a gather, not one a notice, of which an exec gives two or three. It
+// delays a look at a process by as much at most, on top of watch.Settle.
+const gather = 50 * time.Millisecond
+
 // Watch runs discovery from the kernel hooks' notices, with a full scan of /proc every
 // interval for anything they missed (a full notice buffer), until w is closed. Each
 // process noticed is looked at once it has mapped nothing new for a while
 // (watch.Queue): a loader maps a library before it relocates it.
 func (r *Registry) Watch(w *watch.Watcher, interval time.Duration) {
 	scan := r.now().Add(interval)
-	var queue watch.Queue
+	var (
+		queue watch.Queue
+		got   []watch.Notice
+		next  time.Time // while notices come, when to read them again
+		err   error
+	)
 	for {
 		deadline := scan
-		if next := queue.Next(); !next.IsZero() && next.Before(scan) {
-			deadline = next
+		if due := queue.Next(); !due.IsZero() && due.Before(scan) {
+			deadline = due
 		}
-		n, err := w.Read(deadline)
+		if wait := time.Until(next); wait > 0 {
+			time.Sleep(wait)
+			deadline = time.Now() // what came meanwhile, without waiting
+		}
+		got, err = w.Read(deadline, got[:0])
 		switch {
 		case errors.Is(err, ringbuf.ErrClosed):
 			return
-		case errors.Is(err, os.ErrDeadlineExceeded):
-		case err != nil:
+		case err != nil && !errors.Is(err, os.ErrDeadlineExceeded):
 			r.log.Warn("reading process notices", zap.Error(err))
-		default:
+		}
+		next = time.Time{}
+		if len(got) > 0 {
+			next = time.Now().Add(gather)
+		}
+		now := r.now()
+		for _, n := range got {
 			if why, gone := retired[n.Kind]; gone {
 				r.tracer.Retire(n.PID, why)
 			}
 			if n.Kind != watch.Exited { // Mapped, or Execed: a new image to look at
-				queue.Add(n.PID, r.now())
+				queue.Add(n.PID, now)
 			}
 		}
-		now := r.now()
 		if !now.Before(scan) {
 			_ = r.Scan(false)
 			scan = now.Add(interval)

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -118,18 +119,30 @@ func (w *Watcher) attachLoaders() error {
 	return errors.Join(errs...)
 }
 
-// Read waits for the next notice until deadline. It returns os.ErrDeadlineExceeded when
-// the deadline passes, and ringbuf.ErrClosed once Close was called.
-func (w *Watcher) Read(deadline time.Time) (Notice, error) {
-	if err := w.reader.ReadInto(&w.rec, deadline); err != nil {
-		return Notice{}, err
+// Read waits until deadline for a notice, and appends to got every notice that came by
+// then, with the rest of the batch read at once. It returns os.ErrDeadlineExceeded when
+// the deadline passes with none (a past deadline reads without waiting), and
+// ringbuf.ErrClosed once Close was called.
+func (w *Watcher) Read(deadline time.Time, got []Notice) ([]Notice, error) {
+	for {
+		err := w.reader.ReadInto(&w.rec, deadline)
+		switch {
+		case err != nil && len(got) > 0 && errors.Is(err, os.ErrDeadlineExceeded):
+			return got, nil
+		case err != nil:
+			return got, err
+		}
+		b := w.rec.RawSample
+		if len(b) < 8 {
+			return got, errors.New("short notice record")
+		}
+		got = append(got, Notice{PID: int(binary.NativeEndian.Uint32(b)), Kind: Kind(binary.NativeEndian.Uint32(b[4:]))})
+		deadline = past
 	}
-	b := w.rec.RawSample
-	if len(b) < 8 {
-		return Notice{}, errors.New("short notice record")
-	}
-	return Notice{PID: int(binary.NativeEndian.Uint32(b)), Kind: Kind(binary.NativeEndian.Uint32(b[4:]))}, nil
 }
+
+// past is a deadline that has passed: a read with it does not wait.
+var past = time.Unix(1, 0)
 
 // Close detaches the hooks; a Read in progress returns ringbuf.ErrClosed.
 func (w *Watcher) Close() error {

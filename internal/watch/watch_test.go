@@ -36,17 +36,27 @@ func open(t *testing.T) (*Watcher, *ebpf.Map) {
 	return w, traced
 }
 
+// notices reads a watcher's notices one at a time.
+type notices struct {
+	w    *Watcher
+	read []Notice // read and not yet looked at
+}
+
 // until reads the notices about pid up to the first of kind want, and returns the kinds
 // of those before it. It fails after a second without one.
-func until(t *testing.T, w *Watcher, pid int, want Kind) []Kind {
+func (ns *notices) until(t *testing.T, pid int, want Kind) []Kind {
 	t.Helper()
 	deadline := time.Now().Add(time.Second)
 	var before []Kind
 	for {
-		n, err := w.Read(deadline)
-		if err != nil {
-			t.Fatalf("no notice of kind %d about pid %d (saw %v): %v", want, pid, before, err)
+		if len(ns.read) == 0 {
+			var err error
+			if ns.read, err = ns.w.Read(deadline, nil); err != nil {
+				t.Fatalf("no notice of kind %d about pid %d (saw %v): %v", want, pid, before, err)
+			}
 		}
+		n := ns.read[0]
+		ns.read = ns.read[1:]
 		if n.PID != pid {
 			continue
 		}
@@ -61,6 +71,7 @@ func until(t *testing.T, w *Watcher, pid int, want Kind) []Kind {
 // libraries; once traced, its image replaced and its exit are noticed too.
 func TestNotices(t *testing.T) {
 	w, traced := open(t)
+	ns := &notices{w: w}
 	// sh execs sleep in place: one process, two images.
 	cmd := exec.Command("/bin/sh", "-c", "read x; exec sleep 0.2")
 	stdin, err := cmd.StdinPipe()
@@ -72,21 +83,21 @@ func TestNotices(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	// The exec's notice, then the loader's (it calls its hook twice as it starts).
-	until(t, w, pid, Mapped)
-	until(t, w, pid, Mapped)
+	ns.until(t, pid, Mapped)
+	ns.until(t, pid, Mapped)
 	time.Sleep(100 * time.Millisecond) // sh is reading
 	if err := traced.Put(uint32(pid), uint32(0)); err != nil {
 		t.Fatal(err)
 	}
 	stdin.Close()
-	if before := until(t, w, pid, Execed); slices.Contains(before, Exited) {
+	if before := ns.until(t, pid, Execed); slices.Contains(before, Exited) {
 		t.Fatalf("notices %v before the exec", before)
 	}
-	until(t, w, pid, Mapped) // sleep's loader
+	ns.until(t, pid, Mapped) // sleep's loader
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if before := until(t, w, pid, Exited); slices.Contains(before, Execed) {
+	if before := ns.until(t, pid, Exited); slices.Contains(before, Execed) {
 		t.Fatalf("notices %v before the exit", before)
 	}
 }
@@ -99,20 +110,22 @@ func TestUntracedExitAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		n, err := w.Read(time.Now().Add(300 * time.Millisecond))
+		got, err := w.Read(time.Now().Add(300*time.Millisecond), nil)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n.PID == cmd.Process.Pid && n.Kind != Mapped {
-			t.Fatalf("notice %+v about an untraced process", n)
+		for _, n := range got {
+			if n.PID == cmd.Process.Pid && n.Kind != Mapped {
+				t.Fatalf("notice %+v about an untraced process", n)
+			}
 		}
 	}
 	done := make(chan error)
 	go func() {
-		_, err := w.Read(time.Now().Add(time.Minute))
+		_, err := w.Read(time.Now().Add(time.Minute), nil)
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -124,5 +137,38 @@ func TestUntracedExitAndClose(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not end a blocked Read")
+	}
+}
+
+// A read returns every notice that came before it at once: three execs of a dynamic
+// program, each noticed at exec and twice by its loader, come in one read.
+func TestReadGathers(t *testing.T) {
+	w, _ := open(t)
+	pids := map[int]int{}
+	for range 3 {
+		cmd := exec.Command("/bin/true")
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		pids[cmd.Process.Pid] = 0
+	}
+	time.Sleep(100 * time.Millisecond)
+	got, err := w.Read(time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range got {
+		if _, ok := pids[n.PID]; ok {
+			pids[n.PID]++
+		}
+	}
+	for pid, n := range pids {
+		if n != 3 {
+			t.Errorf("pid %d: %d notices in the read, want 3 (by pid: %v; read %d in all)", pid, n, pids, len(got))
+		}
+	}
+	again, err := w.Read(time.Now(), nil)
+	if slices.ContainsFunc(again, func(n Notice) bool { _, ok := pids[n.PID]; return ok }) {
+		t.Errorf("a second read has some of theirs again: %v (%v)", again, err)
 	}
 }
