@@ -661,6 +661,12 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 		lo, hi := bench.MedianInterval(rs)
 		fmt.Fprintf(&b, "| accounted cost, share of decode | — | %.3f ms/token | %.4f%% | %.4f%%–%.4f%% | %s |\n",
 			1e3*med(on, arm.accounted), 100*bench.Median(rs), 100*lo, 100*hi, verdict(lo, hi, bound))
+		// And against the target's CPU time without: each of its threads pays the probes it
+		// hits, and spins at the next barrier while a partner waits for the collector.
+		rs = perRound(func(on, off arm) float64 { return on.accounted() / (off.cpu / float64(off.tokens)) })
+		lo, hi = bench.MedianInterval(rs)
+		fmt.Fprintf(&b, "| accounted cost, share of the target's CPU | — | %.3f ms/token | %.4f%% | %.4f%%–%.4f%% | %s |\n",
+			1e3*med(on, arm.accounted), 100*bench.Median(rs), 100*lo, 100*hi, verdict(lo, hi, bound))
 	}
 	perTok := func(f func(arm) float64) func(arm) float64 {
 		return func(a arm) float64 { return f(a) / float64(a.tokens) }

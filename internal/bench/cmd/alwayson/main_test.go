@@ -48,7 +48,9 @@ func TestE2EAlwaysOn(t *testing.T) {
 	if sm == nil || sm[1] == "0" || sm[3] != "0" {
 		t.Errorf("the target's samples in the uprobe path, with the collector and without: %v", sm)
 	}
-	if !strings.Contains(report, "| accounted cost, share of decode |") {
-		t.Errorf("no accounted cost in the report:\n%s", report)
+	for _, row := range []string{"| accounted cost, share of decode |", "| accounted cost, share of the target's CPU |"} {
+		if !strings.Contains(report, row) {
+			t.Errorf("no %q row in the report:\n%s", row, report)
+		}
 	}
 }
