@@ -10,6 +10,7 @@
 #                         peer, PAIRS (8) alternating rounds; report in build/bench.md (needs root)
 #   make bench-report     time `profinfer report` on a 1 GB input (throughput, peak RSS)
 #   make check-generated  fail if generated files differ from what is committed
+#   make check-format     fail if committed Go code is not gofmt-formatted
 
 GO    ?= go
 TOOL  := $(GO) tool -modfile=tools/go.mod
@@ -24,7 +25,7 @@ PAIRS ?= 8
 # otlpencodingextension, which the module proxy does not serve).
 GOFLAGS_E := GOFLAGS="$$($(GO) env GOFLAGS) -e"
 
-.PHONY: all generate build build-amd64 build-arm64 run testenv test bench bench-report check-generated clean
+.PHONY: all generate build build-amd64 build-arm64 run testenv test bench bench-report check-generated check-format clean
 
 all: build
 
@@ -73,6 +74,10 @@ check-generated: generate
 		git status --porcelain -- internal/metadata viewexporter bpf documentation.md internal/page/assets; \
 		exit 1; \
 	fi
+
+check-format:
+	@unformatted=$$(git ls-files -z '*.go' | xargs -0 gofmt -l); \
+	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted; run gofmt -w:"; echo "$$unformatted"; exit 1; fi
 
 clean:
 	rm -rf build bin

@@ -257,7 +257,7 @@ func TestE2EOldStaticBuilds(t *testing.T) {
 			time.Sleep(1500 * time.Millisecond)
 			traces, metrics := c.stop(t)
 			checkProfile(t, traces, metrics, 16) // the scheduler inlined the split call: each graph is its own
-			checkBenchRequests(t, traces)                 // llama_kv_cache_clear between runs
+			checkBenchRequests(t, traces)        // llama_kv_cache_clear between runs
 		})
 		t.Run(release+"/moe-q4_0", func(t *testing.T) {
 			if _, err := os.Stat(bench); err != nil {

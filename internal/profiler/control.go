@@ -28,7 +28,7 @@ const (
 	contextSeen                      // a process decodes with a new llama_context: read it
 	countThread                      // a thread came without counters: open them
 	threadStart                      // a thread started: open its counters
-	sweep                            // discovery scanned /proc: close the counters of threads gone
+	sweep                            // discovery scanned /proc: close the counters of threads gone, and idle file probes
 	deviceSeen                       // a process computed a split on another backend than the CPU
 	splitsWanted                     // a process's scheduler has a backend besides the CPU's, or is unknown
 	splitsUnwanted                   // a process's scheduler has the CPU's backend alone
@@ -105,6 +105,7 @@ func (p *Profiler) controlLoop() {
 		p.openCounters(threads)
 		if swept {
 			p.sweepCounters()
+			p.sweepPool()
 		}
 		for _, pid := range contexts {
 			p.readContext(pid)

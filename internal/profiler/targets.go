@@ -32,8 +32,8 @@ type tracked struct {
 	ctx         uint64
 	ctxFields   *ggml.Context
 	describer   *describe.Describer
-	warned      bool      // a failure to attach the node probes was logged
-	device      bool      // a split ran on a backend other than the CPU: the device probes were asked for
+	warned      bool   // a failure to attach the node probes was logged
+	device      bool   // a split ran on a backend other than the CPU: the device probes were asked for
 	schedSeen   bool   // a backend scheduler was seen made: its backends decided the split probes
 	schedAsked  bool   // a read of its scheduler's backends was asked for (AttachSchedRead), and is not done
 	multi       bool   // a scheduler with a backend besides the CPU's was seen made
@@ -204,8 +204,13 @@ func (p *Profiler) reap() {
 	for _, a := range gone {
 		p.closeLater(a)
 	}
-	// A file's probes stay for the next process that maps it, for a while; those past
-	// it go as another process exits, or with the collector.
+	p.sweepPool()
+}
+
+// sweepPool removes the files' probes that no process held for probe.Linger: a file's
+// probes stay for the next process that maps it, for a while, and go as another process
+// exits, at discovery's next scan of /proc, or with the collector.
+func (p *Profiler) sweepPool() {
 	if idle := p.pool.Sweep(time.Now()); len(idle) > 0 {
 		p.closeLater(idle)
 	}
