@@ -347,10 +347,10 @@ var retired = map[watch.Kind]string{
 	watch.Execed: "target replaced its image; probes detached",
 }
 
-// gather is how long notices are left to gather after a read that found some, before the
-// next read: a burst of execs (a shell loop, health checks that run curl) then costs the
-// collector a wakeup a gather, not one a notice, of which an exec gives two or three. It
-// delays a look at a process by as much at most, on top of watch.Settle.
+// gather is how long notices are left to gather after a notice woke the watcher, before
+// it reads them: a burst of execs (a shell loop, health checks that run curl) then costs
+// the collector two wakeups a gather, not one a notice, of which an exec gives two or
+// three. It delays a look at a process by as much at most, on top of watch.Settle.
 const gather = 50 * time.Millisecond
 
 // Watch runs discovery from the kernel hooks' notices, with a full scan of /proc every
@@ -362,7 +362,7 @@ func (r *Registry) Watch(w *watch.Watcher, interval time.Duration) {
 	var (
 		queue watch.Queue
 		got   []watch.Notice
-		next  time.Time // while notices come, when to read them again
+		next  time.Time // after a notice woke the watcher, when to read what came since
 		err   error
 	)
 	for {
@@ -370,9 +370,10 @@ func (r *Registry) Watch(w *watch.Watcher, interval time.Duration) {
 		if due := queue.Next(); !due.IsZero() && due.Before(scan) {
 			deadline = due
 		}
+		gathered := false
 		if wait := time.Until(next); wait > 0 {
 			time.Sleep(wait)
-			deadline = time.Now() // what came meanwhile, without waiting
+			deadline, gathered = time.Now(), true // what came meanwhile, without waiting
 		}
 		got, err = w.Read(deadline, got[:0])
 		switch {
@@ -382,7 +383,7 @@ func (r *Registry) Watch(w *watch.Watcher, interval time.Duration) {
 			r.log.Warn("reading process notices", zap.Error(err))
 		}
 		next = time.Time{}
-		if len(got) > 0 {
+		if len(got) > 0 && !gathered { // a notice woke the watcher: let the rest gather
 			next = time.Now().Add(gather)
 		}
 		now := r.now()

@@ -14,7 +14,7 @@ const Settle = 150 * time.Millisecond
 // Queue holds the processes noticed, each until Settle after its last notice. It is not
 // safe for concurrent use.
 type Queue struct {
-	waiting []waiting // in the order noticed, so also by due
+	waiting []waiting // in the order of their last notices, so also by due
 }
 
 type waiting struct {
@@ -22,8 +22,10 @@ type waiting struct {
 	due time.Time
 }
 
-// Add notes that process pid was noticed at now.
+// Add notes that process pid was noticed at now: it waits from now, and leaves its place
+// if it was waiting, so that no wakeup comes for the earlier due time.
 func (q *Queue) Add(pid int, now time.Time) {
+	q.waiting = slices.DeleteFunc(q.waiting, func(w waiting) bool { return w.pid == pid })
 	q.waiting = append(q.waiting, waiting{pid, now.Add(Settle)})
 }
 
@@ -35,18 +37,15 @@ func (q *Queue) Next() time.Time {
 	return q.waiting[0].due
 }
 
-// Due removes and returns the processes due at now, each once: one noticed again since
-// waits for its later notice.
+// Due removes and returns the processes due at now.
 func (q *Queue) Due(now time.Time) []int {
 	n := 0
 	for n < len(q.waiting) && !now.Before(q.waiting[n].due) {
 		n++
 	}
 	var due []int
-	for i, w := range q.waiting[:n] {
-		if !slices.ContainsFunc(q.waiting[i+1:], func(l waiting) bool { return l.pid == w.pid }) {
-			due = append(due, w.pid)
-		}
+	for _, w := range q.waiting[:n] {
+		due = append(due, w.pid)
 	}
 	q.waiting = append(q.waiting[:0], q.waiting[n:]...)
 	return due

@@ -19,8 +19,8 @@ func TestQueueSettlesEachProcess(t *testing.T) {
 	q.Add(1, at(0))
 	q.Add(2, at(100))
 	q.Add(1, at(120)) // 1 again: it waits from here
-	if next := q.Next(); next != at(150) {
-		t.Errorf("next %v, want the first notice's due time", next)
+	if next := q.Next(); next != at(250) {
+		t.Errorf("next %v, want 2's due time (1 was noticed again: it waits from its second notice)", next)
 	}
 	if due := q.Due(at(150)); len(due) != 0 {
 		t.Errorf("due at 150 ms: %v, want none (1 was noticed again, 2 is not settled)", due)
