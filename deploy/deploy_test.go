@@ -66,7 +66,7 @@ func strs(v any) []string {
 }
 
 // The capabilities granted, exactly: each is needed (README, deploy/kubernetes).
-var caps = []string{"BPF", "PERFMON", "SYS_PTRACE"}
+var caps = []string{"BPF", "PERFMON", "SYS_PTRACE", "SYS_NICE"}
 
 func TestDaemonSet(t *testing.T) {
 	d := docs(t, "kubernetes/daemonset.yaml")

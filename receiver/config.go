@@ -29,6 +29,8 @@ const (
 	defaultCollectionInterval = 10 * time.Second
 	defaultRingBufferSize     = 8 << 20 // 8 MiB
 	minRingBufferSize         = 4096
+	defaultTimerSlack         = 4 * time.Millisecond
+	maxTimerSlack             = 100 * time.Millisecond
 )
 
 // Config defines the configuration of the profinfer receiver.
@@ -63,6 +65,12 @@ type Config struct {
 	// ErrorMode is "ignore" (log attach errors and keep serving the other
 	// targets) or "propagate" (Start fails).
 	ErrorMode ErrorMode `mapstructure:"error_mode"`
+	// TimerSlack is how late the kernel may fire the collector's timers, every thread's
+	// (internal/timerslack): with the default 50 µs, the Go runtime's monitor wakes on
+	// the model's cores every 70 µs while the collector works. The collector's process
+	// is the receiver's: the setting is its, for every component in it. Threads other
+	// than the one starting the receiver need CAP_SYS_NICE; 0 leaves the slack alone.
+	TimerSlack time.Duration `mapstructure:"timer_slack"`
 
 	metadata.MetricsBuilderConfig `mapstructure:",squash"`
 }
@@ -150,6 +158,7 @@ func createDefaultConfig() component.Config {
 		Layers:               LayersConfig{Application: true, Runtime: true},
 		RingBufferSize:       defaultRingBufferSize,
 		ErrorMode:            ErrorModeIgnore,
+		TimerSlack:           defaultTimerSlack,
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
 	}
 }
@@ -203,6 +212,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ErrorMode != ErrorModeIgnore && c.ErrorMode != ErrorModePropagate {
 		errs = errors.Join(errs, fmt.Errorf("error_mode must be %q or %q, got %q", ErrorModeIgnore, ErrorModePropagate, c.ErrorMode))
+	}
+	if c.TimerSlack < 0 || c.TimerSlack > maxTimerSlack {
+		errs = errors.Join(errs, fmt.Errorf("timer_slack must be between 0 (left alone) and %s, got %s", maxTimerSlack, c.TimerSlack))
 	}
 	if len(c.Counters) > perfcount.PerThread {
 		errs = errors.Join(errs, fmt.Errorf("counters: at most %d, got %d", perfcount.PerThread, len(c.Counters)))

@@ -102,6 +102,14 @@ func TestLoadConfig(t *testing.T) {
 			expectedErr: `error_mode must be "ignore" or "propagate", got "panic"`,
 		},
 		{
+			id:          component.NewIDWithName(metadata.Type, "negative_timer_slack"),
+			expectedErr: "timer_slack must be between 0 (left alone) and 100ms, got -1ms",
+		},
+		{
+			id:          component.NewIDWithName(metadata.Type, "long_timer_slack"),
+			expectedErr: "timer_slack must be between 0 (left alone) and 100ms, got 1s",
+		},
+		{
 			id:          component.NewIDWithName(metadata.Type, "bad_node_mode"),
 			expectedErr: `nodes.mode must be "off", "sampled" or "all", got "every"`,
 		},

@@ -340,6 +340,9 @@ service:
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond)
+	// The capabilities let it set its runtime's threads' slack, not only its own.
+	agent, _ := strconv.Atoi(pm.run(t, ctx, "inspect", "--format", "{{.State.Pid}}", id))
+	checkTimerSlack(t, agent)
 	pm.run(t, ctx, "stop", "-t", "10", id)
 	logs := pm.logs(t, ctx, id)
 	if !strings.Contains(logs, "attached") {

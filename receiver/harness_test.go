@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/dag"
 	"github.com/profinfer/profinfer/internal/testbench"
+	"github.com/profinfer/profinfer/internal/timerslack"
 )
 
 // collector is a running bin/otelcol-profinfer writing OTLP JSON lines to a file.
@@ -113,6 +115,22 @@ func runCollector(t *testing.T, ctx context.Context, cfg string) *testbench.Proc
 		time.Sleep(50 * time.Millisecond)
 	}
 	return p
+}
+
+// checkTimerSlack checks that every thread of the collector pid has the default
+// timer_slack, those its runtime started since the receiver's Start among them.
+func checkTimerSlack(t *testing.T, pid int) {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		tid, _ := strconv.Atoi(e.Name())
+		if got, err := timerslack.Of(tid); err != nil || got != defaultTimerSlack {
+			t.Errorf("collector %d, thread %d of %d: timer slack %s (%v), want %s", pid, tid, len(ents), got, err, defaultTimerSlack)
+		}
+	}
 }
 
 // stop ends the collector, which flushes, and reads everything it exported.

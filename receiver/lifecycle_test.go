@@ -98,6 +98,7 @@ func TestE2ERestartedServer(t *testing.T) {
 		t.Logf("round %d: pid %d attached %s after start, detached %s after stop", round, s.PID(), after, gone)
 	}
 	time.Sleep(1500 * time.Millisecond) // a metrics export after the last exit
+	checkTimerSlack(t, c.proc.PID())
 	traces, metrics := c.stop(t)
 	if n, ok := lastGauge(metrics, "profinfer.probes.attached"); !ok || n != 0 {
 		t.Errorf("profinfer.probes.attached = %d (exported: %v) after every target exited, want 0", n, ok)

@@ -58,8 +58,9 @@ func (r *profinferReceiver) profilerConfig() profiler.Config {
 		RingBufferSize:     c.RingBufferSize,
 		Layers: probe.Layers{Application: c.Layers.Application, Runtime: c.Layers.Runtime, Barriers: c.Nodes.Barriers,
 			Scheduler: c.Layers.Scheduler},
-		Propagate: c.ErrorMode == ErrorModePropagate,
-		Metrics:   c.MetricsBuilderConfig,
+		Propagate:  c.ErrorMode == ErrorModePropagate,
+		TimerSlack: c.TimerSlack,
+		Metrics:    c.MetricsBuilderConfig,
 		Roofline: profiler.Roofline{Enabled: c.Roofline.Enabled, Probe: c.Roofline.ProbeDuration, StateFile: c.Roofline.StateFile,
 			Peaks: roofline.Peaks{FLOPS: c.Roofline.PeakFLOPS, Bandwidth: c.Roofline.PeakBandwidth}},
 	}

@@ -5,6 +5,7 @@ package profiler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ import (
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/ringread"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/timerslack"
 	"github.com/profinfer/profinfer/internal/watch"
 	"github.com/profinfer/profinfer/internal/window"
 )
@@ -62,7 +64,8 @@ type Config struct {
 	SampleEvery        int // spans for every Nth graph-bearing decode
 	RingBufferSize     int
 	Layers             probe.Layers
-	Propagate          bool // fail Start on the first target error
+	Propagate          bool          // fail Start on the first target error
+	TimerSlack         time.Duration // the process's threads' timer slack; 0: left alone
 	Metrics            metadata.MetricsBuilderConfig
 	Roofline           Roofline
 	// Counters are read on every thread at node boundaries; those the machine lacks are
@@ -157,6 +160,7 @@ func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics cons
 // Start loads the eBPF programs, attaches to the targets present now and starts the
 // background loops. Errors about single targets fail Start only when cfg.Propagate is set.
 func (p *Profiler) Start(ctx context.Context) error {
+	slackSet := p.setTimerSlack() // first: the start's own work wakes the runtime's monitor too
 	reg, err := registry.New(registry.Config{Targets: p.cfg.Targets, Root: "/proc",
 		Application: p.cfg.Layers.Application, Propagate: p.cfg.Propagate}, p, p.log)
 	if err != nil {
@@ -169,6 +173,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 	if err := p.load(types); err != nil {
 		return err
 	}
+	slackSet() // once profinfer has what it needs, not before a privilege error
 	var real unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &real)
 	roofs := p.roofs()
@@ -247,6 +252,27 @@ func (p *Profiler) load(types *btf.Cache) error {
 		return fmt.Errorf("profinfer: %w", err)
 	}
 	return nil
+}
+
+// setTimerSlack gives the collector's threads cfg.TimerSlack (internal/timerslack), and
+// returns what logs the outcome.
+func (p *Profiler) setTimerSlack() (report func()) {
+	if p.cfg.TimerSlack <= 0 {
+		return func() {}
+	}
+	set, threads, err := timerslack.Set(p.cfg.TimerSlack)
+	fields := []zap.Field{zap.Duration("timer_slack", p.cfg.TimerSlack), zap.Int("threads_set", set), zap.Int("threads", threads)}
+	return func() {
+		switch {
+		case err == nil:
+			p.log.Debug("timer slack set", fields...)
+		case errors.Is(err, timerslack.ErrPrivilege):
+			p.log.Info("timer slack set on part of the collector's threads: the others keep the kernel's default and wake more often on the model's cores",
+				append(fields, zap.Error(err))...)
+		default:
+			p.log.Warn("timer slack not set", append(fields, zap.Error(err))...)
+		}
+	}
 }
 
 // detectCounters keeps the configured perf counters this machine has, and says once
