@@ -157,6 +157,13 @@ func (s *Spans) scope(td ptrace.Traces, p *Origin) ptrace.SpanSlice {
 	return ss.Spans()
 }
 
+// decodeAttrs and graphAttrs are the most attributes a decode span and a graph span without
+// node spans get, so that each map is allocated once: every token makes one of each.
+const (
+	decodeAttrs = 8
+	graphAttrs  = 9
+)
+
 // Decode appends a llama_decode span, its graph spans and their node spans to td, and
 // returns the decode span, for the requests it carried to link to.
 func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) requests.Link {
@@ -165,6 +172,7 @@ func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) requests
 	trace := s.traceID()
 	s.begin(sp, trace, pcommon.NewSpanIDEmpty(), "llama_decode", d.Start, d.End)
 	a := sp.Attributes()
+	a.EnsureCapacity(decodeAttrs)
 	a.PutInt("llama.batch.tokens", int64(d.Tokens))
 	a.PutStr("llama.phase", Phase(d.Tokens))
 	a.PutInt("llama.decode.result", int64(d.Result))
@@ -212,6 +220,7 @@ func enclosing(parent pcommon.SpanID, ids []pcommon.SpanID, extent func(int) (ui
 func (s *Spans) split(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, sl *assemble.Split) pcommon.SpanID {
 	s.begin(sp, trace, parent, "ggml.backend.graph_compute", sl.Start, sl.End)
 	a := sp.Attributes()
+	a.EnsureCapacity(3)
 	a.PutStr("ggml.backend", sl.Backend)
 	a.PutInt("ggml.graph.nodes", int64(sl.NNodes))
 	a.PutInt("thread.id", int64(sl.TID))
@@ -314,6 +323,7 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 	sp := spans.AppendEmpty()
 	s.begin(sp, trace, parent, "ggml.graph_compute", g.Start, g.End)
 	a := sp.Attributes()
+	a.EnsureCapacity(graphAttrs)
 	a.PutInt("ggml.graph.nodes", int64(g.NNodes))
 	a.PutBool("ggml.graph.traced", g.Traced)
 	if g.Traced {

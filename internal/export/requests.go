@@ -39,6 +39,8 @@ func putBatch(a pcommon.Map, b *events.Batch) {
 	}
 	ids := a.PutEmptySlice("llama.batch.seq_ids")
 	toks := a.PutEmptySlice("llama.batch.seq_tokens")
+	ids.EnsureCapacity(b.N)
+	toks.EnsureCapacity(b.N)
 	for _, s := range b.Sequences() {
 		ids.AppendEmpty().SetInt(int64(s.Seq))
 		toks.AppendEmpty().SetInt(int64(s.Tokens))
