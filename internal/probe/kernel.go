@@ -12,6 +12,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
+
+	"github.com/profinfer/profinfer/internal/caps"
 )
 
 // Kernel is what the running kernel offers the programs, found by probing its features,
@@ -131,13 +133,12 @@ const BoundedBatch = 2048
 // Privileged says whether this process may load eBPF programs and attach uprobes: root's
 // CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON (Linux 5.8).
 func Privileged() bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
+	admin, known := caps.Have(unix.CAP_SYS_ADMIN)
+	if !known {
 		return true // cannot tell: let the kernel say
 	}
-	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
-	return has(unix.CAP_SYS_ADMIN) || has(unix.CAP_BPF) && has(unix.CAP_PERFMON)
+	bpf, _ := caps.Have(unix.CAP_BPF, unix.CAP_PERFMON)
+	return admin || bpf
 }
 
 func release() string {

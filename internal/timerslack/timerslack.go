@@ -19,10 +19,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/profinfer/profinfer/internal/caps"
 )
 
 // ErrPrivilege is why threads other than the caller keep their slack: setting another
-// thread's needs CAP_SYS_NICE.
+// thread's needs CAP_SYS_NICE, which this process lacks.
 var ErrPrivilege = errors.New("setting another thread's timer slack needs CAP_SYS_NICE")
 
 // Set gives every thread of this process slack, and so the threads they start from
@@ -65,13 +67,22 @@ func Set(slack time.Duration) (set, threads int, err error) {
 				set++
 			case errors.Is(werr, os.ErrNotExist): // the thread is gone
 			case errors.Is(werr, os.ErrPermission):
-				err = ErrPrivilege
+				err = denied(werr)
 			default:
 				err = fmt.Errorf("timer slack of thread %d: %w", tid, werr)
 			}
 		}
 	}
 	return set, threads, err
+}
+
+// denied is why a write the kernel refused was: the missing capability, else what it said
+// (a security module's refusal).
+func denied(werr error) error {
+	if nice, known := caps.Have(unix.CAP_SYS_NICE); known && !nice {
+		return ErrPrivilege
+	}
+	return fmt.Errorf("timer slack refused with CAP_SYS_NICE held: %w", werr)
 }
 
 // Of returns thread tid's timer slack, as /proc sees it.
