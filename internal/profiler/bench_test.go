@@ -3,16 +3,9 @@ package profiler
 import (
 	"testing"
 
-	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/receiver/receivertest"
-
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/export"
-	"github.com/profinfer/profinfer/internal/metadata"
-	"github.com/profinfer/profinfer/internal/requests"
-	"github.com/profinfer/profinfer/internal/roofline"
 )
 
 // BenchmarkToken is the reader's work for a token of llama-server under the default
@@ -20,12 +13,7 @@ import (
 // counted, made spans and followed for its request, and a second's spans handed over
 // every 60 tokens.
 func BenchmarkToken(b *testing.B) {
-	set := receivertest.NewNopSettings(metadata.Type)
-	ctr := export.NewCounters(nil)
-	p := &Profiler{cfg: Config{SampleEvery: 1}, log: set.Logger, traces: new(consumertest.TracesSink),
-		tracked: map[int]*tracked{}, reqs: requests.New(uint64(requestIdle)), pending: ptrace.NewTraces(), out: make(chan ptrace.Traces, 1),
-		spans: export.NewSpans(export.Clock{}, false, roofline.Peaks{}, ctr),
-		acc:   export.NewMetrics(metadata.DefaultMetricsBuilderConfig(), set, roofline.Roofs{}, ctr)}
+	p := sinkProfiler(false)
 	p.asm = assemble.New(sink{p})
 	p.tracked[7] = &tracked{proc: export.Origin{PID: 7, Exe: "/usr/bin/llama-server"}}
 	batch := events.Batch{N: 1}

@@ -14,16 +14,22 @@ import (
 	"github.com/profinfer/profinfer/internal/roofline"
 )
 
+// sinkProfiler is a profiler with what its sink needs, and no kernel: spans, metrics,
+// requests and a queue of 64 batches for the pipeline; node spans if nodeSpans.
+func sinkProfiler(nodeSpans bool) *Profiler {
+	set := receivertest.NewNopSettings(metadata.Type)
+	ctr := export.NewCounters(nil)
+	return &Profiler{cfg: Config{SampleEvery: 1}, log: set.Logger, traces: new(consumertest.TracesSink),
+		tracked: map[int]*tracked{}, reqs: requests.New(uint64(requestIdle)), pending: ptrace.NewTraces(), out: make(chan ptrace.Traces, 64),
+		spans: export.NewSpans(export.Clock{}, nodeSpans, roofline.Peaks{}, ctr),
+		acc:   export.NewMetrics(metadata.DefaultMetricsBuilderConfig(), set, roofline.Roofs{}, ctr)}
+}
+
 // While a process's new context is read, its decodes wait, up to maxHeld; past it they
 // are exported without waiting, and the release once it is read exports every held one.
 // No kernel needed.
 func TestHeldDecodesBounded(t *testing.T) {
-	set := receivertest.NewNopSettings(metadata.Type)
-	ctr := export.NewCounters(nil)
-	p := &Profiler{cfg: Config{SampleEvery: 1}, log: set.Logger, traces: new(consumertest.TracesSink),
-		tracked: map[int]*tracked{}, reqs: requests.New(uint64(requestIdle)), pending: ptrace.NewTraces(), out: make(chan ptrace.Traces, 64),
-		spans: export.NewSpans(export.Clock{}, true, roofline.Peaks{}, ctr),
-		acc:   export.NewMetrics(metadata.DefaultMetricsBuilderConfig(), set, roofline.Roofs{}, ctr)}
+	p := sinkProfiler(true)
 	tr := &tracked{proc: export.Origin{PID: 7, Exe: "/usr/bin/llama-server"}, looking: true}
 	p.tracked[7] = tr
 	s := sink{p}
