@@ -48,6 +48,10 @@ enum kind {
 	EV_TIMED_NODE = 19,
 	EV_DEVICE_TIMES = 20,
 	EV_SCHED_NEW = 21,
+	EV_STEP_ENTER = 22,
+	EV_STEP_EXIT = 23,
+	EV_JOB_ENTER = 24,
+	EV_JOB_EXIT = 25,
 };
 
 /* Flags on events. */
@@ -502,7 +506,7 @@ static __always_inline void fill(struct event *e, u16 kind, u64 a, u64 b, u16 it
  * scheduler may want the split probes placed before its first decode. */
 static __always_inline u64 submit_flags(struct event *e)
 {
-	if (e->kind == EV_GRAPH_EXIT || e->kind == EV_DECODE_EXIT)
+	if (e->kind == EV_GRAPH_EXIT || e->kind == EV_DECODE_EXIT || e->kind == EV_STEP_EXIT)
 		return window_wakeup(e->pid, e->kind == EV_GRAPH_EXIT);
 	if (e->kind == EV_SCHED_NEW)
 		return BPF_RB_FORCE_WAKEUP;
@@ -1010,6 +1014,86 @@ int sched_read(struct pt_regs *ctx)
 	s32 n = 0;
 	bpf_probe_read_user(&n, sizeof(n), (void *)PT_REGS_PARM1(ctx) + sched_n_backends_off);
 	return emit(EV_SCHED_NEW, (u64)n, 0, 0, 0, 0);
+}
+
+/* The application layer of the runtimes whose unit of work is not llama_decode: each of
+ * their scheduler's computations is a step (whisper.cpp's encoder and decoder passes, the
+ * forward batches of Ollama's own engine, any other GGML program's graphs), and whisper's
+ * transcription is the job the steps belong to. Placed only on such processes: in
+ * llama.cpp the step is the decode's, and its probes would cost every token two traps. */
+
+/* ggml_backend_sched_graph_compute_async(sched, graph): a step begins (EV_STEP_ENTER). a is
+ * the graph, b the scheduler, ith its backends, nth the graph's nodes (at most 0xffff);
+ * the graph's first node is described: a runtime tells its graphs apart by the node they
+ * begin with (whisper's decoder by the GET_ROWS of its tokens' embeddings), and a batch's
+ * tokens by the rows that node gets. */
+SEC("uprobe/ggml_backend_sched_graph_compute_async")
+int step_enter(struct pt_regs *ctx)
+{
+	if (untraced())
+		return 0;
+	void *sched = (void *)PT_REGS_PARM1(ctx);
+	void *graph = (void *)PT_REGS_PARM2(ctx);
+	struct detail *d = bpf_ringbuf_reserve(&events, sizeof(*d), 0);
+	if (!d) {
+		dropped();
+		return 0;
+	}
+	s32 n = 0, backends = 0;
+	void **nodes = 0;
+	void *first = 0;
+	bpf_probe_read_user(&n, sizeof(n), graph + graph_nnodes_off);
+	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nodes_off);
+	bpf_probe_read_user(&backends, sizeof(backends), sched + sched_n_backends_off);
+	if (n > 0 && nodes)
+		bpf_probe_read_user(&first, sizeof(first), nodes);
+	fill(&d->ev, EV_STEP_ENTER, (u64)graph, (u64)sched, (u16)backends, n > 0xffff ? 0xffff : (u16)(n > 0 ? n : 0), 0);
+	__builtin_memset(&d->counters, 0, sizeof(d->counters));
+	if (first) {
+		void *ids = 0;
+		s64 rows = 0;
+		describe(d, first, &ids, &rows);
+	} else {
+		__builtin_memset(d->tensor, 0, sizeof(d->tensor));
+		__builtin_memset(d->src, 0, sizeof(d->src));
+		__builtin_memset(d->src_view, 0, sizeof(d->src_view));
+	}
+	bpf_ringbuf_submit(d, wakeup());
+	return 0;
+}
+
+SEC("uretprobe/ggml_backend_sched_graph_compute_async")
+int step_exit(struct pt_regs *ctx)
+{
+	if (untraced())
+		return 0;
+	return emit(EV_STEP_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, 0, 0);
+}
+
+/* whisper_full_with_state(ctx, state, params, samples, n_samples): a transcription of
+ * n_samples of 16 kHz audio, a; b is the whisper_context, whose hyperparameters user space
+ * reads once. The parameters, a struct too large for registers, are passed in memory on
+ * x86-64, and by a pointer in x2 on arm64. */
+#if defined(__TARGET_ARCH_arm64)
+#define JOB_SAMPLES(ctx) PT_REGS_PARM5(ctx)
+#else
+#define JOB_SAMPLES(ctx) PT_REGS_PARM4(ctx)
+#endif
+
+SEC("uprobe/whisper_full_with_state")
+int job_enter(struct pt_regs *ctx)
+{
+	if (untraced())
+		return 0;
+	return emit(EV_JOB_ENTER, (u64)(s32)JOB_SAMPLES(ctx), PT_REGS_PARM1(ctx), 0, 0, 0);
+}
+
+SEC("uretprobe/whisper_full_with_state")
+int job_exit(struct pt_regs *ctx)
+{
+	if (untraced())
+		return 0;
+	return emit(EV_JOB_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, 0, 0);
 }
 
 /* The backend's own synchronize(backend), or ggml_backend_synchronize(backend): the CPU

@@ -110,6 +110,10 @@ const (
 	ProfinferKindEV_TIMED_NODE   ProfinferKind = 19
 	ProfinferKindEV_DEVICE_TIMES ProfinferKind = 20
 	ProfinferKindEV_SCHED_NEW    ProfinferKind = 21
+	ProfinferKindEV_STEP_ENTER   ProfinferKind = 22
+	ProfinferKindEV_STEP_EXIT    ProfinferKind = 23
+	ProfinferKindEV_JOB_ENTER    ProfinferKind = 24
+	ProfinferKindEV_JOB_EXIT     ProfinferKind = 25
 )
 
 type ProfinferLabelSlot struct {
@@ -196,6 +200,8 @@ const (
 	ProfinferProgGraphExit          = "graph_exit"
 	ProfinferProgGraphExitBounded   = "graph_exit_bounded"
 	ProfinferProgGraphNew           = "graph_new"
+	ProfinferProgJobEnter           = "job_enter"
+	ProfinferProgJobExit            = "job_exit"
 	ProfinferProgLabelEnter         = "label_enter"
 	ProfinferProgLabelExit          = "label_exit"
 	ProfinferProgNodeEnter          = "node_enter"
@@ -209,6 +215,8 @@ const (
 	ProfinferProgSplitEnter         = "split_enter"
 	ProfinferProgSplitExit          = "split_exit"
 	ProfinferProgSplitExitBounded   = "split_exit_bounded"
+	ProfinferProgStepEnter          = "step_enter"
+	ProfinferProgStepExit           = "step_exit"
 	ProfinferProgSyncEnter          = "sync_enter"
 	ProfinferProgSyncExit           = "sync_exit"
 	ProfinferProgThreadExit         = "thread_exit"
@@ -304,6 +312,8 @@ type ProfinferProgramSpecs struct {
 	GraphExit          *ebpf.ProgramSpec `ebpf:"graph_exit"`
 	GraphExitBounded   *ebpf.ProgramSpec `ebpf:"graph_exit_bounded"`
 	GraphNew           *ebpf.ProgramSpec `ebpf:"graph_new"`
+	JobEnter           *ebpf.ProgramSpec `ebpf:"job_enter"`
+	JobExit            *ebpf.ProgramSpec `ebpf:"job_exit"`
 	LabelEnter         *ebpf.ProgramSpec `ebpf:"label_enter"`
 	LabelExit          *ebpf.ProgramSpec `ebpf:"label_exit"`
 	NodeEnter          *ebpf.ProgramSpec `ebpf:"node_enter"`
@@ -317,6 +327,8 @@ type ProfinferProgramSpecs struct {
 	SplitEnter         *ebpf.ProgramSpec `ebpf:"split_enter"`
 	SplitExit          *ebpf.ProgramSpec `ebpf:"split_exit"`
 	SplitExitBounded   *ebpf.ProgramSpec `ebpf:"split_exit_bounded"`
+	StepEnter          *ebpf.ProgramSpec `ebpf:"step_enter"`
+	StepExit           *ebpf.ProgramSpec `ebpf:"step_exit"`
 	SyncEnter          *ebpf.ProgramSpec `ebpf:"sync_enter"`
 	SyncExit           *ebpf.ProgramSpec `ebpf:"sync_exit"`
 	ThreadExit         *ebpf.ProgramSpec `ebpf:"thread_exit"`
@@ -493,6 +505,8 @@ type ProfinferPrograms struct {
 	GraphExit          *ebpf.Program `ebpf:"graph_exit"`
 	GraphExitBounded   *ebpf.Program `ebpf:"graph_exit_bounded"`
 	GraphNew           *ebpf.Program `ebpf:"graph_new"`
+	JobEnter           *ebpf.Program `ebpf:"job_enter"`
+	JobExit            *ebpf.Program `ebpf:"job_exit"`
 	LabelEnter         *ebpf.Program `ebpf:"label_enter"`
 	LabelExit          *ebpf.Program `ebpf:"label_exit"`
 	NodeEnter          *ebpf.Program `ebpf:"node_enter"`
@@ -506,6 +520,8 @@ type ProfinferPrograms struct {
 	SplitEnter         *ebpf.Program `ebpf:"split_enter"`
 	SplitExit          *ebpf.Program `ebpf:"split_exit"`
 	SplitExitBounded   *ebpf.Program `ebpf:"split_exit_bounded"`
+	StepEnter          *ebpf.Program `ebpf:"step_enter"`
+	StepExit           *ebpf.Program `ebpf:"step_exit"`
 	SyncEnter          *ebpf.Program `ebpf:"sync_enter"`
 	SyncExit           *ebpf.Program `ebpf:"sync_exit"`
 	ThreadExit         *ebpf.Program `ebpf:"thread_exit"`
@@ -529,6 +545,8 @@ func (p *ProfinferPrograms) Close() error {
 		p.GraphExit,
 		p.GraphExitBounded,
 		p.GraphNew,
+		p.JobEnter,
+		p.JobExit,
 		p.LabelEnter,
 		p.LabelExit,
 		p.NodeEnter,
@@ -542,6 +560,8 @@ func (p *ProfinferPrograms) Close() error {
 		p.SplitEnter,
 		p.SplitExit,
 		p.SplitExitBounded,
+		p.StepEnter,
+		p.StepExit,
 		p.SyncEnter,
 		p.SyncExit,
 		p.ThreadExit,

@@ -211,15 +211,36 @@ type Copy struct {
 	Queued bool
 }
 
-// Decode is one llama_decode call.
-type Decode struct {
+// StepKind is which application call a Step is.
+type StepKind uint8
+
+const (
+	// LlamaDecode is a llama_decode call: Tokens, Context and Batch are its own.
+	LlamaDecode StepKind = iota
+	// SchedCompute is a backend scheduler's computation of a graph
+	// (ggml_backend_sched_graph_compute_async), the unit of work of runtimes without
+	// llama_decode: whisper.cpp's encoder and decoder passes, Ollama's own engine's
+	// batches, any other GGML program's graphs. Head describes the graph.
+	SchedCompute
+)
+
+// Step is one unit of a runtime's work: a llama_decode call, or a scheduler's computation
+// of a graph. It holds the splits, copies and graphs computed inside it.
+type Step struct {
+	Kind       StepKind
 	PID, TID   uint32
-	Tokens     int
-	Context    uint64       // the llama_context
-	Batch      events.Batch // its tokens per sequence
+	Tokens     int          // LlamaDecode: the batch's tokens; SchedCompute: the rows its first node gets, if it gets rows
+	Context    uint64       // LlamaDecode: the llama_context
+	Batch      events.Batch // LlamaDecode: its tokens per sequence
+	Head       *Head        // SchedCompute: what the graph begins with
+	Job        *Job         // the job it is part of (whisper's transcription), or nil
 	Start, End uint64
 	Result     int
-	// Dropped says that records of the decode were lost: it reaches the sink only for
+	// Name, Phase and Stage are what the process's runtime calls a SchedCompute step, the
+	// phase its graphs are folded into, and which of the runtime's graphs it computed
+	// (whisper.cpp: whisper.encode, encode, conv); set by the sink before it exports it.
+	Name, Phase, Stage string
+	// Dropped says that records of the step were lost: it reaches the sink only for
 	// its batch and times, with nothing below it.
 	Dropped bool
 	Splits  []Split
@@ -227,20 +248,54 @@ type Decode struct {
 	Graphs  []*Graph
 }
 
+// Head is what a scheduler's computation begins with: its graph and scheduler, and the
+// graph's first node, described. A runtime tells its graphs apart by it, and a batch's
+// tokens by the rows the node gets.
+type Head struct {
+	Graph, Sched    uint64
+	Nodes, Backends int
+	First           *NodeInfo // nil where it could not be read
+}
+
+// Job is a runtime's unit of work over many steps: whisper.cpp's transcription
+// (whisper_full_with_state).
+type Job struct {
+	PID, TID   uint32
+	Samples    int    // audio samples given, 16 kHz
+	Context    uint64 // the whisper_context
+	Start, End uint64
+	Result     int
+	Dropped    bool // records of it were lost
+	lost       uint64
+	// Phases sums its steps' time and count by phase, as the sink named them.
+	Phases map[string]JobPhase
+	// Trace and Span identify its span, set by whoever exports a span inside it first.
+	Trace [16]byte
+	Span  [8]byte
+}
+
+// JobPhase is the steps of one phase inside a job.
+type JobPhase struct {
+	Steps int
+	NS    uint64
+}
+
 // Sink receives what the assembler finishes.
 type Sink interface {
-	// Decode is called when llama_decode returns, with the graphs it computed.
-	Decode(*Decode)
-	// Graph is called for a graph computed outside any llama_decode (e.g. by an RPC
-	// server or a binding that drives ggml directly).
+	// Step is called when a step returns, with the graphs it computed.
+	Step(*Step)
+	// Graph is called for a graph computed outside any step (e.g. by an RPC server).
 	Graph(*Graph)
+	// Job is called when a job returns, after the steps inside it.
+	Job(*Job)
 }
 
 // Stats counts what could not be assembled.
 type Stats struct {
 	OrphanEvents  uint64 // node or barrier events with no graph open
 	DroppedGraphs uint64 // graphs not delivered: records of theirs were lost, or their process exited
-	DroppedDecode uint64 // decodes not delivered, likewise
+	DroppedDecode uint64 // steps not delivered, likewise
+	DroppedJobs   uint64 // jobs whose exit was lost
 	PartialGraphs uint64 // graphs whose nodes were dropped: the node probes came or went mid-graph, or their window was full
 }
 
@@ -278,11 +333,12 @@ func (c *counting) read(v *events.Counters) (d *events.Counters) {
 }
 
 type process struct {
-	decode *Decode
+	decode *Step // the open step
+	job    *Job  // the open job
 	split  *Split
 	// held is the last decode, kept from the sink while a device computes its splits:
 	// the CPU's wait for them ends them, or the next decode sends it as it is.
-	held    *Decode
+	held    *Step
 	wait    *backendWait
 	copy    *Copy
 	graph   *Graph
@@ -340,21 +396,47 @@ func (a *Assembler) proc(pid uint32) *process {
 	return p
 }
 
-// DecodeEnter starts a llama_decode of tokens tokens. A decode still open lost its exit.
+// DecodeEnter starts a llama_decode of tokens tokens. A step still open lost its exit.
 func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int, ctx uint64, batch *events.Batch) {
+	p := a.enter(pid)
+	p.decode = &Step{PID: pid, TID: tid, Tokens: tokens, Context: ctx, Start: ts, Job: p.job}
+	if batch != nil {
+		p.decode.Batch = *batch
+	}
+}
+
+// StepEnter starts a scheduler's computation of the graph head describes. Inside a
+// llama_decode (a process whose runtime is probed for both) it is the decode's own, and
+// adds nothing.
+func (a *Assembler) StepEnter(pid, tid uint32, ts uint64, head *Head) {
+	if p := a.procs[pid]; p != nil && p.decode != nil && p.decode.Kind == LlamaDecode && p.decode.TID == tid {
+		return
+	}
+	p := a.enter(pid)
+	p.decode = &Step{Kind: SchedCompute, PID: pid, TID: tid, Head: head, Tokens: head.tokens(), Start: ts, Job: p.job}
+}
+
+// tokens are the rows a computation's first node gets, when it gets rows (GET_ROWS of a
+// token embedding, by the batch's token ids): the batch's tokens. 0 otherwise.
+func (h *Head) tokens() int {
+	if h.First == nil || h.First.Op != "GET_ROWS" || len(h.First.Srcs) < 2 {
+		return 0
+	}
+	return int(h.First.Srcs[1].Shape[0])
+}
+
+// enter readies process pid for a step's entry: one still open lost its exit.
+func (a *Assembler) enter(pid uint32) *process {
 	p := a.proc(pid)
 	if p.decode != nil {
 		a.dropDecode(p.decode)
 	}
 	a.release(p)
 	a.settle(p)
-	p.decode = &Decode{PID: pid, TID: tid, Tokens: tokens, Context: ctx, Start: ts}
-	if batch != nil {
-		p.decode.Batch = *batch
-	}
+	return p
 }
 
-// Decoding says whether process pid is inside a llama_decode.
+// Decoding says whether process pid is inside a step.
 func (a *Assembler) Decoding(pid uint32) bool {
 	p := a.procs[pid]
 	return p != nil && p.decode != nil
@@ -363,9 +445,21 @@ func (a *Assembler) Decoding(pid uint32) bool {
 // DecodeExit finishes the open llama_decode. lost is the count of the process's lost
 // records: if it grew since the last exit, the decode is dropped whole.
 func (a *Assembler) DecodeExit(pid, tid uint32, ts uint64, result int, lost uint64) {
+	a.exit(pid, tid, LlamaDecode, ts, result, lost)
+}
+
+// StepExit finishes the open scheduler's computation, as DecodeExit a decode.
+func (a *Assembler) StepExit(pid, tid uint32, ts uint64, result int, lost uint64) {
+	a.exit(pid, tid, SchedCompute, ts, result, lost)
+}
+
+func (a *Assembler) exit(pid, tid uint32, kind StepKind, ts uint64, result int, lost uint64) {
 	p := a.proc(pid)
 	d := p.decode
-	if d == nil || d.TID != tid {
+	if d == nil || d.TID != tid || d.Kind != kind {
+		if d != nil && d.Kind != kind {
+			return // a computation inside a decode, which its entry left out
+		}
 		p.lost = lost
 		if !p.settled { // entered before profinfer came: its graphs go with it
 			a.Stats.DroppedGraphs += uint64(len(p.loose))
@@ -379,8 +473,9 @@ func (a *Assembler) DecodeExit(pid, tid uint32, ts uint64, result int, lost uint
 		p.lost = lost
 		a.dropDecode(d)
 		// Its batch is whole, and the requests it carried still need it.
-		*d = Decode{PID: d.PID, TID: d.TID, Tokens: d.Tokens, Context: d.Context, Batch: d.Batch, Start: d.Start, End: ts, Result: result, Dropped: true}
-		a.sink.Decode(d)
+		*d = Step{Kind: d.Kind, PID: d.PID, TID: d.TID, Tokens: d.Tokens, Context: d.Context, Batch: d.Batch, Head: d.Head,
+			Job: d.Job, Start: d.Start, End: ts, Result: result, Dropped: true}
+		a.sink.Step(d)
 		return
 	}
 	d.End, d.Result = ts, result
@@ -388,18 +483,44 @@ func (a *Assembler) DecodeExit(pid, tid uint32, ts uint64, result int, lost uint
 		p.held = d
 		return
 	}
-	a.sink.Decode(d)
+	a.sink.Step(d)
+}
+
+// JobEnter starts a job of samples audio samples on whisper_context ctx. A job still
+// open lost its exit.
+func (a *Assembler) JobEnter(pid, tid uint32, ts uint64, samples int, ctx uint64) {
+	p := a.proc(pid)
+	if p.job != nil {
+		a.Stats.DroppedJobs++
+	}
+	p.job = &Job{PID: pid, TID: tid, Samples: samples, Context: ctx, Start: ts, lost: p.lost}
+}
+
+// JobExit finishes the open job, after the steps inside it: a step a device still
+// computes is sent first, as it is. lost is the count of the process's lost records: if
+// it grew since the job's entry, the job is marked dropped, as some of it was lost.
+func (a *Assembler) JobExit(pid, tid uint32, ts uint64, result int, lost uint64) {
+	p := a.proc(pid)
+	j := p.job
+	if j == nil || j.TID != tid {
+		return // entered before profinfer attached
+	}
+	p.job = nil
+	a.release(p)
+	j.End, j.Result = ts, result
+	j.Dropped = j.Dropped || lost != j.lost
+	a.sink.Job(j)
 }
 
 // release sends the held decode to the sink as it is: its device work was not seen to end.
 func (a *Assembler) release(p *process) {
 	if p.held != nil {
-		a.sink.Decode(p.held)
+		a.sink.Step(p.held)
 		p.held = nil
 	}
 }
 
-func (a *Assembler) dropDecode(d *Decode) {
+func (a *Assembler) dropDecode(d *Step) {
 	a.Stats.DroppedDecode++
 	a.Stats.DroppedGraphs += uint64(len(d.Graphs))
 }
@@ -510,7 +631,7 @@ func (a *Assembler) SyncExit(pid, tid uint32, ts uint64) {
 	}
 	p.wait = nil
 	var last *Split
-	for _, d := range [...]*Decode{p.held, p.decode} {
+	for _, d := range [...]*Step{p.held, p.decode} {
 		if d == nil {
 			continue
 		}
@@ -527,13 +648,13 @@ func (a *Assembler) SyncExit(pid, tid uint32, ts uint64) {
 		last.Bound = last.Wait < boundWait
 	}
 	if p.held != nil && !p.held.running() {
-		a.sink.Decode(p.held)
+		a.sink.Step(p.held)
 		p.held = nil
 	}
 }
 
 // running says whether a device still computes one of d's splits, as far as seen.
-func (d *Decode) running() bool {
+func (d *Step) running() bool {
 	for i := range d.Splits {
 		if d.Splits[i].Device && d.Splits[i].Done == 0 {
 			return true
@@ -645,10 +766,11 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched,
 // maxLoose bounds the graphs a process that decodes holds before its first decode.
 const maxLoose = 8
 
-// Decodes says that process pid computes its graphs in llama_decode calls, whose probes
-// are in place: until its first decode's entry, the graphs it computes outside one are
-// held, as those of a decode profinfer came in the middle of.
-func (a *Assembler) Decodes(pid uint32) { a.proc(pid).decodes = true }
+// Steps says that process pid computes its graphs inside steps (llama_decode calls, or
+// its runtime's scheduler computations), whose probes are in place: until its first
+// step's entry, the graphs it computes outside one are held, as those of a step
+// profinfer came in the middle of.
+func (a *Assembler) Steps(pid uint32) { a.proc(pid).decodes = true }
 
 // settle delivers the loose graphs p held: no decode was in flight as profinfer came.
 func (a *Assembler) settle(p *process) {
@@ -858,6 +980,9 @@ func (a *Assembler) Exit(pid uint32) {
 	if p.decode != nil {
 		a.Stats.DroppedDecode++
 		a.Stats.DroppedGraphs += uint64(len(p.decode.Graphs))
+	}
+	if p.job != nil {
+		a.Stats.DroppedJobs++
 	}
 	a.release(p)
 	a.settle(p)

@@ -11,12 +11,13 @@ import (
 )
 
 type sink struct {
-	decodes []*Decode
-	dropped []*Decode // with lost records: their batches and times alone
+	decodes []*Step
+	dropped []*Step // with lost records: their batches and times alone
 	graphs  []*Graph
+	jobs    []*Job
 }
 
-func (s *sink) Decode(d *Decode) {
+func (s *sink) Step(d *Step) {
 	if d.Dropped {
 		s.dropped = append(s.dropped, d)
 		return
@@ -24,6 +25,7 @@ func (s *sink) Decode(d *Decode) {
 	s.decodes = append(s.decodes, d)
 }
 func (s *sink) Graph(g *Graph) { s.graphs = append(s.graphs, g) }
+func (s *sink) Job(j *Job)     { s.jobs = append(s.jobs, j) }
 
 // Two threads compute three nodes; the matmul calls the barrier internally, and thread 1
 // waits at the barriers for thread 0.
@@ -95,7 +97,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 func TestLooseGraphOrphansAndExit(t *testing.T) {
 	s := &sink{}
 	a := New(s)
-	a.Decodes(7)
+	a.Steps(7)
 	a.NodesOn(7, 1, 0)
 	a.Barrier(7, 7, 1)
 	a.NodeStart(7, 7, 2, 0x1, 0, 0, nil, events.CPUSched{}, nil)
@@ -133,8 +135,8 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 func TestAttachedMidDecode(t *testing.T) {
 	s := &sink{}
 	a := New(s)
-	a.Decodes(7)
-	a.Decodes(8)
+	a.Steps(7)
+	a.Steps(8)
 	for i := range uint64(2) { // a prefill's two ubatches
 		a.GraphEnter(7, 7, 10+10*i, 0xa, 1, 1, events.ThreadsCPU{})
 		a.GraphExit(7, 7, 15+10*i, events.CPUSched{}, 0, events.ThreadsCPU{})
@@ -586,5 +588,64 @@ func TestGraphCPU(t *testing.T) {
 		if got = graph(10_120*ms, 10_130*ms, events.ThreadsCPU{Run: 200 * ms, Threads: 3}, exit); got != (GraphCPU{}) {
 			t.Fatalf("graph ending with %+v: %+v, want unknown", exit, got)
 		}
+	}
+}
+
+// A whisper.cpp transcription: a job holding scheduler computations, each holding its
+// graph; a computation of a llama_decode's own is left out; a job's exit sends a step a
+// device still computes first.
+func TestJobOfSteps(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	a.Steps(7)
+	a.JobEnter(7, 7, 10, 48000, 0xc0)
+	embd := &NodeInfo{Op: "GET_ROWS", Srcs: []Src{NewSrc("f16", [4]int64{64, 51865, 1, 1}), NewSrc("i32", [4]int64{4, 1, 1, 1})}}
+	for i, head := range []*Head{{Graph: 0xa}, {Graph: 0xb, First: embd}} {
+		ts := uint64(20 + 10*i)
+		a.StepEnter(7, 7, ts, head)
+		a.GraphEnter(7, 7, ts+1, head.Graph, 3, 1, events.ThreadsCPU{})
+		a.GraphExit(7, 7, ts+8, events.CPUSched{}, 0, events.ThreadsCPU{})
+		a.StepExit(7, 7, ts+9, 0, 0)
+	}
+	a.JobExit(7, 7, 50, 0, 0)
+	if len(s.decodes) != 2 || len(s.jobs) != 1 || len(s.graphs) != 0 {
+		t.Fatalf("%d steps, %d jobs, %d loose graphs", len(s.decodes), len(s.jobs), len(s.graphs))
+	}
+	j := s.jobs[0]
+	if j.Samples != 48000 || j.Context != 0xc0 || j.Start != 10 || j.End != 50 || j.Dropped {
+		t.Errorf("job %+v", j)
+	}
+	for i, d := range s.decodes {
+		if d.Kind != SchedCompute || d.Job != j || len(d.Graphs) != 1 || d.Graphs[0].Ptr != d.Head.Graph {
+			t.Errorf("step %d: %+v", i, d)
+		}
+	}
+	if s.decodes[0].Tokens != 0 || s.decodes[1].Tokens != 4 {
+		t.Errorf("tokens %d and %d, want 0 (no rows got) and 4 (the ids' rows)", s.decodes[0].Tokens, s.decodes[1].Tokens)
+	}
+
+	// A process probed for both: the computation inside a llama_decode is the decode's.
+	a.DecodeEnter(7, 7, 60, 1, 0, nil)
+	a.StepEnter(7, 7, 61, &Head{Graph: 0xa})
+	a.GraphEnter(7, 7, 62, 0xa, 3, 1, events.ThreadsCPU{})
+	a.GraphExit(7, 7, 63, events.CPUSched{}, 0, events.ThreadsCPU{})
+	a.StepExit(7, 7, 64, 0, 0)
+	a.DecodeExit(7, 7, 65, 0, 0)
+	if d := s.decodes[len(s.decodes)-1]; len(s.decodes) != 3 || d.Kind != LlamaDecode || len(d.Graphs) != 1 || d.End != 65 {
+		t.Fatalf("%d steps, the last %+v", len(s.decodes), d)
+	}
+
+	// Records lost inside a job mark it; one whose exit was lost is counted.
+	a.JobEnter(7, 7, 70, 16000, 0xc0)
+	a.StepEnter(7, 7, 71, &Head{Graph: 0xa})
+	a.StepExit(7, 7, 72, 0, 3)
+	a.JobExit(7, 7, 73, 0, 3)
+	if j := s.jobs[len(s.jobs)-1]; !j.Dropped || len(s.dropped) != 1 {
+		t.Errorf("job with lost records %+v, %d steps dropped", j, len(s.dropped))
+	}
+	a.JobEnter(7, 7, 80, 16000, 0xc0)
+	a.JobEnter(7, 7, 90, 16000, 0xc0)
+	if a.Stats.DroppedJobs != 1 {
+		t.Errorf("dropped jobs %d, want 1", a.Stats.DroppedJobs)
 	}
 }

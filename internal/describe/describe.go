@@ -66,6 +66,24 @@ func (d *Describer) Node(ev *events.Event) (info *assemble.NodeInfo, askAgain bo
 	return info, false
 }
 
+// First describes the first node of the graph a StepEnter event begins; nil where the
+// probe could not read one.
+func (d *Describer) First(ev *events.Event) *assemble.NodeInfo {
+	if allZero(ev.Tensor) {
+		return nil
+	}
+	return d.detail(ev)
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Copy returns the name and size of the tensor a Copy event moves.
 func (d *Describer) Copy(ev *events.Event) (name string, bytes int64) {
 	d.target.Layout.Tensor(ev.Tensor, &d.t)

@@ -22,18 +22,25 @@ type Role int
 
 // Roles, each identified by a symbol the object defines.
 const (
-	Base  Role = iota // ggml_tensor_overhead: names, layout
-	CPU               // ggml_graph_compute: the CPU backend, node and graph probes
-	Llama             // llama_decode: token probes
+	Base         Role = iota // ggml_tensor_overhead: names, layout
+	CPU                      // ggml_graph_compute: the CPU backend, node and graph probes
+	Llama                    // llama_decode: token probes
+	Whisper                  // whisper_full_with_state: whisper.cpp's transcriptions
+	OllamaEngine             // Ollama's own Go engine (before 0.30), which computes through cgo
 	numRoles
 )
 
 // RoleSymbol is the symbol that identifies each role, exported in every release
 // (ggml_version only from mid-2025 on).
-var RoleSymbol = [numRoles]string{"ggml_tensor_overhead", "ggml_graph_compute", "llama_decode"}
+var RoleSymbol = [numRoles]string{"ggml_tensor_overhead", "ggml_graph_compute", "llama_decode",
+	"whisper_full_with_state", OllamaEngineSymbol}
+
+// OllamaEngineSymbol is the Go function through which Ollama's own engine computes a
+// batch's graph.
+const OllamaEngineSymbol = "github.com/ollama/ollama/ml/backend/ggml.(*Context).Compute"
 
 func (r Role) String() string {
-	return [...]string{"ggml-base", "ggml-cpu", "llama"}[r]
+	return [...]string{"ggml-base", "ggml-cpu", "llama", "whisper", "ollama-engine"}[r]
 }
 
 // Module is one mapped object file of a process.
@@ -59,9 +66,10 @@ type Process struct {
 // Module returns the object that plays role r, if any.
 func (p *Process) Module(r Role) *Module { return p.Modules[r] }
 
-// Classifier tells which roles an object file plays. It is given the host path and the
-// file identity, so it can cache by identity.
-type Classifier func(hostPath string, dev, inode uint64) ([]Role, error)
+// Classifier tells which roles an object file plays. It is given the file identity, so
+// that it can answer from a cache by identity, and the host path to open it by, made only
+// when it is called for.
+type Classifier func(dev, inode uint64, hostPath func() string) ([]Role, error)
 
 // Inspect reads /proc/PID/maps and classifies each executable mapping. It returns nil
 // and no error for a process that maps no GGML CPU backend.
@@ -91,20 +99,28 @@ func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process,
 			continue
 		}
 		path := Path(m)
-		if !candidate(path, exe) {
-			continue
-		}
 		if b := backendLibrary(path); b != "" && !slices.Contains(p.Backends, b) {
 			p.Backends = append(p.Backends, b)
 		}
-		host := Host(root, pid, m)
+		// Every object is looked at, whatever its name: a binding links GGML into an
+		// addon of its own (a Node.js index.node, a Python extension). Each file is read
+		// once, and known by its identity after.
 		dev := uint64(m.Dev)
-		roles, err := classify(host, dev, m.Inode)
+		var host string
+		roles, err := classify(dev, m.Inode, func() string {
+			if host == "" {
+				host = Host(root, pid, m)
+			}
+			return host
+		})
 		if err != nil {
 			continue // not ELF, or unreadable: not ours
 		}
 		if len(roles) == 0 {
 			continue
+		}
+		if host == "" {
+			host = Host(root, pid, m)
 		}
 		low := lowest[m.Pathname]
 		mod := &Module{Path: path, HostPath: host, Dev: dev, Inode: m.Inode,
@@ -143,13 +159,6 @@ func Host(root string, pid int, m *procfs.ProcMap) string {
 		return host
 	}
 	return filepath.Join(dir, "map_files", fmt.Sprintf("%x-%x", m.StartAddr, m.EndAddr))
-}
-
-// candidate filters mappings before any ELF is opened: GGML and llama libraries by name,
-// and the main executable, which may have GGML linked in statically.
-func candidate(path, exe string) bool {
-	base := filepath.Base(path)
-	return path == exe || strings.Contains(base, "ggml") || strings.Contains(base, "llama")
 }
 
 // backendLib is the file name ggml's backend loader looks for: libggml-NAME.so, or

@@ -36,11 +36,16 @@ const (
 	TimedNode   = Kind(bpf.ProfinferKindEV_TIMED_NODE)
 	DeviceTimes = Kind(bpf.ProfinferKindEV_DEVICE_TIMES)
 	SchedNew    = Kind(bpf.ProfinferKindEV_SCHED_NEW)
-	lastKind    = SchedNew
+	StepEnter   = Kind(bpf.ProfinferKindEV_STEP_ENTER)
+	StepExit    = Kind(bpf.ProfinferKindEV_STEP_EXIT)
+	JobEnter    = Kind(bpf.ProfinferKindEV_JOB_ENTER)
+	JobExit     = Kind(bpf.ProfinferKindEV_JOB_EXIT)
+	lastKind    = JobExit
 )
 
 var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "thread_exit", "experts",
-	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start", "split_node", "sync_enter", "sync_exit", "timed_node", "device_times", "sched_new"}
+	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start", "split_node", "sync_enter", "sync_exit", "timed_node", "device_times", "sched_new",
+	"step_enter", "step_exit", "job_enter", "job_exit"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -187,6 +192,18 @@ func (e *Event) Made() bool { return e.a != 0 }
 // Backends is, at SchedNew, how many backends the new scheduler has, the CPU's among them.
 func (e *Event) Backends() int { return int(int32(e.a)) }
 
+// StepGraph and StepSched are a StepEnter's graph and scheduler; StepBackends is the
+// scheduler's backends, the CPU's among them, and StepNodes the graph's (at most 65535).
+// Its Detail describes the graph's first node.
+func (e *Event) StepGraph() uint64 { return e.a }
+func (e *Event) StepSched() uint64 { return e.b }
+func (e *Event) StepBackends() int { return int(e.Ith) }
+func (e *Event) StepNodes() int    { return int(e.Nth) }
+
+// Samples and JobContext are a JobEnter's audio samples (16 kHz) and whisper_context.
+func (e *Event) Samples() int       { return int(int32(e.a)) }
+func (e *Event) JobContext() uint64 { return e.b }
+
 // SeqRemoved is a SeqRm's sequence (-1: every one) and the positions [p0, p1) it
 // removed; p1 < 0 removes every position from p0 on.
 func (e *Event) SeqRemoved() (seq, p0, p1 int32) {
@@ -307,7 +324,7 @@ func Decode(b []byte, e *Event) error {
 		e.Label = cstring(b[DetailSize:TimedSize])
 	}
 	ctr := HeaderSize // where the counters are, if any
-	if e.Kind == NodeDetail || e.Kind == Copy || e.Kind == SplitNode || e.Kind == TimedNode {
+	if e.Kind == NodeDetail || e.Kind == Copy || e.Kind == SplitNode || e.Kind == TimedNode || e.Kind == StepEnter {
 		if len(b) < DetailSize {
 			return fmt.Errorf("events: %s of %d bytes, want %d", e.Kind, len(b), DetailSize)
 		}

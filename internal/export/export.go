@@ -29,7 +29,10 @@ type Origin struct {
 	GGML      string      // ggml_version(); empty for releases without one
 	Container string      // container.id; empty outside containers
 	Backends  string      // GGML backends besides the CPU's it loaded as libraries, comma-separated
+	Runtime   string      // ggml.runtime: llama.cpp, whisper.cpp, ollama or ggml
 	Model     *model.Info // nil until the process has loaded one
+	// Whisper is its whisper.cpp model, nil until its first transcription was read.
+	Whisper *model.Whisper
 	// CtxSize and CtxThreads are its llama_context's n_ctx and n_threads; 0 until a
 	// decode showed them.
 	CtxSize, CtxThreads int
@@ -52,6 +55,23 @@ func (p *Origin) Resource(rb *metadata.ResourceBuilder) pcommon.Resource {
 	}
 	if p.Container != "" {
 		rb.SetContainerID(p.Container)
+	}
+	if p.Runtime != "" {
+		rb.SetGgmlRuntime(p.Runtime)
+	}
+	if w := p.Whisper; w != nil {
+		rb.SetWhisperModelType(w.Type)
+		rb.SetWhisperModelVocabulary(int64(w.Vocab))
+		rb.SetWhisperModelAudioContext(int64(w.AudioCtx))
+		rb.SetWhisperModelAudioState(int64(w.AudioState))
+		rb.SetWhisperModelAudioHeads(int64(w.AudioHeads))
+		rb.SetWhisperModelAudioLayers(int64(w.AudioLayers))
+		rb.SetWhisperModelTextContext(int64(w.TextCtx))
+		rb.SetWhisperModelTextState(int64(w.TextState))
+		rb.SetWhisperModelTextHeads(int64(w.TextHeads))
+		rb.SetWhisperModelTextLayers(int64(w.TextLayers))
+		rb.SetWhisperModelMels(int64(w.Mels))
+		rb.SetWhisperModelFileType(w.FileType)
 	}
 	if p.Backends != "" {
 		var loaded []any
@@ -164,13 +184,50 @@ const (
 	graphAttrs  = 9
 )
 
-// Decode appends a llama_decode span, its graph spans and their node spans to td, and
-// returns the decode span, for the requests it carried to link to.
-func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) requests.Link {
+// Step appends a step's span (llama_decode, or a scheduler's computation named by the
+// process's runtime), its graph spans and their node spans to td, and returns the step's
+// span, for the requests it carried to link to. A step inside a job is its span's child.
+func (s *Spans) Step(td ptrace.Traces, p *Origin, d *assemble.Step) requests.Link {
 	spans := s.scope(td, p)
 	sp := spans.AppendEmpty()
-	trace := s.traceID()
-	s.begin(sp, trace, pcommon.NewSpanIDEmpty(), "llama_decode", d.Start, d.End)
+	trace, parent := s.traceID(), pcommon.NewSpanIDEmpty()
+	if j := d.Job; j != nil {
+		trace, parent = s.jobIDs(j)
+	}
+	if d.Kind == assemble.LlamaDecode {
+		s.decode(sp, trace, parent, d)
+	} else {
+		s.compute(sp, trace, parent, d)
+	}
+	// Copies before splits: a viewer draws the copies a device queued as flowing into
+	// the device's next split (perfetto).
+	for i := range d.Copies {
+		c := &d.Copies[i]
+		putPhase(s.copy(spans.AppendEmpty(), trace, sp.SpanID(), c), d)
+	}
+	splits := make([]pcommon.SpanID, len(d.Splits))
+	for i := range d.Splits {
+		sl := &d.Splits[i]
+		split := spans.AppendEmpty()
+		splits[i] = s.split(split, trace, sp.SpanID(), sl)
+		putPhase(split, d)
+		if sl.Device && sl.Done != 0 {
+			s.device(spans.AppendEmpty(), trace, splits[i], sl)
+		}
+	}
+	// A CPU graph runs inside its split, on the same thread.
+	for _, g := range d.Graphs {
+		parent := enclosing(sp.SpanID(), splits, func(i int) (uint32, uint64, uint64) {
+			return d.Splits[i].TID, d.Splits[i].Start, d.Splits[i].End
+		}, g.TID, g.Start, g.End)
+		putPhase(s.graph(spans, trace, parent, g), d)
+	}
+	return requests.Link{Trace: trace, Span: sp.SpanID()}
+}
+
+// decode makes sp a llama_decode span.
+func (s *Spans) decode(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, d *assemble.Step) {
+	s.begin(sp, trace, parent, "llama_decode", d.Start, d.End)
 	a := sp.Attributes()
 	a.EnsureCapacity(decodeAttrs)
 	a.PutInt("llama.batch.tokens", int64(d.Tokens))
@@ -182,28 +239,82 @@ func (s *Spans) Decode(td ptrace.Traces, p *Origin, d *assemble.Decode) requests
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage("llama_decode returned " + strconv.Itoa(d.Result))
 	}
-	// Copies before splits: a viewer draws the copies a device queued as flowing into
-	// the device's next split (perfetto).
-	for i := range d.Copies {
-		c := &d.Copies[i]
-		s.copy(spans.AppendEmpty(), trace, sp.SpanID(), c)
+}
+
+// SchedComputeSpan is the name of a scheduler's computation whose runtime gives it none.
+const SchedComputeSpan = "ggml.backend_sched.graph_compute"
+
+// compute makes sp the span of a scheduler's computation of a graph, as the process's
+// runtime named it (whisper.encode, ollama.forward, …).
+func (s *Spans) compute(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, d *assemble.Step) {
+	name := d.Name
+	if name == "" {
+		name = SchedComputeSpan
 	}
-	splits := make([]pcommon.SpanID, len(d.Splits))
-	for i := range d.Splits {
-		sl := &d.Splits[i]
-		splits[i] = s.split(spans.AppendEmpty(), trace, sp.SpanID(), sl)
-		if sl.Device && sl.Done != 0 {
-			s.device(spans.AppendEmpty(), trace, splits[i], sl)
+	s.begin(sp, trace, parent, name, d.Start, d.End)
+	a := sp.Attributes()
+	a.EnsureCapacity(decodeAttrs)
+	a.PutStr("ggml.phase", d.Phase)
+	if d.Stage != "" {
+		a.PutStr("ggml.step.stage", d.Stage)
+	}
+	if d.Tokens > 0 {
+		a.PutInt("ggml.step.tokens", int64(d.Tokens))
+	}
+	if h := d.Head; h != nil {
+		a.PutInt("ggml.graph.nodes", int64(h.Nodes))
+		a.PutInt("ggml.sched.backends", int64(h.Backends))
+		if h.First != nil && d.Stage == "" { // what the runtime did not know it by
+			a.PutStr("ggml.step.first_node", h.First.Op+" "+h.First.Name)
 		}
 	}
-	// A CPU graph runs inside its split, on the same thread.
-	for _, g := range d.Graphs {
-		parent := enclosing(sp.SpanID(), splits, func(i int) (uint32, uint64, uint64) {
-			return d.Splits[i].TID, d.Splits[i].Start, d.Splits[i].End
-		}, g.TID, g.Start, g.End)
-		s.graph(spans, trace, parent, g)
+	a.PutInt("thread.id", int64(d.TID))
+	if d.Result != 0 {
+		sp.Status().SetCode(ptrace.StatusCodeError)
+		sp.Status().SetMessage(name + " returned " + strconv.Itoa(d.Result))
 	}
-	return requests.Link{Trace: trace, Span: sp.SpanID()}
+}
+
+// jobIDs returns the trace and span of job j's span, made at the first span inside it.
+func (s *Spans) jobIDs(j *assemble.Job) (pcommon.TraceID, pcommon.SpanID) {
+	if j.Span == ([8]byte{}) {
+		j.Trace, j.Span = s.traceID(), s.spanID()
+	}
+	return j.Trace, j.Span
+}
+
+// SampleRate is the rate of the audio whisper.cpp takes, samples a second.
+const SampleRate = 16000
+
+// Job appends a job's span: whisper.cpp's transcription (whisper.transcription), with the
+// audio it was given, its real-time factor (its time over the audio's) and its steps'
+// time by phase. The steps inside it are its children.
+func (s *Spans) Job(td ptrace.Traces, p *Origin, j *assemble.Job) {
+	sp := s.scope(td, p).AppendEmpty()
+	trace, id := s.jobIDs(j)
+	sp.SetTraceID(trace)
+	sp.SetSpanID(id)
+	sp.SetName("whisper.transcription")
+	sp.SetStartTimestamp(s.Clock.Time(j.Start))
+	sp.SetEndTimestamp(s.Clock.Time(j.End))
+	a := sp.Attributes()
+	audio := float64(j.Samples) / SampleRate
+	a.PutDouble("whisper.audio.seconds", audio)
+	if audio > 0 {
+		a.PutDouble("whisper.real_time_factor", float64(j.End-j.Start)/1e9/audio)
+	}
+	for _, ph := range [...]string{"encode", "decode"} {
+		a.PutInt("whisper."+ph+".passes", int64(j.Phases[ph].Steps))
+		a.PutDouble("whisper."+ph+".seconds", float64(j.Phases[ph].NS)/1e9)
+	}
+	a.PutInt("thread.id", int64(j.TID))
+	if j.Dropped {
+		a.PutBool("profinfer.records_lost", true)
+	}
+	if j.Result != 0 {
+		sp.Status().SetCode(ptrace.StatusCodeError)
+		sp.Status().SetMessage("whisper_full returned " + strconv.Itoa(j.Result))
+	}
 }
 
 // enclosing returns the span among ids whose extent, on thread tid, holds start to end;
@@ -291,7 +402,16 @@ func (s *Spans) timedNodes(sp ptrace.Span, sl *assemble.Split, events bool) {
 	}
 }
 
-func (s *Spans) copy(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, c *assemble.Copy) {
+// putPhase gives sp, a span inside step d, the step's phase where d is a scheduler's
+// computation: whisper's steps share their transcription's trace, which therefore does
+// not tell a graph's phase, as a llama_decode's trace does.
+func putPhase(sp ptrace.Span, d *assemble.Step) {
+	if d.Kind == assemble.SchedCompute {
+		sp.Attributes().PutStr("ggml.phase", d.Phase)
+	}
+}
+
+func (s *Spans) copy(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, c *assemble.Copy) ptrace.Span {
 	s.begin(sp, trace, parent, "ggml.backend.tensor_copy", c.Start, c.End)
 	a := sp.Attributes()
 	a.PutStr("ggml.backend.source", c.Src)
@@ -302,6 +422,7 @@ func (s *Spans) copy(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 		a.PutBool("ggml.copy.queued", true)
 	}
 	a.PutInt("thread.id", int64(c.TID))
+	return sp
 }
 
 // begin gives sp its identity, name and extent.
@@ -319,7 +440,7 @@ func (s *Spans) Graph(td ptrace.Traces, p *Origin, g *assemble.Graph) {
 	s.graph(s.scope(td, p), s.traceID(), pcommon.NewSpanIDEmpty(), g)
 }
 
-func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcommon.SpanID, g *assemble.Graph) {
+func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcommon.SpanID, g *assemble.Graph) ptrace.Span {
 	sp := spans.AppendEmpty()
 	s.begin(sp, trace, parent, "ggml.graph_compute", g.Start, g.End)
 	a := sp.Attributes()
@@ -338,7 +459,7 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 		a.PutDouble("ggml.graph.on_cpu_share", min(float64(g.CPU.Run)/float64(max(g.End-g.Start, 1))/float64(g.NThreads), 1))
 	}
 	if !s.Nodes || len(g.Nodes) == 0 {
-		return
+		return sp
 	}
 	d := dag.Of(g.Nodes)
 	a.PutInt("ggml.critical_path.duration_ns", int64(d.Duration))
@@ -363,6 +484,7 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 			critical = critical[1:]
 		}
 	}
+	return sp
 }
 
 // nodeAttrs is about how many attributes a node span gets with the roofline on, so that

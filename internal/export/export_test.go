@@ -44,7 +44,7 @@ func TestImbalance(t *testing.T) {
 
 func TestDecodeSpans(t *testing.T) {
 	s := NewSpans(Clock{Offset: 1000}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, nil)
-	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 32, Start: 10, End: 100, Graphs: []*assemble.Graph{{
+	d := &assemble.Step{PID: 1, TID: 1, Tokens: 32, Start: 10, End: 100, Graphs: []*assemble.Graph{{
 		TID: 1, NNodes: 5, NThreads: 2, Start: 20, End: 90, Traced: true,
 		Nodes: []*assemble.Node{{
 			Info: &assemble.NodeInfo{Op: "MUL_MAT", Name: "Qcur-1", Type: "f32", Shape: [4]int64{2048, 32, 1, 1}, Srcs: []assemble.Src{assemble.NewSrc("q4_0", [4]int64{2048, 2048, 1, 1})},
@@ -55,7 +55,7 @@ func TestDecodeSpans(t *testing.T) {
 		}},
 	}}}
 	td := ptrace.NewTraces()
-	s.Decode(td, &Origin{PID: 1, VPID: 1, Exe: "/usr/bin/llama-server"}, d)
+	s.Step(td, &Origin{PID: 1, VPID: 1, Exe: "/usr/bin/llama-server"}, d)
 	rs := td.ResourceSpans().At(0)
 	if v, _ := rs.Resource().Attributes().Get("service.name"); v.Str() != "llama-server" {
 		t.Errorf("service.name %q", v.Str())
@@ -100,7 +100,7 @@ func TestDecodeSpans(t *testing.T) {
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	roofs := roofline.Roofs{Peaks: roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, Source: roofline.SourceStored, At: at}
 	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofs, nil)
-	m.Decode(&Origin{PID: 1, Exe: "x"}, d)
+	m.Step(&Origin{PID: 1, Exe: "x"}, d)
 	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 	found := false
 	for i := 0; i < ms.Len(); i++ {
@@ -203,14 +203,14 @@ func TestCounters(t *testing.T) {
 // decode; the metrics sum them by backend; a process that exited is emitted once
 // more, then dropped.
 func TestOffload(t *testing.T) {
-	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 100,
+	d := &assemble.Step{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 100,
 		Splits: []assemble.Split{{TID: 1, Backend: "CPU", NNodes: 4, Start: 10, End: 40}, {TID: 1, Backend: "RPC", NNodes: 5, Start: 60, End: 70}},
 		Copies: []assemble.Copy{{TID: 1, Src: "CPU", Dst: "RPC", Tensor: "l_out-7", Bytes: 8192, Start: 45, End: 55}},
 		Graphs: []*assemble.Graph{{TID: 1, NNodes: 4, NThreads: 2, Start: 12, End: 38}},
 	}
 	p := &Origin{PID: 1, Exe: "x", CtxSize: 1024, CtxThreads: 2}
 	td := ptrace.NewTraces()
-	NewSpans(Clock{}, true, roofline.Peaks{}, nil).Decode(td, p, d)
+	NewSpans(Clock{}, true, roofline.Peaks{}, nil).Step(td, p, d)
 	res := td.ResourceSpans().At(0).Resource().Attributes().AsRaw()
 	if res["llama.context.size"] != int64(1024) || res["llama.context.threads"] != int64(2) {
 		t.Errorf("resource %v", res)
@@ -241,8 +241,8 @@ func TestOffload(t *testing.T) {
 	}
 
 	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
-	m.Decode(p, d)
-	m.Decode(p, d)
+	m.Step(p, d)
+	m.Step(p, d)
 	m.Forget(1)
 	got := map[string]float64{}
 	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
@@ -282,14 +282,14 @@ func TestOffload(t *testing.T) {
 func TestDeviceTimed(t *testing.T) {
 	mm, add := &assemble.NodeInfo{Op: "MUL_MAT", Name: "ffn_up-0"}, &assemble.NodeInfo{Op: "ADD"}
 	timed := []assemble.TimedNode{{Info: mm, Label: "MUL_MAT_VEC q4_0", NS: 300, Known: true}, {Info: add, Label: "ADD", NS: 0}, {Info: mm, Label: "MUL_MAT_VEC q4_0", NS: 200, Known: true}}
-	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 100,
+	d := &assemble.Step{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 100,
 		Splits: []assemble.Split{
 			{TID: 1, Backend: "VK", NNodes: 3, Start: 10, End: 20, Device: true, Done: 90, Timed: timed},
 			{TID: 1, Backend: "VK", NNodes: 3, Start: 30, End: 40, Device: true, Done: 95, Timed: timed, Nodes: []*assemble.NodeInfo{mm, add, mm}},
 		}}
 	p := &Origin{PID: 1, Exe: "x"}
 	td := ptrace.NewTraces()
-	NewSpans(Clock{}, true, roofline.Peaks{}, nil).Decode(td, p, d)
+	NewSpans(Clock{}, true, roofline.Peaks{}, nil).Step(td, p, d)
 	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
 	var devs []ptrace.Span
 	for i := 0; i < spans.Len(); i++ {
@@ -321,7 +321,7 @@ func TestDeviceTimed(t *testing.T) {
 		t.Errorf("a node whose time was lost has one: %v", second)
 	}
 	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
-	m.Decode(p, d)
+	m.Step(p, d)
 	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 	found := false
 	for i := 0; i < ms.Len(); i++ {
@@ -353,9 +353,9 @@ func TestResourceAttributeSwitches(t *testing.T) {
 	s := NewSpans(Clock{}, false, roofline.Peaks{}, nil)
 	s.Resources = mcfg.ResourceAttributes
 	td := ptrace.NewTraces()
-	s.Decode(td, p, &assemble.Decode{PID: 3, TID: 3, Tokens: 1, Start: 1, End: 2})
+	s.Step(td, p, &assemble.Step{PID: 3, TID: 3, Tokens: 1, Start: 1, End: 2})
 	m := NewMetrics(mcfg, receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
-	m.Decode(p, &assemble.Decode{PID: 3, TID: 3, Tokens: 1, Start: 1, End: 2})
+	m.Step(p, &assemble.Step{PID: 3, TID: 3, Tokens: 1, Start: 1, End: 2})
 	md := m.Emit(Telemetry{})
 	var metricRes pcommon.Resource
 	var metricScope string
@@ -384,8 +384,8 @@ func TestResourceAttributeSwitches(t *testing.T) {
 func TestResourceOncePerBatch(t *testing.T) {
 	a, b := &Origin{PID: 1, Exe: "/bin/a"}, &Origin{PID: 2, Exe: "/bin/b"}
 	s := NewSpans(Clock{}, false, roofline.Peaks{}, nil)
-	d := func(pid uint32) *assemble.Decode {
-		return &assemble.Decode{PID: pid, TID: pid, Tokens: 1, Start: 1, End: 2}
+	d := func(pid uint32) *assemble.Step {
+		return &assemble.Step{PID: pid, TID: pid, Tokens: 1, Start: 1, End: 2}
 	}
 	resources := func(td ptrace.Traces) (pids []int64, spans []int) {
 		for i := 0; i < td.ResourceSpans().Len(); i++ {
@@ -397,11 +397,11 @@ func TestResourceOncePerBatch(t *testing.T) {
 		return pids, spans
 	}
 	td := ptrace.NewTraces()
-	s.Decode(td, a, d(1))
-	s.Decode(td, b, d(2))
-	s.Decode(td, a, d(1))
+	s.Step(td, a, d(1))
+	s.Step(td, b, d(2))
+	s.Step(td, a, d(1))
 	a.CtxSize = 512 // a context read: a new resource
-	s.Decode(td, a, d(1))
+	s.Step(td, a, d(1))
 	pids, spans := resources(td)
 	if !slices.Equal(pids, []int64{1, 2, 1}) || !slices.Equal(spans, []int{2, 1, 1}) {
 		t.Fatalf("resources' pids %v with %v spans; want [1 2 1] with [2 1 1]", pids, spans)
@@ -410,7 +410,7 @@ func TestResourceOncePerBatch(t *testing.T) {
 		t.Errorf("the changed origin's resource: context size %v", got.AsRaw())
 	}
 	next := ptrace.NewTraces() // the next batch starts its own
-	s.Decode(next, a, d(1))
+	s.Step(next, a, d(1))
 	if pids, spans = resources(next); !slices.Equal(pids, []int64{1}) || !slices.Equal(spans, []int{1}) {
 		t.Fatalf("next batch: pids %v with %v spans", pids, spans)
 	}
@@ -421,12 +421,12 @@ func TestResourceOncePerBatch(t *testing.T) {
 func TestGraphCPU(t *testing.T) {
 	peaks := roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}
 	node := &assemble.Node{Info: &assemble.NodeInfo{Op: "ADD", Name: "x", Type: "f32", FLOPs: 1e6, Bytes: 1e6}, Start: 1000, End: 2000}
-	d := &assemble.Decode{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 12000, Graphs: []*assemble.Graph{{
+	d := &assemble.Step{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 12000, Graphs: []*assemble.Graph{{
 		TID: 1, NNodes: 1, NThreads: 2, Start: 100, End: 10100, Traced: true, Nodes: []*assemble.Node{node},
 		CPU: assemble.GraphCPU{Known: true, Run: 12000, Wait: 7000, Recent: 0.6},
 	}}}
 	td := ptrace.NewTraces()
-	NewSpans(Clock{}, true, peaks, nil).Decode(td, &Origin{PID: 1, Exe: "x"}, d)
+	NewSpans(Clock{}, true, peaks, nil).Step(td, &Origin{PID: 1, Exe: "x"}, d)
 	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
 	g, n := spans.At(1).Attributes().AsRaw(), spans.At(2).Attributes().AsRaw()
 	if g["ggml.graph.on_cpu_ns"] != int64(12000) || g["ggml.graph.runqueue_ns"] != int64(7000) || g["ggml.graph.on_cpu_share"] != 0.6 {
@@ -436,7 +436,7 @@ func TestGraphCPU(t *testing.T) {
 		t.Errorf("a node of a starved process judged %v", n["ggml.roofline.bound"])
 	}
 	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{Peaks: peaks}, nil)
-	m.Decode(&Origin{PID: 1, Exe: "x"}, d)
+	m.Step(&Origin{PID: 1, Exe: "x"}, d)
 	got := map[string]float64{}
 	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 	for i := 0; i < ms.Len(); i++ {
@@ -457,7 +457,7 @@ func TestGraphCPU(t *testing.T) {
 	// Without a recent share (too little thread time yet), the node is judged by its time.
 	d.Graphs[0].CPU.Recent = 0
 	td = ptrace.NewTraces()
-	NewSpans(Clock{}, true, peaks, nil).Decode(td, &Origin{PID: 1, Exe: "x"}, d)
+	NewSpans(Clock{}, true, peaks, nil).Step(td, &Origin{PID: 1, Exe: "x"}, d)
 	if b, _ := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(2).Attributes().Get("ggml.roofline.bound"); b.Str() == "starved" {
 		t.Error("a node judged starved without a recent share")
 	}

@@ -82,8 +82,16 @@ type processMetrics struct {
 	devices              map[string]*device  // by backend: the device's side of its splits
 	deviceOps            map[deviceOp]uint64 // ns the devices timed, by backend and op
 	copies               map[copyKey]*copied // by source and destination backend
-	quota                cgroup.CPU          // as last read
-	exited               bool                // emit once more, then drop
+	steps                map[string]*span    // scheduler computations of runtimes without llama_decode, by phase
+	jobs                 jobs
+	quota                cgroup.CPU // as last read
+	exited               bool       // emit once more, then drop
+}
+
+// jobs sums whisper's transcriptions: how many, the audio given and the time taken.
+type jobs struct {
+	count       int64
+	audio, time float64 // seconds
 }
 
 // span counts calls and their time.
@@ -175,6 +183,7 @@ func (m *Metrics) process(p *Origin) *processMetrics {
 	pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
 		ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{}, moe: map[int][]int64{},
 		splits: map[string]*span{}, devices: map[string]*device{}, deviceOps: map[deviceOp]uint64{}, copies: map[copyKey]*copied{},
+		steps:     map[string]*span{},
 		decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)},
 		ttft:      newHistogram(ttftBounds), tpot: newHistogram(tpotBounds), duration: newHistogram(durationBounds),
 		batchSeqs: newHistogram(seqBounds), batchToks: newHistogram(tokenBounds)}
@@ -182,15 +191,30 @@ func (m *Metrics) process(p *Origin) *processMetrics {
 	return pm
 }
 
-// Decode counts a decode's tokens and time, and every node of its graphs.
-func (m *Metrics) Decode(p *Origin, d *assemble.Decode) {
+// Step counts a step's tokens and time where it is a prefill or decode (llama_decode,
+// Ollama's engine's batches), and every split, copy and node of its graphs.
+func (m *Metrics) Step(p *Origin, d *assemble.Step) {
 	pm := m.process(p)
 	ph := 1
-	if Phase(d.Tokens) == "prefill" {
+	switch {
+	case d.Kind == assemble.SchedCompute && d.Phase != "prefill" && d.Phase != "decode":
+		ph = -1 // whisper's encoder and decoder passes, graphs of no known runtime
+	case Phase(d.Tokens) == "prefill":
 		ph = 0
 	}
-	pm.tokens[ph] += int64(d.Tokens)
-	pm.decodeDur[ph].add(float64(d.End-d.Start) / 1e9)
+	if ph >= 0 {
+		pm.tokens[ph] += int64(d.Tokens)
+		pm.decodeDur[ph].add(float64(d.End-d.Start) / 1e9)
+	}
+	if d.Kind == assemble.SchedCompute {
+		st := pm.steps[d.Phase]
+		if st == nil {
+			st = &span{}
+			pm.steps[d.Phase] = st
+		}
+		st.count++
+		st.ns += d.End - d.Start
+	}
 	if d.Batch.N > 0 {
 		pm.batchSeqs.add(float64(d.Batch.N))
 		pm.batchToks.add(float64(d.Tokens))
@@ -229,12 +253,20 @@ func (m *Metrics) Decode(p *Origin, d *assemble.Decode) {
 		st.bytes += c.Bytes
 	}
 	for _, g := range d.Graphs {
-		if g.CPU.Known {
+		if g.CPU.Known && ph >= 0 {
 			pm.graphCPU[ph] += float64(g.CPU.Run)
 			pm.graphThreads[ph] += float64(g.NThreads) * float64(g.End-g.Start)
 		}
 		m.graph(pm, g)
 	}
+}
+
+// Job counts a finished job (whisper's transcription): the audio it was given, its time.
+func (m *Metrics) Job(p *Origin, j *assemble.Job) {
+	pm := m.process(p)
+	pm.jobs.count++
+	pm.jobs.audio += float64(j.Samples) / SampleRate
+	pm.jobs.time += float64(j.End-j.Start) / 1e9
 }
 
 // Request counts a finished request's tokens and times.
@@ -433,6 +465,15 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 		for k, st := range pm.copies {
 			m.mb.RecordGgmlBackendCopyBytesDataPoint(now, st.bytes, k.src, k.dst)
 			m.mb.RecordGgmlBackendCopyTimeDataPoint(now, float64(st.ns)/1e9, k.src, k.dst)
+		}
+		for phase, st := range pm.steps {
+			m.mb.RecordGgmlStepCountDataPoint(now, st.count, phase)
+			m.mb.RecordGgmlStepTimeDataPoint(now, float64(st.ns)/1e9, phase)
+		}
+		if j := pm.jobs; j.count > 0 {
+			m.mb.RecordWhisperTranscriptionCountDataPoint(now, j.count)
+			m.mb.RecordWhisperAudioTimeDataPoint(now, j.audio)
+			m.mb.RecordWhisperTranscriptionTimeDataPoint(now, j.time)
 		}
 		m.recordRoofs(now)
 		if q := pm.quota; q.Period > 0 {

@@ -35,8 +35,8 @@ func TestInspectLiveProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := discover.Inspect(fs, "/proc", srv.PID(), func(path string, _, _ uint64) ([]discover.Role, error) {
-		found, err := symbols.Defines(path, discover.RoleSymbol[:])
+	proc, err := discover.Inspect(fs, "/proc", srv.PID(), func(_, _ uint64, path func() string) ([]discover.Role, error) {
+		found, err := symbols.Defines(path(), discover.RoleSymbol[:])
 		var roles []discover.Role
 		for r, ok := range found {
 			if ok {

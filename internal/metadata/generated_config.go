@@ -51,6 +51,8 @@ type MetricsConfig struct {
 	GgmlOpOffCPUTime                   MetricConfig `mapstructure:"ggml.op.off_cpu.time"`
 	GgmlOpPreemptions                  MetricConfig `mapstructure:"ggml.op.preemptions"`
 	GgmlOpRunqueueTime                 MetricConfig `mapstructure:"ggml.op.runqueue.time"`
+	GgmlStepCount                      MetricConfig `mapstructure:"ggml.step.count"`
+	GgmlStepTime                       MetricConfig `mapstructure:"ggml.step.time"`
 	GgmlThreadCounter                  MetricConfig `mapstructure:"ggml.thread.counter"`
 	LlamaDecodeTokens                  MetricConfig `mapstructure:"llama.decode.tokens"`
 	LlamaRequestTokens                 MetricConfig `mapstructure:"llama.request.tokens"`
@@ -66,6 +68,9 @@ type MetricsConfig struct {
 	ProfinferProbesAttached            MetricConfig `mapstructure:"profinfer.probes.attached"`
 	ProfinferRooflinePeak              MetricConfig `mapstructure:"profinfer.roofline.peak"`
 	ProfinferSpansDropped              MetricConfig `mapstructure:"profinfer.spans.dropped"`
+	WhisperAudioTime                   MetricConfig `mapstructure:"whisper.audio.time"`
+	WhisperTranscriptionCount          MetricConfig `mapstructure:"whisper.transcription.count"`
+	WhisperTranscriptionTime           MetricConfig `mapstructure:"whisper.transcription.time"`
 }
 
 func DefaultMetricsConfig() MetricsConfig {
@@ -136,6 +141,12 @@ func DefaultMetricsConfig() MetricsConfig {
 		GgmlOpRunqueueTime: MetricConfig{
 			Enabled: true,
 		},
+		GgmlStepCount: MetricConfig{
+			Enabled: true,
+		},
+		GgmlStepTime: MetricConfig{
+			Enabled: true,
+		},
 		GgmlThreadCounter: MetricConfig{
 			Enabled: true,
 		},
@@ -181,6 +192,15 @@ func DefaultMetricsConfig() MetricsConfig {
 		ProfinferSpansDropped: MetricConfig{
 			Enabled: true,
 		},
+		WhisperAudioTime: MetricConfig{
+			Enabled: true,
+		},
+		WhisperTranscriptionCount: MetricConfig{
+			Enabled: true,
+		},
+		WhisperTranscriptionTime: MetricConfig{
+			Enabled: true,
+		},
 	}
 }
 
@@ -214,6 +234,7 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 type ResourceAttributesConfig struct {
 	ContainerID                 ResourceAttributeConfig `mapstructure:"container.id"`
 	GgmlBackendsLoaded          ResourceAttributeConfig `mapstructure:"ggml.backends.loaded"`
+	GgmlRuntime                 ResourceAttributeConfig `mapstructure:"ggml.runtime"`
 	GgmlVersion                 ResourceAttributeConfig `mapstructure:"ggml.version"`
 	LlamaContextSize            ResourceAttributeConfig `mapstructure:"llama.context.size"`
 	LlamaContextThreads         ResourceAttributeConfig `mapstructure:"llama.context.threads"`
@@ -229,6 +250,18 @@ type ResourceAttributesConfig struct {
 	ProcessPid                  ResourceAttributeConfig `mapstructure:"process.pid"`
 	ProcessVpid                 ResourceAttributeConfig `mapstructure:"process.vpid"`
 	ServiceName                 ResourceAttributeConfig `mapstructure:"service.name"`
+	WhisperModelAudioContext    ResourceAttributeConfig `mapstructure:"whisper.model.audio_context"`
+	WhisperModelAudioHeads      ResourceAttributeConfig `mapstructure:"whisper.model.audio_heads"`
+	WhisperModelAudioLayers     ResourceAttributeConfig `mapstructure:"whisper.model.audio_layers"`
+	WhisperModelAudioState      ResourceAttributeConfig `mapstructure:"whisper.model.audio_state"`
+	WhisperModelFileType        ResourceAttributeConfig `mapstructure:"whisper.model.file_type"`
+	WhisperModelMels            ResourceAttributeConfig `mapstructure:"whisper.model.mels"`
+	WhisperModelTextContext     ResourceAttributeConfig `mapstructure:"whisper.model.text_context"`
+	WhisperModelTextHeads       ResourceAttributeConfig `mapstructure:"whisper.model.text_heads"`
+	WhisperModelTextLayers      ResourceAttributeConfig `mapstructure:"whisper.model.text_layers"`
+	WhisperModelTextState       ResourceAttributeConfig `mapstructure:"whisper.model.text_state"`
+	WhisperModelType            ResourceAttributeConfig `mapstructure:"whisper.model.type"`
+	WhisperModelVocabulary      ResourceAttributeConfig `mapstructure:"whisper.model.vocabulary"`
 }
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
@@ -237,6 +270,9 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		GgmlBackendsLoaded: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GgmlRuntime: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		GgmlVersion: ResourceAttributeConfig{
@@ -282,6 +318,42 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		ServiceName: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelAudioContext: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelAudioHeads: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelAudioLayers: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelAudioState: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelFileType: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelMels: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelTextContext: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelTextHeads: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelTextLayers: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelTextState: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelType: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		WhisperModelVocabulary: ResourceAttributeConfig{
 			Enabled: true,
 		},
 	}

@@ -93,6 +93,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GgmlOpRunqueueTime: MetricConfig{
 						Enabled: true,
 					},
+					GgmlStepCount: MetricConfig{
+						Enabled: true,
+					},
+					GgmlStepTime: MetricConfig{
+						Enabled: true,
+					},
 					GgmlThreadCounter: MetricConfig{
 						Enabled: true,
 					},
@@ -138,10 +144,20 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProfinferSpansDropped: MetricConfig{
 						Enabled: true,
 					},
+					WhisperAudioTime: MetricConfig{
+						Enabled: true,
+					},
+					WhisperTranscriptionCount: MetricConfig{
+						Enabled: true,
+					},
+					WhisperTranscriptionTime: MetricConfig{
+						Enabled: true,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					ContainerID:                 ResourceAttributeConfig{Enabled: true},
 					GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: true},
+					GgmlRuntime:                 ResourceAttributeConfig{Enabled: true},
 					GgmlVersion:                 ResourceAttributeConfig{Enabled: true},
 					LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
 					LlamaContextThreads:         ResourceAttributeConfig{Enabled: true},
@@ -157,6 +173,18 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProcessPid:                  ResourceAttributeConfig{Enabled: true},
 					ProcessVpid:                 ResourceAttributeConfig{Enabled: true},
 					ServiceName:                 ResourceAttributeConfig{Enabled: true},
+					WhisperModelAudioContext:    ResourceAttributeConfig{Enabled: true},
+					WhisperModelAudioHeads:      ResourceAttributeConfig{Enabled: true},
+					WhisperModelAudioLayers:     ResourceAttributeConfig{Enabled: true},
+					WhisperModelAudioState:      ResourceAttributeConfig{Enabled: true},
+					WhisperModelFileType:        ResourceAttributeConfig{Enabled: true},
+					WhisperModelMels:            ResourceAttributeConfig{Enabled: true},
+					WhisperModelTextContext:     ResourceAttributeConfig{Enabled: true},
+					WhisperModelTextHeads:       ResourceAttributeConfig{Enabled: true},
+					WhisperModelTextLayers:      ResourceAttributeConfig{Enabled: true},
+					WhisperModelTextState:       ResourceAttributeConfig{Enabled: true},
+					WhisperModelType:            ResourceAttributeConfig{Enabled: true},
+					WhisperModelVocabulary:      ResourceAttributeConfig{Enabled: true},
 				},
 			},
 		},
@@ -230,6 +258,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GgmlOpRunqueueTime: MetricConfig{
 						Enabled: false,
 					},
+					GgmlStepCount: MetricConfig{
+						Enabled: false,
+					},
+					GgmlStepTime: MetricConfig{
+						Enabled: false,
+					},
 					GgmlThreadCounter: MetricConfig{
 						Enabled: false,
 					},
@@ -275,10 +309,20 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProfinferSpansDropped: MetricConfig{
 						Enabled: false,
 					},
+					WhisperAudioTime: MetricConfig{
+						Enabled: false,
+					},
+					WhisperTranscriptionCount: MetricConfig{
+						Enabled: false,
+					},
+					WhisperTranscriptionTime: MetricConfig{
+						Enabled: false,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					ContainerID:                 ResourceAttributeConfig{Enabled: false},
 					GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: false},
+					GgmlRuntime:                 ResourceAttributeConfig{Enabled: false},
 					GgmlVersion:                 ResourceAttributeConfig{Enabled: false},
 					LlamaContextSize:            ResourceAttributeConfig{Enabled: false},
 					LlamaContextThreads:         ResourceAttributeConfig{Enabled: false},
@@ -294,6 +338,18 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProcessPid:                  ResourceAttributeConfig{Enabled: false},
 					ProcessVpid:                 ResourceAttributeConfig{Enabled: false},
 					ServiceName:                 ResourceAttributeConfig{Enabled: false},
+					WhisperModelAudioContext:    ResourceAttributeConfig{Enabled: false},
+					WhisperModelAudioHeads:      ResourceAttributeConfig{Enabled: false},
+					WhisperModelAudioLayers:     ResourceAttributeConfig{Enabled: false},
+					WhisperModelAudioState:      ResourceAttributeConfig{Enabled: false},
+					WhisperModelFileType:        ResourceAttributeConfig{Enabled: false},
+					WhisperModelMels:            ResourceAttributeConfig{Enabled: false},
+					WhisperModelTextContext:     ResourceAttributeConfig{Enabled: false},
+					WhisperModelTextHeads:       ResourceAttributeConfig{Enabled: false},
+					WhisperModelTextLayers:      ResourceAttributeConfig{Enabled: false},
+					WhisperModelTextState:       ResourceAttributeConfig{Enabled: false},
+					WhisperModelType:            ResourceAttributeConfig{Enabled: false},
+					WhisperModelVocabulary:      ResourceAttributeConfig{Enabled: false},
 				},
 			},
 		},
@@ -331,6 +387,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 			want: ResourceAttributesConfig{
 				ContainerID:                 ResourceAttributeConfig{Enabled: true},
 				GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: true},
+				GgmlRuntime:                 ResourceAttributeConfig{Enabled: true},
 				GgmlVersion:                 ResourceAttributeConfig{Enabled: true},
 				LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
 				LlamaContextThreads:         ResourceAttributeConfig{Enabled: true},
@@ -346,6 +403,18 @@ func TestResourceAttributesConfig(t *testing.T) {
 				ProcessPid:                  ResourceAttributeConfig{Enabled: true},
 				ProcessVpid:                 ResourceAttributeConfig{Enabled: true},
 				ServiceName:                 ResourceAttributeConfig{Enabled: true},
+				WhisperModelAudioContext:    ResourceAttributeConfig{Enabled: true},
+				WhisperModelAudioHeads:      ResourceAttributeConfig{Enabled: true},
+				WhisperModelAudioLayers:     ResourceAttributeConfig{Enabled: true},
+				WhisperModelAudioState:      ResourceAttributeConfig{Enabled: true},
+				WhisperModelFileType:        ResourceAttributeConfig{Enabled: true},
+				WhisperModelMels:            ResourceAttributeConfig{Enabled: true},
+				WhisperModelTextContext:     ResourceAttributeConfig{Enabled: true},
+				WhisperModelTextHeads:       ResourceAttributeConfig{Enabled: true},
+				WhisperModelTextLayers:      ResourceAttributeConfig{Enabled: true},
+				WhisperModelTextState:       ResourceAttributeConfig{Enabled: true},
+				WhisperModelType:            ResourceAttributeConfig{Enabled: true},
+				WhisperModelVocabulary:      ResourceAttributeConfig{Enabled: true},
 			},
 		},
 		{
@@ -353,6 +422,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 			want: ResourceAttributesConfig{
 				ContainerID:                 ResourceAttributeConfig{Enabled: false},
 				GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: false},
+				GgmlRuntime:                 ResourceAttributeConfig{Enabled: false},
 				GgmlVersion:                 ResourceAttributeConfig{Enabled: false},
 				LlamaContextSize:            ResourceAttributeConfig{Enabled: false},
 				LlamaContextThreads:         ResourceAttributeConfig{Enabled: false},
@@ -368,6 +438,18 @@ func TestResourceAttributesConfig(t *testing.T) {
 				ProcessPid:                  ResourceAttributeConfig{Enabled: false},
 				ProcessVpid:                 ResourceAttributeConfig{Enabled: false},
 				ServiceName:                 ResourceAttributeConfig{Enabled: false},
+				WhisperModelAudioContext:    ResourceAttributeConfig{Enabled: false},
+				WhisperModelAudioHeads:      ResourceAttributeConfig{Enabled: false},
+				WhisperModelAudioLayers:     ResourceAttributeConfig{Enabled: false},
+				WhisperModelAudioState:      ResourceAttributeConfig{Enabled: false},
+				WhisperModelFileType:        ResourceAttributeConfig{Enabled: false},
+				WhisperModelMels:            ResourceAttributeConfig{Enabled: false},
+				WhisperModelTextContext:     ResourceAttributeConfig{Enabled: false},
+				WhisperModelTextHeads:       ResourceAttributeConfig{Enabled: false},
+				WhisperModelTextLayers:      ResourceAttributeConfig{Enabled: false},
+				WhisperModelTextState:       ResourceAttributeConfig{Enabled: false},
+				WhisperModelType:            ResourceAttributeConfig{Enabled: false},
+				WhisperModelVocabulary:      ResourceAttributeConfig{Enabled: false},
 			},
 		},
 	}

@@ -297,6 +297,12 @@ var MetricsInfo = metricsInfo{
 	GgmlOpRunqueueTime: metricInfo{
 		Name: "ggml.op.runqueue.time",
 	},
+	GgmlStepCount: metricInfo{
+		Name: "ggml.step.count",
+	},
+	GgmlStepTime: metricInfo{
+		Name: "ggml.step.time",
+	},
 	GgmlThreadCounter: metricInfo{
 		Name: "ggml.thread.counter",
 	},
@@ -342,6 +348,15 @@ var MetricsInfo = metricsInfo{
 	ProfinferSpansDropped: metricInfo{
 		Name: "profinfer.spans.dropped",
 	},
+	WhisperAudioTime: metricInfo{
+		Name: "whisper.audio.time",
+	},
+	WhisperTranscriptionCount: metricInfo{
+		Name: "whisper.transcription.count",
+	},
+	WhisperTranscriptionTime: metricInfo{
+		Name: "whisper.transcription.time",
+	},
 }
 
 type metricsInfo struct {
@@ -367,6 +382,8 @@ type metricsInfo struct {
 	GgmlOpOffCPUTime                   metricInfo
 	GgmlOpPreemptions                  metricInfo
 	GgmlOpRunqueueTime                 metricInfo
+	GgmlStepCount                      metricInfo
+	GgmlStepTime                       metricInfo
 	GgmlThreadCounter                  metricInfo
 	LlamaDecodeTokens                  metricInfo
 	LlamaRequestTokens                 metricInfo
@@ -382,6 +399,9 @@ type metricsInfo struct {
 	ProfinferProbesAttached            metricInfo
 	ProfinferRooflinePeak              metricInfo
 	ProfinferSpansDropped              metricInfo
+	WhisperAudioTime                   metricInfo
+	WhisperTranscriptionCount          metricInfo
+	WhisperTranscriptionTime           metricInfo
 }
 
 type metricInfo struct {
@@ -1599,6 +1619,114 @@ func newMetricGgmlOpRunqueueTime(cfg MetricConfig) metricGgmlOpRunqueueTime {
 	return m
 }
 
+type metricGgmlStepCount struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.step.count metric with initial data.
+func (m *metricGgmlStepCount) init() {
+	m.data.SetName("ggml.step.count")
+	m.data.SetDescription("Steps of runtimes whose unit of work is a backend scheduler's computation of a graph, by phase.")
+	m.data.SetUnit("{step}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlStepCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, ggmlPhaseAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("ggml.phase", ggmlPhaseAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlStepCount) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlStepCount) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlStepCount(cfg MetricConfig) metricGgmlStepCount {
+	m := metricGgmlStepCount{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGgmlStepTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills ggml.step.time metric with initial data.
+func (m *metricGgmlStepTime) init() {
+	m.data.SetName("ggml.step.time")
+	m.data.SetDescription("Time spent in the steps ggml.step.count counts, by phase.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricGgmlStepTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, ggmlPhaseAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("ggml.phase", ggmlPhaseAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGgmlStepTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGgmlStepTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGgmlStepTime(cfg MetricConfig) metricGgmlStepTime {
+	m := metricGgmlStepTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGgmlThreadCounter struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -2398,6 +2526,162 @@ func newMetricProfinferSpansDropped(cfg MetricConfig) metricProfinferSpansDroppe
 	return m
 }
 
+type metricWhisperAudioTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills whisper.audio.time metric with initial data.
+func (m *metricWhisperAudioTime) init() {
+	m.data.SetName("whisper.audio.time")
+	m.data.SetDescription("Audio whisper.cpp was given to transcribe, in seconds of 16 kHz samples.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+}
+
+func (m *metricWhisperAudioTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricWhisperAudioTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricWhisperAudioTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricWhisperAudioTime(cfg MetricConfig) metricWhisperAudioTime {
+	m := metricWhisperAudioTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricWhisperTranscriptionCount struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills whisper.transcription.count metric with initial data.
+func (m *metricWhisperTranscriptionCount) init() {
+	m.data.SetName("whisper.transcription.count")
+	m.data.SetDescription("Transcriptions whisper.cpp finished (whisper_full_with_state calls).")
+	m.data.SetUnit("{transcription}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+}
+
+func (m *metricWhisperTranscriptionCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricWhisperTranscriptionCount) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricWhisperTranscriptionCount) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricWhisperTranscriptionCount(cfg MetricConfig) metricWhisperTranscriptionCount {
+	m := metricWhisperTranscriptionCount{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricWhisperTranscriptionTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills whisper.transcription.time metric with initial data.
+func (m *metricWhisperTranscriptionTime) init() {
+	m.data.SetName("whisper.transcription.time")
+	m.data.SetDescription("Time whisper.cpp's transcriptions took, from call to return.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+}
+
+func (m *metricWhisperTranscriptionTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricWhisperTranscriptionTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricWhisperTranscriptionTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricWhisperTranscriptionTime(cfg MetricConfig) metricWhisperTranscriptionTime {
+	m := metricWhisperTranscriptionTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 // MetricsBuilder provides an interface for scrapers to report metrics while taking care of all the transformations
 // required to produce metric representation defined in metadata and user config.
 type MetricsBuilder struct {
@@ -2430,6 +2714,8 @@ type MetricsBuilder struct {
 	metricGgmlOpOffCPUTime                   metricGgmlOpOffCPUTime
 	metricGgmlOpPreemptions                  metricGgmlOpPreemptions
 	metricGgmlOpRunqueueTime                 metricGgmlOpRunqueueTime
+	metricGgmlStepCount                      metricGgmlStepCount
+	metricGgmlStepTime                       metricGgmlStepTime
 	metricGgmlThreadCounter                  metricGgmlThreadCounter
 	metricLlamaDecodeTokens                  metricLlamaDecodeTokens
 	metricLlamaRequestTokens                 metricLlamaRequestTokens
@@ -2445,6 +2731,9 @@ type MetricsBuilder struct {
 	metricProfinferProbesAttached            metricProfinferProbesAttached
 	metricProfinferRooflinePeak              metricProfinferRooflinePeak
 	metricProfinferSpansDropped              metricProfinferSpansDropped
+	metricWhisperAudioTime                   metricWhisperAudioTime
+	metricWhisperTranscriptionCount          metricWhisperTranscriptionCount
+	metricWhisperTranscriptionTime           metricWhisperTranscriptionTime
 }
 
 // MetricBuilderOption applies changes to default metrics builder.
@@ -2492,6 +2781,8 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGgmlOpOffCPUTime:                   newMetricGgmlOpOffCPUTime(mbc.Metrics.GgmlOpOffCPUTime),
 		metricGgmlOpPreemptions:                  newMetricGgmlOpPreemptions(mbc.Metrics.GgmlOpPreemptions),
 		metricGgmlOpRunqueueTime:                 newMetricGgmlOpRunqueueTime(mbc.Metrics.GgmlOpRunqueueTime),
+		metricGgmlStepCount:                      newMetricGgmlStepCount(mbc.Metrics.GgmlStepCount),
+		metricGgmlStepTime:                       newMetricGgmlStepTime(mbc.Metrics.GgmlStepTime),
 		metricGgmlThreadCounter:                  newMetricGgmlThreadCounter(mbc.Metrics.GgmlThreadCounter),
 		metricLlamaDecodeTokens:                  newMetricLlamaDecodeTokens(mbc.Metrics.LlamaDecodeTokens),
 		metricLlamaRequestTokens:                 newMetricLlamaRequestTokens(mbc.Metrics.LlamaRequestTokens),
@@ -2507,6 +2798,9 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricProfinferProbesAttached:            newMetricProfinferProbesAttached(mbc.Metrics.ProfinferProbesAttached),
 		metricProfinferRooflinePeak:              newMetricProfinferRooflinePeak(mbc.Metrics.ProfinferRooflinePeak),
 		metricProfinferSpansDropped:              newMetricProfinferSpansDropped(mbc.Metrics.ProfinferSpansDropped),
+		metricWhisperAudioTime:                   newMetricWhisperAudioTime(mbc.Metrics.WhisperAudioTime),
+		metricWhisperTranscriptionCount:          newMetricWhisperTranscriptionCount(mbc.Metrics.WhisperTranscriptionCount),
+		metricWhisperTranscriptionTime:           newMetricWhisperTranscriptionTime(mbc.Metrics.WhisperTranscriptionTime),
 		resourceAttributeIncludeFilter:           make(map[string]filter.Filter),
 		resourceAttributeExcludeFilter:           make(map[string]filter.Filter),
 	}
@@ -2521,6 +2815,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	}
 	if mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["ggml.backends.loaded"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.GgmlRuntime.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["ggml.runtime"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlRuntime.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GgmlRuntime.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["ggml.runtime"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlRuntime.MetricsExclude)
 	}
 	if mbc.ResourceAttributes.GgmlVersion.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["ggml.version"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlVersion.MetricsInclude)
@@ -2611,6 +2911,78 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	}
 	if mbc.ResourceAttributes.ServiceName.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["service.name"] = filter.CreateFilter(mbc.ResourceAttributes.ServiceName.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelAudioContext.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.audio_context"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelAudioContext.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelAudioContext.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.audio_context"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelAudioContext.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelAudioHeads.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.audio_heads"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelAudioHeads.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelAudioHeads.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.audio_heads"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelAudioHeads.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelAudioLayers.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.audio_layers"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelAudioLayers.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelAudioLayers.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.audio_layers"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelAudioLayers.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelAudioState.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.audio_state"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelAudioState.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelAudioState.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.audio_state"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelAudioState.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelFileType.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.file_type"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelFileType.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelFileType.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.file_type"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelFileType.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelMels.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.mels"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelMels.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelMels.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.mels"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelMels.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelTextContext.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.text_context"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelTextContext.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelTextContext.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.text_context"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelTextContext.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelTextHeads.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.text_heads"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelTextHeads.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelTextHeads.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.text_heads"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelTextHeads.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelTextLayers.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.text_layers"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelTextLayers.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelTextLayers.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.text_layers"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelTextLayers.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelTextState.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.text_state"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelTextState.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelTextState.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.text_state"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelTextState.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelType.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.type"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelType.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelType.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.type"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelType.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelVocabulary.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["whisper.model.vocabulary"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelVocabulary.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.WhisperModelVocabulary.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["whisper.model.vocabulary"] = filter.CreateFilter(mbc.ResourceAttributes.WhisperModelVocabulary.MetricsExclude)
 	}
 
 	for _, op := range options {
@@ -2703,6 +3075,8 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGgmlOpOffCPUTime.emit(ils.Metrics())
 	mb.metricGgmlOpPreemptions.emit(ils.Metrics())
 	mb.metricGgmlOpRunqueueTime.emit(ils.Metrics())
+	mb.metricGgmlStepCount.emit(ils.Metrics())
+	mb.metricGgmlStepTime.emit(ils.Metrics())
 	mb.metricGgmlThreadCounter.emit(ils.Metrics())
 	mb.metricLlamaDecodeTokens.emit(ils.Metrics())
 	mb.metricLlamaRequestTokens.emit(ils.Metrics())
@@ -2718,6 +3092,9 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricProfinferProbesAttached.emit(ils.Metrics())
 	mb.metricProfinferRooflinePeak.emit(ils.Metrics())
 	mb.metricProfinferSpansDropped.emit(ils.Metrics())
+	mb.metricWhisperAudioTime.emit(ils.Metrics())
+	mb.metricWhisperTranscriptionCount.emit(ils.Metrics())
+	mb.metricWhisperTranscriptionTime.emit(ils.Metrics())
 
 	for _, op := range options {
 		op.apply(rm)
@@ -2859,6 +3236,16 @@ func (mb *MetricsBuilder) RecordGgmlOpRunqueueTimeDataPoint(ts pcommon.Timestamp
 	mb.metricGgmlOpRunqueueTime.recordDataPoint(mb.startTime, ts, val, ggmlOpAttributeValue, ggmlWeightTypeAttributeValue, ggmlTensorTypeAttributeValue)
 }
 
+// RecordGgmlStepCountDataPoint adds a data point to ggml.step.count metric.
+func (mb *MetricsBuilder) RecordGgmlStepCountDataPoint(ts pcommon.Timestamp, val int64, ggmlPhaseAttributeValue string) {
+	mb.metricGgmlStepCount.recordDataPoint(mb.startTime, ts, val, ggmlPhaseAttributeValue)
+}
+
+// RecordGgmlStepTimeDataPoint adds a data point to ggml.step.time metric.
+func (mb *MetricsBuilder) RecordGgmlStepTimeDataPoint(ts pcommon.Timestamp, val float64, ggmlPhaseAttributeValue string) {
+	mb.metricGgmlStepTime.recordDataPoint(mb.startTime, ts, val, ggmlPhaseAttributeValue)
+}
+
 // RecordGgmlThreadCounterDataPoint adds a data point to ggml.thread.counter metric.
 func (mb *MetricsBuilder) RecordGgmlThreadCounterDataPoint(ts pcommon.Timestamp, val int64, threadIDAttributeValue int64, perfCounterAttributeValue string, ggmlScopeAttributeValue AttributeGgmlScope) {
 	mb.metricGgmlThreadCounter.recordDataPoint(mb.startTime, ts, val, threadIDAttributeValue, perfCounterAttributeValue, ggmlScopeAttributeValue.String())
@@ -2932,6 +3319,21 @@ func (mb *MetricsBuilder) RecordProfinferRooflinePeakDataPoint(ts pcommon.Timest
 // RecordProfinferSpansDroppedDataPoint adds a data point to profinfer.spans.dropped metric.
 func (mb *MetricsBuilder) RecordProfinferSpansDroppedDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricProfinferSpansDropped.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordWhisperAudioTimeDataPoint adds a data point to whisper.audio.time metric.
+func (mb *MetricsBuilder) RecordWhisperAudioTimeDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricWhisperAudioTime.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordWhisperTranscriptionCountDataPoint adds a data point to whisper.transcription.count metric.
+func (mb *MetricsBuilder) RecordWhisperTranscriptionCountDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricWhisperTranscriptionCount.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordWhisperTranscriptionTimeDataPoint adds a data point to whisper.transcription.time metric.
+func (mb *MetricsBuilder) RecordWhisperTranscriptionTimeDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricWhisperTranscriptionTime.recordDataPoint(mb.startTime, ts, val)
 }
 
 // Reset resets metrics builder to its initial state. It should be used when external metrics source is restarted,

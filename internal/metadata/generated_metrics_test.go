@@ -157,6 +157,14 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGgmlStepCountDataPoint(ts, 1, "ggml.phase-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGgmlStepTimeDataPoint(ts, 1, "ggml.phase-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGgmlThreadCounterDataPoint(ts, 1, 9, "perf.counter-val", AttributeGgmlScopeNode)
 
 			defaultMetricsCount++
@@ -215,9 +223,22 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount++
 			mb.RecordProfinferSpansDroppedDataPoint(ts, 1)
 
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordWhisperAudioTimeDataPoint(ts, 1)
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordWhisperTranscriptionCountDataPoint(ts, 1)
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordWhisperTranscriptionTimeDataPoint(ts, 1)
+
 			rb := mb.NewResourceBuilder()
 			rb.SetContainerID("container.id-val")
 			rb.SetGgmlBackendsLoaded([]any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"})
+			rb.SetGgmlRuntime("ggml.runtime-val")
 			rb.SetGgmlVersion("ggml.version-val")
 			rb.SetLlamaContextSize(18)
 			rb.SetLlamaContextThreads(21)
@@ -233,6 +254,18 @@ func TestMetricsBuilder(t *testing.T) {
 			rb.SetProcessPid(11)
 			rb.SetProcessVpid(12)
 			rb.SetServiceName("service.name-val")
+			rb.SetWhisperModelAudioContext(27)
+			rb.SetWhisperModelAudioHeads(25)
+			rb.SetWhisperModelAudioLayers(26)
+			rb.SetWhisperModelAudioState(25)
+			rb.SetWhisperModelFileType("whisper.model.file_type-val")
+			rb.SetWhisperModelMels(18)
+			rb.SetWhisperModelTextContext(26)
+			rb.SetWhisperModelTextHeads(24)
+			rb.SetWhisperModelTextLayers(25)
+			rb.SetWhisperModelTextState(24)
+			rb.SetWhisperModelType("whisper.model.type-val")
+			rb.SetWhisperModelVocabulary(24)
 			res := rb.Emit()
 			metrics := mb.Emit(WithResource(res))
 
@@ -708,6 +741,40 @@ func TestMetricsBuilder(t *testing.T) {
 					ggmlTensorTypeAttrVal, ok := dp.Attributes().Get("ggml.tensor.type")
 					assert.True(t, ok)
 					assert.Equal(t, "ggml.tensor.type-val", ggmlTensorTypeAttrVal.Str())
+				case "ggml.step.count":
+					assert.False(t, validatedMetrics["ggml.step.count"], "Found a duplicate in the metrics slice: ggml.step.count")
+					validatedMetrics["ggml.step.count"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Steps of runtimes whose unit of work is a backend scheduler's computation of a graph, by phase.", mi.Description())
+					assert.Equal(t, "{step}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					ggmlPhaseAttrVal, ok := dp.Attributes().Get("ggml.phase")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.phase-val", ggmlPhaseAttrVal.Str())
+				case "ggml.step.time":
+					assert.False(t, validatedMetrics["ggml.step.time"], "Found a duplicate in the metrics slice: ggml.step.time")
+					validatedMetrics["ggml.step.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time spent in the steps ggml.step.count counts, by phase.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					ggmlPhaseAttrVal, ok := dp.Attributes().Get("ggml.phase")
+					assert.True(t, ok)
+					assert.Equal(t, "ggml.phase-val", ggmlPhaseAttrVal.Str())
 				case "ggml.thread.counter":
 					assert.False(t, validatedMetrics["ggml.thread.counter"], "Found a duplicate in the metrics slice: ggml.thread.counter")
 					validatedMetrics["ggml.thread.counter"] = true
@@ -960,6 +1027,48 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
+				case "whisper.audio.time":
+					assert.False(t, validatedMetrics["whisper.audio.time"], "Found a duplicate in the metrics slice: whisper.audio.time")
+					validatedMetrics["whisper.audio.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Audio whisper.cpp was given to transcribe, in seconds of 16 kHz samples.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "whisper.transcription.count":
+					assert.False(t, validatedMetrics["whisper.transcription.count"], "Found a duplicate in the metrics slice: whisper.transcription.count")
+					validatedMetrics["whisper.transcription.count"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Transcriptions whisper.cpp finished (whisper_full_with_state calls).", mi.Description())
+					assert.Equal(t, "{transcription}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "whisper.transcription.time":
+					assert.False(t, validatedMetrics["whisper.transcription.time"], "Found a duplicate in the metrics slice: whisper.transcription.time")
+					validatedMetrics["whisper.transcription.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time whisper.cpp's transcriptions took, from call to return.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
 				}
 			}
 		})

@@ -35,6 +35,13 @@ func (rb *ResourceBuilder) SetGgmlBackendsLoaded(val []any) {
 	}
 }
 
+// SetGgmlRuntime sets provided value as "ggml.runtime" attribute.
+func (rb *ResourceBuilder) SetGgmlRuntime(val string) {
+	if rb.config.GgmlRuntime.Enabled {
+		rb.res.Attributes().PutStr("ggml.runtime", val)
+	}
+}
+
 // SetGgmlVersion sets provided value as "ggml.version" attribute.
 func (rb *ResourceBuilder) SetGgmlVersion(val string) {
 	if rb.config.GgmlVersion.Enabled {
@@ -137,6 +144,90 @@ func (rb *ResourceBuilder) SetProcessVpid(val int64) {
 func (rb *ResourceBuilder) SetServiceName(val string) {
 	if rb.config.ServiceName.Enabled {
 		rb.res.Attributes().PutStr("service.name", val)
+	}
+}
+
+// SetWhisperModelAudioContext sets provided value as "whisper.model.audio_context" attribute.
+func (rb *ResourceBuilder) SetWhisperModelAudioContext(val int64) {
+	if rb.config.WhisperModelAudioContext.Enabled {
+		rb.res.Attributes().PutInt("whisper.model.audio_context", val)
+	}
+}
+
+// SetWhisperModelAudioHeads sets provided value as "whisper.model.audio_heads" attribute.
+func (rb *ResourceBuilder) SetWhisperModelAudioHeads(val int64) {
+	if rb.config.WhisperModelAudioHeads.Enabled {
+		rb.res.Attributes().PutInt("whisper.model.audio_heads", val)
+	}
+}
+
+// SetWhisperModelAudioLayers sets provided value as "whisper.model.audio_layers" attribute.
+func (rb *ResourceBuilder) SetWhisperModelAudioLayers(val int64) {
+	if rb.config.WhisperModelAudioLayers.Enabled {
+		rb.res.Attributes().PutInt("whisper.model.audio_layers", val)
+	}
+}
+
+// SetWhisperModelAudioState sets provided value as "whisper.model.audio_state" attribute.
+func (rb *ResourceBuilder) SetWhisperModelAudioState(val int64) {
+	if rb.config.WhisperModelAudioState.Enabled {
+		rb.res.Attributes().PutInt("whisper.model.audio_state", val)
+	}
+}
+
+// SetWhisperModelFileType sets provided value as "whisper.model.file_type" attribute.
+func (rb *ResourceBuilder) SetWhisperModelFileType(val string) {
+	if rb.config.WhisperModelFileType.Enabled {
+		rb.res.Attributes().PutStr("whisper.model.file_type", val)
+	}
+}
+
+// SetWhisperModelMels sets provided value as "whisper.model.mels" attribute.
+func (rb *ResourceBuilder) SetWhisperModelMels(val int64) {
+	if rb.config.WhisperModelMels.Enabled {
+		rb.res.Attributes().PutInt("whisper.model.mels", val)
+	}
+}
+
+// SetWhisperModelTextContext sets provided value as "whisper.model.text_context" attribute.
+func (rb *ResourceBuilder) SetWhisperModelTextContext(val int64) {
+	if rb.config.WhisperModelTextContext.Enabled {
+		rb.res.Attributes().PutInt("whisper.model.text_context", val)
+	}
+}
+
+// SetWhisperModelTextHeads sets provided value as "whisper.model.text_heads" attribute.
+func (rb *ResourceBuilder) SetWhisperModelTextHeads(val int64) {
+	if rb.config.WhisperModelTextHeads.Enabled {
+		rb.res.Attributes().PutInt("whisper.model.text_heads", val)
+	}
+}
+
+// SetWhisperModelTextLayers sets provided value as "whisper.model.text_layers" attribute.
+func (rb *ResourceBuilder) SetWhisperModelTextLayers(val int64) {
+	if rb.config.WhisperModelTextLayers.Enabled {
+		rb.res.Attributes().PutInt("whisper.model.text_layers", val)
+	}
+}
+
+// SetWhisperModelTextState sets provided value as "whisper.model.text_state" attribute.
+func (rb *ResourceBuilder) SetWhisperModelTextState(val int64) {
+	if rb.config.WhisperModelTextState.Enabled {
+		rb.res.Attributes().PutInt("whisper.model.text_state", val)
+	}
+}
+
+// SetWhisperModelType sets provided value as "whisper.model.type" attribute.
+func (rb *ResourceBuilder) SetWhisperModelType(val string) {
+	if rb.config.WhisperModelType.Enabled {
+		rb.res.Attributes().PutStr("whisper.model.type", val)
+	}
+}
+
+// SetWhisperModelVocabulary sets provided value as "whisper.model.vocabulary" attribute.
+func (rb *ResourceBuilder) SetWhisperModelVocabulary(val int64) {
+	if rb.config.WhisperModelVocabulary.Enabled {
+		rb.res.Attributes().PutInt("whisper.model.vocabulary", val)
 	}
 }
 

@@ -15,6 +15,7 @@ func TestResourceBuilder(t *testing.T) {
 			rb := NewResourceBuilder(cfg)
 			rb.SetContainerID("container.id-val")
 			rb.SetGgmlBackendsLoaded([]any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"})
+			rb.SetGgmlRuntime("ggml.runtime-val")
 			rb.SetGgmlVersion("ggml.version-val")
 			rb.SetLlamaContextSize(18)
 			rb.SetLlamaContextThreads(21)
@@ -30,15 +31,27 @@ func TestResourceBuilder(t *testing.T) {
 			rb.SetProcessPid(11)
 			rb.SetProcessVpid(12)
 			rb.SetServiceName("service.name-val")
+			rb.SetWhisperModelAudioContext(27)
+			rb.SetWhisperModelAudioHeads(25)
+			rb.SetWhisperModelAudioLayers(26)
+			rb.SetWhisperModelAudioState(25)
+			rb.SetWhisperModelFileType("whisper.model.file_type-val")
+			rb.SetWhisperModelMels(18)
+			rb.SetWhisperModelTextContext(26)
+			rb.SetWhisperModelTextHeads(24)
+			rb.SetWhisperModelTextLayers(25)
+			rb.SetWhisperModelTextState(24)
+			rb.SetWhisperModelType("whisper.model.type-val")
+			rb.SetWhisperModelVocabulary(24)
 
 			res := rb.Emit()
 			assert.Equal(t, 0, rb.Emit().Attributes().Len()) // Second call should return empty Resource
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 17, res.Attributes().Len())
+				assert.Equal(t, 30, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 17, res.Attributes().Len())
+				assert.Equal(t, 30, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -54,6 +67,11 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, []any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"}, ggmlBackendsLoadedAttrVal.Slice().AsRaw())
+			}
+			ggmlRuntimeAttrVal, ok := res.Attributes().Get("ggml.runtime")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "ggml.runtime-val", ggmlRuntimeAttrVal.Str())
 			}
 			ggmlVersionAttrVal, ok := res.Attributes().Get("ggml.version")
 			assert.True(t, ok)
@@ -129,6 +147,66 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "service.name-val", serviceNameAttrVal.Str())
+			}
+			whisperModelAudioContextAttrVal, ok := res.Attributes().Get("whisper.model.audio_context")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 27, whisperModelAudioContextAttrVal.Int())
+			}
+			whisperModelAudioHeadsAttrVal, ok := res.Attributes().Get("whisper.model.audio_heads")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 25, whisperModelAudioHeadsAttrVal.Int())
+			}
+			whisperModelAudioLayersAttrVal, ok := res.Attributes().Get("whisper.model.audio_layers")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 26, whisperModelAudioLayersAttrVal.Int())
+			}
+			whisperModelAudioStateAttrVal, ok := res.Attributes().Get("whisper.model.audio_state")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 25, whisperModelAudioStateAttrVal.Int())
+			}
+			whisperModelFileTypeAttrVal, ok := res.Attributes().Get("whisper.model.file_type")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "whisper.model.file_type-val", whisperModelFileTypeAttrVal.Str())
+			}
+			whisperModelMelsAttrVal, ok := res.Attributes().Get("whisper.model.mels")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 18, whisperModelMelsAttrVal.Int())
+			}
+			whisperModelTextContextAttrVal, ok := res.Attributes().Get("whisper.model.text_context")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 26, whisperModelTextContextAttrVal.Int())
+			}
+			whisperModelTextHeadsAttrVal, ok := res.Attributes().Get("whisper.model.text_heads")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 24, whisperModelTextHeadsAttrVal.Int())
+			}
+			whisperModelTextLayersAttrVal, ok := res.Attributes().Get("whisper.model.text_layers")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 25, whisperModelTextLayersAttrVal.Int())
+			}
+			whisperModelTextStateAttrVal, ok := res.Attributes().Get("whisper.model.text_state")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 24, whisperModelTextStateAttrVal.Int())
+			}
+			whisperModelTypeAttrVal, ok := res.Attributes().Get("whisper.model.type")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "whisper.model.type-val", whisperModelTypeAttrVal.Str())
+			}
+			whisperModelVocabularyAttrVal, ok := res.Attributes().Get("whisper.model.vocabulary")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 24, whisperModelVocabularyAttrVal.Int())
 			}
 		})
 	}

@@ -176,3 +176,13 @@ func FileType(v uint64) string {
 	}
 	return fmt.Sprintf("unknown (%d)", v)
 }
+
+// Whisper is what a whisper.cpp model's hyperparameters say of it, as its loaded
+// whisper_context holds them: whisper's models are not GGUF files.
+type Whisper struct {
+	Type                                       string // tiny, base, small, medium, large, or unknown
+	Vocab, AudioCtx, AudioState, AudioHeads    int
+	AudioLayers, TextCtx, TextState, TextHeads int
+	TextLayers, Mels                           int
+	FileType                                   string // named as llama.cpp names general.file_type
+}

@@ -93,14 +93,32 @@
     main.replaceChildren();
     const p = procs.find((x) => x.id === selected);
     if (!p) {
-      main.append(el('p', 'empty', 'No profiled process yet: start llama.cpp (llama-server, llama-cli, llama-bench, a binding) and its decodes appear here.'));
+      main.append(el('p', 'empty', 'No profiled process yet: start a GGML runtime (llama.cpp\'s llama-server, llama-cli or llama-bench, Ollama, whisper.cpp, a binding) and its work appears here.'));
       return;
     }
     renderProcess(main, p);
   }
 
+  // What each runtime calls its steps and phases, for the words around the figures.
+  const runtimes = {
+    'llama.cpp': { step: 'llama_decode calls' },
+    'ollama': { step: 'llama_decode calls or forward batches' },
+    'whisper.cpp': { step: 'passes', speech: true },
+    'ggml': { step: 'scheduler computations' },
+  };
+  function runtimeOf(p) { return runtimes[p.runtime] || runtimes['llama.cpp']; }
+  // The heading of a phase's section: what one unit of it is.
+  function phaseTitle(p, name) {
+    if (name === 'outside decode') return 'graphs outside ' + (p.runtime === 'llama.cpp' || !p.runtime ? 'llama_decode' : 'a step');
+    if (name === 'encode') return 'an encoder pass';
+    if (name === 'decode' && runtimeOf(p).speech) return 'a decoder pass';
+    if (name === 'compute') return 'a scheduler computation';
+    return 'a ' + name + ' token';
+  }
+
   function renderProcess(main, p) {
     const head = section(p.title, 'process');
+    if (p.runtime) head.append(el('p', null, 'Runtime: ', el('b', 'runtime', p.runtime)));
     if (p.model) head.append(el('p', null, 'Model: ', el('b', 'model-name', p.model)));
     const kv = el('div', 'kv');
     for (const a of p.resource || []) kv.append(el('div', null, a.k + ' = ', el('code', null, a.v)));
@@ -120,7 +138,8 @@
     }
     main.append(fs);
 
-    renderThroughput(main, p);
+    if (runtimeOf(p).speech) renderSpeech(main, p);
+    else renderThroughput(main, p);
     for (const ph of p.phases || []) renderPhase(main, p, ph);
     renderRoofline(main, p);
     renderTimeline(main, p);
@@ -131,12 +150,38 @@
 
   function phaseOf(p, name) { return (p.phases || []).find((x) => x.name === name); }
 
+  // A speech runtime's figures: its transcriptions, how much faster than real time, and
+  // the encoder's and decoder's shares.
+  function renderSpeech(main, p) {
+    const s = section('Transcriptions: real-time factor, encoder and decoder', 'speech');
+    const j = p.jobs;
+    if (!j) {
+      s.append(el('p', 'empty', 'No transcription finished yet.'));
+      main.append(s);
+      return;
+    }
+    const tiles = el('div', 'tiles');
+    tiles.append(tile(String(j.count), 'transcriptions of ' + num(j.audio_seconds, 1) + ' s of audio in ' + num(j.seconds, 1) + ' s'),
+      tile(num(j.rtf.p50, 2), 'real-time factor p50 (time over audio; under 1 is faster than real time)'), tile(num(j.rtf.p90, 2), 'p90'),
+      tile(num(j.encode_seconds / j.count, 2) + ' s', 'encoder per transcription, ' + j.encode_passes + ' passes'),
+      tile(num(j.decode_seconds / j.count, 2) + ' s', 'decoder per transcription, ' + j.decode_passes + ' passes'));
+    for (const ph of p.phases || []) {
+      if (!ph.cpu) continue;
+      const t = tile(pct(ph.cpu.share), ph.name + ' threads on a CPU, of ' + ph.cpu.graphs + ' traced graphs\' time' + (ph.cpu.share < 0.9 ? ': starved' : ''));
+      t.dataset.oncpu = ph.name;
+      if (ph.cpu.share < 0.9) t.classList.add('starved');
+      tiles.append(t);
+    }
+    s.append(tiles);
+    main.append(s);
+  }
+
   function renderThroughput(main, p) {
     const s = section(p.requests ? 'Tokens per second, decode latency and requests' : 'Tokens per second and decode latency', 'throughput');
     const tiles = el('div', 'tiles');
     for (const name of ['prefill', 'decode']) {
       const ph = phaseOf(p, name);
-      if (ph) tiles.append(tile(num(ph.tokens_per_second, 1), name + ' tokens/s over ' + ph.decodes + ' llama_decode calls'));
+      if (ph) tiles.append(tile(num(ph.tokens_per_second, 1), name + ' tokens/s over ' + ph.decodes + ' ' + runtimeOf(p).step));
     }
     // Whether the model's threads had their CPUs: the machine, not the model, may be the bottleneck.
     for (const ph of p.phases || []) {
@@ -183,9 +228,9 @@
   }
 
   function renderPhase(main, p, ph) {
-    const s = section('Where ' + (ph.name === 'outside decode' ? 'graphs outside llama_decode' : 'a ' + ph.name + ' token') + '\'s time goes', 'phase-' + ph.name.replace(/ /g, '-'));
+    const s = section('Where ' + phaseTitle(p, ph.name) + '\'s time goes', 'phase-' + ph.name.replace(/ /g, '-'));
     s.append(el('p', null, ph.traced_graphs + ' graphs traced node by node, ' + num(ph.graph_seconds * 1e3, 1) + ' ms of graph time' +
-      (ph.tokens ? '; ' + ph.tokens + ' tokens in ' + ph.decodes + ' decodes' : '') +
+      (ph.tokens ? '; ' + ph.tokens + ' tokens in ' + ph.decodes + ' ' + runtimeOf(p).step : ph.decodes ? '; ' + ph.decodes + ' ' + runtimeOf(p).step : '') +
       (ph.cpu ? '; threads on a CPU ' + pct(ph.cpu.share) + ' of graph time' + (ph.cpu.share < 0.9 ? ' (starved: ops are not judged by their wall time)' : '') : '')));
     const rows = (ph.ops || []).map((o) => [o.op, o.weight, o.calls, num(o.total_ms, 2), num(o.mean_us, 1), pct(o.share),
       el('span', 'bound-' + (o.bound || 'none'), o.bound || '–'), rate(o)]);

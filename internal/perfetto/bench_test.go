@@ -21,7 +21,7 @@ func (c *counting) Write(p []byte) (int, error) { *c += counting(len(p)); return
 func BenchmarkWriter(b *testing.B) {
 	s := export.NewSpans(export.Clock{Offset: epoch}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, counters(b))
 	td := ptrace.NewTraces()
-	s.Decode(td, &export.Origin{PID: serverPID, Exe: "/usr/bin/llama-server", Model: &model.Info{Name: "tiny"}}, decode(1e9, 300))
+	s.Step(td, &export.Origin{PID: serverPID, Exe: "/usr/bin/llama-server", Model: &model.Info{Name: "tiny"}}, decode(1e9, 300))
 	in, err := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
 	if err != nil {
 		b.Fatal(err)

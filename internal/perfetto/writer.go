@@ -151,9 +151,10 @@ func (w *Writer) span(p *proc, sp ptrace.Span) {
 		return
 	}
 	w.thread(p, tid)
-	cat := "ggml"
-	if strings.HasPrefix(name, "llama") {
-		cat = "llama"
+	// The category is the layer the span's name begins with: ggml, llama, whisper, ollama.
+	cat := name
+	if i := strings.IndexAny(name, "._"); i > 0 {
+		cat = name[:i]
 	}
 	w.slice(p.pid, tid, cat, name, start, end, sp, 0)
 	switch name {
@@ -523,7 +524,10 @@ func (w *Writer) process(r pcommon.Resource) *proc {
 	if hasPID {
 		name += " pid " + strconv.FormatInt(pid, 10)
 	}
-	if m := str("llama.model.name"); m != "" {
+	if r := str("ggml.runtime"); r != "" {
+		name += " [" + r + "]"
+	}
+	if m := cmp.Or(str("llama.model.name"), str("whisper.model.type")); m != "" {
 		name += " (" + m + ")"
 	}
 	if host != "" {

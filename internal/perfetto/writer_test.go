@@ -47,7 +47,7 @@ func counters(t testing.TB) *export.Counters {
 // a tensor copy and a traced graph of n nodes run by 4 threads, each node reading the one
 // before (so the critical path is a long chain), overlapping the next by 1.5 µs, with
 // per-thread busy times and perf counters. start is monotonic ns.
-func decode(start uint64, n int) *assemble.Decode {
+func decode(start uint64, n int) *assemble.Step {
 	g := &assemble.Graph{TID: decodeTID, NNodes: n, NThreads: threads, Traced: true}
 	t := start + 30_000
 	g.Start = t - 1000
@@ -77,7 +77,7 @@ func decode(start uint64, n int) *assemble.Decode {
 		t += dur
 	}
 	g.End = t + overlapNS + 500
-	return &assemble.Decode{
+	return &assemble.Step{
 		TID: decodeTID, Tokens: nodeTokens, Start: start, End: g.End + 20_000,
 		Splits: []assemble.Split{{TID: decodeTID, Backend: "CPU", NNodes: n, Start: g.Start - 100, End: g.End + 100}},
 		Copies: []assemble.Copy{{TID: decodeTID, Src: "CPU", Dst: "RPC", Tensor: hostile, Bytes: 4096, Start: start + 2000, End: start + 3000}},
@@ -92,10 +92,10 @@ func batch(t testing.TB, start uint64, n int) ptrace.Traces {
 	td := ptrace.NewTraces()
 	p := &export.Origin{PID: serverPID, VPID: 1, Exe: "/usr/bin/llama-server",
 		Model: &model.Info{Name: "Tiny " + hostile + "\xc3", Architecture: "llama"}}
-	s.Decode(td, p, decode(start, n))
+	s.Step(td, p, decode(start, n))
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "host-a")
 	other := *p // the other host's process: an origin of its own
-	s.Decode(td, &other, decode(start+5000, n))
+	s.Step(td, &other, decode(start+5000, n))
 	td.ResourceSpans().At(1).Resource().Attributes().PutStr("host.name", "host-b")
 	return td
 }
@@ -467,14 +467,14 @@ func FuzzAppendString(f *testing.F) {
 func TestDeviceTrack(t *testing.T) {
 	s := export.NewSpans(export.Clock{Offset: epoch}, false, roofline.Peaks{}, nil)
 	td := ptrace.NewTraces()
-	d := &assemble.Decode{TID: decodeTID, Tokens: 1, Start: 1e9, End: 1e9 + 50_000,
+	d := &assemble.Step{TID: decodeTID, Tokens: 1, Start: 1e9, End: 1e9 + 50_000,
 		Splits: []assemble.Split{
 			{TID: decodeTID, Backend: "VK", NNodes: 3, Start: 1e9 + 1000, End: 1e9 + 2000, Device: true, Done: 1e9 + 90_000, Bound: true,
 				Nodes: []*assemble.NodeInfo{{Op: "MUL_MAT", Name: "ffn_up-0", Type: "f32"}}},
 			{TID: decodeTID, Backend: "VK", NNodes: 3, Start: 1e9 + 3000, End: 1e9 + 4000, Device: true, Done: 1e9 + 90_000, Wait: 40_000},
 		},
 		Copies: []assemble.Copy{{TID: decodeTID, Src: "CPU", Dst: "VK", Tensor: "inp_pos", Bytes: 4, Start: 1e9 + 500, End: 1e9 + 900, Queued: true}}}
-	s.Decode(td, &export.Origin{PID: serverPID, Exe: "/usr/bin/llama-server"}, d)
+	s.Step(td, &export.Origin{PID: serverPID, Exe: "/usr/bin/llama-server"}, d)
 	var device []int
 	b := write(t, func(w *Writer) error { return w.Traces(td) })
 	for i, ev := range parse(t, b).TraceEvents {

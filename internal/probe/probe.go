@@ -25,7 +25,7 @@ import (
 
 // Layers selects which probes to attach.
 type Layers struct {
-	Application bool // llama_decode
+	Application bool // llama_decode, whisper_full_with_state, and steps (AttachSteps)
 	Runtime     bool // graphs: the backend scheduler's and the CPU backend's
 	Barriers    bool // with the node probes, ggml_barrier: per-thread busy time
 	Scheduler   bool // sched_switch and sched_wakeup, for the traced processes' threads
@@ -117,6 +117,7 @@ const (
 	device                 // AttachDevice, where the backend has no synchronize of its own
 	split                  // AttachSplits: with Layers.Runtime, where the scheduler has a backend besides the CPU's
 	schedRead              // AttachSchedRead: with Layers.Runtime, until a scheduler's backends are read
+	step                   // AttachSteps: with Layers.Application, where the runtime's unit of work is a scheduler's computation
 )
 
 // spec is one probe: a program on a symbol of the object that plays role.
@@ -139,6 +140,12 @@ var specs = []spec{
 	{app, discover.Llama, clearSymbol, func(p *progs) *ebpf.Program { return p.SeqClear }, false, 0, false},
 	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.Arg1 | symbols.Arg2Struct, false},
 	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
+	// whisper.cpp's transcription: the samples are the fourth argument on x86-64, the
+	// fifth on arm64, where the parameters struct before them is passed by pointer.
+	{app, discover.Whisper, "whisper_full_with_state", func(p *progs) *ebpf.Program { return p.JobEnter }, false, symbols.Arg1 | symbols.Arg4 | symbols.Arg5, false},
+	{app, discover.Whisper, "whisper_full_with_state", func(p *progs) *ebpf.Program { return p.JobExit }, true, 0, false},
+	{step, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.StepEnter }, false, symbols.Arg1 | symbols.Arg2, false},
+	{step, discover.Base, "ggml_backend_sched_graph_compute_async", func(p *progs) *ebpf.Program { return p.StepExit }, true, 0, false},
 	{graph, discover.Base, schedSymbol, func(p *progs) *ebpf.Program { return p.SchedNew }, false, symbols.Arg3, true},
 	{split, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitEnter }, false, symbols.Arg1 | symbols.Arg2, false},
 	{split, discover.Base, "ggml_backend_graph_compute_async", func(p *progs) *ebpf.Program { return p.SplitExit }, true, 0, false},
@@ -203,6 +210,7 @@ const schedSymbol = "ggml_backend_sched_new"
 // loses says what is not reported without each probed symbol.
 var loses = map[string]string{
 	"llama_decode":                           "tokens or llama_decode spans",
+	"whisper_full_with_state":                "whisper transcription spans",
 	"ggml_backend_graph_compute_async":       "backend split spans",
 	"ggml_backend_sched_graph_compute_async": "the backends of a scheduler made before profinfer came (the split probes stay)",
 	"ggml_backend_tensor_copy":               "tensor copies",
@@ -252,6 +260,9 @@ type Attachment struct {
 	extra map[group]Links
 	nodes Links
 }
+
+// Proc is the process as the attachment knows it: its modules as last extended.
+func (a *Attachment) Proc() *discover.Process { return a.proc }
 
 // Emulated is the number of probed functions whose entry probe sits on an instruction the
 // kernel emulates.
@@ -321,9 +332,22 @@ func (a *Attachment) AttachSchedRead() (bool, error) {
 // DetachSchedRead takes the probe AttachSchedRead added out, for the caller to close.
 func (a *Attachment) DetachSchedRead() Links { return a.detachExtra(schedRead) }
 
-// attachExtra adds group g's probes, if it has none yet.
+// AttachSteps adds the probes that see each of the process's scheduler computations as
+// a step: its runtime's unit of work where it has no llama_decode (whisper.cpp, Ollama's
+// own engine, any other GGML program). They are the process's own, for DetachSteps should
+// its runtime turn out to be llama.cpp, whose decodes hold them.
+func (a *Attachment) AttachSteps() error { return a.attachExtra(step) }
+
+// DetachSteps takes the step probes out, for the caller to close.
+func (a *Attachment) DetachSteps() Links { return a.detachExtra(step) }
+
+// attachExtra adds group g's probes, if it has none yet and its layer is on.
 func (a *Attachment) attachExtra(g group) error {
-	if _, ok := a.extra[g]; ok || !a.layers.Runtime {
+	on := a.layers.Runtime
+	if g == step {
+		on = a.layers.Application
+	}
+	if _, ok := a.extra[g]; ok || !on {
 		return nil
 	}
 	links, err := a.attach(func(s spec) bool { return s.group == g })
@@ -517,8 +541,8 @@ func (a *Attachment) attach(want func(spec) bool) (Links, error) {
 func (a *Attachment) place(s spec) (io.Closer, error) {
 	m := a.proc.Module(s.role)
 	if m == nil {
-		if s.role == discover.Llama {
-			return nil, nil // a GGML runtime without libllama (an RPC server, a binding)
+		if s.role != discover.Base && s.role != discover.CPU {
+			return nil, nil // an application layer of another runtime
 		}
 		return nil, fmt.Errorf("pid %d maps no %s", a.PID, s.role)
 	}

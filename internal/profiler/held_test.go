@@ -35,7 +35,7 @@ func TestHeldDecodesBounded(t *testing.T) {
 	s := sink{p}
 	const decodes = maxHeld + 44
 	for i := range decodes {
-		s.Decode(&assemble.Decode{PID: 7, TID: 7, Tokens: 1, Start: uint64(10 * i), End: uint64(10*i + 5)})
+		s.Step(&assemble.Step{PID: 7, TID: 7, Tokens: 1, Start: uint64(10 * i), End: uint64(10*i + 5)})
 	}
 	if len(tr.held) != maxHeld || p.pending.SpanCount() != decodes-maxHeld {
 		t.Fatalf("%d decodes held, %d exported; want %d held, the rest exported", len(tr.held), p.pending.SpanCount(), maxHeld)

@@ -149,6 +149,23 @@ func (p *Profiler) dispatch(ev *events.Event) {
 	case events.SeqRm:
 		seq, p0, p1 := ev.SeqRemoved()
 		p.reqs.Remove(ev.PID, ev.TS, seq, p0, p1)
+	case events.StepEnter:
+		if tr := p.tracked[int(ev.PID)]; tr != nil && tr.runtime.Steps {
+			if !tr.schedSeen {
+				p.schedMade(tr, ev.StepBackends())
+			}
+			a.StepEnter(ev.PID, ev.TID, ev.TS, &assemble.Head{Graph: ev.StepGraph(), Sched: ev.StepSched(), Nodes: ev.StepNodes(),
+				Backends: ev.StepBackends(), First: tr.describer.First(ev)})
+		}
+	case events.StepExit:
+		a.StepExit(ev.PID, ev.TID, ev.TS, ev.Result(), ev.Lost())
+	case events.JobEnter:
+		if tr := p.tracked[int(ev.PID)]; tr != nil && tr.whisper != nil && ev.JobContext() != tr.ctx && ev.JobContext() != 0 {
+			p.newContext(tr, ev.JobContext())
+		}
+		a.JobEnter(ev.PID, ev.TID, ev.TS, ev.Samples(), ev.JobContext())
+	case events.JobExit:
+		a.JobExit(ev.PID, ev.TID, ev.TS, ev.Result(), ev.Lost())
 	}
 }
 
@@ -213,10 +230,20 @@ func (p *Profiler) nodeInfo(ev *events.Event) *assemble.NodeInfo {
 // spans are kept for every SampleEvery-th one.
 type sink struct{ p *Profiler }
 
-func (s sink) Decode(d *assemble.Decode) {
+func (s sink) Step(d *assemble.Step) {
 	tr := s.p.tracked[int(d.PID)]
 	if tr == nil {
 		return
+	}
+	tr.runtime.NameStep(d)
+	if j := d.Job; j != nil {
+		if j.Phases == nil {
+			j.Phases = map[string]assemble.JobPhase{}
+		}
+		ph := j.Phases[d.Phase]
+		ph.Steps++
+		ph.NS += d.End - d.Start
+		j.Phases[d.Phase] = ph
 	}
 	for _, g := range d.Graphs {
 		s.p.countTraced(tr, g)
@@ -230,12 +257,12 @@ func (s sink) Decode(d *assemble.Decode) {
 
 // export counts decode d of tr and builds its spans, if kept, then follows the requests
 // it carried. A decode dropped for lost records counts for its requests alone.
-func (s sink) export(tr *tracked, d *assemble.Decode) {
+func (s sink) export(tr *tracked, d *assemble.Step) {
 	var link requests.Link
 	if !d.Dropped {
-		s.p.acc.Decode(&tr.proc, d)
+		s.p.acc.Step(&tr.proc, d)
 		if s.p.traces != nil && (len(d.Graphs) == 0 || s.keep()) { // graph-less decodes are cheap: keep them all
-			link = s.p.spans.Decode(s.p.pending, &tr.proc, d)
+			link = s.p.spans.Step(s.p.pending, &tr.proc, d)
 			s.pend()
 		}
 	}
@@ -265,6 +292,23 @@ func (p *Profiler) sweepRequests() {
 		if tr := p.tracked[int(r.PID)]; tr != nil {
 			sink{p}.request(tr, r)
 		}
+	}
+}
+
+// Job builds the span of a job (whisper's transcription), after its steps'.
+func (s sink) Job(j *assemble.Job) {
+	tr := s.p.tracked[int(j.PID)]
+	if tr == nil {
+		return
+	}
+	if tr.looking && len(tr.held) < maxHeld {
+		tr.heldJobs = append(tr.heldJobs, j) // after the steps held with it
+		return
+	}
+	s.p.acc.Job(&tr.proc, j)
+	if s.p.traces != nil {
+		s.p.spans.Job(s.p.pending, &tr.proc, j)
+		s.pend()
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,20 +19,25 @@ import (
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/registry"
 	"github.com/profinfer/profinfer/internal/requests"
+	"github.com/profinfer/profinfer/internal/runtimes"
 )
 
 // tracked is one process with probes attached.
 type tracked struct {
 	proc       export.Origin
+	runtime    *runtimes.Runtime
+	parent     string // the executable of the process that started it
 	attachment *probe.Attachment
 	backends   *backends.Resolver
 	// The llama_context of its latest decode, and where its size and threads are (nil
 	// without libllama or when its getters are not plain loads).
 	ctx         uint64
 	ctxFields   *ggml.Context
+	whisper     *runtimes.WhisperFields // where its whisper_context holds the model's hyperparameters, or nil
 	describer   *describe.Describer
 	warned      bool   // a failure to attach the node probes was logged
 	device      bool   // a split ran on a backend other than the CPU: the device probes were asked for
@@ -43,8 +50,9 @@ type tracked struct {
 	modelVSize  uint64 // its virtual size when no model was found: look again once it grows
 	// looking says that the lookup goroutine reads its new context (newContext); held are
 	// its decodes that wait for it.
-	looking bool
-	held    []*assemble.Decode
+	looking  bool
+	held     []*assemble.Step
+	heldJobs []*assemble.Job // jobs that ended while their steps were held, exported after them
 }
 
 // Trace puts probes on a GGML process the registry found, and starts tracking it.
@@ -66,11 +74,15 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	}
 	t := &tracked{
 		proc: export.Origin{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: f.BuildID, GGML: f.Target.Version,
-			Container: f.Container, Backends: strings.Join(proc.Backends, ",")},
+			Container: f.Container, Backends: strings.Join(proc.Backends, ","), Runtime: f.Runtime.Name},
+		runtime:    f.Runtime,
+		parent:     f.Parent,
 		attachment: a,
 		backends:   backends.NewResolver(p.reg.FS(), "/proc", pid, p.reg.Files.Get),
 		describer:  describe.New(f.Target),
 		ctxFields:  f.Context,
+		whisper:    f.Whisper,
+		noModel:    !f.Runtime.GGUF, // whisper's model is read from its context
 	}
 	p.mu.Lock()
 	// The lasting probes serve every process that maps their files, and report only the
@@ -82,9 +94,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		return registry.Refuse(metadata.AttributeProfinferAttachReasonProbes, proc.Exe, fmt.Errorf("pid %d (%s): not marked traced: %w", pid, proc.Exe, err))
 	}
 	p.tracked[pid] = t
-	if proc.Module(discover.Llama) != nil && p.cfg.Layers.Application {
-		p.asm.Decodes(uint32(pid))
-	}
+	p.applicationLayer(t)
 	switch {
 	case !p.cfg.Layers.Runtime:
 	case p.cfg.Nodes.Mode == NodesSampled:
@@ -104,7 +114,8 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	probes, splits := a.Probes(), a.Splits()
 	p.mu.Unlock()
 	p.wakeController() // to look for its model file, and to time its windows
-	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("ggml", cmp.Or(f.Target.Version, "unknown")),
+	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("runtime", f.Runtime.Name),
+		zap.String("ggml", cmp.Or(f.Target.Version, "unknown")),
 		zap.String("container", cmp.Or(f.Container, "none")), zap.Int("probes", probes), zap.Int("emulated", a.Emulated()),
 		zap.Bool("split_probes", splits))
 	return nil
@@ -129,12 +140,35 @@ func (p *Profiler) Extend(proc *discover.Process, ctx *ggml.Context) {
 	}
 	if slices.Contains(added, discover.Llama) {
 		t.ctxFields = ctx
-		if p.cfg.Layers.Application {
-			p.asm.Decodes(uint32(proc.PID))
-		}
 	}
+	if rt := runtimes.Of(runtimes.Process{Process: proc, Parent: t.parent}); rt != t.runtime {
+		p.log.Info("runtime recognised in code loaded since attach", zap.Int("pid", proc.PID), zap.String("runtime", rt.Name),
+			zap.String("was", t.runtime.Name))
+		t.runtime, t.proc.Runtime = rt, rt.Name
+		t.noModel = t.noModel && !rt.GGUF
+	}
+	p.applicationLayer(t)
 	p.log.Info("probes added on code loaded since attach", zap.Int("pid", proc.PID), zap.Stringers("roles", added),
 		zap.Int("probes", t.attachment.Probes()))
+}
+
+// applicationLayer places or removes the step probes as t's runtime wants them, and has
+// the assembler hold the graphs that come before its first step. Called with p.mu held.
+func (p *Profiler) applicationLayer(t *tracked) {
+	if !p.cfg.Layers.Application {
+		return
+	}
+	pid := t.proc.PID
+	if t.runtime.Steps {
+		if err := t.attachment.AttachSteps(); err != nil {
+			p.log.Warn("step probes not attached", zap.Int("pid", pid), zap.Error(err))
+		}
+	} else if gone := t.attachment.DetachSteps(); len(gone) > 0 {
+		p.closeLater(gone)
+	}
+	if t.runtime.Steps || t.attachment.Proc().Module(discover.Llama) != nil {
+		p.asm.Steps(uint32(pid))
+	}
 }
 
 // Traced is the set of traced processes.
@@ -272,7 +306,9 @@ func (p *Profiler) setModel(t *tracked, m registry.ModelLook) {
 		t.noModel = true // unreadable: say so once, and go on without
 		p.log.Warn("model file not described", zap.Int("pid", pid), zap.Error(m.Err))
 	default:
-		t.proc.Model = &m.Info
+		info := m.Info
+		info.Name = t.runtime.ModelName(filepath.Join("/proc", strconv.Itoa(pid), "root", m.Path), m.Path, info.Name)
+		t.proc.Model = &info
 		p.log.Info("model", zap.Int("pid", pid), zap.String("path", m.Path), zap.String("architecture", m.Info.Architecture),
 			zap.Uint64("parameters", m.Info.Parameters), zap.String("file_type", m.Info.FileType))
 	}
@@ -313,7 +349,7 @@ func (p *Profiler) readContext(pid int) {
 		p.mu.Unlock()
 		return
 	}
-	ctx, fields, vsize := t.ctx, t.ctxFields, t.modelVSize
+	ctx, fields, whisper, vsize := t.ctx, t.ctxFields, t.whisper, t.modelVSize
 	search := t.proc.Model == nil && !t.noModel
 	p.mu.Unlock()
 
@@ -323,6 +359,14 @@ func (p *Profiler) readContext(pid int) {
 		size, threads, err = p.reg.ReadContext(pid, fields, ctx)
 		if err != nil {
 			p.log.Debug("llama_context not read", zap.Int("pid", pid), zap.Error(err))
+		}
+	}
+	var wm *model.Whisper
+	if whisper != nil {
+		if m, err := p.reg.ReadWhisper(pid, whisper, ctx); err != nil {
+			p.log.Debug("whisper_context not read", zap.Int("pid", pid), zap.Error(err))
+		} else {
+			wm = &m
 		}
 	}
 	var m registry.ModelLook
@@ -342,6 +386,12 @@ func (p *Profiler) readContext(pid int) {
 	if fields != nil && err == nil {
 		t.proc.CtxSize, t.proc.CtxThreads = size, threads
 		p.log.Info("context", zap.Int("pid", pid), zap.Int("n_ctx", size), zap.Int("n_threads", threads))
+	}
+	if wm != nil {
+		t.proc.Whisper = wm
+		p.log.Info("whisper model", zap.Int("pid", pid), zap.String("type", wm.Type), zap.Int("audio_layers", wm.AudioLayers),
+			zap.Int("audio_state", wm.AudioState), zap.Int("text_layers", wm.TextLayers), zap.Int("text_state", wm.TextState),
+			zap.String("file_type", wm.FileType))
 	}
 	if t.ctx == ctx { // else a newer context's lookup is on its way
 		t.looking = false
@@ -364,6 +414,11 @@ func (p *Profiler) release(t *tracked) {
 	}
 	clear(t.held)
 	t.held = t.held[:0]
+	for _, j := range t.heldJobs {
+		s.Job(j)
+	}
+	clear(t.heldJobs)
+	t.heldJobs = t.heldJobs[:0]
 }
 
 // endRequests ends every request of t, for why. Called with p.mu held.

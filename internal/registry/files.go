@@ -44,8 +44,9 @@ func (c *Files) Open(m *discover.Module) (*symbols.File, error) {
 }
 
 // Classify scans the file's symbol tables for the role symbols without parsing them:
-// most mapped files (libc, libstdc++, the runtime itself) play no role.
-func (c *Files) Classify(path string, dev, inode uint64) ([]discover.Role, error) {
+// most mapped files (libc, libstdc++, the runtime itself) play no role. A file is scanned
+// once; one that is not ELF, or cannot be read, is tried again at its next mapping.
+func (c *Files) Classify(dev, inode uint64, path func() string) ([]discover.Role, error) {
 	k := [2]uint64{dev, inode}
 	c.mu.Lock()
 	roles, ok := c.roles[k]
@@ -53,7 +54,7 @@ func (c *Files) Classify(path string, dev, inode uint64) ([]discover.Role, error
 	if ok {
 		return roles, nil
 	}
-	found, err := symbols.Defines(path, discover.RoleSymbol[:])
+	found, err := symbols.Defines(path(), discover.RoleSymbol[:])
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/probe"
+	"github.com/profinfer/profinfer/internal/runtimes"
 	"github.com/profinfer/profinfer/internal/symbols"
 )
 
@@ -28,6 +29,13 @@ type Found struct {
 	BuildID string
 	// Container is the id of the container it runs in, from its cgroup; "" outside any.
 	Container string
+	// Runtime is its runtime, chosen by the symbols it has; Parent is the executable of
+	// the process that started it, which tells Ollama's children.
+	Runtime *runtimes.Runtime
+	Parent  string
+	// Whisper says where its whisper_context keeps the model's hyperparameters: nil
+	// without whisper.cpp or the application layer, or when its getters are not plain loads.
+	Whisper *runtimes.WhisperFields
 }
 
 // Refusal is a GGML process profinfer cannot profile: never a silent skip.
@@ -98,8 +106,47 @@ func (r *Registry) inspectGGML(pid int) (f *Found, mapped bool, err error) {
 	if err != nil {
 		return nil, true, Refuse(metadata.AttributeProfinferAttachReasonUnsupportedLayout, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
-	return &Found{Proc: proc, Target: target, Context: r.contextFields(proc),
+	return &Found{Proc: proc, Target: target, Context: r.contextFields(proc), Whisper: r.whisperFields(proc),
+		Runtime: runtimes.Of(runtimes.Process{Process: proc, Parent: r.parent(pid)}),
 		BuildID: symbols.BuildIDOf(r.proc(pid, "exe")), Container: container.Of(r.cfg.Root, pid)}, true, nil
+}
+
+// parent returns the executable of the process that started process pid; "" where it
+// cannot be read.
+func (r *Registry) parent(pid int) string {
+	proc, err := r.fs.Proc(pid)
+	if err != nil {
+		return ""
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return ""
+	}
+	pp, err := r.fs.Proc(st.PPID)
+	if err != nil {
+		return ""
+	}
+	exe, _ := discover.Executable(pp)
+	return exe
+}
+
+// whisperFields finds where proc's whisper_context keeps its model's hyperparameters; nil
+// without whisper.cpp or the application layer.
+func (r *Registry) whisperFields(proc *discover.Process) *runtimes.WhisperFields {
+	m := proc.Module(discover.Whisper)
+	if m == nil || !r.cfg.Application {
+		return nil
+	}
+	f, err := r.Files.Open(m)
+	if err != nil {
+		return nil
+	}
+	w, err := runtimes.WhisperFieldsIn(f)
+	if err != nil {
+		r.log.Warn("whisper model not reported", zap.Int("pid", proc.PID), zap.Error(err))
+		return nil
+	}
+	return w
 }
 
 // notGGML says why process pid, which maps no GGML CPU backend, cannot be profiled. Its

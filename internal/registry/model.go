@@ -6,6 +6,7 @@ import (
 	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/model"
+	"github.com/profinfer/profinfer/internal/runtimes"
 )
 
 // ModelLook is what a look for a process's model file found.
@@ -31,6 +32,17 @@ func (r *Registry) LookForModel(pid int, vsize uint64) (m ModelLook, changed boo
 		m.Info, m.Err = r.models.Read(host, m.Path)
 	}
 	return m, true
+}
+
+// ReadWhisper reads the model of whisper_context ctx of process pid, from where fields
+// says its hyperparameters are.
+func (r *Registry) ReadWhisper(pid int, fields *runtimes.WhisperFields, ctx uint64) (model.Whisper, error) {
+	mem, err := os.Open(r.proc(pid, "mem"))
+	if err != nil {
+		return model.Whisper{}, err
+	}
+	defer mem.Close()
+	return fields.Read(mem, ctx)
 }
 
 // ReadContext reads the size and threads of llama_context ctx of process pid, from where

@@ -19,6 +19,9 @@ func Table(w io.Writer, v *summary.View) error {
 	}
 	for _, p := range v.Processes {
 		fmt.Fprintf(tw, "%s\n", Text(p.Title))
+		if p.Runtime != "" {
+			fmt.Fprintf(tw, "runtime: %s\n", Text(p.Runtime))
+		}
 		if p.Model != "" {
 			fmt.Fprintf(tw, "model: %s\n", Text(p.Model))
 		}
@@ -27,6 +30,11 @@ func Table(w io.Writer, v *summary.View) error {
 		}
 		if l := p.Latency; l.Count > 0 {
 			fmt.Fprintf(tw, "decode latency: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %d decodes\n", l.P50, l.P90, l.P99, l.Count)
+		}
+		if j := p.Jobs; j != nil {
+			fmt.Fprintf(tw, "transcriptions: %d of %.1f s of audio in %.1f s; real-time factor p50 %.2f, p90 %.2f;"+
+				" encoder %.2f s in %d passes, decoder %.2f s in %d passes\n", j.Count, j.AudioSeconds, j.Seconds, j.RTF.P50, j.RTF.P90,
+				j.EncodeSeconds, j.EncodePasses, j.DecodeSeconds, j.DecodePasses)
 		}
 		if r := p.Requests; r != nil {
 			fmt.Fprintf(tw, "requests: %d; time to first token p50 %.1f ms, p90 %.1f ms; per output token p50 %.1f ms, p90 %.1f ms;"+
@@ -37,8 +45,13 @@ func Table(w io.Writer, v *summary.View) error {
 			fmt.Fprintf(tw, "%s\n", quotaLine(q))
 		}
 		for _, ph := range p.Phases {
-			fmt.Fprintf(tw, "\n%s: %d tokens in %d decodes, %.1f tokens/s; %d graphs traced, %.1f ms%s\n",
-				ph.Name, ph.Tokens, ph.Decodes, ph.TokensPerSec, ph.TracedGraphs, ph.GraphSeconds*1e3, onCPU(ph.CPU))
+			if ph.Tokens > 0 {
+				fmt.Fprintf(tw, "\n%s: %d tokens in %d %s, %.1f tokens/s; %d graphs traced, %.1f ms%s\n",
+					ph.Name, ph.Tokens, ph.Decodes, steps(p.Runtime), ph.TokensPerSec, ph.TracedGraphs, ph.GraphSeconds*1e3, onCPU(ph.CPU))
+			} else {
+				fmt.Fprintf(tw, "\n%s: %d %s, %.1f ms; %d graphs traced, %.1f ms%s\n",
+					ph.Name, ph.Decodes, steps(p.Runtime), ph.DecodeSeconds*1e3, ph.TracedGraphs, ph.GraphSeconds*1e3, onCPU(ph.CPU))
+			}
 			if len(ph.Ops) == 0 {
 				continue
 			}
@@ -60,6 +73,17 @@ func Table(w io.Writer, v *summary.View) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// steps is what a runtime's steps are called.
+func steps(runtime string) string {
+	switch runtime {
+	case "whisper.cpp":
+		return "passes"
+	case "ggml":
+		return "scheduler computations"
+	}
+	return "decodes"
 }
 
 // onCPU is a phase's threads' share of a CPU, for its heading.

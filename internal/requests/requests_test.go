@@ -18,7 +18,7 @@ type feed struct {
 
 // decode runs a decode of dur ms carrying seqs, and returns its start.
 func (f *feed) decode(dur uint64, seqs ...events.SeqTokens) uint64 {
-	d := &assemble.Decode{PID: 1, Context: 0xc7, Start: f.now, End: f.now + dur*ms}
+	d := &assemble.Step{PID: 1, Context: 0xc7, Start: f.now, End: f.now + dur*ms}
 	d.Batch.N = copy(d.Batch.Seqs[:], seqs)
 	for _, s := range seqs {
 		d.Tokens += int(s.Tokens)
@@ -172,7 +172,7 @@ func TestBounded(t *testing.T) {
 // A failed decode computed nothing.
 func TestFailedDecode(t *testing.T) {
 	tr := New(1000 * ms)
-	d := &assemble.Decode{PID: 1, Result: 1}
+	d := &assemble.Step{PID: 1, Result: 1}
 	d.Batch.N = copy(d.Batch.Seqs[:], []events.SeqTokens{prompt(0, 0, 9)})
 	tr.Decode(d, Link{}, nil)
 	if n, _ := tr.followed(); n != 0 {
@@ -184,11 +184,11 @@ func TestFailedDecode(t *testing.T) {
 // the clears between them: each boundary still counts.
 func TestBoundariesBeforeHeldDecodes(t *testing.T) {
 	tr := New(1000 * ms)
-	var held []*assemble.Decode
+	var held []*assemble.Step
 	at := uint64(0)
 	for range 3 {
 		tr.Remove(1, at, -1, -1, -1)
-		d := &assemble.Decode{PID: 1, Start: at + 1, End: at + 10}
+		d := &assemble.Step{PID: 1, Start: at + 1, End: at + 10}
 		d.Batch.N = copy(d.Batch.Seqs[:], []events.SeqTokens{{Tokens: 16, PosMin: -1, PosMax: -1, Outputs: 1}})
 		held = append(held, d)
 		at += 20

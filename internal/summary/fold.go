@@ -29,6 +29,8 @@ const (
 	outside       = "outside decode"
 	prefill       = "prefill"
 	decode        = "decode"
+	encode        = "encode"  // whisper.cpp's encoder passes
+	compute       = "compute" // computations of no known runtime
 	critical      = "ggml.critical_path"
 	unknownValue  = "unknown"
 )
@@ -49,11 +51,14 @@ type opKey struct{ op, weight string }
 
 type proc struct {
 	id, title, model string
+	runtime          string
 	resource         []KV
 	lastSeen         time.Time
 	phases           map[string]*phase
 	latency          *logHistogram
 	requests         Requests
+	jobs             Jobs
+	rtf              *logHistogram // real-time factors, as if seconds
 	ttft, tpot       *logHistogram
 	rate             []Rate // ring by second
 	roofs, derived   Roofs
@@ -95,7 +100,7 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 		if len(a.procs) >= maxProcesses {
 			a.forgetOldest()
 		}
-		p = &proc{id: id, phases: map[string]*phase{}, latency: newLogHistogram(), ttft: newLogHistogram(), tpot: newLogHistogram(),
+		p = &proc{id: id, phases: map[string]*phase{}, latency: newLogHistogram(), ttft: newLogHistogram(), tpot: newLogHistogram(), rtf: newLogHistogram(),
 			moeSpans: map[int][]int64{}, moeMetric: map[int][]int64{},
 			backends: map[string]*Backend{}, copies: map[[2]string]*Copy{}, counters: map[string]bool{}}
 		a.procs[id] = p
@@ -105,7 +110,8 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 	if h := str("host.name"); h != "" {
 		p.title += " on " + h
 	}
-	p.model = cmp.Or(str("llama.model.name"), str("llama.model.path"), p.model)
+	p.model = cmp.Or(str("llama.model.name"), str("llama.model.path"), whisperModel(str), p.model)
+	p.runtime = cmp.Or(str("ggml.runtime"), p.runtime)
 	if v, ok := attrs.Get("ggml.backends.loaded"); ok && v.Type() == pcommon.ValueTypeSlice {
 		p.loaded = p.loaded[:0]
 		for i := 0; i < v.Slice().Len() && i < 16; i++ {
@@ -120,6 +126,19 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 	slices.SortFunc(p.resource, func(x, y KV) int { return strings.Compare(x.Key, y.Key) })
 	p.lastSeen = time.Now()
 	return p
+}
+
+// whisperModel names a whisper.cpp model from its resource attributes: "whisper tiny
+// (F16)"; "" for other runtimes'.
+func whisperModel(str func(string) string) string {
+	t := str("whisper.model.type")
+	if t == "" {
+		return ""
+	}
+	if ft := str("whisper.model.file_type"); ft != "" {
+		return "whisper " + t + " (" + ft + ")"
+	}
+	return "whisper " + t
 }
 
 func (a *Aggregator) forgetOldest() {
@@ -152,14 +171,18 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 			switch {
 			case s.Name() == "llama_decode":
 				a.decode(p, s)
+			case s.Name() == "whisper.transcription":
+				p.job(s)
 			case strAttr(s.Attributes(), "gen_ai.operation.name") != "":
 				p.request(s)
+			case isStep(s):
+				a.step(p, s)
 			}
 		})
 		graphs := map[pcommon.SpanID]*graphRef{}
 		a.eachSpan(rs, func(s ptrace.Span) {
 			switch s.Name() {
-			case "llama_decode", "ggml.backend_sched.graph_compute": // the latter in older collectors' data
+			case "llama_decode", "whisper.transcription":
 			case "ggml.graph_compute":
 				graphs[s.SpanID()] = a.graph(p, s)
 			case "ggml.backend.graph_compute":
@@ -169,7 +192,9 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 			case "ggml.backend.tensor_copy":
 				a.copy(p, s)
 			default:
-				a.node(p, s, graphs[s.ParentSpanID()])
+				if !isStep(s) && s.Name() != "ggml.backend_sched.graph_compute" { // the latter: older collectors' scheduler spans
+					a.node(p, s, graphs[s.ParentSpanID()])
+				}
 			}
 		})
 		for _, g := range graphs {
@@ -245,6 +270,63 @@ func (a *Aggregator) decode(p *proc, s ptrace.Span) {
 		p.latency.add(dur(s))
 	}
 	p.addRate(s.EndTimestamp().AsTime().Unix(), name, tokens)
+}
+
+// ggmlLayer are the spans of the GGML layer, which every runtime's steps hold.
+var ggmlLayer = map[string]bool{"ggml.graph_compute": true, "ggml.backend.graph_compute": true,
+	"ggml.device.compute": true, "ggml.backend.tensor_copy": true}
+
+// isStep says whether s is a step of a runtime without llama_decode (whisper.encode,
+// ollama.forward, a scheduler's computation of no known runtime): the spans that carry
+// a phase, but the GGML layer's inside them.
+func isStep(s ptrace.Span) bool {
+	_, ok := s.Attributes().Get("ggml.phase")
+	return ok && !ggmlLayer[s.Name()]
+}
+
+// step folds a step of a runtime without llama_decode into its phase, as decode a
+// llama_decode: its graphs carry the phase themselves, as steps of one whisper
+// transcription share a trace.
+func (a *Aggregator) step(p *proc, s ptrace.Span) {
+	attrs := s.Attributes()
+	name := cmp.Or(strAttr(attrs, "ggml.phase"), compute)
+	tokens := intAttr(attrs, "ggml.step.tokens")
+	ph := p.phase(name)
+	ph.Decodes++
+	ph.Tokens += tokens
+	ph.DecodeSeconds += dur(s)
+	if name == decode {
+		p.latency.add(dur(s))
+	}
+	if tokens > 0 && (name == prefill || name == decode) {
+		p.addRate(s.EndTimestamp().AsTime().Unix(), name, tokens)
+	}
+}
+
+// phaseOf returns the phase and tokens of the step span s is inside: its own ggml.phase,
+// else its trace's llama_decode's.
+func (a *Aggregator) phaseOf(s ptrace.Span) (string, int64) {
+	if v, ok := s.Attributes().Get("ggml.phase"); ok {
+		return v.Str(), 0
+	}
+	return a.phases.get(s.TraceID())
+}
+
+// job sums a whisper transcription's span.
+func (p *proc) job(s ptrace.Span) {
+	attrs := s.Attributes()
+	j := &p.jobs
+	j.Count++
+	audio := floatAttr(attrs, "whisper.audio.seconds")
+	j.AudioSeconds += audio
+	j.Seconds += dur(s)
+	if audio > 0 {
+		p.rtf.add(dur(s) / audio)
+	}
+	j.EncodePasses += intAttr(attrs, "whisper.encode.passes")
+	j.EncodeSeconds += floatAttr(attrs, "whisper.encode.seconds")
+	j.DecodePasses += intAttr(attrs, "whisper.decode.passes")
+	j.DecodeSeconds += floatAttr(attrs, "whisper.decode.seconds")
 }
 
 // request sums a request span.
@@ -340,7 +422,7 @@ func (g *graphRef) addTimes() {
 
 func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 	attrs := s.Attributes()
-	name, tokens := a.phases.get(s.TraceID())
+	name, tokens := a.phaseOf(s)
 	ph := p.phase(name)
 	g := &graphRef{phase: ph, trace: s.TraceID(), start: s.StartTimestamp(), end: s.EndTimestamp()}
 	threads := intAttr(attrs, "ggml.threads")
@@ -435,7 +517,7 @@ func (a *Aggregator) split(p *proc, s ptrace.Span) {
 	b.Splits++
 	b.Seconds += dur(s)
 	if backend != "CPU" {
-		name, _ := a.phases.get(s.TraceID())
+		name, _ := a.phaseOf(s)
 		p.phase(name).SplitSeconds += dur(s)
 	}
 }
@@ -454,7 +536,7 @@ func (a *Aggregator) copy(p *proc, s ptrace.Span) {
 	c.Copies++
 	c.Bytes += intAttr(attrs, "ggml.copy.bytes")
 	c.Seconds += dur(s)
-	name, _ := a.phases.get(s.TraceID())
+	name, _ := a.phaseOf(s)
 	p.phase(name).CopySeconds += dur(s)
 }
 
@@ -800,7 +882,7 @@ func (p *Process) tokens() int64 {
 }
 
 func (p *proc) snapshot() *Process {
-	out := &Process{ID: p.id, Title: p.title, Model: p.model, Resource: slices.Clone(p.resource),
+	out := &Process{ID: p.id, Title: p.title, Model: p.model, Runtime: p.runtime, Resource: slices.Clone(p.resource),
 		Roofs: p.roofs, Rate: slices.Clone(p.rate), Timeline: p.timeline, LastSeen: p.lastSeen.UTC(),
 		Latency: p.latency.quantiles(), Findings: []Finding{}}
 	if p.requests.Count > 0 {
@@ -808,11 +890,17 @@ func (p *proc) snapshot() *Process {
 		r.TTFT, r.TPOT = p.ttft.quantiles(), p.tpot.quantiles()
 		out.Requests = &r
 	}
+	if p.jobs.Count > 0 {
+		j := p.jobs
+		q := p.rtf.quantiles() // kept as if seconds
+		j.RTF = Quantiles{Count: q.Count, P50: q.P50 / 1e3, P90: q.P90 / 1e3, P99: q.P99 / 1e3, Max: q.Max / 1e3}
+		out.Jobs = &j
+	}
 	if out.Roofs.FLOPS == 0 && out.Roofs.Bandwidth == 0 && p.derived != (Roofs{}) {
 		out.Roofs = p.derived
 		out.Roofs.Source = "derived from the spans' peak fractions"
 	}
-	for _, name := range []string{prefill, decode, outside} {
+	for _, name := range []string{prefill, encode, decode, compute, outside} {
 		if ph := p.phases[name]; ph != nil {
 			out.Phases = append(out.Phases, ph.snapshot(out.Roofs))
 		}
@@ -961,6 +1049,13 @@ func strAttr(m pcommon.Map, k string) string {
 func intAttr(m pcommon.Map, k string) int64 {
 	if v, ok := m.Get(k); ok {
 		return integer(v)
+	}
+	return 0
+}
+
+func floatAttr(m pcommon.Map, k string) float64 {
+	if v, ok := m.Get(k); ok {
+		return number(v)
 	}
 	return 0
 }

@@ -31,17 +31,17 @@ func node(op, name, weight string, start, end uint64, flops, bytes float64) *ass
 
 // decodeOf is a decode of tokens whose one traced graph runs the nodes, all spans built
 // by the receiver's own span builder.
-func decodeOf(tokens int, start uint64, nodes ...*assemble.Node) *assemble.Decode {
+func decodeOf(tokens int, start uint64, nodes ...*assemble.Node) *assemble.Step {
 	end := nodes[len(nodes)-1].End
-	return &assemble.Decode{PID: 1, TID: 1, Tokens: tokens, Start: start, End: end + 10,
+	return &assemble.Step{PID: 1, TID: 1, Tokens: tokens, Start: start, End: end + 10,
 		Graphs: []*assemble.Graph{{TID: 1, NNodes: len(nodes), NThreads: 2, Start: start + 1, End: end + 5, Traced: true, Nodes: nodes}}}
 }
 
-func traces(p *export.Origin, ds ...*assemble.Decode) ptrace.Traces {
+func traces(p *export.Origin, ds ...*assemble.Step) ptrace.Traces {
 	s := export.NewSpans(export.Clock{Offset: 1e18}, true, peaks, nil)
 	td := ptrace.NewTraces()
 	for _, d := range ds {
-		s.Decode(td, p, d)
+		s.Step(td, p, d)
 	}
 	return td
 }
@@ -351,7 +351,7 @@ func TestQuota(t *testing.T) {
 		{Cgroup: "/job", Quota: 50 * time.Millisecond, Period: 100 * time.Millisecond, Periods: 100, Throttled: 40, ThrottledTime: time.Second},
 		{Cgroup: "/job", Quota: 50 * time.Millisecond, Period: 100 * time.Millisecond, Periods: 130, Throttled: 65, ThrottledTime: 3 * time.Second},
 	} {
-		acc.Decode(server, decodeOf(1, uint64(i+1)*1000, node("ADD", "x", "", uint64(i+1)*1000+10, uint64(i+1)*1000+20, 1, 1)))
+		acc.Step(server, decodeOf(1, uint64(i+1)*1000, node("ADD", "x", "", uint64(i+1)*1000+10, uint64(i+1)*1000+20, 1, 1)))
 		acc.Quota(server.PID, c)
 		a.Metrics(acc.Emit(export.Telemetry{}))
 	}
@@ -365,7 +365,7 @@ func TestQuota(t *testing.T) {
 // and say so.
 func TestQuotaReadOnce(t *testing.T) {
 	acc := export.NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
-	acc.Decode(server, decodeOf(1, 1000, node("ADD", "x", "", 1010, 1020, 1, 1)))
+	acc.Step(server, decodeOf(1, 1000, node("ADD", "x", "", 1010, 1020, 1, 1)))
 	acc.Quota(server.PID, cgroup.CPU{Cgroup: "/job", Quota: 100 * time.Millisecond, Period: 100 * time.Millisecond, Periods: 12, Throttled: 9, ThrottledTime: time.Second})
 	a := New()
 	a.Metrics(acc.Emit(export.Telemetry{}))
@@ -385,7 +385,7 @@ func TestTimelineDeviceWork(t *testing.T) {
 	d.Splits = []assemble.Split{{TID: 1, Backend: "CPU", NNodes: 1, Start: 1005, End: 1025},
 		{TID: 1, Backend: "Vulkan0", NNodes: 95, Start: 1050, End: 1060, Device: true, Done: 8000, Wait: 6000, Bound: true}}
 	d.End = 9200
-	other := &assemble.Decode{PID: 1, TID: 1, Tokens: 1, Start: 20000} // no traced graph
+	other := &assemble.Step{PID: 1, TID: 1, Tokens: 1, Start: 20000} // no traced graph
 	other.Splits = []assemble.Split{{TID: 1, Backend: "Vulkan0", NNodes: 95, Start: 20030, End: 20040, Device: true, Done: 25000}}
 	other.End = 25100
 	td := traces(server, d)

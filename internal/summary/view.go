@@ -19,14 +19,18 @@ type View struct {
 
 // Process is one profiled process (on one host) and the model it serves.
 type Process struct {
-	ID       string     `json:"id"`    // host, pid and executable
-	Title    string     `json:"title"` // e.g. "llama-server (pid 1234)"
-	Model    string     `json:"model,omitempty"`
+	ID    string `json:"id"`    // host, pid and executable
+	Title string `json:"title"` // e.g. "llama-server (pid 1234)"
+	Model string `json:"model,omitempty"`
+	// Runtime is the GGML runtime whose application layer was probed: llama.cpp,
+	// whisper.cpp, ollama, or ggml (graphs and nodes only); "" in older collectors' data.
+	Runtime  string     `json:"runtime,omitempty"`
 	Resource []KV       `json:"resource"`
 	Roofs    Roofs      `json:"roofs"`
 	Phases   []*Phase   `json:"phases"`             // prefill, decode and graphs outside a decode, those seen
 	Latency  Quantiles  `json:"latency"`            // of decode-phase llama_decode calls
 	Requests *Requests  `json:"requests,omitempty"` // generations, from the request spans
+	Jobs     *Jobs      `json:"jobs,omitempty"`     // whisper's transcriptions, from their spans
 	Rate     []Rate     `json:"rate"`               // tokens per second over the last minutes
 	Timeline *Timeline  `json:"timeline,omitempty"` // the newest traced decode-phase graph
 	MoE      []MoELayer `json:"moe,omitempty"`
@@ -55,9 +59,10 @@ type Roofs struct {
 	Measured  string  `json:"measured,omitempty"`  // RFC 3339, when measured
 }
 
-// Phase is where the time of one kind of llama_decode went.
+// Phase is where the time of one kind of step went: llama_decode's prefill and decode,
+// whisper's encode and decode passes, a computation of no known runtime.
 type Phase struct {
-	Name          string  `json:"name"` // prefill, decode, or "outside decode"
+	Name          string  `json:"name"` // prefill, decode, encode, compute, or "outside decode"
 	Decodes       int64   `json:"decodes"`
 	Tokens        int64   `json:"tokens"`
 	DecodeSeconds float64 `json:"decode_seconds"`
@@ -176,6 +181,19 @@ type Requests struct {
 	Cached    int64 `json:"cached"`
 	Output    int64 `json:"output"`
 	MaxShared int64 `json:"max_shared"` // most other sequences in one decode with a request
+}
+
+// Jobs sums a whisper.cpp process's transcriptions: the audio given, the time taken, and
+// the time of its encoder's and decoder's passes.
+type Jobs struct {
+	Count         int64     `json:"count"`
+	AudioSeconds  float64   `json:"audio_seconds"`
+	Seconds       float64   `json:"seconds"`
+	RTF           Quantiles `json:"rtf"` // real-time factor: time over audio, per transcription (not ms)
+	EncodePasses  int64     `json:"encode_passes"`
+	EncodeSeconds float64   `json:"encode_seconds"`
+	DecodePasses  int64     `json:"decode_passes"`
+	DecodeSeconds float64   `json:"decode_seconds"`
 }
 
 // Rate is the tokens computed in one second of wall time, by phase.

@@ -1,0 +1,96 @@
+package runtimes
+
+import (
+	"encoding/json"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/profinfer/profinfer/internal/assemble"
+)
+
+// Ollama runs GGUF models two ways. From 0.30 on it starts upstream llama-server as a
+// child of `ollama serve`, from its lib/ollama directory, one per loaded model: llama.cpp's
+// application layer, with the model named as Ollama names it. Before, its own Go engine
+// computed the model through cgo in an `ollama runner` child, a forward batch at a time:
+// one scheduler computation a batch, whose first node gets the batch's token embeddings.
+
+// ollamaChild says whether p is a llama-server Ollama started: its parent runs ollama, or
+// it runs from Ollama's lib/ollama directory.
+func ollamaChild(p Process) bool {
+	return filepath.Base(p.Parent) == "ollama" || strings.Contains(p.Exe, "/lib/ollama/")
+}
+
+func ollamaStage(_ *assemble.Head, tokens int) Stage {
+	switch {
+	case tokens > 1:
+		return Stage{Span: "ollama.forward", Phase: "prefill"}
+	case tokens == 1:
+		return Stage{Span: "ollama.forward", Phase: "decode"}
+	}
+	return Stage{Span: "ollama.forward", Phase: computePhase}
+}
+
+// OllamaName returns the name Ollama gives the model whose blob is at host (as profinfer
+// reaches it; path is as the process sees it), from the manifests beside the blobs:
+// models/blobs/sha256-HEX is named by the manifest at models/manifests/HOST/NAMESPACE/
+// MODEL/TAG whose model layer has digest sha256:HEX. It is MODEL:TAG, or NAMESPACE/MODEL:TAG
+// outside Ollama's own library; "" where no manifest names it. The registry host is left
+// out.
+func OllamaName(host, path string) string {
+	base := filepath.Base(path)
+	hex, ok := strings.CutPrefix(base, "sha256-")
+	if !ok || filepath.Base(filepath.Dir(path)) != "blobs" {
+		return ""
+	}
+	// host ends in the same path as the process sees it: the models directory is two up.
+	manifests := filepath.Join(filepath.Dir(filepath.Dir(host)), "manifests")
+	digest := "sha256:" + hex
+	name := ""
+	_ = filepath.WalkDir(manifests, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || name != "" {
+			return nil
+		}
+		rel, err := filepath.Rel(manifests, p)
+		parts := strings.Split(rel, string(filepath.Separator))
+		if err != nil || len(parts) != 4 || !hasModelLayer(p, digest) {
+			return nil
+		}
+		ns, m, tag := parts[1], parts[2], parts[3]
+		name = m + ":" + tag
+		if ns != "library" {
+			name = ns + "/" + name
+		}
+		return fs.SkipAll
+	})
+	return name
+}
+
+// maxManifest bounds a manifest read: a few hundred bytes a layer.
+const maxManifest = 1 << 20
+
+// hasModelLayer says whether the manifest at p has a model layer of digest.
+func hasModelLayer(p, digest string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var m struct {
+		Layers []struct {
+			MediaType string `json:"mediaType"`
+			Digest    string `json:"digest"`
+		} `json:"layers"`
+	}
+	if err := json.NewDecoder(io.LimitReader(f, maxManifest)).Decode(&m); err != nil {
+		return false
+	}
+	for _, l := range m.Layers {
+		if l.Digest == digest && l.MediaType == "application/vnd.ollama.image.model" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,102 @@
+// Package runtimes knows the GGML runtimes by their application layer: what each calls a
+// unit of work, and how it is named. Graphs, nodes, splits, copies, devices, threads and
+// the CPU share are the same for every runtime, and are none of this package's business.
+// A process's runtime is chosen by the symbols it has; adding a runtime is adding a room
+// here (a file) and a row to the table in Of.
+package runtimes
+
+import (
+	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/discover"
+)
+
+// Runtime is the application layer of one GGML runtime.
+type Runtime struct {
+	// Name is the runtime as the ggml.runtime resource attribute and the views name it.
+	Name string
+	// Steps says that its unit of work is a backend scheduler's computation of a graph
+	// (ggml_backend_sched_graph_compute_async), probed as a step and named by Stage; a
+	// runtime without (llama.cpp) has its own unit, llama_decode.
+	Steps bool
+	// GGUF says that its model is a GGUF file the process maps or holds open.
+	GGUF bool
+	// stage names its steps; nil: a computation of no known runtime.
+	stage func(h *assemble.Head, tokens int) Stage
+	// modelName names the model file at host (path as the process sees it) as the runtime
+	// does, ""  where it gives no name of its own; nil: the file's own name is used.
+	modelName func(host, path string) string
+}
+
+// ModelName is the name of the model file at host (path as the process sees it), whose
+// own name is name: the runtime's, where it names its models itself (Ollama).
+func (r *Runtime) ModelName(host, path, name string) string {
+	if r.modelName != nil {
+		if n := r.modelName(host, path); n != "" {
+			return n
+		}
+	}
+	return name
+}
+
+// Stage is what a runtime calls one of its steps: the step's span name, the phase its
+// graphs are folded into, and which of the runtime's graphs it is, if it has several.
+type Stage struct {
+	Span, Phase, Graph string
+}
+
+// NameStep names step d as its runtime does.
+func (r *Runtime) NameStep(d *assemble.Step) {
+	if d.Kind != assemble.SchedCompute {
+		return
+	}
+	st := Stage{Span: schedSpan, Phase: computePhase}
+	if r.stage != nil && d.Head != nil {
+		st = r.stage(d.Head, d.Tokens)
+	}
+	d.Name, d.Phase, d.Stage = st.Span, st.Phase, st.Graph
+}
+
+// schedSpan and computePhase name a computation of no known runtime.
+const (
+	schedSpan    = "ggml.backend_sched.graph_compute"
+	computePhase = "compute"
+)
+
+// Process is what Of looks at: the process as discovery found it, and the executable of
+// the process that started it.
+type Process struct {
+	*discover.Process
+	Parent string
+}
+
+// The runtimes, by what chooses them.
+var (
+	// Llama is llama.cpp itself, and any program linking libllama: llama-server,
+	// llama-cli, llama-bench, node-llama-cpp, bindings.
+	Llama = &Runtime{Name: "llama.cpp", GGUF: true}
+	// Whisper is whisper.cpp: transcriptions of encoder and decoder passes.
+	Whisper = &Runtime{Name: "whisper.cpp", Steps: true, stage: whisperStage}
+	// Ollama is Ollama's llama-server children (Ollama 0.30 on), named as Ollama names
+	// their models.
+	Ollama = &Runtime{Name: "ollama", GGUF: true, modelName: OllamaName}
+	// OllamaEngine is Ollama's own Go engine (before 0.30), whose unit is a forward batch.
+	OllamaEngine = &Runtime{Name: "ollama", Steps: true, GGUF: true, stage: ollamaStage, modelName: OllamaName}
+	// GGML is any other program that computes GGML graphs: its graphs and nodes are
+	// profiled, each scheduler's computation a step.
+	GGML = &Runtime{Name: "ggml", Steps: true}
+)
+
+// Of chooses process p's runtime by the symbols it has.
+func Of(p Process) *Runtime {
+	switch {
+	case p.Module(discover.Whisper) != nil:
+		return Whisper
+	case p.Module(discover.OllamaEngine) != nil:
+		return OllamaEngine
+	case p.Module(discover.Llama) != nil && ollamaChild(p):
+		return Ollama
+	case p.Module(discover.Llama) != nil:
+		return Llama
+	}
+	return GGML
+}

@@ -1,0 +1,116 @@
+package runtimes
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/discover"
+)
+
+func TestOf(t *testing.T) {
+	m := &discover.Module{}
+	for _, tc := range []struct {
+		roles  []discover.Role
+		exe    string
+		parent string
+		want   *Runtime
+	}{
+		{[]discover.Role{discover.Base, discover.CPU, discover.Llama}, "/usr/bin/llama-server", "/bin/bash", Llama},
+		{[]discover.Role{discover.Base, discover.CPU, discover.Llama}, "/usr/lib/ollama/llama-server", "/usr/bin/ollama", Ollama},
+		{[]discover.Role{discover.Base, discover.CPU, discover.Llama}, "/opt/x/lib/ollama/llama-server", "/sbin/init", Ollama},
+		{[]discover.Role{discover.Base, discover.CPU, discover.Whisper}, "/usr/bin/node", "", Whisper},
+		{[]discover.Role{discover.Base, discover.CPU, discover.Llama, discover.OllamaEngine}, "/usr/bin/ollama", "/usr/bin/ollama", OllamaEngine},
+		{[]discover.Role{discover.Base, discover.CPU}, "/usr/bin/ggml-rpc-server", "", GGML},
+	} {
+		p := &discover.Process{Exe: tc.exe}
+		for _, r := range tc.roles {
+			p.Modules[r] = m
+		}
+		if got := Of(Process{Process: p, Parent: tc.parent}); got != tc.want {
+			t.Errorf("%v %s (parent %s): %s, want %s", tc.roles, tc.exe, tc.parent, got.Name, tc.want.Name)
+		}
+	}
+}
+
+// whisper.cpp's four graphs, as the heads of their scheduler computations read them.
+func TestWhisperStages(t *testing.T) {
+	embd := &assemble.NodeInfo{Op: "GET_ROWS"}
+	for _, tc := range []struct {
+		head assemble.Head
+		want Stage
+	}{
+		{assemble.Head{First: &assemble.NodeInfo{Op: "IM2COL", Name: "node_0"}}, Stage{"whisper.encode", "encode", "conv"}},
+		{assemble.Head{First: &assemble.NodeInfo{Op: "VIEW", Name: "leaf_4 (view)"}}, Stage{"whisper.encode", "encode", "encoder"}},
+		{assemble.Head{First: &assemble.NodeInfo{Op: "CONT", Name: "embd_conv (view) (transposed) (cont)"}}, Stage{"whisper.encode", "encode", "encoder"}},
+		{assemble.Head{First: &assemble.NodeInfo{Op: "MUL_MAT", Name: "node_0"}}, Stage{"whisper.encode", "encode", "cross"}},
+		{assemble.Head{First: embd}, Stage{"whisper.decode", "decode", "decoder"}},
+		{assemble.Head{First: &assemble.NodeInfo{Op: "PAD_REFLECT_1D", Name: "node_0"}}, Stage{schedSpan, computePhase, ""}},
+	} {
+		d := &assemble.Step{Kind: assemble.SchedCompute, Head: &tc.head, Tokens: 3}
+		Whisper.NameStep(d)
+		if got := (Stage{d.Name, d.Phase, d.Stage}); got != tc.want {
+			t.Errorf("%s %s: %+v, want %+v", tc.head.First.Op, tc.head.First.Name, got, tc.want)
+		}
+	}
+	d := &assemble.Step{Kind: assemble.SchedCompute, Head: &assemble.Head{}, Tokens: 7}
+	GGML.NameStep(d)
+	if d.Name != schedSpan || d.Phase != computePhase {
+		t.Errorf("a computation of no known runtime: %q, %q", d.Name, d.Phase)
+	}
+	OllamaEngine.NameStep(d)
+	if d.Name != "ollama.forward" || d.Phase != "prefill" {
+		t.Errorf("a batch of 7 tokens in Ollama's engine: %q, %q", d.Name, d.Phase)
+	}
+	d = &assemble.Step{Kind: assemble.LlamaDecode, Tokens: 7}
+	Llama.NameStep(d)
+	if d.Name != "" || d.Phase != "" {
+		t.Errorf("llama_decode named %q, %q", d.Name, d.Phase)
+	}
+}
+
+// Ollama names a blob by the manifest whose model layer it is.
+func TestOllamaName(t *testing.T) {
+	root := t.TempDir()
+	models := filepath.Join(root, "home", ".ollama", "models")
+	write := func(rel, body string) {
+		p := filepath.Join(models, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const hex = "0123abcd"
+	layer := func(media, digest string) string {
+		return `{"schemaVersion":2,"layers":[{"mediaType":"application/vnd.ollama.image.template","digest":"sha256:ffff"},` +
+			`{"mediaType":"` + media + `","digest":"` + digest + `","size":1}]}`
+	}
+	write("blobs/sha256-"+hex, "GGUF")
+	write("manifests/example.org/library/other/latest", layer("application/vnd.ollama.image.model", "sha256:9999"))
+	write("manifests/example.org/library/projector/latest", layer("application/vnd.ollama.image.projector", "sha256:"+hex))
+	write("manifests/example.org/library/llama-1b/latest", layer("application/vnd.ollama.image.model", "sha256:"+hex))
+	path := "/home/.ollama/models/blobs/sha256-" + hex
+	if got := OllamaName(filepath.Join(root, path), path); got != "llama-1b:latest" {
+		t.Errorf("name %q, want llama-1b:latest", got)
+	}
+	if got := Ollama.ModelName(filepath.Join(root, path), path, "llama-1b (GGUF)"); got != "llama-1b:latest" {
+		t.Errorf("Ollama's model name %q", got)
+	}
+	if got := Llama.ModelName(filepath.Join(root, path), path, "llama-1b (GGUF)"); got != "llama-1b (GGUF)" {
+		t.Errorf("llama.cpp's model name %q", got)
+	}
+	write("manifests/example.org/someone/mine/q4", layer("application/vnd.ollama.image.model", "sha256:abab"))
+	write("blobs/sha256-abab", "GGUF")
+	mine := "/home/.ollama/models/blobs/sha256-abab"
+	if got := OllamaName(filepath.Join(root, mine), mine); got != "someone/mine:q4" {
+		t.Errorf("name %q, want someone/mine:q4", got)
+	}
+	for _, p := range []string{"/home/.ollama/models/blobs/sha256-dead", "/models/llama-1b.gguf"} {
+		if got := OllamaName(filepath.Join(root, p), p); got != "" {
+			t.Errorf("%s named %q", p, got)
+		}
+	}
+}
