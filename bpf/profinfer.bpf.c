@@ -698,17 +698,20 @@ __attribute__((noinline)) int batch_token_global(u64 i, u64 pos, u64 n_seq_id, u
 #define DECODE_BATCH(ctx) ((void *)(PT_REGS_SP(ctx) + batch_stack_off))
 #endif
 
-/* llama_decode(ctx, batch): the batch is passed in memory, n_tokens first. Its tokens
- * are summed per sequence, for the requests they belong to. The context pointer lets
- * user space read the context's size and threads once. Without bpf_loop (before 5.17), a
- * bounded loop sums the first BOUNDED_BATCH tokens, which the verifier walks one by one. */
-static __always_inline int decode_batch(struct pt_regs *ctx, bool loop)
+/* llama_decode(ctx, batch): the batch is passed in memory, n_tokens first; or
+ * llama_context::decode(this, &batch), which llama_decode calls and which a build that
+ * inlined llama_decode into its callers (a binding's addon) calls directly, the batch by
+ * reference (byref). Its tokens are summed per sequence, for the requests they belong to.
+ * The context pointer lets user space read the context's size and threads once. Without
+ * bpf_loop (before 5.17), a bounded loop sums the first BOUNDED_BATCH tokens, which the
+ * verifier walks one by one. */
+static __always_inline int decode_batch(struct pt_regs *ctx, bool loop, bool byref)
 {
 	u32 zero = 0;
 	struct batch *b = bpf_map_lookup_elem(&batches, &zero);
 	if (!b)
 		return 0;
-	void *batch = DECODE_BATCH(ctx);
+	void *batch = byref ? (void *)PT_REGS_PARM2(ctx) : DECODE_BATCH(ctx);
 	s32 n = 0;
 	struct batch_arrays arr = {};
 	bpf_probe_read_user(&n, sizeof(n), batch);
@@ -744,7 +747,7 @@ int decode_enter(struct pt_regs *ctx)
 {
 	if (untraced())
 		return 0;
-	return decode_batch(ctx, 1);
+	return decode_batch(ctx, 1, 0);
 }
 
 SEC("uprobe/llama_decode")
@@ -752,7 +755,23 @@ int decode_enter_bounded(struct pt_regs *ctx)
 {
 	if (untraced())
 		return 0;
-	return decode_batch(ctx, 0);
+	return decode_batch(ctx, 0, 0);
+}
+
+SEC("uprobe/llama_context_decode")
+int decode_method_enter(struct pt_regs *ctx)
+{
+	if (untraced())
+		return 0;
+	return decode_batch(ctx, 1, 1);
+}
+
+SEC("uprobe/llama_context_decode")
+int decode_method_enter_bounded(struct pt_regs *ctx)
+{
+	if (untraced())
+		return 0;
+	return decode_batch(ctx, 0, 1);
 }
 
 /* llama_memory_seq_rm(mem, seq, p0, p1), or llama_kv_self_seq_rm or llama_kv_cache_seq_rm

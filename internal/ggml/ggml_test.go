@@ -11,8 +11,18 @@ func TestLayoutsFor(t *testing.T) {
 	if err != nil || len(ls) != 2 || ls[0].TensorSize != 336 {
 		t.Fatalf("got %+v, %v", ls, err)
 	}
-	_, err = layoutsFor(400, "")
-	want := "ggml: unknown struct layout in ggml (no version): ggml_tensor_overhead() is 400 bytes; profinfer knows [368]"
+	// @fugood/llama.node builds with GGML_MAX_NAME 80: the name grows, and the struct.
+	ls, err = layoutsFor(384, "0.18.0")
+	if err != nil || len(ls) != 2 || ls[0].TensorSize != 352 || ls[0].MaxName != 80 || ls[0].Name != 256 || ls[0].Data != 248 {
+		t.Fatalf("GGML_MAX_NAME 80: got %+v, %v", ls, err)
+	}
+	for _, overhead := range []uint64{372, 432} { // a name not ending on a pointer's bound; past what the probes copy
+		if ls, err := layoutsFor(overhead, ""); err == nil {
+			t.Errorf("ggml_tensor_overhead() %d: got %+v", overhead, ls)
+		}
+	}
+	_, err = layoutsFor(432, "")
+	want := "ggml: unknown struct layout in ggml (no version): ggml_tensor_overhead() is 432 bytes; profinfer knows [368], with GGML_MAX_NAME 64, or another"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}

@@ -67,22 +67,33 @@ var Layouts = []Layout{{
 }}
 
 // layoutsFor returns the known layouts whose tensor is the size ggml_tensor_overhead()
-// gives.
+// gives. A build may set GGML_MAX_NAME, the name's size and the struct's last field but
+// two (a pointer and 8 bytes of padding): @fugood/llama.node builds with 80. Each known
+// layout is therefore also matched with its name grown or shrunk to fill the size, in
+// whole pointers, as the name's successor aligns it; verify then checks the offsets.
 func layoutsFor(overhead uint64, version string) ([]Layout, error) {
 	var ls []Layout
 	sizes := map[int]bool{}
 	for _, l := range Layouts {
 		sizes[l.TensorSize+objectSize] = true
-		if uint64(l.TensorSize+objectSize) == overhead {
-			ls = append(ls, l)
+		grow := int(overhead) - objectSize - l.TensorSize
+		if grow%8 != 0 || l.MaxName+grow < 8 || grow > maxNameGrowth {
+			continue
 		}
+		l.TensorSize += grow
+		l.MaxName += grow
+		ls = append(ls, l)
 	}
 	if len(ls) == 0 {
-		return nil, fmt.Errorf("ggml: unknown struct layout in ggml %s: ggml_tensor_overhead() is %d bytes; profinfer knows %v",
+		return nil, fmt.Errorf("ggml: unknown struct layout in ggml %s: ggml_tensor_overhead() is %d bytes; profinfer knows %v, with GGML_MAX_NAME 64, or another",
 			cmp.Or(version, "(no version)"), overhead, slices.Sorted(maps.Keys(sizes)))
 	}
 	return ls, nil
 }
+
+// maxNameGrowth bounds the name's growth past GGML_MAX_NAME 64 that a layout is matched
+// with: the programs copy TensorMax bytes of a tensor, and refuse larger ones.
+const maxNameGrowth = 48
 
 // Tensor is what profinfer reads of one struct ggml_tensor.
 type Tensor struct {

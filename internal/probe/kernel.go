@@ -36,6 +36,7 @@ type variant struct {
 
 var variants = []variant{
 	{"decode_enter", "decode_enter_bounded", func(k Kernel) bool { return k.Loop }},
+	{"decode_method_enter", "decode_method_enter_bounded", func(k Kernel) bool { return k.Loop }},
 	{"graph_enter", "graph_enter_bounded", func(k Kernel) bool { return k.Loop }},
 	{"graph_exit", "graph_exit_bounded", func(k Kernel) bool { return k.Loop }},
 	{"split_exit", "split_exit_bounded", func(k Kernel) bool { return k.Loop }},

@@ -138,8 +138,8 @@ var specs = []spec{
 	// are seen too, even while a process is attached to mid-run.
 	{app, discover.Llama, seqRmSymbol, func(p *progs) *ebpf.Program { return p.SeqRm }, false, symbols.Arg2 | symbols.Arg3 | symbols.Arg4, false},
 	{app, discover.Llama, clearSymbol, func(p *progs) *ebpf.Program { return p.SeqClear }, false, 0, false},
-	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.Arg1 | symbols.Arg2Struct, false},
-	{app, discover.Llama, "llama_decode", func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
+	{app, discover.Llama, decodeSymbol, func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.Arg1 | symbols.Arg2Struct, false},
+	{app, discover.Llama, decodeSymbol, func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
 	// whisper.cpp's transcription: the samples are the fourth argument on x86-64, the
 	// fifth on arm64, where the parameters struct before them is passed by pointer.
 	{app, discover.Whisper, "whisper_full_with_state", func(p *progs) *ebpf.Program { return p.JobEnter }, false, symbols.Arg1 | symbols.Arg4 | symbols.Arg5, false},
@@ -169,21 +169,29 @@ var specs = []spec{
 // the probe point, a local symbol.
 var NodeSymbols = []string{"ggml_cpu_extra_compute_forward", "ggml_compute_forward"}
 
-// nodeSymbol, seqRmSymbol and clearSymbol stand for the first of their choices that an
-// object defines.
+// nodeSymbol, decodeSymbol, seqRmSymbol and clearSymbol stand for the first of their
+// choices that an object defines.
 const (
-	nodeSymbol  = "(node)"
-	seqRmSymbol = "(seq_rm)"
-	clearSymbol = "(clear)"
+	nodeSymbol   = "(node)"
+	decodeSymbol = "(decode)"
+	seqRmSymbol  = "(seq_rm)"
+	clearSymbol  = "(clear)"
 )
+
+// decodeMethod is llama_context::decode(const llama_batch &), which llama_decode calls
+// (from early 2025 on), and which a build that inlined llama_decode into its callers
+// calls directly: @fugood/llama.node's addon never runs its exported llama_decode. It
+// takes the batch by reference, where llama_decode takes it by value.
+const decodeMethod = "_ZN13llama_context6decodeERK11llama_batch"
 
 // choices are the symbols each stand-in may be, best first. The memory calls were
 // renamed twice; the older names became wrappers that call the newer, so the newest an
 // object has sees every call.
 var choices = map[string][]string{
-	nodeSymbol:  NodeSymbols,
-	seqRmSymbol: {"llama_memory_seq_rm", "llama_kv_self_seq_rm", "llama_kv_cache_seq_rm"},
-	clearSymbol: {"llama_memory_clear", "llama_kv_self_clear", "llama_kv_cache_clear"},
+	nodeSymbol:   NodeSymbols,
+	decodeSymbol: {decodeMethod, "llama_decode"},
+	seqRmSymbol:  {"llama_memory_seq_rm", "llama_kv_self_seq_rm", "llama_kv_cache_seq_rm"},
+	clearSymbol:  {"llama_memory_clear", "llama_kv_self_clear", "llama_kv_cache_clear"},
 }
 
 // NodeSymbol returns the node probe point of CPU backend f.
@@ -209,7 +217,7 @@ const schedSymbol = "ggml_backend_sched_new"
 
 // loses says what is not reported without each probed symbol.
 var loses = map[string]string{
-	"llama_decode":                           "tokens or llama_decode spans",
+	decodeSymbol:                             "tokens or llama_decode spans",
 	"whisper_full_with_state":                "whisper transcription spans",
 	"ggml_backend_graph_compute_async":       "backend split spans",
 	"ggml_backend_sched_graph_compute_async": "the backends of a scheduler made before profinfer came (the split probes stay)",
@@ -561,11 +569,15 @@ func (a *Attachment) place(s spec) (io.Closer, error) {
 		}
 		return nil, &missingSymbol{m.Path, s.symbol}
 	}
+	prog, keep := s.prog(a.progs), s.keep
+	if sym.Name == decodeMethod && !s.ret { // the batch by reference
+		prog, keep = a.progs.DecodeMethodEnter, symbols.Arg1|symbols.Arg2
+	}
 	var l io.Closer
 	if a.always(s.group) {
-		l, err = a.hold(m, f, sym, s.prog(a.progs), s.ret, s.keep, s.symbol)
+		l, err = a.hold(m, f, sym, prog, s.ret, keep, s.symbol)
 	} else {
-		l, err = a.placeAt(m, f, sym, s.prog(a.progs), s.ret, s.keep, s.symbol)
+		l, err = a.placeAt(m, f, sym, prog, s.ret, keep, s.symbol)
 	}
 	a.builds = a.builds || l != nil && s.symbol == buildSymbol
 	a.scheds = a.scheds || l != nil && s.symbol == schedSymbol
