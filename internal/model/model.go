@@ -60,6 +60,26 @@ func Find(fs procfs.FS, root string, pid int) (path, host string, ok bool) {
 	return "", "", false
 }
 
+// Named returns the GGUF file process pid named (as a command line names it: relative to
+// its working directory), as the process sees it and as profinfer can open it, if it is
+// one.
+func Named(root string, pid int, name string) (path, host string, ok bool) {
+	dir := filepath.Join(root, strconv.Itoa(pid))
+	path = name
+	if !filepath.IsAbs(path) {
+		cwd, err := os.Readlink(filepath.Join(dir, "cwd"))
+		if err != nil {
+			return "", "", false
+		}
+		path = filepath.Join(cwd, path)
+	}
+	host = filepath.Join(dir, "root", path)
+	if !isGGUF(host) {
+		return "", "", false
+	}
+	return path, host, true
+}
+
 func isGGUF(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {

@@ -30,7 +30,8 @@ import (
 type tracked struct {
 	proc       export.Origin
 	runtime    *runtimes.Runtime
-	parent     string // the executable of the process that started it
+	args       []string // its command line
+	parent     string   // the executable of the process that started it
 	attachment *probe.Attachment
 	backends   *backends.Resolver
 	// The llama_context of its latest decode, and where its size and threads are (nil
@@ -76,7 +77,8 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		proc: export.Origin{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: f.BuildID, GGML: f.Target.Version,
 			Container: f.Container, Backends: strings.Join(proc.Backends, ","), Runtime: f.Runtime.Name},
 		runtime:    f.Runtime,
-		parent:     f.Parent,
+		args:       f.Process.Args,
+		parent:     f.Process.Parent,
 		attachment: a,
 		backends:   backends.NewResolver(p.reg.FS(), "/proc", pid, p.reg.Files.Get),
 		describer:  describe.New(f.Target),
@@ -141,7 +143,7 @@ func (p *Profiler) Extend(proc *discover.Process, ctx *ggml.Context) {
 	if slices.Contains(added, discover.Llama) {
 		t.ctxFields = ctx
 	}
-	if rt := runtimes.Of(runtimes.Process{Process: proc, Parent: t.parent}); rt != t.runtime {
+	if rt, _ := runtimes.Of(runtimes.Process{Process: proc, Args: t.args, Parent: t.parent}); rt != nil && rt != t.runtime {
 		p.log.Info("runtime recognised in code loaded since attach", zap.Int("pid", proc.PID), zap.String("runtime", rt.Name),
 			zap.String("was", t.runtime.Name))
 		t.runtime, t.proc.Runtime = rt, rt.Name
@@ -273,17 +275,18 @@ func (p *Profiler) findModels() {
 	type look struct {
 		pid   int
 		vsize uint64
+		named string
 	}
 	p.mu.Lock()
 	var todo []look
 	for pid, t := range p.tracked {
 		if t.proc.Model == nil && !t.noModel {
-			todo = append(todo, look{pid, t.modelVSize})
+			todo = append(todo, look{pid, t.modelVSize, runtimes.ModelArg(t.args)})
 		}
 	}
 	p.mu.Unlock()
 	for _, l := range todo {
-		m, changed := p.reg.LookForModel(l.pid, l.vsize)
+		m, changed := p.reg.LookForModel(l.pid, l.vsize, l.named)
 		if !changed {
 			continue
 		}
@@ -349,7 +352,7 @@ func (p *Profiler) readContext(pid int) {
 		p.mu.Unlock()
 		return
 	}
-	ctx, fields, whisper, vsize := t.ctx, t.ctxFields, t.whisper, t.modelVSize
+	ctx, fields, whisper, vsize, named := t.ctx, t.ctxFields, t.whisper, t.modelVSize, runtimes.ModelArg(t.args)
 	search := t.proc.Model == nil && !t.noModel
 	p.mu.Unlock()
 
@@ -372,7 +375,7 @@ func (p *Profiler) readContext(pid int) {
 	var m registry.ModelLook
 	found := false
 	if search {
-		m, found = p.reg.LookForModel(pid, vsize)
+		m, found = p.reg.LookForModel(pid, vsize, named)
 	}
 
 	p.mu.Lock()

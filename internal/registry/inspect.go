@@ -29,10 +29,10 @@ type Found struct {
 	BuildID string
 	// Container is the id of the container it runs in, from its cgroup; "" outside any.
 	Container string
-	// Runtime is its runtime, chosen by the symbols it has; Parent is the executable of
-	// the process that started it, which tells Ollama's children.
+	// Runtime is its runtime, chosen by what Process says of it: the symbols it has, its
+	// arguments and the executable of the process that started it.
 	Runtime *runtimes.Runtime
-	Parent  string
+	Process runtimes.Process
 	// Whisper says where its whisper_context keeps the model's hyperparameters: nil
 	// without whisper.cpp or the application layer, or when its getters are not plain loads.
 	Whisper *runtimes.WhisperFields
@@ -54,6 +54,7 @@ func Refuse(reason metadata.AttributeProfinferAttachReason, exe string, err erro
 }
 
 var (
+	errIdle     = errors.New("not profiled")
 	errNotGGML  = errors.New("maps no GGML CPU backend")
 	errStripped = errors.New("stripped of its symbol table")
 	errVanished = errors.New("gone before it could be profiled")
@@ -73,6 +74,12 @@ func (r *Registry) inspectGGML(pid int) (f *Found, mapped bool, err error) {
 	}
 	if proc == nil {
 		return nil, false, r.notGGML(pid)
+	}
+	// A runtime's process that computes no model is let be, after this look alone.
+	rp := runtimes.Process{Process: proc, Args: r.args(pid), Parent: r.parent(pid)}
+	rt, idle := runtimes.Of(rp)
+	if rt == nil {
+		return nil, false, fmt.Errorf("pid %d (%s) is %s: %w", pid, proc.Exe, idle, errIdle)
 	}
 	// From here on the process is GGML: whatever stops it is a refusal, said and counted.
 	base := proc.Module(discover.Base)
@@ -106,8 +113,11 @@ func (r *Registry) inspectGGML(pid int) (f *Found, mapped bool, err error) {
 	if err != nil {
 		return nil, true, Refuse(metadata.AttributeProfinferAttachReasonUnsupportedLayout, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}
-	return &Found{Proc: proc, Target: target, Context: r.contextFields(proc), Whisper: r.whisperFields(proc),
-		Runtime: runtimes.Of(runtimes.Process{Process: proc, Parent: r.parent(pid)}),
+	var ctx *ggml.Context
+	if rt != runtimes.OllamaEngine { // its llama_decode is its other runner's
+		ctx = r.contextFields(proc)
+	}
+	return &Found{Proc: proc, Target: target, Context: ctx, Whisper: r.whisperFields(proc), Runtime: rt, Process: rp,
 		BuildID: symbols.BuildIDOf(r.proc(pid, "exe")), Container: container.Of(r.cfg.Root, pid)}, true, nil
 }
 
@@ -128,6 +138,16 @@ func (r *Registry) parent(pid int) string {
 	}
 	exe, _ := discover.Executable(pp)
 	return exe
+}
+
+// args returns the arguments of process pid; nil where they cannot be read.
+func (r *Registry) args(pid int) []string {
+	proc, err := r.fs.Proc(pid)
+	if err != nil {
+		return nil
+	}
+	args, _ := proc.CmdLine()
+	return args
 }
 
 // whisperFields finds where proc's whisper_context keeps its model's hyperparameters; nil

@@ -20,15 +20,21 @@ type ModelLook struct {
 
 // LookForModel looks for the model file of process pid, unless its virtual size is still
 // vsize, which it had when none was found (changed false): a server loads its model some
-// time after it starts, and an RPC server never does.
-func (r *Registry) LookForModel(pid int, vsize uint64) (m ModelLook, changed bool) {
+// time after it starts, and an RPC server never does. A file the process maps or holds
+// open is its model; else the one it named on its command line (named, relative to its
+// working directory): read without mmap, a loaded model is neither.
+func (r *Registry) LookForModel(pid int, vsize uint64, named string) (m ModelLook, changed bool) {
 	v, err := discover.VSize(r.fs, pid)
 	if err != nil || v == vsize {
 		return m, false
 	}
 	m.VSize = v
 	var host string
-	if m.Path, host, m.Found = model.Find(r.fs, r.cfg.Root, pid); m.Found {
+	m.Path, host, m.Found = model.Find(r.fs, r.cfg.Root, pid)
+	if !m.Found && named != "" {
+		m.Path, host, m.Found = model.Named(r.cfg.Root, pid, named)
+	}
+	if m.Found {
 		m.Info, m.Err = r.models.Read(host, m.Path)
 	}
 	return m, true

@@ -17,10 +17,22 @@ import (
 // computed the model through cgo in an `ollama runner` child, a forward batch at a time:
 // one scheduler computation a batch, whose first node gets the batch's token embeddings.
 
-// ollamaChild says whether p is a llama-server Ollama started: its parent runs ollama, or
-// it runs from Ollama's lib/ollama directory.
+// ollamaChild says whether p is a program Ollama started from its lib/ollama directory
+// (llama-server, llama-quantize): its parent runs ollama, or it runs from there.
 func ollamaChild(p Process) bool {
 	return filepath.Base(p.Parent) == "ollama" || strings.Contains(p.Exe, "/lib/ollama/")
+}
+
+// ollamaIdle says why a process of Ollama's that maps GGML computes no model: "" for its
+// runners, which name their model (--model). The others are looked at and let be: the
+// server itself (before 0.30 GGML is in its executable), the device discovery it runs at
+// start (llama-server without a model, llama-server --list-devices, an `ollama runner`
+// without a model), and the llama-quantize that checks an imported GGUF.
+func ollamaIdle(p Process) string {
+	if ModelArg(p.Args) != "" {
+		return ""
+	}
+	return "a process of Ollama's that computes no model (its server, device discovery or model import)"
 }
 
 func ollamaStage(_ *assemble.Head, tokens int) Stage {

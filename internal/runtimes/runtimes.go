@@ -6,6 +6,9 @@
 package runtimes
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/discover"
 )
@@ -62,10 +65,11 @@ const (
 	computePhase = "compute"
 )
 
-// Process is what Of looks at: the process as discovery found it, and the executable of
-// the process that started it.
+// Process is what Of looks at: the process as discovery found it, its arguments, and the
+// executable of the process that started it.
 type Process struct {
 	*discover.Process
+	Args   []string
 	Parent string
 }
 
@@ -86,17 +90,43 @@ var (
 	GGML = &Runtime{Name: "ggml", Steps: true}
 )
 
-// Of chooses process p's runtime by the symbols it has.
-func Of(p Process) *Runtime {
+// Of chooses process p's runtime by the symbols it has, or says why it is not profiled
+// though it maps GGML: a process of a runtime that computes no model (Ollama's server,
+// its device discovery, its model import). Such a process is looked at and let be.
+func Of(p Process) (rt *Runtime, idle string) {
 	switch {
 	case p.Module(discover.Whisper) != nil:
-		return Whisper
-	case p.Module(discover.OllamaEngine) != nil:
-		return OllamaEngine
+		return Whisper, ""
+	case p.Module(discover.OllamaEngine) != nil: // Ollama before 0.30: one executable for all
+		if idle := ollamaIdle(p); idle != "" {
+			return nil, idle
+		}
+		if slices.Contains(p.Args, "--ollama-engine") {
+			return OllamaEngine, ""
+		}
+		return Ollama, "" // its llama.cpp runner
 	case p.Module(discover.Llama) != nil && ollamaChild(p):
-		return Ollama
+		if idle := ollamaIdle(p); idle != "" {
+			return nil, idle
+		}
+		return Ollama, ""
 	case p.Module(discover.Llama) != nil:
-		return Llama
+		return Llama, ""
 	}
-	return GGML
+	return GGML, ""
+}
+
+// ModelArg is the model file a process names on its command line (llama.cpp's and
+// Ollama's -m or --model), "" where it names none: a model read without mmap is neither
+// mapped nor held open once loaded.
+func ModelArg(args []string) string {
+	for i, a := range args {
+		switch {
+		case (a == "-m" || a == "--model") && i+1 < len(args):
+			return args[i+1]
+		case strings.HasPrefix(a, "--model="):
+			return strings.TrimPrefix(a, "--model=")
+		}
+	}
+	return ""
 }

@@ -11,30 +11,60 @@ import (
 
 func TestOf(t *testing.T) {
 	m := &discover.Module{}
+	llama := []discover.Role{discover.Base, discover.CPU, discover.Llama}
+	engine := []discover.Role{discover.Base, discover.CPU, discover.Llama, discover.OllamaEngine}
 	for _, tc := range []struct {
 		roles  []discover.Role
 		exe    string
+		args   []string
 		parent string
 		want   *Runtime
 	}{
-		{[]discover.Role{discover.Base, discover.CPU, discover.Llama}, "/usr/bin/llama-server", "/bin/bash", Llama},
-		{[]discover.Role{discover.Base, discover.CPU, discover.Llama}, "/usr/lib/ollama/llama-server", "/usr/bin/ollama", Ollama},
-		{[]discover.Role{discover.Base, discover.CPU, discover.Llama}, "/opt/x/lib/ollama/llama-server", "/sbin/init", Ollama},
-		{[]discover.Role{discover.Base, discover.CPU, discover.Whisper}, "/usr/bin/node", "", Whisper},
-		{[]discover.Role{discover.Base, discover.CPU, discover.Llama, discover.OllamaEngine}, "/usr/bin/ollama", "/usr/bin/ollama", OllamaEngine},
-		{[]discover.Role{discover.Base, discover.CPU}, "/usr/bin/ggml-rpc-server", "", GGML},
+		{llama, "/usr/bin/llama-server", []string{"llama-server", "-m", "x.gguf"}, "/bin/bash", Llama},
+		{llama, "/usr/bin/llama-server", nil, "/bin/bash", Llama},
+		// Ollama 0.30 on: its runners, and the children that compute no model.
+		{llama, "/usr/lib/ollama/llama-server", []string{"/usr/lib/ollama/llama-server", "--model", "/m/blobs/sha256-1", "--port", "1"}, "/usr/bin/ollama", Ollama},
+		{llama, "/opt/x/lib/ollama/llama-server", []string{"llama-server", "--model=/m/blobs/sha256-1"}, "/sbin/init", Ollama},
+		{llama, "/usr/lib/ollama/llama-server", []string{"/usr/lib/ollama/llama-server", "--port", "1", "--no-webui", "--offline", "--verbose"}, "/usr/bin/ollama", nil},
+		{llama, "/usr/lib/ollama/llama-server", []string{"/usr/lib/ollama/llama-server", "--list-devices", "--offline"}, "/usr/bin/ollama", nil},
+		{llama, "/usr/lib/ollama/llama-quantize", []string{"llama-quantize", "--allow-requantize", "/m/blobs/sha256-1", "/m/blobs/COPY1", "COPY"}, "/usr/bin/ollama", nil},
+		{[]discover.Role{discover.Base, discover.CPU, discover.Whisper}, "/usr/bin/node", []string{"node", "w.mjs"}, "", Whisper},
+		// Ollama before 0.30: one executable for its server, its runners, its discovery.
+		{engine, "/usr/bin/ollama", []string{"ollama", "runner", "--ollama-engine", "--model", "/m/blobs/sha256-1", "--port", "1"}, "/usr/bin/ollama", OllamaEngine},
+		{engine, "/usr/bin/ollama", []string{"ollama", "runner", "--model", "/m/blobs/sha256-1", "--port", "1"}, "/usr/bin/ollama", Ollama},
+		{engine, "/usr/bin/ollama", []string{"ollama", "runner", "--ollama-engine", "--port", "1"}, "/usr/bin/ollama", nil},
+		{engine, "/usr/bin/ollama", []string{"ollama", "serve"}, "/bin/bash", nil},
+		{[]discover.Role{discover.Base, discover.CPU}, "/usr/bin/ggml-rpc-server", nil, "", GGML},
 	} {
 		p := &discover.Process{Exe: tc.exe}
 		for _, r := range tc.roles {
 			p.Modules[r] = m
 		}
-		if got := Of(Process{Process: p, Parent: tc.parent}); got != tc.want {
-			t.Errorf("%v %s (parent %s): %s, want %s", tc.roles, tc.exe, tc.parent, got.Name, tc.want.Name)
+		got, idle := Of(Process{Process: p, Args: tc.args, Parent: tc.parent})
+		if got != tc.want || (got == nil) != (idle != "") {
+			t.Errorf("%v %s %v (parent %s): %v (%q), want %v", tc.roles, tc.exe, tc.args, tc.parent, got, idle, tc.want)
 		}
 	}
 }
 
 // whisper.cpp's four graphs, as the heads of their scheduler computations read them.
+func TestModelArg(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"llama-server", "-m", "m.gguf", "-t", "2"}, "m.gguf"},
+		{[]string{"llama-server", "--model", "/m/blobs/sha256-1"}, "/m/blobs/sha256-1"},
+		{[]string{"llama-server", "--model=/x.gguf"}, "/x.gguf"},
+		{[]string{"llama-server", "-m"}, ""},
+		{[]string{"node", "driver.mjs", "m.gguf"}, ""},
+	} {
+		if got := ModelArg(tc.args); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
 func TestWhisperStages(t *testing.T) {
 	embd := &assemble.NodeInfo{Op: "GET_ROWS"}
 	for _, tc := range []struct {
