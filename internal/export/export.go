@@ -264,7 +264,7 @@ func (s *Spans) compute(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Sp
 	if h := d.Head; h != nil {
 		a.PutInt("ggml.graph.nodes", int64(h.Nodes))
 		a.PutInt("ggml.sched.backends", int64(h.Backends))
-		if h.First != nil && d.Stage == "" { // what the runtime did not know it by
+		if h.First != nil && name == SchedComputeSpan { // what tells it apart, for a runtime profinfer does not know
 			a.PutStr("ggml.step.first_node", h.First.Op+" "+h.First.Name)
 		}
 	}

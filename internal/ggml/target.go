@@ -122,12 +122,15 @@ func layoutOf(f *symbols.File) (string, Layout, error) {
 	if missing := f.Missing(baseSymbols...); len(missing) > 0 {
 		return "", Layout{}, fmt.Errorf("ggml: %s lacks %s: not a GGML runtime, or stripped", f.Path(), strings.Join(missing, ", "))
 	}
-	// ggml_version came in mid-2025; without it the layout stands on the code alone.
+	// ggml_version came in mid-2025; without it the layout stands on the code alone. A
+	// build may have it return NULL: Ollama's cgo build before 0.30 defines GGML_VERSION 0.
 	var version string
-	if _, ok := f.Symbol("ggml_version"); ok {
+	if sym, ok := f.Symbol("ggml_version"); ok {
 		v, err := readVersion(f)
 		if err != nil {
-			return "", Layout{}, err
+			if null, nerr := f.ImmediateReturn(sym); nerr != nil || null != 0 {
+				return "", Layout{}, err
+			}
 		}
 		version = v
 	}

@@ -52,6 +52,9 @@ func getterX86(code []byte, at uint64) (getterKind, uint64) {
 		return 0, 0
 	}
 	dst := load.Args[0]
+	if load.Op == x86asm.XOR && load.Args[1] == dst && (dst == x86asm.EAX || dst == x86asm.RAX) {
+		return retImm, 0 // a constant 0, as a compiler writes it
+	}
 	switch src := load.Args[1].(type) {
 	case x86asm.Imm:
 		switch {

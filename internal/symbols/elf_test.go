@@ -42,6 +42,7 @@ func testFuncs() []testFunc {
 		{"overhead", asm(iEndbr64, iMovEAX0x170, iRet), false},
 		{"minus_one", asm([]byte{0xb8, 0xff, 0xff, 0xff, 0xff}, iRet), false},
 		{"minus_one64", asm([]byte{0x48, 0xc7, 0xc0, 0xff, 0xff, 0xff, 0xff}, iRet), false},
+		{"null", asm(iEndbr64, []byte{0x31, 0xc0}, iRet), false}, // xor %eax,%eax: Ollama's ggml_version
 		{"dup", asm(iRet), true},
 		{"dup", asm(iNop, iRet), false},
 	}
@@ -217,7 +218,7 @@ func TestDecodeFunctions(t *testing.T) {
 	if _, err := f.PCRelTarget(mustSymbol(t, f, "barrier")); err == nil {
 		t.Error("PCRelTarget(barrier) succeeded")
 	}
-	for name, want := range map[string]uint64{"overhead": 0x170, "minus_one": 0xffffffff, "minus_one64": ^uint64(0)} {
+	for name, want := range map[string]uint64{"overhead": 0x170, "minus_one": 0xffffffff, "minus_one64": ^uint64(0), "null": 0} {
 		if got, err := f.ImmediateReturn(mustSymbol(t, f, name)); got != want || err != nil {
 			t.Errorf("ImmediateReturn(%s) = %#x, %v; want %#x", name, got, err, want)
 		}
