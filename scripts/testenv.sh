@@ -12,6 +12,39 @@ JOBS=${JOBS:-$(nproc)}
 
 log() { printf '[testenv] %s\n' "$*" >&2; }
 
+# Heavy outputs are also kept in the machine's cache directory, outside the clone, each
+# keyed by everything that goes into it: a fresh clone on the same machine restores them in
+# seconds, a fresh machine builds all of them from these scripts. The compilers and this
+# machine's CPU (builds for the native CPU) are in the keys of what is compiled.
+CACHE=${PROFINFER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/profinfer-testbench}
+GCC="gcc $(gcc -dumpfullversion 2>/dev/null)"
+TOOLS="$GCC cpu $(grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-12)"
+
+# cached NAME KEY DIR BUILD...: DIR holds NAME, made by the command BUILD (run with DIR
+# empty) unless DIR's stamp says KEY already. Where the machine's cache holds NAME made
+# from KEY, DIR is copied from it instead; else what BUILD made is copied there. Each
+# part's time is logged: what it adds to a fresh machine's run.
+cached() {
+  local name=$1 key=$2 dir=$3 c=$CACHE/$1 t0=$SECONDS
+  shift 3
+  [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$key" ] && return 0
+  rm -rf "$dir" && mkdir -p "$(dirname "$dir")"
+  if [ "$(cat "$c/.stamp" 2>/dev/null)" = "$key" ]; then
+    cp -a "$c" "$dir"
+    log "$name restored from $c in $((SECONDS - t0)) s"
+    return 0
+  fi
+  mkdir -p "$dir"
+  "$@"
+  echo "$key" >"$dir/.stamp"
+  log "$name made in $((SECONDS - t0)) s"
+  if mkdir -p "$CACHE" 2>/dev/null && rm -rf "$c.new" && cp -a "$dir" "$c.new"; then
+    rm -rf "$c" && mv "$c.new" "$c"
+  else
+    log "$name not kept in $CACHE"
+  fi
+}
+
 need_apt=()
 for tool in cmake:cmake ninja:ninja-build git:git node:nodejs npm:npm; do
   command -v "${tool%%:*}" >/dev/null || need_apt+=("${tool#*:}")
@@ -27,18 +60,15 @@ fi
 # here runs it), and the arm64 one (20 MB), whose arm64 code probe placement and layout
 # detection are checked on. Other platforms are left out; install scripts are skipped
 # because the postinstall would try to fetch or build binaries.
+npm_install() { # DIR PACKAGE...
+  echo '{"name":"profinfer-testbench","private":true}' >"$1/package.json"
+  (cd "$1" && shift && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error "$@")
+}
 install_nlc() { # DIR VERSION [PACKAGE...]
-  local dir=$1 version=$2 stamp
+  local dir=$1 version=$2
   shift 2
-  stamp="$version${*:+ $*}"
-  if [ "$(cat "$dir/.stamp" 2>/dev/null)" != "$stamp" ]; then
-    log "installing node-llama-cpp@$version $*"
-    rm -rf "$dir" && mkdir -p "$dir"
-    echo '{"name":"profinfer-testbench","private":true}' >"$dir/package.json"
-    (cd "$dir" && npm install --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error \
-        "node-llama-cpp@$version" "@node-llama-cpp/linux-x64@$version" "${@/%/@$version}")
-    echo "$stamp" >"$dir/.stamp"
-  fi
+  cached "$(basename "$dir")" "$version${*:+ $*} v2" "$dir" \
+    npm_install "$dir" "node-llama-cpp@$version" "@node-llama-cpp/linux-x64@$version" "${@/%/@$version}"
   cp "$ROOT/scripts/node-driver.mjs" "$dir/driver.mjs"
 }
 NPM=$TE/npm
@@ -53,67 +83,131 @@ for v in ${NLC_OLD:-3.20.0 3.18.0 3.14.0 3.12.0 3.10.0 3.6.0 3.3.0 3.1.1}; do
   install_nlc "$TE/npm-$v" "$v"
 done
 
-# llama.cpp from the release bundle, built once per version.
+# llama.cpp from the release bundle: the source, cloned from it, and the tools built from
+# it, once per version, into bin/ (RUNPATH $ORIGIN, so that the cache's copy runs anywhere).
 LC=$TE/llama.cpp
 BUNDLE=$NPM/node_modules/node-llama-cpp/llama/gitRelease.bundle
-KEY="$NLC_VERSION $(sha256sum "$BUNDLE" | cut -c1-16) v2"
+SRC_KEY="$NLC_VERSION $(sha256sum "$BUNDLE" | cut -c1-16)"
+KEY="$SRC_KEY v3 $TOOLS"
 common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON -DLLAMA_OPENSSL=OFF
         -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=ON
-        -DLLAMA_BUILD_EXAMPLES=OFF)
-if [ "$(cat "$LC/.stamp" 2>/dev/null)" != "$KEY" ]; then
-  log "building llama.cpp ($KEY); about 8 minutes on 2 cores"
-  rm -rf "$LC" && mkdir -p "$LC"
+        -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON)
+if [ "$(cat "$LC/src/.stamp" 2>/dev/null)" != "$SRC_KEY" ]; then
+  rm -rf "$LC/src" && mkdir -p "$LC"
   git clone -q "$BUNDLE" "$LC/src" 2>/dev/null
-  cmake -S "$LC/src" -B "$LC/build" "${common[@]}" >/dev/null
-  cmake --build "$LC/build" -j "$JOBS" --target llama-bench llama-server llama-quantize \
-      test-backend-ops test-llama-archs ggml-rpc-server
-  ln -sfn build/bin "$LC/bin"
-  echo "$KEY" >"$LC/.stamp"
+  echo "$SRC_KEY" >"$LC/src/.stamp"
 fi
+build_llama() {
+  log "building llama.cpp ($KEY); about 7 minutes on 2 cores"
+  local build=$LC/build
+  rm -rf "$build"
+  cmake -S "$LC/src" -B "$build" "${common[@]}" >/dev/null
+  cmake --build "$build" -j "$JOBS" --target llama-bench llama-server llama-quantize \
+      test-backend-ops test-llama-archs ggml-rpc-server
+  cp -a "$build/bin/." "$LC/bin/"
+  rm -rf "$build"
+}
+cached llama.cpp "$KEY" "$LC/bin" build_llama
 
 # Static llama-bench builds of older releases, from the source bundled with their
 # node-llama-cpp: GGML linked into the executable, with OpenMP (the default then), where
 # the prebuilts use ggml's own threadpool. About a minute each on 2 cores.
 build_old_static() { # NODE_LLAMA_CPP_VERSION RELEASE
   local dir=$TE/llama.cpp-$2 bundle=$TE/npm-$1/node_modules/node-llama-cpp/llama/gitRelease.bundle
-  local key
-  key="$2 $(sha256sum "$bundle" | cut -c1-16) v1"
-  [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$key" ] && return
-  log "building static llama-bench $2"
-  rm -rf "$dir" && mkdir -p "$dir/static"
-  git clone -q "$bundle" "$dir/src" 2>/dev/null
-  cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+  cached "llama.cpp-$2" "$2 $(sha256sum "$bundle" | cut -c1-16) v2 $TOOLS" "$dir/static" old_static "$bundle" "$dir"
+}
+old_static() { # BUNDLE DIR
+  log "building static llama-bench $(basename "$2")"
+  rm -rf "$2/src" "$2/build"
+  git clone -q "$1" "$2/src" 2>/dev/null
+  cmake -S "$2/src" -B "$2/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF >/dev/null
-  cmake --build "$dir/build" -j "$JOBS" --target llama-bench >/dev/null
-  cp "$dir/build/bin/llama-bench" "$dir/static/llama-bench"
-  rm -rf "$dir/build"
-  echo "$key" >"$dir/.stamp"
+  cmake --build "$2/build" -j "$JOBS" --target llama-bench >/dev/null
+  cp "$2/build/bin/llama-bench" "$2/static/llama-bench"
+  rm -rf "$2/build" "$2/src"
 }
 build_old_static 3.1.1 b3889
 build_old_static 3.3.0 b4234
 
-# Models.
+# Models: the llama ones from test-llama-archs and the project's GGUF writer, quantised by
+# llama-quantize; whisper's, in its legacy format, and a recording to transcribe.
 MODELS=$TE/models
-mkdir -p "$MODELS"
-if [ ! -f "$MODELS/tiny-dense.gguf" ] || [ ! -f "$MODELS/tiny-moe.gguf" ]; then
-  log "generating tiny models with test-llama-archs"
+make_models() {
+  log "writing the models"
+  local tmp
   tmp=$(mktemp -d)
   "$LC/bin/test-llama-archs" -a '^llama$' -o "$tmp" >/dev/null 2>&1
   mv "$tmp/llama-dense.gguf" "$MODELS/tiny-dense.gguf"
   mv "$tmp/llama-moe.gguf" "$MODELS/tiny-moe.gguf"
   rm -rf "$tmp"
-fi
-for m in llama-1b moe; do
-  [ -f "$MODELS/$m-f16.gguf" ] || [ -f "$MODELS/$m-q4_0.gguf" ] || {
-    log "writing $m-f16.gguf"
+  for m in llama-1b moe; do
     (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -arch "$m" -o "$MODELS/$m-f16.gguf")
-  }
-done
-for q in q4_0 q8_0; do
-  [ -f "$MODELS/llama-1b-$q.gguf" ] || "$LC/bin/llama-quantize" "$MODELS/llama-1b-f16.gguf" "$MODELS/llama-1b-$q.gguf" "${q^^}" >/dev/null 2>&1
-done
-[ -f "$MODELS/moe-q4_0.gguf" ] || "$LC/bin/llama-quantize" "$MODELS/moe-f16.gguf" "$MODELS/moe-q4_0.gguf" Q4_0 >/dev/null 2>&1
-rm -f "$MODELS"/*-f16.gguf
+  done
+  for q in q4_0 q8_0; do
+    "$LC/bin/llama-quantize" "$MODELS/llama-1b-f16.gguf" "$MODELS/llama-1b-$q.gguf" "${q^^}" >/dev/null 2>&1
+  done
+  "$LC/bin/llama-quantize" "$MODELS/moe-f16.gguf" "$MODELS/moe-q4_0.gguf" Q4_0 >/dev/null 2>&1
+  rm -f "$MODELS"/*-f16.gguf
+  for m in whisper-micro whisper-tiny; do
+    (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -arch "$m" -o "$MODELS/$m.bin")
+  done
+  (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -wav 3 -o "$MODELS/speech-3s.wav")
+}
+cached models "$KEY $(cd "$ROOT" && cat internal/testbench/model.go internal/testbench/whisper.go internal/testbench/cmd/mkmodel/main.go internal/gguf/*.go | sha256sum | cut -c1-16)" \
+  "$MODELS" make_models
+
+# GGML runtimes beside llama.cpp itself: whisper.cpp's Node addon, CPU and Vulkan (GGML
+# linked in, OpenMP), and llama.cpp's in one addon, each with its workload driver.
+FUGOOD=$TE/npm-fugood
+cached npm-fugood "whisper 1.1.3 llama 1.7.15 v1" "$FUGOOD" npm_install "$FUGOOD" @fugood/whisper.node@1.1.3 \
+  @fugood/node-whisper-linux-x64@1.1.3 @fugood/node-whisper-linux-x64-vulkan@1.1.3 @fugood/llama.node@1.7.15 \
+  @fugood/node-llama-linux-x64@1.7.15
+cp "$ROOT/scripts/whisper-driver.mjs" "$ROOT/scripts/llama-node-driver.mjs" "$FUGOOD/"
+
+# Ollama as it ships (0.30 on): its Go executable and the lib/ollama it starts llama-server
+# from, built from the Go module and, for llama-server, Ollama's CMake project over the
+# test bench's llama.cpp source (OLLAMA_LLAMA_CPP_SOURCE: its one patch, hooks for blobs
+# of its own older format, does not apply to this source and is left out, as that setting
+# does). Its layout: shared, GGML_BACKEND_DL, the CPU backend a library loaded with
+# dlopen, here the one variant this machine runs (GGML_NATIVE) rather than all fourteen.
+OLLAMA_VERSION=${OLLAMA_VERSION:-v0.33.0}
+OLLAMA_OLD=${OLLAMA_OLD:-v0.24.0} # the last release before 0.30, on its own Go engine
+module_src() { # MODULE@VERSION DIR: a writable copy of the module's tree
+  local mod
+  mod=$(cd "$ROOT" && GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [ -d "$mod" ] || { log "go mod download $1 failed"; return 1; }
+  cp -r "$mod" "$2" && chmod -R u+w "$2"
+}
+build_ollama() { # DIR
+  local dir=$1 src=$1/.src build=$1/.build
+  log "building Ollama $OLLAMA_VERSION and its llama-server; about 10 minutes on 2 cores"
+  module_src "github.com/ollama/ollama@$OLLAMA_VERSION" "$src"
+  OLLAMA_LLAMA_CPP_SOURCE=$LC/src cmake -S "$src/llama/server" -B "$build" --preset cpu -G Ninja \
+      -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_NATIVE=ON -DFETCHCONTENT_FULLY_DISCONNECTED=ON >/dev/null
+  cmake --build "$build" -j "$JOBS" --target llama-server llama-quantize
+  cmake --install "$build" --component llama-server --prefix "$dir" >/dev/null
+  (cd "$src" && CGO_ENABLED=1 go build -trimpath -buildmode=pie \
+      -ldflags "-X=github.com/ollama/ollama/version.Version=${OLLAMA_VERSION#v}" -o "$dir/bin/ollama" .)
+  rm -rf "$src" "$build"
+}
+cached ollama "$OLLAMA_VERSION $KEY v1 $(go env GOVERSION)" "$TE/ollama" build_ollama "$TE/ollama"
+
+# Ollama before 0.30, whose own Go engine computes through cgo (ggml and llama.cpp inside
+# the executable, no CMake). Module zips leave out what lies under a vendor directory, and
+# its llama.cpp's tools need four headers from there: the test bench's llama.cpp has them.
+build_ollama_old() { # DIR
+  local dir=$1 src=$1/.src h
+  log "building Ollama $OLLAMA_OLD (its Go engine, ggml through cgo); about 6 minutes on 2 cores"
+  module_src "github.com/ollama/ollama@$OLLAMA_OLD" "$src"
+  for h in nlohmann/json.hpp nlohmann/json_fwd.hpp stb/stb_image.h miniaudio/miniaudio.h; do
+    mkdir -p "$src/llama/llama.cpp/vendor/$(dirname "$h")"
+    cp "$LC/src/vendor/$h" "$src/llama/llama.cpp/vendor/$h"
+  done
+  (cd "$src" && CGO_ENABLED=1 go build -ldflags "-X=github.com/ollama/ollama/version.Version=${OLLAMA_OLD#v}" \
+      -o "$dir/ollama" .)
+  rm -rf "$src"
+}
+cached ollama-old "$OLLAMA_OLD $SRC_KEY v1 $TOOLS $(go env GOVERSION)" "$TE/ollama-old" build_ollama_old "$TE/ollama-old"
 
 # The VM tests (internal/vm) boot Debian's kernels under qemu with busybox as the guest's
 # userland: busybox-static, since the guest has no libraries.
@@ -162,11 +256,9 @@ extract_vmlinux() { # VMLINUZ OUT
 }
 # As root, apt downloads as _apt, which cannot write to the temporary directories below.
 as_root=(-o APT::Sandbox::User=root)
-kernel_done() { [ "$(cat "$1/$2/.stamp" 2>/dev/null)" = "$3 v1" ]; } # DIR NAME PACKAGE
 fetch_kernel() { # DIR NAME PACKAGE [APT OPTIONS...]: the unsigned package, else the signed one
   local dir=$1 name=$2 pkg=$3 tmp deb image
   shift 3
-  kernel_done "$dir" "$name" "$pkg" && return
   log "fetching kernel $pkg"
   apt-cache "$@" show "$pkg" >/dev/null 2>&1 || apt-get -qq "$@" update
   tmp=$(mktemp -d)
@@ -181,9 +273,9 @@ fetch_kernel() { # DIR NAME PACKAGE [APT OPTIONS...]: the unsigned package, else
   [[ $pkg == *-arm64 ]] || extract_vmlinux "$dir/$name/vmlinuz" "$dir/$name/vmlinux"
   echo "${image#boot/vmlinuz-}" >"$dir/$name/release"
   rm -rf "$tmp"
-  echo "$pkg v1" >"$dir/$name/.stamp"
 }
-if ! kernel_done "$KERNELS" 5.10 linux-image-5.10.0-32-amd64; then
+fetch_x86_kernels() {
+  local apt11
   apt11=$(mktemp -d)
   mkdir -p "$apt11/lists/partial"
   echo "deb $(debian_source '^[a-z]+$') bullseye main" >"$apt11/sources.list"
@@ -194,19 +286,19 @@ if ! kernel_done "$KERNELS" 5.10 linux-image-5.10.0-32-amd64; then
   apt-get -qq "${bullseye[@]}" "${as_root[@]}" update
   fetch_kernel "$KERNELS" 5.10 linux-image-5.10.0-32-amd64 "${bullseye[@]}"
   rm -rf "$apt11"
-fi
-fetch_kernel "$KERNELS" 6.1 linux-image-6.1.0-50-amd64
-fetch_kernel "$KERNELS" 6.12 linux-image-6.12.111+deb12-amd64
+  fetch_kernel "$KERNELS" 6.1 linux-image-6.1.0-50-amd64
+  fetch_kernel "$KERNELS" 6.12 linux-image-6.12.111+deb12-amd64
+}
+cached kernels "5.10.0-32 6.1.0-50 6.12.111+deb12 v2" "$KERNELS" fetch_x86_kernels
 
 # The arm64 guests (qemu's virt machine): Debian 12's arm64 6.1 and 6.12, and the arm64
 # busybox-static beside them, from the same mirror's arm64 package lists, kept apart from
 # this machine's apt state.
 KERNELS_ARM64=$TE/kernels-arm64
-if ! kernel_done "$KERNELS_ARM64" 6.1 linux-image-6.1.0-50-arm64 ||
-   ! kernel_done "$KERNELS_ARM64" 6.12 linux-image-6.12.111+deb12-arm64 ||
-   [ ! -f "$KERNELS_ARM64/.busybox" ]; then
+fetch_arm64_kernels() {
+  local aptarm
   aptarm=$(mktemp -d)
-  mkdir -p "$aptarm/lists/partial" "$KERNELS_ARM64"
+  mkdir -p "$aptarm/lists/partial"
   echo "deb $(debian_source '^[a-z]+$') bookworm main" >"$aptarm/sources.list"
   echo "deb $(debian_source '-security$') bookworm-security main" >>"$aptarm/sources.list"
   arm64=(-o "Dir::Etc::sourcelist=$aptarm/sources.list" -o Dir::Etc::sourceparts=/dev/null
@@ -219,9 +311,9 @@ if ! kernel_done "$KERNELS_ARM64" 6.1 linux-image-6.1.0-50-arm64 ||
   (cd "$aptarm" && apt-get -qq "${arm64[@]}" "${as_root[@]}" download busybox-static)
   dpkg-deb --fsys-tarfile "$aptarm"/busybox-static_*.deb | tar -xO ./bin/busybox >"$KERNELS_ARM64/busybox"
   chmod 755 "$KERNELS_ARM64/busybox"
-  echo "$(basename "$aptarm"/busybox-static_*.deb)" >"$KERNELS_ARM64/.busybox"
   rm -rf "$aptarm"
-fi
+}
+cached kernels-arm64 "6.1.0-50 6.12.111+deb12 busybox-static v2" "$KERNELS_ARM64" fetch_arm64_kernels
 
 # A portable llama.cpp for the guests: static down to libc, since they have no libraries,
 # and built for any x86-64 with AVX2 instead of this machine's CPU: qemu's has no AVX-512.
@@ -230,15 +322,18 @@ fi
 # executable, as many production images ship it): one static build instead of two.
 # Its own build tree, removed once the tools are copied out.
 build_portable() { # DIR MINUTES [CMAKE OPTIONS...]: into $LC/DIR
+  local dir=$1
+  shift
+  cached "$dir" "$SRC_KEY $dir-v2 $GCC" "$LC/$dir" portable "$dir" "$@"
+}
+portable() { # DIR MINUTES [CMAKE OPTIONS...]
   local dir=$1 minutes=$2 build=$LC/build-$1
   shift 2
-  [ "$(cat "$LC/.stamp-$dir" 2>/dev/null)" = "$KEY $dir-v1" ] && return
   log "building $dir llama-bench and llama-server; about $minutes minutes on 2 cores"
   rm -rf "$build"
   cmake -S "$LC/src" -B "$build" "${common[@]}" -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
       -DGGML_OPENMP=OFF -DGGML_RPC=OFF -DLLAMA_BUILD_TESTS=OFF -DCMAKE_EXE_LINKER_FLAGS=-static "$@" >/dev/null
   cmake --build "$build" -j "$JOBS" --target llama-bench llama-server
-  mkdir -p "$LC/$dir"
   for t in llama-bench llama-server; do
     if readelf -lW "$build/bin/$t" | grep -q INTERP; then
       log "$t is not fully static" && exit 1
@@ -246,7 +341,6 @@ build_portable() { # DIR MINUTES [CMAKE OPTIONS...]: into $LC/DIR
     cp "$build/bin/$t" "$LC/$dir/$t"
   done
   rm -rf "$build"
-  echo "$KEY $dir-v1" >"$LC/.stamp-$dir"
 }
 build_portable portable 10
 
@@ -258,4 +352,4 @@ if ! command -v aarch64-linux-gnu-g++ >/dev/null; then
 fi
 build_portable portable-arm64 10 -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
     -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++
-log "ready: $LC/bin, $LC/portable, $LC/portable-arm64, $MODELS, $KERNELS, $KERNELS_ARM64"
+log "ready: $LC/bin, $LC/portable, $LC/portable-arm64, $MODELS, $KERNELS, $KERNELS_ARM64, $FUGOOD, $TE/ollama, $TE/ollama-old"

@@ -15,6 +15,7 @@ import (
 	"github.com/profinfer/profinfer/internal/cgroup"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/roofline"
 )
@@ -404,5 +405,46 @@ func TestTimelineDeviceWork(t *testing.T) {
 	}
 	if fmt.Sprint(tl.Device) != fmt.Sprint(want) {
 		t.Errorf("device work\n %+v, want\n %+v", tl.Device, want)
+	}
+}
+
+// A whisper.cpp transcription: its steps share the job's trace, and each graph folds into
+// its own step's phase, the encoder's and the decoder's passes apart; the job's figures
+// sum into the process's transcriptions.
+func TestFoldTranscription(t *testing.T) {
+	p := &export.Origin{PID: 9, VPID: 9, Exe: "/usr/bin/node", Runtime: "whisper.cpp",
+		Whisper: &model.Whisper{Type: "tiny", AudioLayers: 4, TextLayers: 4, FileType: "F16"}}
+	j := &assemble.Job{PID: 9, TID: 9, Samples: 48000, Start: 1000, End: 3e9}
+	enc := decodeOf(0, 2000, node("MUL_MAT", "node_3", "f16", 2010, 2e8, 1e9, 1e6))
+	enc.Kind, enc.Job, enc.Name, enc.Phase, enc.Stage = assemble.SchedCompute, j, "whisper.encode", "encode", "encoder"
+	dec := decodeOf(0, 3e8, node("GET_ROWS", "node_0", "f16", 3e8+10, 3e8+1e6, 1e3, 1e6), node("MUL_MAT", "node_9", "f16", 3e8+1e6, 4e8, 1e6, 1e6))
+	dec.Kind, dec.Job, dec.Name, dec.Phase, dec.Stage, dec.Tokens = assemble.SchedCompute, j, "whisper.decode", "decode", "decoder", 1
+	j.Phases = map[string]assemble.JobPhase{"encode": {Steps: 1, NS: enc.End - enc.Start}, "decode": {Steps: 1, NS: dec.End - dec.Start}}
+	s := export.NewSpans(export.Clock{Offset: 1e18}, true, peaks, nil)
+	td := ptrace.NewTraces()
+	s.Step(td, p, enc)
+	s.Step(td, p, dec)
+	s.Job(td, p, j)
+	a := New()
+	a.Traces(td)
+	v := a.Snapshot()
+	if len(v.Processes) != 1 {
+		t.Fatalf("%d processes", len(v.Processes))
+	}
+	pr := v.Processes[0]
+	if pr.Runtime != "whisper.cpp" || pr.Model != "whisper tiny (F16)" {
+		t.Errorf("runtime %q, model %q", pr.Runtime, pr.Model)
+	}
+	if len(pr.Phases) != 2 || pr.Phases[0].Name != "encode" || pr.Phases[1].Name != "decode" {
+		t.Fatalf("phases %+v", pr.Phases)
+	}
+	if e, d := pr.Phases[0], pr.Phases[1]; e.Decodes != 1 || e.TracedGraphs != 1 || len(e.Ops) != 1 || e.Ops[0].Op != "MUL_MAT" ||
+		d.Decodes != 1 || d.Tokens != 1 || len(d.Ops) != 2 {
+		t.Errorf("encode %+v, decode %+v", e, d)
+	}
+	jb := pr.Jobs
+	if jb == nil || jb.Count != 1 || jb.AudioSeconds != 3 || jb.EncodePasses != 1 || jb.DecodePasses != 1 ||
+		math.Abs(jb.RTF.P50-float64(j.End-j.Start)/1e9/3) > 0.03 {
+		t.Errorf("transcriptions %+v", jb)
 	}
 }

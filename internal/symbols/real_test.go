@@ -13,7 +13,7 @@ import (
 // Libraries from the test bench (scripts/testenv.sh): a non-CET llama.cpp
 // build and node-llama-cpp's CET-enabled prebuilt ones.
 const (
-	llamaBin = "../../.testenv/llama.cpp/build/bin/"
+	llamaBin = "../../.testenv/llama.cpp/bin/"
 	nlcBin   = "../../.testenv/npm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/"
 )
 

@@ -21,7 +21,12 @@ type Process struct {
 
 // Start starts name with args and returns once it runs.
 func Start(name string, args ...string) (*Process, error) {
-	p := &Process{Cmd: exec.Command(name, args...), done: make(chan struct{})}
+	return startCmd(exec.Command(name, args...))
+}
+
+// startCmd starts cmd as Start does.
+func startCmd(cmd *exec.Cmd) (*Process, error) {
+	p := &Process{Cmd: cmd, done: make(chan struct{})}
 	p.Cmd.Stdout, p.Cmd.Stderr = &p.Stdout, &p.Stderr
 	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.Cmd.Start(); err != nil {
