@@ -22,21 +22,27 @@ import (
 
 // The Grafana dashboard in deploy/grafana against a real Prometheus scraping the
 // collector's Prometheus exporter: every panel query and every template variable query
-// returns data from a real llama.cpp workload, so a panel naming a metric or label the
-// exporter does not produce fails here. The workload is llama-server on tiny-moe (MoE
-// routing, both phases) offloading its last layers to ggml-rpc-server, since the backend
-// split and copy series exist only with a second backend.
+// returns data from a real workload, so a panel naming a metric or label the exporter
+// does not produce fails here. The workload is llama-server on tiny-moe (MoE routing,
+// both phases) offloading its last layers to ggml-rpc-server, since the backend split
+// and copy series exist only with a second backend, then whisper.cpp's addon transcribing
+// (its transcriptions and steps).
 func TestE2EDashboard(t *testing.T) {
 	e := testbench.Require(t)
+	e.RequireFugood(t)
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		testbench.Missing(t, "the prometheus binary (Debian package prometheus)")
 	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testbench.Missing(t, "node")
+	}
 	dash := readDashboard(t, "../deploy/grafana/profinfer.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	c, exporter := startPromCollector(t, ctx, []string{e.Bin("llama-server"), e.Bin("ggml-rpc-server")})
+	c, exporter := startPromCollector(t, ctx, []string{e.Bin("llama-server"), e.Bin("ggml-rpc-server"), node})
 	prom := startPrometheus(t, ctx, promBin, exporter)
 	began := time.Now()
 
@@ -80,6 +86,11 @@ func TestE2EDashboard(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	// Transcriptions, a second or two each: the scrapes see their counters grow too.
+	name, args := testbench.Whisper{Model: "whisper-micro", Runs: 4, Threads: 2}.Command(e, node)
+	if _, err := testbench.Run(ctx, name, args...); err != nil {
+		t.Fatal(err)
 	}
 
 	// The last collection (1 s) and scrape (1 s) must land, later on a loaded machine;

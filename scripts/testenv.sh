@@ -85,6 +85,10 @@ done
 
 # llama.cpp from the release bundle: the source, cloned from it, and the tools built from
 # it, once per version, into bin/ (RUNPATH $ORIGIN, so that the cache's copy runs anywhere).
+# Shared, with OpenMP, the RPC backend, and the layout Ollama ships (GGML_BACKEND_DL: the
+# CPU backend a library libggml loads with dlopen), here the one CPU variant this machine
+# runs rather than Ollama's fourteen: Ollama's lib/ollama below is this build's llama-server
+# and libraries.
 LC=$TE/llama.cpp
 BUNDLE=$NPM/node_modules/node-llama-cpp/llama/gitRelease.bundle
 SRC_KEY="$NLC_VERSION $(sha256sum "$BUNDLE" | cut -c1-16)"
@@ -92,6 +96,14 @@ KEY="$SRC_KEY v3 $TOOLS"
 common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON -DLLAMA_OPENSSL=OFF
         -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=ON
         -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON)
+# ggml refuses GGML_NATIVE with GGML_BACKEND_DL: the variant is named by the instruction
+# sets this CPU has instead, as ggml's options call them.
+isa=()
+for f in sse4_2:SSE42 avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx_vnni:AVX_VNNI avx512f:AVX512 \
+    avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
+  grep -qw "${f%%:*}" /proc/cpuinfo && isa+=("-DGGML_${f#*:}=ON") || isa+=("-DGGML_${f#*:}=OFF")
+done
+shared=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_NATIVE=OFF "${isa[@]}")
 if [ "$(cat "$LC/src/.stamp" 2>/dev/null)" != "$SRC_KEY" ]; then
   rm -rf "$LC/src" && mkdir -p "$LC"
   git clone -q "$BUNDLE" "$LC/src" 2>/dev/null
@@ -101,9 +113,9 @@ build_llama() {
   log "building llama.cpp ($KEY); about 7 minutes on 2 cores"
   local build=$LC/build
   rm -rf "$build"
-  cmake -S "$LC/src" -B "$build" "${common[@]}" >/dev/null
+  cmake -S "$LC/src" -B "$build" "${common[@]}" "${shared[@]}" >/dev/null
   cmake --build "$build" -j "$JOBS" --target llama-bench llama-server llama-quantize \
-      test-backend-ops test-llama-archs ggml-rpc-server
+      test-backend-ops test-llama-archs ggml-rpc-server ggml-cpu
   cp -a "$build/bin/." "$LC/bin/"
   rm -rf "$build"
 }
@@ -164,12 +176,11 @@ cached npm-fugood "whisper 1.1.3 llama 1.7.15 v1" "$FUGOOD" npm_install "$FUGOOD
   @fugood/node-llama-linux-x64@1.7.15
 cp "$ROOT/scripts/whisper-driver.mjs" "$ROOT/scripts/llama-node-driver.mjs" "$FUGOOD/"
 
-# Ollama as it ships (0.30 on): its Go executable and the lib/ollama it starts llama-server
-# from, built from the Go module and, for llama-server, Ollama's CMake project over the
-# test bench's llama.cpp source (OLLAMA_LLAMA_CPP_SOURCE: its one patch, hooks for blobs
-# of its own older format, does not apply to this source and is left out, as that setting
-# does). Its layout: shared, GGML_BACKEND_DL, the CPU backend a library loaded with
-# dlopen, here the one variant this machine runs (GGML_NATIVE) rather than all fourteen.
+# Ollama as it ships (0.30 on): its Go executable, built from its module, and the
+# lib/ollama it starts llama-server from: the build above, which is Ollama's layout, from
+# the same llama.cpp source Ollama's CMake project would build. Ollama's one patch of that
+# source (hooks that translate blobs of its own older format) does not apply to it, and
+# is left out, as Ollama's OLLAMA_LLAMA_CPP_SOURCE leaves it out of a local tree's build.
 OLLAMA_VERSION=${OLLAMA_VERSION:-v0.33.0}
 OLLAMA_OLD=${OLLAMA_OLD:-v0.24.0} # the last release before 0.30, on its own Go engine
 module_src() { # MODULE@VERSION DIR: a writable copy of the module's tree
@@ -179,18 +190,16 @@ module_src() { # MODULE@VERSION DIR: a writable copy of the module's tree
   cp -r "$mod" "$2" && chmod -R u+w "$2"
 }
 build_ollama() { # DIR
-  local dir=$1 src=$1/.src build=$1/.build
-  log "building Ollama $OLLAMA_VERSION and its llama-server; about 10 minutes on 2 cores"
+  local dir=$1 src=$1/.src
+  log "building Ollama $OLLAMA_VERSION; about 3 minutes on 2 cores"
   module_src "github.com/ollama/ollama@$OLLAMA_VERSION" "$src"
-  OLLAMA_LLAMA_CPP_SOURCE=$LC/src cmake -S "$src/llama/server" -B "$build" --preset cpu -G Ninja \
-      -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_NATIVE=ON -DFETCHCONTENT_FULLY_DISCONNECTED=ON >/dev/null
-  cmake --build "$build" -j "$JOBS" --target llama-server llama-quantize
-  cmake --install "$build" --component llama-server --prefix "$dir" >/dev/null
   (cd "$src" && CGO_ENABLED=1 go build -trimpath -buildmode=pie \
       -ldflags "-X=github.com/ollama/ollama/version.Version=${OLLAMA_VERSION#v}" -o "$dir/bin/ollama" .)
-  rm -rf "$src" "$build"
+  rm -rf "$src"
 }
-cached ollama "$OLLAMA_VERSION $KEY v1 $(go env GOVERSION)" "$TE/ollama" build_ollama "$TE/ollama"
+cached ollama "$OLLAMA_VERSION v2 $(go env GOVERSION)" "$TE/ollama" build_ollama "$TE/ollama"
+rm -rf "$TE/ollama/lib/ollama" && mkdir -p "$TE/ollama/lib/ollama"
+cp -a "$LC/bin/llama-server" "$LC/bin/llama-quantize" "$LC/bin/"lib*.so* "$TE/ollama/lib/ollama/"
 
 # Ollama before 0.30, whose own Go engine computes through cgo (ggml and llama.cpp inside
 # the executable, no CMake). Module zips leave out what lies under a vendor directory, and

@@ -168,7 +168,10 @@ func (p *Profiler) applicationLayer(t *tracked) {
 	} else if gone := t.attachment.DetachSteps(); len(gone) > 0 {
 		p.closeLater(gone)
 	}
-	if t.runtime.Steps || t.attachment.Proc().Module(discover.Llama) != nil {
+	// A runtime's graphs come inside its steps: those before the first step's entry are
+	// of a step profinfer came in the middle of. A program of no runtime profinfer knows
+	// (an RPC server) may compute none in a scheduler: its graphs go as they come.
+	if t.runtime != runtimes.GGML && (t.runtime.Steps || t.attachment.Proc().Module(discover.Llama) != nil) {
 		p.asm.Steps(uint32(pid))
 	}
 }

@@ -57,7 +57,8 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix("alwayson: ")
 	var o options
-	flag.StringVar(&o.target, "target", "server", "server (llama-server in steady state) or bench (a llama-bench process per arm)")
+	flag.StringVar(&o.target, "target", "server", "server (llama-server in steady state), ollama (Ollama's runner in steady state, "+
+		"requests through its API), bench (a llama-bench process per arm) or whisper (a whisper.cpp addon's process per arm)")
 	flag.IntVar(&o.rounds, "rounds", 20, "alternating rounds")
 	flag.StringVar(&o.model, "model", "llama-1b-q4_0", "test bench model")
 	config := flag.String("config", "config/otelcol.yaml", "the collector's configuration")
@@ -66,7 +67,7 @@ func main() {
 	flag.IntVar(&o.tokens, "tokens", 64, "tokens generated per request, or per llama-bench run")
 	flag.BoolVar(&o.sample, "sample", false, "sample the target's CPU in every arm (perf record), to measure the probes' traps rather than estimate them")
 	flag.BoolVar(&o.warm, "warm", true, "bench: a short llama-bench process under each arm's collector before its settle, so that the arm's process is not the first of its binary")
-	flag.IntVar(&o.reps, "reps", 2, "bench: llama-bench's repetitions of its run in one process (-r), as the issue's held-out method has it")
+	flag.IntVar(&o.reps, "reps", 2, "bench: llama-bench's repetitions of its run in one process (-r), as the issue's held-out method has it; whisper: transcriptions in one process")
 	flag.IntVar(&o.runs, "runs", 1, "bench: llama-bench processes an arm, one after another with the same arguments, as a loop runs them")
 	flag.Float64Var(&o.bound, "bound", 0.005, "the cost to test for, as a fraction")
 	out := flag.String("o", "", "also write the report to this file")
@@ -128,20 +129,26 @@ func run(ctx context.Context, o options, progress io.Writer) (string, error) {
 		return "", err
 	}
 	m := &meter{env: env, model: o.model, arm: o.arm, tokens: o.tokens, reps: o.reps, runs: max(o.runs, 1), sample: o.sample, load: o.load,
-		warm:      o.warm && o.target == "bench",
+		warm:      o.warm && (o.target == "bench" || o.target == "whisper"),
 		collector: o.collector, config: o.config, collectorEnv: o.collectorEnv}
 	var measure func(context.Context) (arm, error)
 	switch o.target {
-	case "server":
-		if err := m.startServer(ctx); err != nil {
+	case "server", "ollama":
+		start := m.startServer
+		if o.target == "ollama" {
+			start = m.startOllama
+		}
+		if err := start(ctx); err != nil {
 			return "", err
 		}
 		defer m.server.Stop()
 		measure = m.serverArm
 	case "bench":
 		measure = m.benchArm
+	case "whisper":
+		measure = m.whisperArm
 	default:
-		return "", fmt.Errorf("unknown target %q: want server or bench", o.target)
+		return "", fmt.Errorf("unknown target %q: want server, ollama, bench or whisper", o.target)
 	}
 	var off, on []arm
 	var starts []float64
@@ -279,8 +286,9 @@ func uprobeStats() (bpfUse, error) {
 	return u, err
 }
 
-// programTable is each program's hits a token and run time a hit, over the arms.
-func programTable(as []arm) string {
+// programTable is each program's hits a unit (token, transcription) and run time a hit,
+// over the arms.
+func programTable(as []arm, unit string) string {
 	total, tokens := map[string]progUse{}, 0
 	for _, a := range as {
 		tokens += a.tokens
@@ -290,7 +298,7 @@ func programTable(as []arm) string {
 		}
 	}
 	var b strings.Builder
-	b.WriteString("| program | hits a token | ns a hit | µs a token |\n|---|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| program | hits a %s | ns a hit | µs a %s |\n|---|---:|---:|---:|\n", unit, unit)
 	for _, name := range slices.Sorted(maps.Keys(total)) {
 		if p := total[name]; p.runs > 0 {
 			fmt.Fprintf(&b, "| %s | %.2f | %.0f | %.2f |\n", name, p.runs/float64(tokens), p.ns/p.runs, p.ns/1e3/float64(tokens))
@@ -312,20 +320,40 @@ type meter struct {
 	config    string
 	// collectorEnv is added to the collector's environment: NAME=value, space-separated
 	collectorEnv string
-	server       *testbench.Server
+	server       server  // server, ollama: the target
 	load         float64 // calibration: a spinner's share of a core instead of the collector
 	// collectorPID is the collector's while an arm runs under it; 0 otherwise
 	collectorPID int
 }
 
+// server is a target that serves the same requests throughout.
+type server interface {
+	PID() int // the process that computes them
+	// complete makes a request, and returns the tokens generated after the first and
+	// their time, as the server timed them.
+	complete(ctx context.Context) (tokens int, decode float64, err error)
+	Stop()
+}
+
+// llamaServer is a llama-server generating tokens tokens a request.
+type llamaServer struct {
+	*testbench.Server
+	tokens int
+}
+
 func (m *meter) startServer(ctx context.Context) error {
-	var err error
-	if m.server, err = m.env.StartServer(ctx, m.env.Bin("llama-server"), m.model, threads); err != nil {
+	s, err := m.env.StartServer(ctx, m.env.Bin("llama-server"), m.model, threads)
+	if err != nil {
 		return err
 	}
-	// Warm: the first requests fault the weights in and size the buffers.
+	m.server = llamaServer{s, m.tokens}
+	return warm(ctx, m.server)
+}
+
+// warm makes the first requests, which fault the weights in and size the buffers.
+func warm(ctx context.Context, s server) error {
 	for range 2 {
-		if _, err := m.complete(ctx); err != nil {
+		if _, _, err := s.complete(ctx); err != nil {
 			return err
 		}
 	}
@@ -338,32 +366,32 @@ type timings struct {
 	PredictedMS float64 `json:"predicted_ms"`
 }
 
-func (m *meter) complete(ctx context.Context) (timings, error) {
-	body, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": m.tokens,
+func (s llamaServer) complete(ctx context.Context) (int, float64, error) {
+	body, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": s.tokens,
 		"temperature": 0, "ignore_eos": true, "cache_prompt": false})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.server.URL+"/completion", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/completion", bytes.NewReader(body))
 	if err != nil {
-		return timings{}, err
+		return 0, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return timings{}, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return timings{}, fmt.Errorf("llama-server: %s", resp.Status)
+		return 0, 0, fmt.Errorf("llama-server: %s", resp.Status)
 	}
 	var r struct {
 		Timings timings `json:"timings"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return timings{}, err
+		return 0, 0, err
 	}
-	if r.Timings.PredictedN != m.tokens {
-		return timings{}, fmt.Errorf("llama-server generated %d tokens, want %d", r.Timings.PredictedN, m.tokens)
+	if r.Timings.PredictedN != s.tokens {
+		return 0, 0, fmt.Errorf("llama-server generated %d tokens, want %d", r.Timings.PredictedN, s.tokens)
 	}
-	return r.Timings, nil
+	return r.Timings.PredictedN, r.Timings.PredictedMS / 1e3, nil
 }
 
 // usage is a process's CPU seconds and page faults so far, its exited threads' included.
@@ -395,12 +423,12 @@ func (m *meter) serverArm(ctx context.Context) (a arm, err error) {
 	}
 	start := time.Now()
 	for time.Since(start) < m.arm {
-		t, err := m.complete(ctx)
+		tokens, decode, err := m.server.complete(ctx)
 		if err != nil {
 			return a, err
 		}
-		a.tokens += t.PredictedN
-		a.decode += t.PredictedMS / 1e3
+		a.tokens += tokens
+		a.decode += decode
 	}
 	a.wall = time.Since(start).Seconds()
 	a.ipis = ipis() - ipis0
@@ -535,10 +563,9 @@ func (m *meter) startCollector(ctx context.Context) (*collector, error) {
 		c.startCPU = cpu.Seconds()
 	}
 	if m.warm {
-		args := m.env.BenchArgs(m.model, 0, 1, threads, 1)
-		if _, err := testbench.Run(ctx, m.env.Bin("llama-bench"), args...); err != nil {
+		if err := m.warmUp(ctx); err != nil {
 			p.Stop()
-			return nil, fmt.Errorf("warm-up llama-bench: %w", err)
+			return nil, err
 		}
 	}
 	time.Sleep(settle)
@@ -643,12 +670,16 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 		}
 		return "cannot tell"
 	}
+	unit := "token" // what the target's figures are per: a whisper process's are per transcription
+	if o.target == "whisper" {
+		unit = "transcription"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "| measure | without | with | per round (median) | 95%% CI | within %.1f%% |\n|---|---:|---:|---:|---:|---|\n", 100*bound)
 	for _, row := range []struct {
 		name string
 		f    func(arm) float64
-	}{{"decode ms/token, ratio", arm.msPerToken}, {"target CPU ms/token, ratio", arm.cpuPerToken}} {
+	}{{"decode ms/" + unit + ", ratio", arm.msPerToken}, {"target CPU ms/" + unit + ", ratio", arm.cpuPerToken}} {
 		rs := perRound(func(on, off arm) float64 { return row.f(on) / row.f(off) })
 		lo, hi := bench.MedianInterval(rs)
 		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %.4f | %.4f–%.4f | %s |\n", row.name, med(off, row.f), med(on, row.f),
@@ -659,14 +690,14 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 		// same round's arm without.
 		rs := perRound(func(on, off arm) float64 { return on.accounted() / (off.decode / float64(off.tokens)) })
 		lo, hi := bench.MedianInterval(rs)
-		fmt.Fprintf(&b, "| accounted cost, share of decode | — | %.3f ms/token | %.4f%% | %.4f%%–%.4f%% | %s |\n",
-			1e3*med(on, arm.accounted), 100*bench.Median(rs), 100*lo, 100*hi, verdict(lo, hi, bound))
+		fmt.Fprintf(&b, "| accounted cost, share of decode | — | %.3f ms/%s | %.4f%% | %.4f%%–%.4f%% | %s |\n",
+			1e3*med(on, arm.accounted), unit, 100*bench.Median(rs), 100*lo, 100*hi, verdict(lo, hi, bound))
 		// And against the target's CPU time without: each of its threads pays the probes it
 		// hits, and spins at the next barrier while a partner waits for the collector.
 		rs = perRound(func(on, off arm) float64 { return on.accounted() / (off.cpu / float64(off.tokens)) })
 		lo, hi = bench.MedianInterval(rs)
-		fmt.Fprintf(&b, "| accounted cost, share of the target's CPU | — | %.3f ms/token | %.4f%% | %.4f%%–%.4f%% | %s |\n",
-			1e3*med(on, arm.accounted), 100*bench.Median(rs), 100*lo, 100*hi, verdict(lo, hi, bound))
+		fmt.Fprintf(&b, "| accounted cost, share of the target's CPU | — | %.3f ms/%s | %.4f%% | %.4f%%–%.4f%% | %s |\n",
+			1e3*med(on, arm.accounted), unit, 100*bench.Median(rs), 100*lo, 100*hi, verdict(lo, hi, bound))
 	}
 	perTok := func(f func(arm) float64) func(arm) float64 {
 		return func(a arm) float64 { return f(a) / float64(a.tokens) }
@@ -678,7 +709,7 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 		fmt.Fprintf(&b, "\nCalibration: a spinner busy %.2f%% of a core cost decode %.2f%% (95%% CI %.2f%%–%.2f%%): %.2f of decode time per unit of a core's time.\n",
 			100*share, 100*bench.Median(loss), 100*lo, 100*hi, bench.Median(loss)/share)
 	} else {
-		fmt.Fprintf(&b, "\nPer token, medians with the collector: collector CPU %.1f µs (%.2f%% of a core), %.2f collector wakeups; "+
+		fmt.Fprintf(&b, "\nPer "+unit+", medians with the collector: collector CPU %.1f µs (%.2f%% of a core), %.2f collector wakeups; "+
 			"%.1f probe hits (%.1f return probes), %.1f µs of program and %.1f µs of traps (estimated) in the model's threads; "+
 			"target page faults %.3f (without: %.3f), TLB shootdowns and function-call interrupts %.2f (without: %.2f).\n",
 			1e6*med(on, perTok(func(a arm) float64 { return a.collector })), 100*share,
@@ -704,9 +735,9 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 			1e6*med(on, traps), med(on, perTok(func(a arm) float64 { return 1e6 * a.bpf.trap() })))
 	}
 	if m.load == 0 {
-		b.WriteString("\nThe probes, over every arm with the collector (the kernel's BPF statistics):\n\n" + programTable(on))
+		b.WriteString("\nThe probes, over every arm with the collector (the kernel's BPF statistics):\n\n" + programTable(on, unit))
 	}
-	if o.target == "bench" && m.load == 0 {
+	if o.target == "bench" && m.load == 0 { // llama-bench alone loads its model on one thread
 		fmt.Fprintf(&b, "\nThe collector's CPU while llama-bench loaded the model on one thread (the attach, mostly; not in the accounted cost): median %.1f ms a process.\n",
 			1e3*med(on, func(a arm) float64 { return a.loadCollector })/float64(m.runs))
 	}
