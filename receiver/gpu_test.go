@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/profinfer/profinfer/internal/advise"
 	"github.com/profinfer/profinfer/internal/page"
 	"github.com/profinfer/profinfer/internal/perfetto"
 	"github.com/profinfer/profinfer/internal/summary"
@@ -46,30 +45,14 @@ func vulkanRunStderr(t *testing.T, v testbench.Vulkan, settings string) ([]ptrac
 	if err != nil {
 		testbench.Missing(t, "node")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	c := startCollector(t, ctx, node, settings)
 	name, args := v.Command(e, node)
-	proc, err := testbench.Start(name, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proc.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r, err := testbench.ParseNode(proc.Stdout.Bytes())
+	run := profileRun(t, 5*time.Minute, node, settings, name, args...)
+	r, err := testbench.ParseNode(run.proc.Stdout.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s: %d tokens in %.1f s", v.Model, r.Tokens, r.Seconds)
-	time.Sleep(1500 * time.Millisecond)
-	traces, metrics := c.stop(t)
-	view := summarize(t, c.out)
-	advise.Annotate(view)
-	if len(view.Processes) != 1 {
-		t.Fatalf("%d processes in the summary, want the driver's", len(view.Processes))
-	}
-	return traces, metrics, view.Processes[0], proc.Stderr.Bytes()
+	return run.traces, run.metrics, run.summary, run.proc.Stderr.Bytes()
 }
 
 // deviceSpans are the ggml.device.compute spans, their events the nodes described.

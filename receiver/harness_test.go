@@ -22,7 +22,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/profinfer/profinfer/internal/advise"
 	"github.com/profinfer/profinfer/internal/dag"
+	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
 	"github.com/profinfer/profinfer/internal/timerslack"
 )
@@ -175,6 +177,44 @@ func (c *collector) read(t testing.TB, running bool) ([]ptrace.Traces, []pmetric
 		}
 	}
 	return traces, metrics
+}
+
+// run is a workload profiled to its end: its process, what the collector logged and
+// exported, and the process's summary, its findings annotated.
+type run struct {
+	proc    *testbench.Process
+	log     string
+	traces  []ptrace.Traces
+	metrics []pmetric.Metrics
+	summary *summary.Process
+}
+
+// profileRun runs name with args to its end, within limit, under a collector targeting
+// the executable target with receiver settings, and then a collection interval more.
+// The run's summary must hold one process: the workload's.
+func profileRun(t *testing.T, limit time.Duration, target, settings, name string, args ...string) run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	c := startCollector(t, ctx, target, settings)
+	proc, err := testbench.Start(name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	r := run{proc: proc}
+	r.traces, r.metrics = c.stop(t)
+	r.log = c.proc.Stderr.String()
+	view := summarize(t, c.out)
+	advise.Annotate(view)
+	if len(view.Processes) != 1 {
+		t.Fatalf("%d processes in the summary, want the workload's", len(view.Processes))
+	}
+	r.summary = view.Processes[0]
+	return r
 }
 
 // span is the part of a span the assertions read.

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,35 +44,20 @@ func whisperRun(t *testing.T, w testbench.Whisper, settings string) ([]ptrace.Tr
 	if err != nil {
 		testbench.Missing(t, "node")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	c := startCollector(t, ctx, node, settings)
 	name, args := w.Command(e, node)
-	proc, err := testbench.Start(name, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proc.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	run := profileRun(t, 8*time.Minute, node, settings, name, args...)
 	var r testbench.WhisperResult
-	if err := testbench.ParseLast(proc.Stdout.Bytes(), &r); err != nil {
+	if err := testbench.ParseLast(run.proc.Stdout.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s: %d transcriptions of %.1f s of audio in %.1f s (gpu %v)", w.Model, w.Runs, r.AudioSeconds, r.Seconds, r.GPU)
-	time.Sleep(1500 * time.Millisecond)
-	if !attachedWith(c, r.PID, `"runtime": "whisper.cpp"`) {
-		t.Errorf("the driver (pid %d) was not attached as whisper.cpp:\n%s", r.PID, c.proc.Stderr.String())
+	if !regexp.MustCompile(`\sattached\s+\{.*"pid": ` + strconv.Itoa(r.PID) + `[,}].*"runtime": "whisper.cpp"`).MatchString(run.log) {
+		t.Errorf("the driver (pid %d) was not attached as whisper.cpp:\n%s", r.PID, run.log)
 	}
-	if strings.Contains(c.proc.Stderr.String(), "\twarn\t") {
-		t.Errorf("the collector warned:\n%s", c.proc.Stderr.String())
+	if strings.Contains(run.log, "\twarn\t") {
+		t.Errorf("the collector warned:\n%s", run.log)
 	}
-	traces, metrics := c.stop(t)
-	view := summarize(t, c.out)
-	if len(view.Processes) != 1 {
-		t.Fatalf("%d processes in the summary, want the driver's", len(view.Processes))
-	}
-	return traces, metrics, view.Processes[0], r
+	return run.traces, run.metrics, run.summary, r
 }
 
 // checkTranscriptions asserts what whisper.cpp's application layer must show for runs

@@ -165,6 +165,13 @@
       tile(num(j.rtf.p50, 2), 'real-time factor p50 (time over audio; under 1 is faster than real time)'), tile(num(j.rtf.p90, 2), 'p90'),
       tile(num(j.encode_seconds / j.count, 2) + ' s', 'encoder per transcription, ' + j.encode_passes + ' passes'),
       tile(num(j.decode_seconds / j.count, 2) + ' s', 'decoder per transcription, ' + j.decode_passes + ' passes'));
+    cpuTiles(tiles, p);
+    s.append(tiles);
+    main.append(s);
+  }
+
+  // Whether the model's threads had their CPUs: the machine, not the model, may be the bottleneck.
+  function cpuTiles(tiles, p) {
     for (const ph of p.phases || []) {
       if (!ph.cpu) continue;
       const t = tile(pct(ph.cpu.share), ph.name + ' threads on a CPU, of ' + ph.cpu.graphs + ' traced graphs\' time' + (ph.cpu.share < 0.9 ? ': starved' : ''));
@@ -172,8 +179,6 @@
       if (ph.cpu.share < 0.9) t.classList.add('starved');
       tiles.append(t);
     }
-    s.append(tiles);
-    main.append(s);
   }
 
   function renderThroughput(main, p) {
@@ -183,14 +188,7 @@
       const ph = phaseOf(p, name);
       if (ph) tiles.append(tile(num(ph.tokens_per_second, 1), name + ' tokens/s over ' + ph.decodes + ' ' + runtimeOf(p).step));
     }
-    // Whether the model's threads had their CPUs: the machine, not the model, may be the bottleneck.
-    for (const ph of p.phases || []) {
-      if (!ph.cpu) continue;
-      const t = tile(pct(ph.cpu.share), ph.name + ' threads on a CPU, of ' + ph.cpu.graphs + ' traced graphs\' time' + (ph.cpu.share < 0.9 ? ': starved' : ''));
-      t.dataset.oncpu = ph.name;
-      if (ph.cpu.share < 0.9) t.classList.add('starved');
-      tiles.append(t);
-    }
+    cpuTiles(tiles, p);
     const q = p.quota;
     if (q) {
       const t = tile(num(q.cpus, 2) + ' CPUs', 'cgroup quota of ' + q.cgroup + (q.threads ? ' for ' + q.threads + ' threads' : '') +

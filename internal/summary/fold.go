@@ -262,6 +262,13 @@ func (a *Aggregator) decode(p *proc, s ptrace.Span) {
 	}
 	tokens := intAttr(attrs, "llama.batch.tokens")
 	a.phases.put(s.TraceID(), name, tokens)
+	p.addStep(s, name, tokens)
+}
+
+// addStep counts step s (a llama_decode, or a runtime's other step) of tokens into phase
+// name: its calls, tokens and time, its latency where it decodes one token, and the
+// tokens per second of prefill and decode.
+func (p *proc) addStep(s ptrace.Span, name string, tokens int64) {
 	ph := p.phase(name)
 	ph.Decodes++
 	ph.Tokens += tokens
@@ -269,7 +276,9 @@ func (a *Aggregator) decode(p *proc, s ptrace.Span) {
 	if name == decode {
 		p.latency.add(dur(s))
 	}
-	p.addRate(s.EndTimestamp().AsTime().Unix(), name, tokens)
+	if tokens > 0 && (name == prefill || name == decode) {
+		p.addRate(s.EndTimestamp().AsTime().Unix(), name, tokens)
+	}
 }
 
 // ggmlLayer are the spans of the GGML layer, which every runtime's steps hold.
@@ -289,18 +298,7 @@ func isStep(s ptrace.Span) bool {
 // transcription share a trace.
 func (a *Aggregator) step(p *proc, s ptrace.Span) {
 	attrs := s.Attributes()
-	name := cmp.Or(strAttr(attrs, "ggml.phase"), compute)
-	tokens := intAttr(attrs, "ggml.step.tokens")
-	ph := p.phase(name)
-	ph.Decodes++
-	ph.Tokens += tokens
-	ph.DecodeSeconds += dur(s)
-	if name == decode {
-		p.latency.add(dur(s))
-	}
-	if tokens > 0 && (name == prefill || name == decode) {
-		p.addRate(s.EndTimestamp().AsTime().Unix(), name, tokens)
-	}
+	p.addStep(s, cmp.Or(strAttr(attrs, "ggml.phase"), compute), intAttr(attrs, "ggml.step.tokens"))
 }
 
 // phaseOf returns the phase and tokens of the step span s is inside: its own ggml.phase,
