@@ -141,33 +141,6 @@ old_static() { # BUNDLE DIR
 build_old_static 3.1.1 b3889
 build_old_static 3.3.0 b4234
 
-# Models: the llama ones from test-llama-archs and the project's GGUF writer, quantised by
-# llama-quantize; whisper's, in its legacy format, and a recording to transcribe.
-MODELS=$TE/models
-make_models() {
-  log "writing the models"
-  local tmp
-  tmp=$(mktemp -d)
-  "$LC/bin/test-llama-archs" -a '^llama$' -o "$tmp" >/dev/null 2>&1
-  mv "$tmp/llama-dense.gguf" "$MODELS/tiny-dense.gguf"
-  mv "$tmp/llama-moe.gguf" "$MODELS/tiny-moe.gguf"
-  rm -rf "$tmp"
-  for m in llama-1b moe; do
-    (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -arch "$m" -o "$MODELS/$m-f16.gguf")
-  done
-  for q in q4_0 q8_0; do
-    "$LC/bin/llama-quantize" "$MODELS/llama-1b-f16.gguf" "$MODELS/llama-1b-$q.gguf" "${q^^}" >/dev/null 2>&1
-  done
-  "$LC/bin/llama-quantize" "$MODELS/moe-f16.gguf" "$MODELS/moe-q4_0.gguf" Q4_0 >/dev/null 2>&1
-  rm -f "$MODELS"/*-f16.gguf
-  for m in whisper-micro whisper-tiny; do
-    (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -arch "$m" -o "$MODELS/$m.bin")
-  done
-  (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -wav 3 -o "$MODELS/speech-3s.wav")
-}
-cached models "$KEY $(cd "$ROOT" && cat internal/testbench/model.go internal/testbench/whisper.go internal/testbench/cmd/mkmodel/main.go internal/gguf/*.go | sha256sum | cut -c1-16)" \
-  "$MODELS" make_models
-
 # GGML runtimes beside llama.cpp itself: whisper.cpp's Node addon, CPU and Vulkan (GGML
 # linked in, OpenMP), and llama.cpp's in one addon, each with its workload driver.
 FUGOOD=$TE/npm-fugood
@@ -333,17 +306,18 @@ cached kernels-arm64 "6.1.0-50 6.12.111+deb12 busybox-static v2" "$KERNELS_ARM64
 build_portable() { # DIR MINUTES [CMAKE OPTIONS...]: into $LC/DIR
   local dir=$1
   shift
-  cached "$dir" "$SRC_KEY $dir-v2 $GCC" "$LC/$dir" portable "$dir" "$@"
+  cached "$dir" "$SRC_KEY $dir-v3 $GCC" "$LC/$dir" portable "$dir" "$@"
 }
 portable() { # DIR MINUTES [CMAKE OPTIONS...]
-  local dir=$1 minutes=$2 build=$LC/build-$1
+  local dir=$1 minutes=$2 build=$LC/build-$1 tools=(llama-bench llama-server)
   shift 2
-  log "building $dir llama-bench and llama-server; about $minutes minutes on 2 cores"
+  [ "$dir" = portable ] && tools+=(test-llama-archs) # the models' writer, below
+  log "building $dir ${tools[*]}; about $minutes minutes on 2 cores"
   rm -rf "$build"
   cmake -S "$LC/src" -B "$build" "${common[@]}" -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
-      -DGGML_OPENMP=OFF -DGGML_RPC=OFF -DLLAMA_BUILD_TESTS=OFF -DCMAKE_EXE_LINKER_FLAGS=-static "$@" >/dev/null
-  cmake --build "$build" -j "$JOBS" --target llama-bench llama-server
-  for t in llama-bench llama-server; do
+      -DGGML_OPENMP=OFF -DGGML_RPC=OFF -DCMAKE_EXE_LINKER_FLAGS=-static "$@" >/dev/null
+  cmake --build "$build" -j "$JOBS" --target "${tools[@]}"
+  for t in "${tools[@]}"; do
     if readelf -lW "$build/bin/$t" | grep -q INTERP; then
       log "$t is not fully static" && exit 1
     fi
@@ -353,12 +327,41 @@ portable() { # DIR MINUTES [CMAKE OPTIONS...]
 }
 build_portable portable 10
 
+# Models: the llama ones from test-llama-archs (the portable build's: the shared build's
+# loads no backend, as GGML_BACKEND_DL wants) and the project's GGUF writer, quantised by
+# llama-quantize; whisper's, in its legacy format, and a recording to transcribe.
+MODELS=$TE/models
+make_models() {
+  log "writing the models"
+  local tmp
+  tmp=$(mktemp -d)
+  "$LC/portable/test-llama-archs" -a '^llama$' -o "$tmp" >/dev/null 2>&1
+  mv "$tmp/llama-dense.gguf" "$MODELS/tiny-dense.gguf"
+  mv "$tmp/llama-moe.gguf" "$MODELS/tiny-moe.gguf"
+  rm -rf "$tmp"
+  for m in llama-1b moe; do
+    (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -arch "$m" -o "$MODELS/$m-f16.gguf")
+  done
+  for q in q4_0 q8_0; do
+    "$LC/bin/llama-quantize" "$MODELS/llama-1b-f16.gguf" "$MODELS/llama-1b-$q.gguf" "${q^^}" >/dev/null 2>&1
+  done
+  "$LC/bin/llama-quantize" "$MODELS/moe-f16.gguf" "$MODELS/moe-q4_0.gguf" Q4_0 >/dev/null 2>&1
+  rm -f "$MODELS"/*-f16.gguf
+  for m in whisper-micro whisper-tiny; do
+    (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -arch "$m" -o "$MODELS/$m.bin")
+  done
+  (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -wav 3 -o "$MODELS/speech-3s.wav")
+}
+cached models "$KEY $SRC_KEY v2 $(cd "$ROOT" && cat internal/testbench/model.go internal/testbench/whisper.go internal/testbench/cmd/mkmodel/main.go internal/gguf/*.go | sha256sum | cut -c1-16)" \
+  "$MODELS" make_models
+
+
 # The same for the arm64 guests, cross-built with Debian's aarch64 GCC for any ARMv8-A CPU
 # (NEON and no more), as a static arm64 image of llama.cpp would be.
 if ! command -v aarch64-linux-gnu-g++ >/dev/null; then
   log "installing gcc-aarch64-linux-gnu g++-aarch64-linux-gnu"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-aarch64-linux-gnu g++-aarch64-linux-gnu >/dev/null
 fi
-build_portable portable-arm64 10 -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+build_portable portable-arm64 10 -DLLAMA_BUILD_TESTS=OFF -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
     -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++
 log "ready: $LC/bin, $LC/portable, $LC/portable-arm64, $MODELS, $KERNELS, $KERNELS_ARM64, $FUGOOD, $TE/ollama, $TE/ollama-old"
