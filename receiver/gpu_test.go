@@ -46,7 +46,7 @@ func vulkanRunStderr(t *testing.T, v testbench.Vulkan, settings string) ([]ptrac
 		testbench.Missing(t, "node")
 	}
 	name, args := v.Command(e, node)
-	run := profileRun(t, 5*time.Minute, node, settings, name, args...)
+	run := profileRun(t, 5*time.Minute, node, settings, nil, name, args...)
 	r, err := testbench.ParseNode(run.proc.Stdout.Bytes())
 	if err != nil {
 		t.Fatal(err)

@@ -190,9 +190,10 @@ type run struct {
 }
 
 // profileRun runs name with args to its end, within limit, under a collector targeting
-// the executable target with receiver settings, and then a collection interval more.
-// The run's summary must hold one process: the workload's.
-func profileRun(t *testing.T, limit time.Duration, target, settings, name string, args ...string) run {
+// the executable target with receiver settings, and then a collection interval more;
+// started, if set, is called as the workload starts. The run's summary must hold one
+// process: the workload's.
+func profileRun(t *testing.T, limit time.Duration, target, settings string, started func(*collector, *testbench.Process), name string, args ...string) run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
@@ -200,6 +201,9 @@ func profileRun(t *testing.T, limit time.Duration, target, settings, name string
 	proc, err := testbench.Start(name, args...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if started != nil {
+		started(c, proc)
 	}
 	if err := proc.Wait(ctx); err != nil {
 		t.Fatal(err)

@@ -122,3 +122,71 @@ func TestE2EStaticServer(t *testing.T) {
 	checkProfile(t, traces, metrics, 16)
 	checkModel(t, traces, s.Stdout.String()+s.Stderr.String())
 }
+
+// ggml fuses RMS_NORM and the MUL by its weight on the CPU (one kernel, one barrier, no
+// ggml_cpu_extra_compute_forward): the pair is one node span, RMS_NORM with
+// ggml.fused.op MUL, that the readers of the MUL's result link to, as the unfused
+// program (GGML_CPU_DISABLE_FUSION=1) has two spans, RMS_NORM and MUL, in the pair's
+// place; the graph's other nodes are the same either way.
+func TestE2EFusedNodes(t *testing.T) {
+	e := testbench.Require(t)
+	count := func(fused bool) (pairs, norms, muls, nodes int) {
+		t.Helper()
+		read := 0
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		c := startCollector(t, ctx, e.Bin("llama-bench"), fullTracing)
+		name, args := e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 0, 2, 2, 1)
+		if !fused {
+			name, args = "env", append([]string{"GGML_CPU_DISABLE_FUSION=1", name}, args...)
+		}
+		if _, err := testbench.Run(ctx, name, args...); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		traces, _ := c.stop(t)
+		all := spans(traces)
+		byID := map[string]span{}
+		for _, s := range all {
+			byID[s.id] = s
+		}
+		// One decode graph: the last traced one.
+		var g span
+		for _, s := range all {
+			if s.name == "ggml.graph_compute" && s.attrs["ggml.graph.traced"] == true && s.start > g.start {
+				g = s
+			}
+		}
+		for _, s := range all {
+			if s.parent != g.id {
+				continue
+			}
+			nodes++
+			switch {
+			case s.name == "RMS_NORM" && s.attrs["ggml.fused.op"] == "MUL":
+				pairs++
+			case s.name == "RMS_NORM":
+				norms++
+			case s.name == "MUL":
+				muls++
+			}
+			for _, l := range s.links { // a reader of a fused pair's MUL links to the pair
+				if p := byID[l]; p.parent != g.id {
+					t.Errorf("%s links to %s outside its graph", s.name, p.name)
+				} else if p.attrs["ggml.fused.op"] == "MUL" {
+					read++
+				}
+			}
+		}
+		if fused && read < pairs {
+			t.Errorf("%d links to the %d fused pairs: the readers of their MULs' results do not link to them", read, pairs)
+		}
+		return pairs, norms, muls, nodes
+	}
+	pairs, norms, muls, nodes := count(true)
+	_, norms0, muls0, nodes0 := count(false)
+	t.Logf("fused: %d pairs, %d RMS_NORM, %d MUL, %d nodes; unfused: %d RMS_NORM, %d MUL, %d nodes", pairs, norms, muls, nodes, norms0, muls0, nodes0)
+	if pairs == 0 || norms0 != norms+pairs || muls0 != muls+pairs || nodes0 != nodes+pairs {
+		t.Errorf("a fused pair must stand for an RMS_NORM and a MUL of the unfused graph, and nothing else change")
+	}
+}

@@ -44,8 +44,18 @@ func whisperRun(t *testing.T, w testbench.Whisper, settings string) ([]ptrace.Tr
 	if err != nil {
 		testbench.Missing(t, "node")
 	}
+	// The driver loads its model and waits, as a service for its first request, until
+	// the collector attached to it: whisper-micro transcribes in a fraction of a second,
+	// and a job begun before the probes is not seen (README, Limitations).
+	w.Gate = filepath.Join(t.TempDir(), "go")
 	name, args := w.Command(e, node)
-	run := profileRun(t, 8*time.Minute, node, settings, name, args...)
+	open := func(c *collector, p *testbench.Process) {
+		waitLogged(t, c, "attached", p.PID(), time.Now(), 30*time.Second)
+		if err := os.WriteFile(w.Gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := profileRun(t, 8*time.Minute, node, settings, open, name, args...)
 	var r testbench.WhisperResult
 	if err := testbench.ParseLast(run.proc.Stdout.Bytes(), &r); err != nil {
 		t.Fatal(err)
@@ -264,17 +274,33 @@ func TestE2ELlamaNode(t *testing.T) {
 	}
 	traces, metrics := c.stop(t)
 	checkProfile(t, traces, metrics, 16)
-	checkModel(t, traces, proc.Stdout.String()+proc.Stderr.String())
-	var prompt, generated int64
-	for _, s := range spans(traces) {
-		if s.name == "text_completion profinfer llama-1b (random weights)" {
-			prompt, generated = s.attrs["llama.request.prompt_tokens"].(int64), s.attrs["gen_ai.usage.output_tokens"].(int64)
+	res := traces[len(traces)-1].ResourceSpans().At(0).Resource().Attributes().AsRaw()
+	for k, want := range map[string]any{"ggml.runtime": "llama.cpp", "ggml.version": "0.18.0", "llama.model.architecture": "llama",
+		"llama.model.file_type": "Q4_0", "llama.context.size": int64(512), "llama.context.threads": int64(2)} {
+		if res[k] != want {
+			t.Errorf("resource %s = %v, want %v (the driver's context)", k, res[k], want)
 		}
 	}
-	// The engine counts the token sampled from the prompt's logits among those predicted.
-	if prompt != int64(r.Timings.PromptN) || generated != int64(r.Timings.PredictedN) {
-		t.Errorf("request of %d prompt tokens and %d generated; the engine counted %d and %d", prompt, generated,
+	reqs := requestsOf(traces, r.PID)
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want the driver's one", len(reqs))
+	}
+	req := reqs[0]
+	// The engine does not count the token sampled from the prompt's logits among those it
+	// predicted, nor its time: its prompt_ms is the time to the first token, and its
+	// predicted_ms the time of the tokens after it.
+	prompt, _ := req.attrs["llama.request.prompt_tokens"].(int64)
+	generated, _ := req.attrs["gen_ai.usage.output_tokens"].(int64)
+	if prompt != int64(r.Timings.PromptN) || generated != int64(r.Timings.PredictedN)+1 {
+		t.Errorf("request of %d prompt tokens and %d generated; the engine counted %d and %d after the first", prompt, generated,
 			r.Timings.PromptN, r.Timings.PredictedN)
+	}
+	ttft, _ := req.attrs["llama.request.time_to_first_token"].(float64)
+	tpot, _ := req.attrs["llama.request.time_per_output_token"].(float64)
+	near := func(got, want float64) bool { return math.Abs(got-want) <= 0.05*want+2e-3 }
+	if !near(ttft, r.Timings.PromptMS/1e3) || !near(tpot, r.Timings.PredictedMS/1e3/float64(r.Timings.PredictedN)) {
+		t.Errorf("time to first token %.4f s and per output token %.4f s; the engine's %.4f s and %.4f s", ttft, tpot,
+			r.Timings.PromptMS/1e3, r.Timings.PredictedMS/1e3/float64(r.Timings.PredictedN))
 	}
 }
 
@@ -317,11 +343,12 @@ func runner(t *testing.T, ctx context.Context, o *testbench.Ollama) int {
 	}
 }
 
-// requestsOf are the request spans of process pid, in the order they ended.
+// requestsOf are the request spans of process pid, in the order they ended, but its
+// warm-up (llama.request.warmup): no client's.
 func requestsOf(traces []ptrace.Traces, pid int) []span {
 	var out []span
 	for _, s := range spans(traces) {
-		if s.pid == int64(pid) && s.attrs["gen_ai.operation.name"] != nil {
+		if s.pid == int64(pid) && s.attrs["gen_ai.operation.name"] != nil && s.attrs["llama.request.warmup"] != true {
 			out = append(out, s)
 		}
 	}
@@ -421,23 +448,21 @@ func TestE2EOllama(t *testing.T) {
 			}
 		}
 	}
-	// Each runner's warm-up decode comes before Ollama's first request, and is counted
-	// as a request of its own: the requests Ollama made are the last three, and the last.
+	// Each runner's warm-up comes before Ollama's first request, a request no client made.
 	reqs := requestsOf(traces, first)
-	if len(reqs) < 3 {
+	if len(reqs) != 3 {
 		t.Fatalf("%d requests of the first runner, want Ollama's three", len(reqs))
 	}
-	reqs = reqs[len(reqs)-3:]
 	checkOllamaTimings(t, "/api/generate", reqs[0], gen)
 	checkOllamaTimings(t, "/api/chat", reqs[1], chat)
 	if in, out := reqs[2].attrs["gen_ai.usage.input_tokens"], reqs[2].attrs["gen_ai.usage.output_tokens"]; in != int64(usage.PromptTokens) || out != int64(usage.CompletionTokens) {
 		t.Errorf("/v1/chat/completions: request of %v prompt and %v output tokens, Ollama's usage %+v", in, out, usage)
 	}
 	reqs = requestsOf(traces, second)
-	if len(reqs) == 0 {
-		t.Fatal("no request of the reloaded runner")
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests of the reloaded runner, want Ollama's one", len(reqs))
 	}
-	checkOllamaTimings(t, "/api/generate after a reload", reqs[len(reqs)-1], again)
+	checkOllamaTimings(t, "/api/generate after a reload", reqs[0], again)
 }
 
 // Ollama before 0.30 on its own Go engine, which computes through cgo with no

@@ -11,7 +11,7 @@
 // whisper.node never settles the promise of a transcription that failed in whisper.cpp
 // (its error callback gets one argument, the promise wants two): node then exits with
 // status 13 ("unsettled top-level await") and no JSON line.
-import {readFileSync} from "node:fs";
+import {existsSync, readFileSync} from "node:fs";
 import {createRequire} from "node:module";
 import {initWhisper} from "@fugood/whisper.node";
 
@@ -50,6 +50,11 @@ const ctx = await initWhisper({filePath: model, useGpu: Boolean(gpu)}, gpu || "d
 const options = {language: "en", temperature: 0, maxThreads: Number(threads)};
 if (process.env.TEMPERATURE_INC !== undefined) {
     options.temperatureInc = Number(process.env.TEMPERATURE_INC);
+}
+// A service loads its model, then waits for its first request: with WAIT_FILE set, the
+// driver waits for that file to exist before it transcribes.
+while (process.env.WAIT_FILE && !existsSync(process.env.WAIT_FILE)) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
 }
 const start = performance.now();
 let result;

@@ -271,6 +271,9 @@ func (m *Metrics) Job(p *Origin, j *assemble.Job) {
 
 // Request counts a finished request's tokens and times.
 func (m *Metrics) Request(p *Origin, r *requests.Request) {
+	if r.Warmup() { // no client's: it would skew time to first token at every load
+		return
+	}
 	pm := m.process(p)
 	pm.reqTokens[0] += int64(r.Prompt)
 	pm.reqTokens[1] += int64(r.Cached)

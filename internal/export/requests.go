@@ -71,6 +71,9 @@ func (s *Spans) Request(td ptrace.Traces, p *Origin, r *requests.Request) {
 	if r.Implicit {
 		a.PutBool("llama.batch.implicit_seq", true)
 	}
+	if r.Warmup() {
+		a.PutBool("llama.request.warmup", true)
+	}
 	a.PutInt("llama.request.prompt_tokens", int64(r.Prompt))
 	if r.Output > 0 {
 		a.PutDouble("llama.request.time_to_first_token", float64(r.TTFT())/1e9)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/profinfer/profinfer/internal/symbols"
@@ -88,6 +89,11 @@ func (t *Target) Size(typ uint32) TypeSize {
 // Symbols profinfer needs in libggml-base.
 var baseSymbols = []string{"ggml_tensor_overhead", "ggml_op_name", "ggml_type_name"}
 
+// ErrNotRelocated says that the tables Inspect reads from the process's memory are not
+// relocated yet: the loader has mapped the object and not yet run its relocations, and
+// the tables' pointers are zero until it does. A look a moment later finds them.
+var ErrNotRelocated = errors.New("the dynamic loader has not relocated it yet")
+
 // Inspect reads the version, struct layout and names of the ggml in f, loaded in a
 // process at bias (the difference between run-time and link-time addresses), whose
 // memory mem is. Tables of pointers are read from the live process, already relocated.
@@ -100,6 +106,9 @@ func Inspect(f *symbols.File, mem io.ReaderAt, bias uint64) (*Target, error) {
 	r := memReader{mem: mem, bias: bias}
 	if t.Names.Ops, err = r.table(f, "GGML_OP_NAME", "ggml_op_name", 8); err != nil {
 		return nil, err
+	}
+	if !slices.ContainsFunc(t.Names.Ops, func(s string) bool { return s != "" }) {
+		return nil, fmt.Errorf("ggml: %s: GGML_OP_NAME holds no name: %w", f.Path(), ErrNotRelocated)
 	}
 	if t.Names.Types, err = r.table(f, "type_traits", "ggml_type_name", uint64(layout.TypeTraitsSize)); err != nil {
 		return nil, err

@@ -110,6 +110,9 @@ func (r *Registry) inspectGGML(pid int) (f *Found, mapped bool, err error) {
 	}
 	target, err := ggml.Inspect(bf, mem, base.Bias)
 	mem.Close()
+	if errors.Is(err, ggml.ErrNotRelocated) {
+		return nil, false, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err)
+	}
 	if err != nil {
 		return nil, true, Refuse(metadata.AttributeProfinferAttachReasonUnsupportedLayout, proc.Exe, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err))
 	}

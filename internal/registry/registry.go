@@ -88,6 +88,9 @@ type Registry struct {
 	Files    *Files
 	models   model.Cache
 	rejected map[int]rejected
+	// again are the processes found mapped but not yet relocated, to look at again soon,
+	// and how often each was.
+	again map[int]int
 
 	mu       sync.Mutex // guards failures, which the metrics goroutine reads
 	failures [metadata.AttributeProfinferAttachReasonOther + 1]uint64
@@ -102,7 +105,7 @@ func New(cfg Config, tracer Tracer, log *zap.Logger) (*Registry, error) {
 		return nil, fmt.Errorf("profinfer: opening %s: %w", cfg.Root, err)
 	}
 	r := &Registry{cfg: cfg, fs: fs, tracer: tracer, log: log, self: os.Getpid(), now: time.Now,
-		Files: NewFiles(), rejected: map[int]rejected{}}
+		Files: NewFiles(), rejected: map[int]rejected{}, again: map[int]int{}}
 	r.inspect, r.vanished = r.inspectGGML, r.Vanished
 	r.cfg.Targets = slices.Clone(cfg.Targets)
 	for i, t := range r.cfg.Targets {
@@ -292,8 +295,14 @@ func (r *Registry) attachAll(named map[int]bool, todo []int, first bool) error {
 		err := r.attach(pid)
 		if err == nil {
 			delete(r.rejected, pid)
+			delete(r.again, pid)
 			continue
 		}
+		if errors.Is(err, ggml.ErrNotRelocated) && r.again[pid] < maxAgain {
+			r.again[pid]++ // Watch looks again a moment later
+			continue
+		}
+		delete(r.again, pid)
 		var rf *Refusal
 		refused := errors.As(err, &rf)
 		prev, again := r.rejected[pid]
@@ -334,6 +343,10 @@ func (r *Registry) attach(pid int) error {
 	}
 	return err
 }
+
+// maxAgain bounds the looks again at a process whose GGML is mapped but not relocated:
+// some tens of milliseconds apart, a second or two in all, more than any loader takes.
+const maxAgain = 40
 
 // alive says whether process pid exists.
 func (r *Registry) alive(pid int) bool {
@@ -399,10 +412,14 @@ func (r *Registry) Watch(w *watch.Watcher, interval time.Duration) {
 			_ = r.Scan(false)
 			scan = now.Add(interval)
 			queue.Clear()
+			clear(r.again)
 			continue
 		}
 		if due := queue.Due(now); len(due) > 0 {
 			r.Notice(due)
+			for pid := range r.again { // mapped, not yet relocated
+				queue.Add(pid, now)
+			}
 		}
 	}
 }

@@ -67,6 +67,14 @@ type Request struct {
 	Ended                End
 }
 
+// Warmup says that the request is llama.cpp's warm-up at load (common_init): a batch of
+// the BOS and EOS tokens with no sequence named, decoded once, then the cache cleared or
+// the sequence rewound for the first request. Ollama's runners and llama-server do it
+// before they serve: no client asked for it.
+func (r *Request) Warmup() bool {
+	return r.Implicit && r.Decodes == 1 && r.Prompt+r.Cached <= 2 && (r.Ended == Cleared || r.Ended == Rewound)
+}
+
 // TTFT is the time to the first token, in nanoseconds; 0 without one.
 func (r *Request) TTFT() uint64 {
 	if r.Output == 0 {

@@ -207,3 +207,23 @@ func TestBoundariesBeforeHeldDecodes(t *testing.T) {
 		}
 	}
 }
+
+// llama.cpp's warm-up at load, a decode of BOS and EOS with no sequence named and the
+// cache cleared after, is a request no client made; one decode of a real prompt is not.
+func TestWarmup(t *testing.T) {
+	for _, tc := range []struct {
+		r    Request
+		want bool
+	}{
+		{Request{Implicit: true, Decodes: 1, Prompt: 2, Output: 1, Ended: Cleared}, true},
+		{Request{Implicit: true, Decodes: 1, Prompt: 2, Output: 1, Ended: Rewound}, true},
+		{Request{Implicit: true, Decodes: 1, Prompt: 512, Output: 1, Ended: Cleared}, false}, // llama-bench's prompt test
+		{Request{Implicit: true, Decodes: 3, Prompt: 2, Output: 3, Ended: Cleared}, false},
+		{Request{Decodes: 1, Prompt: 2, Output: 1, Ended: Rewound}, false}, // a sequence named: a server's client
+		{Request{Implicit: true, Decodes: 1, Prompt: 2, Output: 1, Ended: Exited}, false},
+	} {
+		if got := tc.r.Warmup(); got != tc.want {
+			t.Errorf("%+v: warm-up %v, want %v", tc.r, got, tc.want)
+		}
+	}
+}

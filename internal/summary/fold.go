@@ -327,9 +327,12 @@ func (p *proc) job(s ptrace.Span) {
 	j.DecodeSeconds += floatAttr(attrs, "whisper.decode.seconds")
 }
 
-// request sums a request span.
+// request sums a request span, but llama.cpp's warm-up at load, which no client asked for.
 func (p *proc) request(s ptrace.Span) {
 	attrs := s.Attributes()
+	if boolAttr(attrs, "llama.request.warmup") {
+		return
+	}
 	r := &p.requests
 	r.Count++
 	r.Input += intAttr(attrs, "llama.request.prompt_tokens")

@@ -38,6 +38,9 @@ type Whisper struct {
 	Model         string
 	Runs, Threads int
 	Vulkan        bool
+	// Gate, if set, is a file the driver waits for, its model loaded, before it
+	// transcribes: as a service waits for its first request.
+	Gate string
 }
 
 // Command returns the command that runs w with node: through env, which execs node with
@@ -45,6 +48,9 @@ type Whisper struct {
 // once (no temperature fallback): random weights never satisfy its thresholds.
 func (w Whisper) Command(e *Env, node string) (string, []string) {
 	args := []string{"TEMPERATURE_INC=0"}
+	if w.Gate != "" {
+		args = append(args, "WAIT_FILE="+w.Gate)
+	}
 	if w.Vulkan {
 		args = append(args, "GPU=vulkan", "GGML_VK_VISIBLE_DEVICES=0", "MESA_SHADER_CACHE_DIR="+filepath.Join(e.Root, "mesa-shader-cache"))
 	}

@@ -6,10 +6,13 @@ import (
 )
 
 // Settle is how long after its last notice a process is looked at: an exec's notice comes
-// before the dynamic loader maps the libraries, and a dlopen's before it relocates them,
-// in a burst of notices. Each process waits from its own notices: one looked at with
-// another's could be read between mapping and relocation.
-const Settle = 150 * time.Millisecond
+// before the dynamic loader maps the libraries, and a dlopen's in a burst of notices,
+// before the loader relocates what it mapped. Each process waits from its own notices. It
+// is short: a process's first decode may come a few hundred milliseconds after it loads
+// GGML (a small model, a server that answers at once), and GGML's code must be probed by
+// then. A process looked at between mapping and relocation is looked at again
+// (ggml.ErrNotRelocated).
+const Settle = 20 * time.Millisecond
 
 // Queue holds the processes noticed, each until Settle after its last notice. It is not
 // safe for concurrent use.

@@ -7,11 +7,12 @@ import (
 )
 
 // Each process waits Settle from its own last notice, not from the first notice of a
-// burst: b, noticed 100 ms after a, is not looked at with a (it could be between mapping
+// burst: 2, noticed a moment after 1, is not looked at with 1 (it could be between mapping
 // and relocating a library), and a process noticed twice waits for the second.
 func TestQueueSettlesEachProcess(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// at is ms in units of Settle/150: the times below are those of a 150 ms Settle.
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * Settle / 150) }
 	var q Queue
 	if !q.Next().IsZero() || q.Due(at(1000)) != nil {
 		t.Fatal("an empty queue has something due")
