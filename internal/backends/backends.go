@@ -40,7 +40,8 @@ func Name(symbol string) string {
 type Opener func(path string, dev, inode uint64) (*symbols.File, error)
 
 // Resolver names the backends of one process by function address. It reads the GGML
-// objects the process maps when it is made, so that the events of a process that has
+// objects the process maps (libraries named for GGML, and the objects discovery found
+// GGML in, such as a binding's addon) when it is made, so that the events of a process that has
 // exited by the time they are read still resolve; an address outside them makes it look
 // at the mappings again, for a backend loaded since. The executable is read only when an
 // address lands in it: a statically linked one holds the backends (and its probes had it
@@ -52,7 +53,10 @@ type Resolver struct {
 	open  Opener
 	code  []code
 	names map[uint64]string
+	ggml  map[identity]bool // the objects discovery found GGML in
 }
+
+type identity struct{ dev, inode uint64 }
 
 // code is one executable mapping of a GGML object, or of the executable.
 type code struct {
@@ -63,15 +67,22 @@ type code struct {
 	dev, inode       uint64
 }
 
-// NewResolver returns a resolver for process pid of fs, which is mounted at root.
-func NewResolver(fs procfs.FS, root string, pid int, open Opener) *Resolver {
-	r := &Resolver{fs: fs, root: root, pid: pid, open: open, names: map[uint64]string{}}
+// NewResolver returns a resolver for process pid of fs, which is mounted at root;
+// modules are the objects that discovery found GGML in.
+func NewResolver(fs procfs.FS, root string, pid int, open Opener, modules ...*discover.Module) *Resolver {
+	r := &Resolver{fs: fs, root: root, pid: pid, open: open, names: map[uint64]string{}, ggml: map[identity]bool{}}
+	for _, m := range modules {
+		if m != nil {
+			r.ggml[identity{m.Dev, m.Inode}] = true
+		}
+	}
 	r.mappings()
 	return r
 }
 
 // mappings reads the executable mappings of the objects that may hold backends: GGML's
-// libraries and the executable, which holds them all when it is linked statically.
+// libraries, the objects that link it in, and the executable, which holds them all when
+// it is linked statically.
 func (r *Resolver) mappings() {
 	proc, err := r.fs.Proc(r.pid)
 	if err != nil {
@@ -94,7 +105,7 @@ func (r *Resolver) mappings() {
 			continue
 		}
 		path := discover.Path(m)
-		ggml := strings.Contains(filepath.Base(path), "ggml")
+		ggml := strings.Contains(filepath.Base(path), "ggml") || r.ggml[identity{uint64(m.Dev), m.Inode}]
 		if !ggml && path != exe {
 			continue
 		}

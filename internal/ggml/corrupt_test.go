@@ -5,6 +5,8 @@ package ggml_test
 import (
 	"bytes"
 	"debug/elf"
+	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -72,4 +74,64 @@ func TestInspectCorruptObjects(t *testing.T) {
 			_, _ = inspect(data) // no panic; an intact getter may still establish the layout
 		}
 	}
+}
+
+// An object read before the dynamic loader relocated it (its own bytes as memory: the
+// tables' pointers are zero in the file) is ErrNotRelocated, which the registry looks at
+// again a moment later: a library with the tables' symbols, and a stripped addon
+// (whisper.cpp's Vulkan build, GGML linked in) whose tables are found through their
+// accessors, with no length.
+func TestInspectUnrelocated(t *testing.T) {
+	e := testbench.Require(t)
+	e.RequireFugood(t)
+	for _, path := range []string{
+		e.Bin("libggml-base.so"),
+		filepath.Join(e.FugoodDir(), "node_modules/@fugood/node-whisper-linux-x64-vulkan/index.node"),
+	} {
+		f, err := symbols.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const at = 0x7f0000000000 // where the loader mapped it
+		if target, err := ggml.Inspect(f, loadedImage(t, path, at), at); !errors.Is(err, ggml.ErrNotRelocated) {
+			t.Errorf("%s unrelocated: %+v, %v; want ErrNotRelocated", path, target, err)
+		}
+		f.Close()
+	}
+}
+
+// loadedImage is path's memory as the loader maps it at address at before relocating
+// it: its loaded segments, and nothing else mapped.
+func loadedImage(t *testing.T, path string, at int64) io.ReaderAt {
+	ef, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	var image []byte
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_LOAD {
+			continue
+		}
+		if end := int(p.Vaddr + p.Memsz); end > len(image) {
+			image = append(image, make([]byte, end-len(image))...)
+		}
+		if _, err := p.ReadAt(image[p.Vaddr:p.Vaddr+p.Filesz], 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return offsetReader{bytes.NewReader(image), at}
+}
+
+// offsetReader serves r's bytes from address at on.
+type offsetReader struct {
+	r  io.ReaderAt
+	at int64
+}
+
+func (o offsetReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < o.at {
+		return 0, errors.New("unmapped")
+	}
+	return o.r.ReadAt(p, off-o.at)
 }

@@ -238,6 +238,9 @@ func (r memReader) table(f *symbols.File, symbol, accessor string, stride uint64
 		}
 		p := binary.LittleEndian.Uint64(ptr)
 		s, err := r.cstring(p)
+		if i == 0 && (err != nil || !printable(s)) && r.unrelocated(p) {
+			return nil, fmt.Errorf("ggml: %s in %s: %w", symbol, f.Path(), ErrNotRelocated)
+		}
 		if p == 0 || err != nil || !printable(s) {
 			if n == maxTableEntries { // no symbol size: the table ended
 				break
@@ -253,6 +256,16 @@ func (r memReader) table(f *symbols.File, symbol, accessor string, stride uint64
 }
 
 const maxTableEntries = 1024
+
+// unrelocated says whether a table's first pointer, which names no string, is what the
+// file holds before the loader relocates it: zero, or the string's link-time address.
+func (r memReader) unrelocated(p uint64) bool {
+	if p == 0 {
+		return true
+	}
+	s, err := r.cstring(p + r.bias)
+	return err == nil && printable(s)
+}
 
 // tableAddr locates a table: by its own symbol where the file has one (which also gives
 // its length), else by the accessor function's RIP-relative load, with no length known

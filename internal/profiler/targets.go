@@ -80,7 +80,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		args:       f.Process.Args,
 		parent:     f.Process.Parent,
 		attachment: a,
-		backends:   backends.NewResolver(p.reg.FS(), "/proc", pid, p.reg.Files.Get),
+		backends:   backends.NewResolver(p.reg.FS(), "/proc", pid, p.reg.Files.Get, proc.Modules[:]...),
 		describer:  describe.New(f.Target),
 		ctxFields:  f.Context,
 		whisper:    f.Whisper,
