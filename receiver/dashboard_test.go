@@ -87,9 +87,21 @@ func TestE2EDashboard(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// Transcriptions, a second or two each: the scrapes see their counters grow too.
-	name, args := testbench.Whisper{Model: "whisper-micro", Runs: 4, Threads: 2}.Command(e, node)
-	if _, err := testbench.Run(ctx, name, args...); err != nil {
+	// Transcriptions, some 0.4 s each, begun once the addon is attached: over five
+	// seconds the scrapes see their counters grow too.
+	gate := filepath.Join(t.TempDir(), "go")
+	name, args := testbench.Whisper{Model: "whisper-micro", Runs: 12, Threads: 2, Gate: gate}.Command(e, node)
+	started = time.Now()
+	whisper, err := testbench.Start(name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whisper.Stop()
+	waitLogged(t, c, "attached", whisper.PID(), started, 30*time.Second) // env execs node
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := whisper.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 

@@ -232,6 +232,15 @@ type span struct {
 	eventAttrs       []map[string]any
 }
 
+// spansByID indexes spans by their IDs.
+func spansByID(all []span) map[string]span {
+	byID := make(map[string]span, len(all))
+	for _, s := range all {
+		byID[s.id] = s
+	}
+	return byID
+}
+
 func spans(traces []ptrace.Traces) []span {
 	var out []span
 	for _, td := range traces {
@@ -330,10 +339,7 @@ func checkProfile(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metric
 			t.Errorf("no MUL_MAT span for layer %d (layers seen: %v)", l, mulmatLayers)
 		}
 	}
-	byID := map[string]span{}
-	for _, s := range all {
-		byID[s.id] = s
-	}
+	byID := spansByID(all)
 	worst, late, traced := 1.0, 0.0, 0
 	for _, g := range graphs {
 		parent := byID[g.parent]

@@ -146,10 +146,7 @@ func TestE2EFusedNodes(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		traces, _ := c.stop(t)
 		all := spans(traces)
-		byID := map[string]span{}
-		for _, s := range all {
-			byID[s.id] = s
-		}
+		byID := spansByID(all)
 		// One decode graph: the last traced one.
 		var g span
 		for _, s := range all {

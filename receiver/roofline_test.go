@@ -26,10 +26,7 @@ func TestE2ERoofline(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	traces, _ := c.stop(t)
 	all := spans(traces)
-	byID := map[string]span{}
-	for _, s := range all {
-		byID[s.id] = s
-	}
+	byID := spansByID(all)
 	phase := func(s span) any { // node → graph → split → llama_decode
 		return byID[byID[byID[s.parent].parent].parent].attrs["llama.phase"]
 	}

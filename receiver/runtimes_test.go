@@ -262,8 +262,11 @@ func TestE2EWhisperVulkan(t *testing.T) {
 }
 
 // llama.cpp inside one addon (@fugood/llama.node, which inlines llama_decode into its
-// callers and builds with GGML_MAX_NAME 80): profiled like a shared-library build, its
-// request's prompt and tokens as the engine counts them.
+// callers, and llama_memory_clear, and builds with GGML_MAX_NAME 80): profiled like a
+// shared-library build. The driver loads the addon and waits to be attached before it
+// loads the model, so llama.cpp's warm-up decode is seen: it is marked as the warm-up,
+// and each of the two requests after it, the cache cleared before each (a call to the
+// cache's own clear), has its prompt, tokens and times as the engine counts them.
 func TestE2ELlamaNode(t *testing.T) {
 	e := testbench.Require(t)
 	e.RequireFugood(t)
@@ -274,8 +277,15 @@ func TestE2ELlamaNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := startCollector(t, ctx, node, fullTracing)
-	proc, err := testbench.Start(node, e.LlamaNodeArgs("llama-1b-q4_0", 8, 2, 1)...)
+	gate := filepath.Join(t.TempDir(), "go")
+	started := time.Now()
+	proc, err := testbench.Start("env", append([]string{"WAIT_FILE=" + gate, node}, e.LlamaNodeArgs("llama-1b-q4_0", 8, 2, 2)...)...)
 	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Stop()
+	waitLogged(t, c, "attached", proc.PID(), started, 30*time.Second) // env execs node
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := proc.Wait(ctx); err != nil {
@@ -298,26 +308,36 @@ func TestE2ELlamaNode(t *testing.T) {
 			t.Errorf("resource %s = %v, want %v (the driver's context)", k, res[k], want)
 		}
 	}
-	reqs := requestsOf(traces, r.PID)
-	if len(reqs) != 1 {
-		t.Fatalf("%d requests, want the driver's one", len(reqs))
+	warmups := 0
+	for _, s := range spans(traces) {
+		if s.attrs["llama.request.warmup"] == true {
+			warmups++
+		}
 	}
-	req := reqs[0]
+	reqs := requestsOf(traces, r.PID)
+	if warmups != 1 || len(reqs) != 2 {
+		t.Fatalf("%d requests and %d warm-ups, want the driver's two and llama.cpp's one", len(reqs), warmups)
+	}
 	// The engine does not count the token sampled from the prompt's logits among those it
 	// predicted, nor its time: its prompt_ms is the time to the first token, and its
-	// predicted_ms the time of the tokens after it.
-	prompt, _ := req.attrs["llama.request.prompt_tokens"].(int64)
-	generated, _ := req.attrs["gen_ai.usage.output_tokens"].(int64)
-	if prompt != int64(r.Timings.PromptN) || generated != int64(r.Timings.PredictedN)+1 {
-		t.Errorf("request of %d prompt tokens and %d generated; the engine counted %d and %d after the first", prompt, generated,
-			r.Timings.PromptN, r.Timings.PredictedN)
+	// predicted_ms the time of the tokens after it. Its timings are the runs' sums.
+	var ttft, after float64
+	for _, req := range reqs {
+		prompt, _ := req.attrs["llama.request.prompt_tokens"].(int64)
+		generated, _ := req.attrs["gen_ai.usage.output_tokens"].(int64)
+		if prompt != int64(r.Timings.PromptN/2) || generated != int64(r.Timings.PredictedN/2)+1 {
+			t.Errorf("request of %d prompt tokens and %d generated; the engine counted %d and %d after the first in two", prompt, generated,
+				r.Timings.PromptN, r.Timings.PredictedN)
+		}
+		first, _ := req.attrs["llama.request.time_to_first_token"].(float64)
+		tpot, _ := req.attrs["llama.request.time_per_output_token"].(float64)
+		ttft += first
+		after += tpot * float64(generated-1)
 	}
-	ttft, _ := req.attrs["llama.request.time_to_first_token"].(float64)
-	tpot, _ := req.attrs["llama.request.time_per_output_token"].(float64)
 	near := func(got, want float64) bool { return math.Abs(got-want) <= 0.05*want+2e-3 }
-	if !near(ttft, r.Timings.PromptMS/1e3) || !near(tpot, r.Timings.PredictedMS/1e3/float64(r.Timings.PredictedN)) {
-		t.Errorf("time to first token %.4f s and per output token %.4f s; the engine's %.4f s and %.4f s", ttft, tpot,
-			r.Timings.PromptMS/1e3, r.Timings.PredictedMS/1e3/float64(r.Timings.PredictedN))
+	if !near(ttft, r.Timings.PromptMS/1e3) || !near(after, r.Timings.PredictedMS/1e3) {
+		t.Errorf("times to first token %.4f s and after it %.4f s; the engine's %.4f s and %.4f s", ttft, after,
+			r.Timings.PromptMS/1e3, r.Timings.PredictedMS/1e3)
 	}
 }
 
@@ -399,24 +419,32 @@ func checkOllamaTimings(t *testing.T, what string, r span, o testbench.OllamaTim
 		tpot*1e3, float64(o.EvalDuration)/1e6/float64(o.EvalCount-1), o.EvalCount-1)
 }
 
+// ollamaServing starts a collector with settings and the test bench's Ollama (exe of
+// the bench) with env, stopped at the test's end, and imports llama-1b-q4_0 as llama-1b.
+func ollamaServing(t *testing.T, ctx context.Context, exe func(*testbench.Env) string, settings string, env ...string) (*collector, *testbench.Ollama) {
+	t.Helper()
+	e := testbench.Require(t)
+	testbench.RequireOllama(t, exe(e))
+	c := startCollectorOf(t, ctx, nil, settings)
+	o, err := testbench.StartOllama(ctx, exe(e), t.TempDir(), env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Stop)
+	if err := o.Create(ctx, "llama-1b", e.Model("llama-1b-q4_0")); err != nil {
+		t.Fatal(err)
+	}
+	return c, o
+}
+
 // Ollama as it ships (0.30 on), under the collector's default discovery (every process):
 // its server and device discovery are let be without a word, each runner it starts is
 // profiled from its first decode and named as Ollama names its model, through an unload
 // and a reload, and requests through its three APIs match the timings it answers.
 func TestE2EOllama(t *testing.T) {
-	e := testbench.Require(t)
-	testbench.RequireOllama(t, e.OllamaExe())
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	c := startCollectorOf(t, ctx, nil, "")
-	o, err := testbench.StartOllama(ctx, e.OllamaExe(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Stop()
-	if err := o.Create(ctx, "llama-1b", e.Model("llama-1b-q4_0")); err != nil {
-		t.Fatal(err)
-	}
+	c, o := ollamaServing(t, ctx, (*testbench.Env).OllamaExe, "")
 	gen, err := o.Generate(ctx, "llama-1b", "The capital of France is", 8, "")
 	if err != nil {
 		t.Fatal(err)
@@ -486,19 +514,9 @@ func TestE2EOllama(t *testing.T) {
 // llama_decode: its runner's forward batches are steps (ollama.forward) by phase,
 // holding graphs and nodes, the prompt's batch with the prompt's tokens; no warning.
 func TestE2EOllamaEngine(t *testing.T) {
-	e := testbench.Require(t)
-	testbench.RequireOllama(t, e.OllamaOldExe())
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	c := startCollectorOf(t, ctx, nil, fullTracing)
-	o, err := testbench.StartOllama(ctx, e.OllamaOldExe(), t.TempDir(), "OLLAMA_NEW_ENGINE=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Stop()
-	if err := o.Create(ctx, "llama-1b", e.Model("llama-1b-q4_0")); err != nil {
-		t.Fatal(err)
-	}
+	c, o := ollamaServing(t, ctx, (*testbench.Env).OllamaOldExe, fullTracing, "OLLAMA_NEW_ENGINE=1")
 	gen, err := o.Generate(ctx, "llama-1b", "The capital of France is", 4, "")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 // Workload driver for @fugood/llama.node (llama.cpp's prebuilt addon): loads a GGUF model
 // and generates tokens REPEAT times.
-// Usage: node llama-node-driver.mjs MODEL [MAX_TOKENS] [THREADS] [REPEAT]
+// Usage: [WAIT_FILE=PATH] node llama-node-driver.mjs MODEL [MAX_TOKENS] [THREADS] [REPEAT]
 // On the CPU addon (@fugood/node-llama-linux-x64), unless GPU names a variant (vulkan,
 // cuda) whose package is installed, with GPU_LAYERS layers offloaded (all by default).
 // Each run starts from an empty KV cache and ignores end of sequence. tokens is the
@@ -10,8 +10,9 @@
 // timings are the engine's own (prompt_n, prompt_ms, predicted_n, predicted_ms, …) summed
 // over the runs. It is the last line of stdout, not the only one: the addon printf()s
 // its own "[INFO] …" lines to stdout whatever the log settings.
+import {existsSync} from "node:fs";
 import {createRequire} from "node:module";
-import {loadModel} from "@fugood/llama.node";
+import {initLlama, loadModel} from "@fugood/llama.node";
 
 const [model, maxTokens = "16", threads = "2", repeat = "1"] = process.argv.slice(2);
 if (!model) {
@@ -32,6 +33,12 @@ if (gpu) {
     }
 }
 const gpuLayers = process.env.GPU_LAYERS === undefined ? 99 : Number(process.env.GPU_LAYERS);
+// With WAIT_FILE set, the driver loads the addon, then waits for that file to exist
+// before it loads the model (and llama.cpp decodes its warm-up).
+await initLlama(gpu || "default");
+while (process.env.WAIT_FILE && !existsSync(process.env.WAIT_FILE)) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+}
 const ctx = await loadModel({
     model, n_ctx: 512, n_threads: Number(threads), n_gpu_layers: gpu ? gpuLayers : 0,
     lib_variant: gpu || "default",

@@ -100,6 +100,17 @@ type span struct {
 	ns    uint64
 }
 
+// addSpan counts one span of ns nanoseconds under key k of m.
+func addSpan[K comparable](m map[K]*span, k K, ns uint64) {
+	st := m[k]
+	if st == nil {
+		st = &span{}
+		m[k] = st
+	}
+	st.count++
+	st.ns += ns
+}
+
 // device sums a device's time on the splits whose end was seen, and the CPU's waits.
 type device struct{ ns, wait uint64 }
 
@@ -207,26 +218,14 @@ func (m *Metrics) Step(p *Origin, d *assemble.Step) {
 		pm.decodeDur[ph].add(float64(d.End-d.Start) / 1e9)
 	}
 	if d.Kind == assemble.SchedCompute {
-		st := pm.steps[d.Phase]
-		if st == nil {
-			st = &span{}
-			pm.steps[d.Phase] = st
-		}
-		st.count++
-		st.ns += d.End - d.Start
+		addSpan(pm.steps, d.Phase, d.End-d.Start)
 	}
 	if d.Batch.N > 0 {
 		pm.batchSeqs.add(float64(d.Batch.N))
 		pm.batchToks.add(float64(d.Tokens))
 	}
 	for _, sl := range d.Splits {
-		st := pm.splits[sl.Backend]
-		if st == nil {
-			st = &span{}
-			pm.splits[sl.Backend] = st
-		}
-		st.count++
-		st.ns += sl.End - sl.Start
+		addSpan(pm.splits, sl.Backend, sl.End-sl.Start)
 		if sl.Device && sl.Done != 0 {
 			dv := pm.devices[sl.Backend]
 			if dv == nil {

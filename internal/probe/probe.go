@@ -138,6 +138,10 @@ var specs = []spec{
 	// are seen too, even while a process is attached to mid-run.
 	{app, discover.Llama, seqRmSymbol, func(p *progs) *ebpf.Program { return p.SeqRm }, false, symbols.Arg2 | symbols.Arg3 | symbols.Arg4, false},
 	{app, discover.Llama, clearSymbol, func(p *progs) *ebpf.Program { return p.SeqClear }, false, 0, false},
+	{app, discover.Llama, cacheSeqRm, func(p *progs) *ebpf.Program { return p.SeqRm }, false, symbols.Arg2 | symbols.Arg3 | symbols.Arg4, true},
+	{app, discover.Llama, recurrentSeqRm, func(p *progs) *ebpf.Program { return p.SeqRm }, false, symbols.Arg2 | symbols.Arg3 | symbols.Arg4, true},
+	{app, discover.Llama, cacheClear, func(p *progs) *ebpf.Program { return p.SeqClear }, false, 0, true},
+	{app, discover.Llama, recurrentClear, func(p *progs) *ebpf.Program { return p.SeqClear }, false, 0, true},
 	{app, discover.Llama, decodeSymbol, func(p *progs) *ebpf.Program { return p.DecodeEnter }, false, symbols.Arg1 | symbols.Arg2Struct, false},
 	{app, discover.Llama, decodeSymbol, func(p *progs) *ebpf.Program { return p.DecodeExit }, true, 0, false},
 	// whisper.cpp's transcription: the samples are the fourth argument on x86-64, the
@@ -178,6 +182,18 @@ const (
 	clearSymbol  = "(clear)"
 )
 
+// The memories' own seq_rm(seq, p0, p1) and clear(data), which llama_memory_seq_rm and
+// llama_memory_clear call through the vtable: an addon that inlined those wrappers into
+// its callers (@fugood/llama.node) runs only these. Every composite memory (iswa, hybrid)
+// ends in the key-value cache's or the recurrent state's. Where a wrapper runs too, one
+// removal is seen twice, which marks the same boundary.
+const (
+	cacheSeqRm     = "(cache seq_rm)"
+	recurrentSeqRm = "(recurrent seq_rm)"
+	cacheClear     = "(cache clear)"
+	recurrentClear = "(recurrent clear)"
+)
+
 // decodeMethod is llama_context::decode(const llama_batch &), which llama_decode calls
 // (from early 2025 on), and which a build that inlined llama_decode into its callers
 // calls directly: @fugood/llama.node's addon never runs its exported llama_decode. It
@@ -192,6 +208,12 @@ var choices = map[string][]string{
 	decodeSymbol: {decodeMethod, "llama_decode"},
 	seqRmSymbol:  {"llama_memory_seq_rm", "llama_kv_self_seq_rm", "llama_kv_cache_seq_rm"},
 	clearSymbol:  {"llama_memory_clear", "llama_kv_self_clear", "llama_kv_cache_clear"},
+	// llama_kv_cache was llama_kv_cache_unified, and llama_memory_recurrent
+	// llama_kv_cache_recurrent, in mid-2025.
+	cacheSeqRm:     {"_ZN14llama_kv_cache6seq_rmEiii", "_ZN22llama_kv_cache_unified6seq_rmEiii"},
+	recurrentSeqRm: {"_ZN22llama_memory_recurrent6seq_rmEiii", "_ZN24llama_kv_cache_recurrent6seq_rmEiii"},
+	cacheClear:     {"_ZN14llama_kv_cache5clearEb", "_ZN22llama_kv_cache_unified5clearEb"},
+	recurrentClear: {"_ZN22llama_memory_recurrent5clearEb", "_ZN24llama_kv_cache_recurrent5clearEb"},
 }
 
 // NodeSymbol returns the node probe point of CPU backend f.

@@ -2,8 +2,8 @@
 // finds their libraries, or the processes themselves, gone in the middle of attaching.
 // ROUNDS children, one after the other, each dlopen the GGML library named by the first
 // argument (one whose dlclose unmaps it: node-llama-cpp 3.1.1's libggml.so, with the CPU
-// backend inside), dlclose it 120 to 210 ms later (about when profinfer looks at it: 150
-// ms after the loader's notice), and exit 5 ms after that. Then the parent keeps the
+// backend inside), dlclose it 10 to 175 ms later (before profinfer looks at it, 20 ms
+// after the loader's notice, while it attaches, or after), and exit 5 ms after that. Then the parent keeps the
 // library, creates the file steady in the directory named by its second argument, and
 // computes a small graph five times a second until the file done exists there, so that
 // the test can see profinfer profile it after all that.
@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
 				fprintf(stderr, "churn: %s\n", dlerror());
 				_exit(1);
 			}
-			usleep(120000 + 10000 * (i % 10));
+			usleep(10000 + 15000 * (i % 12));
 			dlclose(lib);
 			usleep(5000);
 			_exit(0);

@@ -1,13 +1,17 @@
 // lateload: a GGML process that loads libllama with dlopen after it started, as a
 // binding does. It links GGML's CPU backend, so it is a GGML process from the start. Once
 // the file load exists in the directory named by its third argument, it dlopens libllama
-// (first argument); once decode exists there too, it decodes eight single tokens with the
-// model (second argument).
+// (first argument); once decode exists there too, it registers the CPU backend beside
+// libllama (a GGML_BACKEND_DL build's registry loads backends only when asked) and
+// decodes eight single tokens with the model (second argument).
 #include <dlfcn.h>
+#include <libgen.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "llama.h"
 
@@ -48,6 +52,12 @@ int main(int argc, char **argv) {
 	SYM(llama_free)
 	SYM(llama_model_free)
 	await(argv[3], "decode");
+	char cpu[4096];
+	snprintf(cpu, sizeof(cpu), "%s/libggml-cpu.so", dirname(strdup(argv[1])));
+	if (!ggml_backend_load(cpu)) {
+		fprintf(stderr, "lateload: no CPU backend in %s\n", cpu);
+		return 1;
+	}
 	p_llama_backend_init();
 	struct llama_model *model = p_llama_model_load_from_file(argv[2], p_llama_model_default_params());
 	if (!model)
