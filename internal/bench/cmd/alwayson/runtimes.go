@@ -32,7 +32,7 @@ func (o *ollamaServer) Stop() {
 // a request of the random model may end early. eval_duration times the tokens after the
 // first, which the prompt's evaluation samples.
 func (o *ollamaServer) complete(ctx context.Context) (int, float64, error) {
-	t, err := o.Generate(ctx, "llama-1b", "Once upon a time", o.tokens, "-1")
+	t, err := o.Generate(ctx, "llama-1b", "Once upon a time", o.tokens, "") // kept loaded: OLLAMA_KEEP_ALIVE=-1
 	if err != nil {
 		return 0, 0, err
 	}
