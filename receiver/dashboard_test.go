@@ -91,16 +91,12 @@ func TestE2EDashboard(t *testing.T) {
 	// seconds the scrapes see their counters grow too.
 	gate := filepath.Join(t.TempDir(), "go")
 	name, args := testbench.Whisper{Model: "whisper-micro", Runs: 12, Threads: 2, Gate: gate}.Command(e, node)
-	started = time.Now()
 	whisper, err := testbench.Start(name, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer whisper.Stop()
-	waitLogged(t, c, "attached", whisper.PID(), started, 30*time.Second) // env execs node
-	if err := os.WriteFile(gate, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	openGate(t, c, whisper.PID(), gate) // env execs node
 	if err := whisper.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}

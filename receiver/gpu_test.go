@@ -45,8 +45,13 @@ func vulkanRunStderr(t *testing.T, v testbench.Vulkan, settings string) ([]ptrac
 	if err != nil {
 		testbench.Missing(t, "node")
 	}
+	// The driver waits to be attached: a decode begun before the probes came would
+	// spend the first sampling window on a graph whose device split is not its own.
+	v.Gate = filepath.Join(t.TempDir(), "go")
 	name, args := v.Command(e, node)
-	run := profileRun(t, 5*time.Minute, node, settings, nil, name, args...)
+	run := profileRun(t, 5*time.Minute, node, settings, func(c *collector, p *testbench.Process) {
+		openGate(t, c, p.PID(), v.Gate) // env execs node
+	}, name, args...)
 	r, err := testbench.ParseNode(run.proc.Stdout.Bytes())
 	if err != nil {
 		t.Fatal(err)

@@ -64,6 +64,16 @@ func waitLogged(t *testing.T, c *collector, msg string, pid int, since time.Time
 	}
 }
 
+// openGate lets a driver that waits for file gate go on (WAIT_FILE), once the collector
+// has attached its process pid: it then sees the workload from its first decode.
+func openGate(t *testing.T, c *collector, pid int, gate string) {
+	t.Helper()
+	waitLogged(t, c, "attached", pid, time.Now(), 60*time.Second)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A llama-server started after the collector, stopped and started again, is attached
 // within a second each time, with no scan of /proc to find it; each exit detaches its
 // probes; each process's spans carry its own PID.

@@ -278,16 +278,12 @@ func TestE2ELlamaNode(t *testing.T) {
 	defer cancel()
 	c := startCollector(t, ctx, node, fullTracing)
 	gate := filepath.Join(t.TempDir(), "go")
-	started := time.Now()
 	proc, err := testbench.Start("env", append([]string{"WAIT_FILE=" + gate, node}, e.LlamaNodeArgs("llama-1b-q4_0", 8, 2, 2)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer proc.Stop()
-	waitLogged(t, c, "attached", proc.PID(), started, 30*time.Second) // env execs node
-	if err := os.WriteFile(gate, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	openGate(t, c, proc.PID(), gate) // env execs node
 	if err := proc.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}

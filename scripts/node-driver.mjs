@@ -1,8 +1,9 @@
 // Workload driver for the node-llama-cpp prebuilt engine: loads a GGUF model through
 // node-llama-cpp's API (prebuilt binaries, never a local build) and generates tokens.
-// Usage: node driver.mjs MODEL [MAX_TOKENS] [THREADS] [REPEAT]
+// Usage: [WAIT_FILE=PATH] node driver.mjs MODEL [MAX_TOKENS] [THREADS] [REPEAT]
 // On the CPU backend, unless GPU names one (vulkan), with GPU_LAYERS layers offloaded
 // (all by default). Prints one JSON line: {"pid":…, "tokens":…, "seconds":…, "gpu":…}.
+import {existsSync} from "node:fs";
 import {getLlama, LlamaCompletion} from "node-llama-cpp";
 
 const [model, maxTokens = "16", threads = "2", repeat = "1"] = process.argv.slice(2);
@@ -16,6 +17,11 @@ const llama = await getLlama({gpu, build: "never", usePrebuiltBinaries: true, pr
 const gpuLayers = process.env.GPU_LAYERS === undefined ? "max" : Number(process.env.GPU_LAYERS);
 const loaded = await llama.loadModel({modelPath: model, gpuLayers: gpu ? gpuLayers : 0});
 const context = await loaded.createContext({contextSize: 512, threads: Number(threads)});
+// With WAIT_FILE set, the driver waits, its model loaded, for that file to exist before
+// it generates: a profiler told to go on then sees every decode from its start.
+while (process.env.WAIT_FILE && !existsSync(process.env.WAIT_FILE)) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+}
 const start = performance.now();
 let tokens = 0;
 for (let i = 0; i < Number(repeat); i++) {

@@ -102,10 +102,10 @@ func TestBenchAccessors(t *testing.T) {
 func TestBenchDefines(t *testing.T) {
 	names := []string{"ggml_version", "ggml_cpu_extra_compute_forward", "llama_decode"}
 	for path, want := range map[string][]bool{
-		llamaBin + "libggml-cpu.so":              {false, true, false},
-		llamaBin + "libggml-base.so":             {true, false, false},
-		llamaBin + "llama-bench":                 {false, false, false},
-		llamaBin + "../../portable/llama-server": {true, true, true},
+		llamaBin + "libggml-cpu.so":           {false, true, false},
+		llamaBin + "libggml-base.so":          {true, false, false},
+		llamaBin + "llama-bench":              {false, false, false},
+		llamaBin + "../portable/llama-server": {true, true, true},
 	} {
 		f := openBench(t, path)
 		got, err := Defines(path, names)

@@ -29,6 +29,8 @@ type Vulkan struct {
 	// LoggerGroups has it time groups of nodes the device may run at once instead
 	// (GGML_VK_PERF_LOGGER_CONCURRENT).
 	LoggerGroups bool
+	// Gate, if set, is a file the driver waits for, its model loaded, before it generates.
+	Gate string
 }
 
 // RequireVulkan ends the test unless lavapipe and the Vulkan prebuilt are installed.
@@ -55,6 +57,9 @@ func (v Vulkan) Command(e *Env, node string) (string, []string) {
 	}
 	if v.LoggerGroups {
 		args = append(args, "GGML_VK_PERF_LOGGER_CONCURRENT=1")
+	}
+	if v.Gate != "" {
+		args = append(args, "WAIT_FILE="+v.Gate)
 	}
 	if v.HideSoftware {
 		args = append([]string{"-u", "GGML_VK_VISIBLE_DEVICES"}, args...)
