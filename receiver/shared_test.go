@@ -116,17 +116,15 @@ func TestE2ESharedMachine(t *testing.T) {
 				t.Errorf("%s: %s fired: %s", name, id, fired[id])
 			}
 		}
-		// Starved, most of the decode time is judged so; a quota throttles within its
-		// periods, so a graph may run whole between two throttlings and its nodes be
-		// judged on their time. Alone, nothing is starved.
+		// One verdict: starved, the phase's ops are all judged so; alone, none is.
 		var starved float64
 		for _, o := range decode.Ops {
 			if o.Bound == "starved" {
 				starved += o.Share
 			}
 		}
-		if want := maxShare < 0.75; want && starved < 0.5 || !want && starved > 0 {
-			t.Errorf("%s: ops with %.0f%% of decode time judged starved", name, 100*starved)
+		if want := maxShare < 0.75; c.Starved != want || want && starved < 0.999 || !want && starved > 0 {
+			t.Errorf("%s: phase starved %v, ops with %.0f%% of decode time judged starved; want the phase starved %v, and its ops with it", name, c.Starved, 100*starved, want)
 		}
 		if len(decode.Ops) == 0 {
 			t.Errorf("%s: no decode graph was traced", name)

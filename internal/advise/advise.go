@@ -23,7 +23,7 @@ const (
 	barrierShare = 0.2
 	// Threads off the CPU or waiting for one for this share of their node time are
 	// contended (the scheduler layer's per-node figures; the default config's per-graph
-	// ones use summary.ContendedBelow).
+	// ones are the phase's verdict, summary.ThreadsCPU.Starved).
 	contentionShare = 0.1
 	// A quota that throttled the process in this share of its periods holds it back.
 	throttledShare = 0.1
@@ -127,14 +127,14 @@ func worstPhase(p *summary.Process, time func(summary.SchedSums) float64) (*summ
 }
 
 // starved is the phase whose graphs' threads had a CPU for the least share of their
-// time, under summary.ContendedBelow, among those where they waited for one (waited) or
+// time, among the starved ones (the page's and the op table's verdict), where they waited for one (waited) or
 // did not (blocked); nil if none. Where the kernel does not count waits (none at all),
 // a starved phase counts as waiting.
 func starved(p *summary.Process, waited bool) *summary.Phase {
 	var worst *summary.Phase
 	for _, ph := range p.Phases {
 		c := ph.CPU
-		if c == nil || c.Graphs < minGraphs || c.Share >= summary.ContendedBelow {
+		if c == nil || !c.Starved {
 			continue
 		}
 		if w := c.Wait == 0 || c.Wait >= waitedShare*c.ThreadSeconds; w == waited && (worst == nil || c.Share < worst.CPU.Share) {
@@ -428,7 +428,7 @@ func overhead(p *summary.Process) (summary.Finding, bool) {
 	var found []string
 	for _, ph := range p.Phases {
 		// Off the CPU, an op runs slow for a reason the contention finding gives.
-		if ph.TracedGraphs < minGraphs || ph.CPU != nil && ph.CPU.Share < summary.ContendedBelow ||
+		if ph.TracedGraphs < minGraphs || ph.CPU != nil && ph.CPU.Starved ||
 			ph.Sched.ThreadTime > 0 && (ph.Sched.OffCPU+ph.Sched.RunQueue)/ph.Sched.ThreadTime >= contentionShare {
 			continue
 		}

@@ -58,13 +58,13 @@ func TestRules(t *testing.T) {
 		}},
 		{"threads-contended", func(p *summary.Process) { // the default config: no scheduler layer
 			p.Phases[0].Sched = summary.SchedSums{}
-			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Contended: 6, ContendedSeconds: 0.8, Cost: 0.5}
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Starved: true, Contended: 6, ContendedSeconds: 0.8, Cost: 0.5}
 		}},
 		{"threads-blocked", func(p *summary.Process) { // off the CPU, not waiting for one
-			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.4, Wait: 0.02, Share: 0.7}
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.4, Wait: 0.02, Share: 0.7, Starved: true}
 		}},
 		{"threads-contended", func(p *summary.Process) { // a kernel that does not count waits
-			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.4, Share: 0.7}
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.4, Share: 0.7, Starved: true}
 		}},
 		{"cpu-quota", func(p *summary.Process) { // more threads than the quota's CPUs
 			p.Quota.CPUs = 1.5
@@ -141,7 +141,7 @@ func TestRulesNeedEvidence(t *testing.T) {
 	// Likewise when the default config's per-graph figures show it.
 	p = clean()
 	p.Phases[0].Ops[1].Share = 0.12
-	p.Phases[0].CPU.Share = 0.6
+	p.Phases[0].CPU.Share, p.Phases[0].CPU.Starved = 0.6, true
 	if got := fired(p); got["overhead-bound"] || !got["threads-contended"] {
 		t.Errorf("overhead beside contention: %v", got)
 	}
@@ -157,7 +157,7 @@ func TestRulesNeedEvidence(t *testing.T) {
 // quota and the -t it supports.
 func TestContentionAndQuotaEvidence(t *testing.T) {
 	p := clean()
-	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 40, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Contended: 30, ContendedSeconds: 0.8, Cost: 0.5}
+	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 40, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Starved: true, Contended: 30, ContendedSeconds: 0.8, Cost: 0.5}
 	p.Quota = &summary.Quota{Cgroup: "/job", CPUs: 1, Periods: 50, Throttled: 40, ThrottledSeconds: 3.2, Threads: 2}
 	want := map[string][]string{
 		"threads-contended": {

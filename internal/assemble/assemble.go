@@ -22,8 +22,6 @@ package assemble
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
-	"time"
 
 	"github.com/profinfer/profinfer/internal/backends"
 	"github.com/profinfer/profinfer/internal/events"
@@ -134,28 +132,6 @@ type Graph struct {
 	byTensor map[uint64]*Node
 	cpuEnter events.ThreadsCPU
 }
-
-// GraphCPU is what the threads of a graph's process had of the CPUs while it ran, summed
-// over them: the kernel's runtime and run-queue wait of each, read at the graph's entry
-// and exit. A running thread's runtime is brought up to date at scheduler ticks, so one
-// graph's figures are exact to about a tick (4 ms at 250 Hz) per thread.
-type GraphCPU struct {
-	Known bool   // read at both ends, every thread summed
-	Run   uint64 // ns on a CPU
-	Wait  uint64 // ns runnable, waiting for a CPU; 0 where the kernel does not count it
-	// Recent is the process's threads' share of the CPU over its recent graphs, the
-	// time constant cpuMemory: their time on a CPU over the graphs' threads times wall
-	// time, in which the ticks' inexactness averages out. 0 while unknown: until the
-	// graphs add up to cpuJudged of thread time.
-	Recent float64
-}
-
-// cpuMemory is the time over which GraphCPU.Recent forgets older graphs; cpuJudged is
-// the thread time (threads × wall) it needs, some 25 ticks at 250 Hz.
-const (
-	cpuMemory = float64(time.Second)
-	cpuJudged = float64(100 * time.Millisecond)
-)
 
 // Split is one ggml_backend_graph_compute_async call: the part of a decode's graph that
 // one backend computes, as the backend scheduler split it. On the CPU backend it holds
@@ -355,10 +331,7 @@ type process struct {
 	// they come.
 	loose            []*Graph
 	decodes, settled bool
-	// The threads' decayed CPU time and thread time (threads × wall) over their graphs,
-	// as of the end of the last graph, lastCPU: GraphCPU.Recent is their ratio.
-	cpuRun, cpuThreadTime float64
-	lastCPU               uint64
+	recent           recentCPU // the threads' CPU over the latest graphs, for GraphCPU.Starved
 }
 
 // window is a span of time during which the node probes were attached; Off is 0 while
@@ -379,6 +352,7 @@ func (w window) covers(start, end uint64) bool {
 type Assembler struct {
 	sink  Sink
 	procs map[uint32]*process
+	busy  busy
 	Stats Stats
 }
 
@@ -739,7 +713,7 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched,
 	}
 	g.End = ts
 	g.byTensor = nil
-	p.graphCPU(g, cpu)
+	p.graphCPU(g, cpu, &a.busy)
 	g.Traced, g.FillsWindow = p.traced(g.Start, g.End)
 	if !g.Traced {
 		if len(g.Nodes) > 0 {
@@ -792,23 +766,16 @@ func cpuSplit(g *Graph) Split {
 
 // graphCPU sets g.CPU from the threads' CPU time at its exit. A thread that exits meanwhile
 // takes its runtime out of the sum, which then may fall: unknown.
-func (p *process) graphCPU(g *Graph, exit events.ThreadsCPU) {
+func (p *process) graphCPU(g *Graph, exit events.ThreadsCPU, busy *busy) {
 	enter := g.cpuEnter
 	if enter.Threads == 0 || exit.Threads == 0 || enter.Partial || exit.Partial || exit.Run < enter.Run || exit.Wait < enter.Wait || g.NThreads <= 0 {
 		return
 	}
-	g.CPU = GraphCPU{Known: true, Run: exit.Run - enter.Run, Wait: exit.Wait - enter.Wait}
-	if p.lastCPU != 0 && g.End > p.lastCPU {
-		forget := math.Exp(-float64(g.End-p.lastCPU) / cpuMemory)
-		p.cpuRun *= forget
-		p.cpuThreadTime *= forget
+	g.CPU = GraphCPU{Known: true, Run: exit.Run - enter.Run, Wait: exit.Wait - enter.Wait, Perturbed: busy.overlaps(g.Start, g.End)}
+	if !g.CPU.Perturbed {
+		p.recent.add(g.CPU.Run, uint64(g.NThreads)*(g.End-g.Start))
 	}
-	p.lastCPU = g.End
-	p.cpuRun += float64(g.CPU.Run)
-	p.cpuThreadTime += float64(g.NThreads) * float64(g.End-g.Start)
-	if p.cpuThreadTime >= cpuJudged {
-		g.CPU.Recent = min(p.cpuRun/p.cpuThreadTime, 1)
-	}
+	g.CPU.Starved = p.recent.starved()
 }
 
 // NodeStart records that thread ith started computing tensor, with the thread's

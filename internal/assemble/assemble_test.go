@@ -564,30 +564,75 @@ func TestGraphCPU(t *testing.T) {
 		return s.graphs[len(s.graphs)-1].CPU
 	}
 	ms := uint64(time.Millisecond)
-	// Two threads for 100 ms, 150 ms of it on a CPU, 40 ms waiting for one.
+	cpu := func(run uint64) events.ThreadsCPU { return events.ThreadsCPU{Run: run * ms, Threads: 3} }
+	// Two threads for 100 ms, 150 ms of it on a CPU, 40 ms waiting for one: one graph
+	// is too little to judge.
 	got := graph(0, 100*ms, events.ThreadsCPU{Run: 100 * ms, Wait: 1 * ms, Threads: 3}, events.ThreadsCPU{Run: 250 * ms, Wait: 41 * ms, Threads: 3})
-	if want := (GraphCPU{Known: true, Run: 150 * ms, Wait: 40 * ms, Recent: 0.75}); got != want {
+	if want := (GraphCPU{Known: true, Run: 150 * ms, Wait: 40 * ms}); got != want {
 		t.Fatalf("first graph %+v, want %+v", got, want)
 	}
-	// The next, right after, with all of its time: the recent share weighs both.
-	got = graph(100*ms, 200*ms, events.ThreadsCPU{Run: 250 * ms, Threads: 3}, events.ThreadsCPU{Run: 450 * ms, Threads: 3})
-	if got.Run != 200*ms || got.Recent < 0.88 || got.Recent > 0.885 {
-		t.Fatalf("second graph %+v, want a recent share of 350/400 ms, the first a little forgotten", got)
+	// A second one shorter of the CPU: starved, over both (250 of 400 ms).
+	if got = graph(100*ms, 200*ms, cpu(250), cpu(350)); !got.Starved || got.Run != 100*ms {
+		t.Fatalf("second graph %+v, want starved", got)
 	}
-	// Much later, the old graphs are forgotten, and one short graph is too little to judge.
-	got = graph(10_000*ms, 10_010*ms, events.ThreadsCPU{Run: 500 * ms, Threads: 3}, events.ThreadsCPU{Run: 510 * ms, Threads: 3})
-	if !got.Known || got.Recent != 0 {
-		t.Fatalf("later short graph %+v, want known, and no recent share", got)
+	// Then graphs with all of their time: 450 of 600 ms over three is starved, 650 of
+	// 800 ms over four is not, nor are the latest four once the first is out of them.
+	for i, want := range []bool{true, false, false} {
+		at := (200 + 100*uint64(i)) * ms
+		if got = graph(at, at+100*ms, cpu(400+200*uint64(i)), cpu(600+200*uint64(i))); got.Starved != want {
+			t.Fatalf("graph %d with its CPUs: %+v, want starved %v", i+3, got, want)
+		}
 	}
-	got = graph(10_010*ms, 10_110*ms, events.ThreadsCPU{Run: 510 * ms, Threads: 3}, events.ThreadsCPU{Run: 610 * ms, Threads: 3})
-	if got.Recent < 0.499 || got.Recent > 0.501 {
-		t.Fatalf("later graph %+v, want a recent share of a half", got)
+	// Tiny graphs: 8 ms of thread time each, too little for a verdict however short.
+	b := New(s)
+	for i := range uint64(4) {
+		b.GraphEnter(2, 2, i*10*ms, 0xa, 1, 2, cpu(i))
+		b.GraphExit(2, 2, i*10*ms+4*ms, events.CPUSched{}, 0, cpu(i+1))
+		if g := s.graphs[len(s.graphs)-1].CPU; g.Starved || !g.Known {
+			t.Fatalf("tiny graph %d: %+v, want known and not starved", i, g)
+		}
 	}
 	// A thread exited, taking its runtime out of the sum; more threads than the probe sums.
 	for _, exit := range []events.ThreadsCPU{{Run: 190 * ms, Threads: 2}, {Run: 300 * ms, Threads: 256, Partial: true}} {
 		if got = graph(10_120*ms, 10_130*ms, events.ThreadsCPU{Run: 200 * ms, Threads: 3}, exit); got != (GraphCPU{}) {
 			t.Fatalf("graph ending with %+v: %+v, want unknown", exit, got)
 		}
+	}
+}
+
+// Graphs that ran while the collector was busy (its attach, a window's probes) are
+// marked perturbed and left out of the verdict on the others.
+func TestGraphCPUPerturbed(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	ms := uint64(time.Millisecond)
+	cpu := func(run uint64) events.ThreadsCPU { return events.ThreadsCPU{Run: run * ms, Threads: 3} }
+	graph := func(start, run uint64) GraphCPU {
+		a.GraphEnter(1, 1, start*ms, 0xa, 1, 2, cpu(0))
+		a.GraphExit(1, 1, (start+100)*ms, events.CPUSched{}, 0, cpu(run))
+		return s.graphs[len(s.graphs)-1].CPU
+	}
+	a.Busy(50 * ms) // a graph ending in an open span
+	if g := graph(0, 100); !g.Perturbed {
+		t.Fatalf("graph in an open busy span: %+v", g)
+	}
+	a.Busy(60 * ms) // nested: the span lasts until both end
+	a.Idle(150 * ms)
+	a.Idle(170 * ms)
+	if g := graph(120, 100); !g.Perturbed || g.Starved {
+		t.Fatalf("graph overlapping the span's end: %+v", g)
+	}
+	// After the span, two with their CPUs, then one without: 420 of 600 ms over the
+	// three is starved, the perturbed ones left out.
+	if g := graph(200, 190); g.Perturbed || g.Starved {
+		t.Fatalf("first graph after: %+v", g)
+	}
+	if g := graph(300, 190); g.Perturbed || g.Starved {
+		t.Fatalf("second graph after: %+v", g)
+	}
+	a.Idle(400 * ms) // unmatched: ignored
+	if g := graph(400, 40); g.Perturbed || !g.Starved {
+		t.Fatalf("a graph after an unmatched Idle: %+v", g)
 	}
 }
 

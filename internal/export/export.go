@@ -457,6 +457,9 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 		a.PutInt("ggml.graph.on_cpu_ns", int64(g.CPU.Run))
 		a.PutInt("ggml.graph.runqueue_ns", int64(g.CPU.Wait))
 		a.PutDouble("ggml.graph.on_cpu_share", min(float64(g.CPU.Run)/float64(max(g.End-g.Start, 1))/float64(g.NThreads), 1))
+		if g.CPU.Perturbed {
+			a.PutBool("ggml.graph.on_cpu_perturbed", true)
+		}
 	}
 	if !s.Nodes || len(g.Nodes) == 0 {
 		return sp
@@ -572,11 +575,11 @@ func putNodeInfo(a pcommon.Map, info *assemble.NodeInfo) {
 }
 
 // classify places a node of g under the roofline of peaks, unless g's process's threads
-// lacked a CPU lately (GraphCPU.Recent): then its wall time is no measure of the kernel,
-// and it is starved. Its achieved rates stay what they were.
+// lacked a CPU over its latest graphs (GraphCPU.Starved): then its wall time is no measure
+// of the kernel, and it is starved. Its achieved rates stay what they were.
 func classify(n *assemble.Node, g *assemble.Graph, peaks roofline.Peaks) roofline.Class {
 	c := roofline.Classify(n.Info.FLOPs, n.Info.Bytes, float64(n.End-n.Start)/1e9, peaks)
-	if roofline.IsStarved(g.CPU.Recent) {
+	if g.CPU.Starved {
 		c.Bound = roofline.Starved
 	}
 	return c

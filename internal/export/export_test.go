@@ -417,13 +417,14 @@ func TestResourceOncePerBatch(t *testing.T) {
 }
 
 // A graph carries its threads' CPU time, and its nodes are starved when the process's
-// threads lacked a CPU lately: on the spans and in the metrics.
+// threads lacked a CPU over its latest graphs: on the spans and in the metrics. A graph
+// that ran while the collector was busy is marked, and left out of the metrics.
 func TestGraphCPU(t *testing.T) {
 	peaks := roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}
 	node := &assemble.Node{Info: &assemble.NodeInfo{Op: "ADD", Name: "x", Type: "f32", FLOPs: 1e6, Bytes: 1e6}, Start: 1000, End: 2000}
 	d := &assemble.Step{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 12000, Graphs: []*assemble.Graph{{
 		TID: 1, NNodes: 1, NThreads: 2, Start: 100, End: 10100, Traced: true, Nodes: []*assemble.Node{node},
-		CPU: assemble.GraphCPU{Known: true, Run: 12000, Wait: 7000, Recent: 0.6},
+		CPU: assemble.GraphCPU{Known: true, Run: 12000, Wait: 7000, Starved: true},
 	}}}
 	td := ptrace.NewTraces()
 	NewSpans(Clock{}, true, peaks, nil).Step(td, &Origin{PID: 1, Exe: "x"}, d)
@@ -454,11 +455,24 @@ func TestGraphCPU(t *testing.T) {
 	if got["ggml.graph.threads.cpu.time"] != 12e-6 || got["ggml.graph.threads.time"] != 20e-6 || got["starved"] != 1 {
 		t.Errorf("metrics %v", got)
 	}
-	// Without a recent share (too little thread time yet), the node is judged by its time.
-	d.Graphs[0].CPU.Recent = 0
+	// Not starved over the latest graphs, the node is judged by its time; perturbed,
+	// the graph says so, and its CPU time is not in the metrics.
+	d.Graphs[0].CPU.Starved, d.Graphs[0].CPU.Perturbed = false, true
 	td = ptrace.NewTraces()
 	NewSpans(Clock{}, true, peaks, nil).Step(td, &Origin{PID: 1, Exe: "x"}, d)
-	if b, _ := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(2).Attributes().Get("ggml.roofline.bound"); b.Str() == "starved" {
-		t.Error("a node judged starved without a recent share")
+	spans = td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	if b, _ := spans.At(2).Attributes().Get("ggml.roofline.bound"); b.Str() == "starved" {
+		t.Error("a node judged starved where its process's latest graphs were not")
+	}
+	if p, _ := spans.At(1).Attributes().Get("ggml.graph.on_cpu_perturbed"); !p.Bool() {
+		t.Errorf("a perturbed graph's attributes: %v", spans.At(1).Attributes().AsRaw())
+	}
+	m = NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{Peaks: peaks}, nil)
+	m.Step(&Origin{PID: 1, Exe: "x"}, d)
+	ms = m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := 0; i < ms.Len(); i++ {
+		if name := ms.At(i).Name(); name == "ggml.graph.threads.cpu.time" || name == "ggml.graph.threads.time" {
+			t.Errorf("%s from a perturbed graph", name)
+		}
 	}
 }

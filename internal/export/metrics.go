@@ -73,6 +73,8 @@ type processMetrics struct {
 	decodeDur [2]*histogram
 	// The traced graphs' threads' CPU time and thread time (threads × wall), by phase, ns.
 	graphCPU, graphThreads [2]float64
+	window                 float64 // seconds until its next sampling window, if windowed
+	windowed               bool
 	// Requests: GenAI server histograms, tokens by kind, and batch occupancy.
 	ttft, tpot, duration *histogram
 	reqTokens            [3]int64 // by tokenTypes
@@ -252,7 +254,7 @@ func (m *Metrics) Step(p *Origin, d *assemble.Step) {
 		st.bytes += c.Bytes
 	}
 	for _, g := range d.Graphs {
-		if g.CPU.Known && ph >= 0 {
+		if g.CPU.Known && !g.CPU.Perturbed && ph >= 0 {
 			pm.graphCPU[ph] += float64(g.CPU.Run)
 			pm.graphThreads[ph] += float64(g.NThreads) * float64(g.End-g.Start)
 		}
@@ -407,6 +409,15 @@ func (m *Metrics) Quota(pid int, c cgroup.CPU) {
 	}
 }
 
+// Window sets when pid's next sampling window opens, as seconds from now (0: one is open
+// or due).
+func (m *Metrics) Window(pid int, in time.Duration) {
+	if pm := m.procs[pid]; pm != nil {
+		pm.window = max(in.Seconds(), 0)
+		pm.windowed = true
+	}
+}
+
 // Forget drops a process that has exited once its metrics have been emitted one last
 // time, so that what it did since the previous export is not lost.
 func (m *Metrics) Forget(pid int) {
@@ -483,6 +494,9 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 			m.mb.RecordProfinferCgroupCPUPeriodsDataPoint(now, int64(q.Periods), q.Cgroup)
 			m.mb.RecordProfinferCgroupCPUThrottledPeriodsDataPoint(now, int64(q.Throttled), q.Cgroup)
 			m.mb.RecordProfinferCgroupCPUThrottledTimeDataPoint(now, q.ThrottledTime.Seconds(), q.Cgroup)
+		}
+		if pm.windowed {
+			m.mb.RecordProfinferWindowNextDataPoint(now, pm.window)
 		}
 		for ph, name := range [2]metadata.AttributeLlamaPhase{metadata.AttributeLlamaPhasePrefill, metadata.AttributeLlamaPhaseDecode} {
 			m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[ph], name)

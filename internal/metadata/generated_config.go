@@ -68,6 +68,7 @@ type MetricsConfig struct {
 	ProfinferProbesAttached            MetricConfig `mapstructure:"profinfer.probes.attached"`
 	ProfinferRooflinePeak              MetricConfig `mapstructure:"profinfer.roofline.peak"`
 	ProfinferSpansDropped              MetricConfig `mapstructure:"profinfer.spans.dropped"`
+	ProfinferWindowNext                MetricConfig `mapstructure:"profinfer.window.next"`
 	WhisperAudioTime                   MetricConfig `mapstructure:"whisper.audio.time"`
 	WhisperTranscriptionCount          MetricConfig `mapstructure:"whisper.transcription.count"`
 	WhisperTranscriptionTime           MetricConfig `mapstructure:"whisper.transcription.time"`
@@ -190,6 +191,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		ProfinferSpansDropped: MetricConfig{
+			Enabled: true,
+		},
+		ProfinferWindowNext: MetricConfig{
 			Enabled: true,
 		},
 		WhisperAudioTime: MetricConfig{

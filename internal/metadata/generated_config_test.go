@@ -144,6 +144,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProfinferSpansDropped: MetricConfig{
 						Enabled: true,
 					},
+					ProfinferWindowNext: MetricConfig{
+						Enabled: true,
+					},
 					WhisperAudioTime: MetricConfig{
 						Enabled: true,
 					},
@@ -307,6 +310,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					ProfinferSpansDropped: MetricConfig{
+						Enabled: false,
+					},
+					ProfinferWindowNext: MetricConfig{
 						Enabled: false,
 					},
 					WhisperAudioTime: MetricConfig{

@@ -348,6 +348,9 @@ var MetricsInfo = metricsInfo{
 	ProfinferSpansDropped: metricInfo{
 		Name: "profinfer.spans.dropped",
 	},
+	ProfinferWindowNext: metricInfo{
+		Name: "profinfer.window.next",
+	},
 	WhisperAudioTime: metricInfo{
 		Name: "whisper.audio.time",
 	},
@@ -399,6 +402,7 @@ type metricsInfo struct {
 	ProfinferProbesAttached            metricInfo
 	ProfinferRooflinePeak              metricInfo
 	ProfinferSpansDropped              metricInfo
+	ProfinferWindowNext                metricInfo
 	WhisperAudioTime                   metricInfo
 	WhisperTranscriptionCount          metricInfo
 	WhisperTranscriptionTime           metricInfo
@@ -2526,6 +2530,56 @@ func newMetricProfinferSpansDropped(cfg MetricConfig) metricProfinferSpansDroppe
 	return m
 }
 
+type metricProfinferWindowNext struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills profinfer.window.next metric with initial data.
+func (m *metricProfinferWindowNext) init() {
+	m.data.SetName("profinfer.window.next")
+	m.data.SetDescription("Seconds until the process's next node-sampling window opens, as of the data point; 0 while one is open or due.")
+	m.data.SetUnit("s")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricProfinferWindowNext) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricProfinferWindowNext) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricProfinferWindowNext) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricProfinferWindowNext(cfg MetricConfig) metricProfinferWindowNext {
+	m := metricProfinferWindowNext{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricWhisperAudioTime struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -2731,6 +2785,7 @@ type MetricsBuilder struct {
 	metricProfinferProbesAttached            metricProfinferProbesAttached
 	metricProfinferRooflinePeak              metricProfinferRooflinePeak
 	metricProfinferSpansDropped              metricProfinferSpansDropped
+	metricProfinferWindowNext                metricProfinferWindowNext
 	metricWhisperAudioTime                   metricWhisperAudioTime
 	metricWhisperTranscriptionCount          metricWhisperTranscriptionCount
 	metricWhisperTranscriptionTime           metricWhisperTranscriptionTime
@@ -2798,6 +2853,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricProfinferProbesAttached:            newMetricProfinferProbesAttached(mbc.Metrics.ProfinferProbesAttached),
 		metricProfinferRooflinePeak:              newMetricProfinferRooflinePeak(mbc.Metrics.ProfinferRooflinePeak),
 		metricProfinferSpansDropped:              newMetricProfinferSpansDropped(mbc.Metrics.ProfinferSpansDropped),
+		metricProfinferWindowNext:                newMetricProfinferWindowNext(mbc.Metrics.ProfinferWindowNext),
 		metricWhisperAudioTime:                   newMetricWhisperAudioTime(mbc.Metrics.WhisperAudioTime),
 		metricWhisperTranscriptionCount:          newMetricWhisperTranscriptionCount(mbc.Metrics.WhisperTranscriptionCount),
 		metricWhisperTranscriptionTime:           newMetricWhisperTranscriptionTime(mbc.Metrics.WhisperTranscriptionTime),
@@ -3092,6 +3148,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricProfinferProbesAttached.emit(ils.Metrics())
 	mb.metricProfinferRooflinePeak.emit(ils.Metrics())
 	mb.metricProfinferSpansDropped.emit(ils.Metrics())
+	mb.metricProfinferWindowNext.emit(ils.Metrics())
 	mb.metricWhisperAudioTime.emit(ils.Metrics())
 	mb.metricWhisperTranscriptionCount.emit(ils.Metrics())
 	mb.metricWhisperTranscriptionTime.emit(ils.Metrics())
@@ -3319,6 +3376,11 @@ func (mb *MetricsBuilder) RecordProfinferRooflinePeakDataPoint(ts pcommon.Timest
 // RecordProfinferSpansDroppedDataPoint adds a data point to profinfer.spans.dropped metric.
 func (mb *MetricsBuilder) RecordProfinferSpansDroppedDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricProfinferSpansDropped.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordProfinferWindowNextDataPoint adds a data point to profinfer.window.next metric.
+func (mb *MetricsBuilder) RecordProfinferWindowNextDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricProfinferWindowNext.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordWhisperAudioTimeDataPoint adds a data point to whisper.audio.time metric.

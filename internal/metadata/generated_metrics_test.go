@@ -225,6 +225,10 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordProfinferWindowNextDataPoint(ts, 1)
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordWhisperAudioTimeDataPoint(ts, 1)
 
 			defaultMetricsCount++
@@ -1027,6 +1031,18 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
+				case "profinfer.window.next":
+					assert.False(t, validatedMetrics["profinfer.window.next"], "Found a duplicate in the metrics slice: profinfer.window.next")
+					validatedMetrics["profinfer.window.next"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Seconds until the process's next node-sampling window opens, as of the data point; 0 while one is open or due.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
 				case "whisper.audio.time":
 					assert.False(t, validatedMetrics["whisper.audio.time"], "Found a duplicate in the metrics slice: whisper.audio.time")
 					validatedMetrics["whisper.audio.time"] = true

@@ -170,13 +170,18 @@
     main.append(s);
   }
 
+  // The graphs left out of a share: they ran beside the collector's own work.
+  function perturbed(c) {
+    return c.perturbed ? ' (' + c.perturbed + ' left out: they ran while profinfer attached or placed probes)' : '';
+  }
+
   // Whether the model's threads had their CPUs: the machine, not the model, may be the bottleneck.
   function cpuTiles(tiles, p) {
     for (const ph of p.phases || []) {
       if (!ph.cpu) continue;
-      const t = tile(pct(ph.cpu.share), ph.name + ' threads on a CPU, of ' + ph.cpu.graphs + ' traced graphs\' time' + (ph.cpu.share < 0.9 ? ': starved' : ''));
+      const t = tile(pct(ph.cpu.share), ph.name + ' threads on a CPU, of ' + ph.cpu.graphs + ' traced graphs\' time' + (ph.cpu.starved ? ': starved' : '') + perturbed(ph.cpu));
       t.dataset.oncpu = ph.name;
-      if (ph.cpu.share < 0.9) t.classList.add('starved');
+      if (ph.cpu.starved) t.classList.add('starved');
       tiles.append(t);
     }
   }
@@ -225,11 +230,26 @@
     main.append(s);
   }
 
+  // What a phase with no graph traced node by node waits for: the next sampling window,
+  // which its next graph brings forward unless the phase had its windows already.
+  function waitingFor(p, ph) {
+    const what = 'No ' + ph.name + ' graph traced node by node yet: ';
+    if (!p.next_window) return what + 'node tracing is off (nodes.mode off), or this process is not sampled.';
+    const secs = (Date.parse(p.next_window) - Date.now()) / 1000;
+    if (secs <= 1) return what + 'a sampling window opens with its next graph.';
+    return what + 'the next sampling window opens in ' + num(secs, 0) + ' s (nodes.sample_interval after the last).';
+  }
+
   function renderPhase(main, p, ph) {
     const s = section('Where ' + phaseTitle(p, ph.name) + '\'s time goes', 'phase-' + ph.name.replace(/ /g, '-'));
     s.append(el('p', null, ph.traced_graphs + ' graphs traced node by node, ' + num(ph.graph_seconds * 1e3, 1) + ' ms of graph time' +
       (ph.tokens ? '; ' + ph.tokens + ' tokens in ' + ph.decodes + ' ' + runtimeOf(p).step : ph.decodes ? '; ' + ph.decodes + ' ' + runtimeOf(p).step : '') +
-      (ph.cpu ? '; threads on a CPU ' + pct(ph.cpu.share) + ' of graph time' + (ph.cpu.share < 0.9 ? ' (starved: ops are not judged by their wall time)' : '') : '')));
+      (ph.cpu ? '; threads on a CPU ' + pct(ph.cpu.share) + ' of graph time' + (ph.cpu.starved ? ' (starved: ops are not judged by their wall time)' : '') + perturbed(ph.cpu) : '')));
+    if (!ph.traced_graphs) {
+      s.append(el('p', 'empty waiting', waitingFor(p, ph)));
+      main.append(s);
+      return;
+    }
     const rows = (ph.ops || []).map((o) => [o.op, o.weight, o.calls, num(o.total_ms, 2), num(o.mean_us, 1), pct(o.share),
       el('span', 'bound-' + (o.bound || 'none'), o.bound || '–'), rate(o)]);
     s.append(table(['op', 'weight type', 'calls', 'total ms', 'mean µs', '% of graph time', 'bound', 'achieved rate'], rows, 'ops-' + ph.name.replace(/ /g, '-')));

@@ -428,10 +428,33 @@ func (p *Profiler) emitMetrics(ctx context.Context) {
 	p.tele.ProbesAttached = p.probesLocked()
 	p.tele.GraphsTraced = p.traced
 	p.tele.AttachFailures = p.reg.Failures()
+	if p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime {
+		for pid := range p.tracked {
+			if next := p.windows.NextOf(pid); next.IsZero() {
+				p.acc.Window(pid, 0)
+			} else {
+				p.acc.Window(pid, time.Until(next))
+			}
+		}
+	}
 	md := p.acc.Emit(p.tele)
 	p.mu.Unlock()
 	if err := p.metrics.ConsumeMetrics(ctx, md); err != nil {
 		p.log.Warn("metrics not accepted by the pipeline", zap.Error(err))
+	}
+}
+
+// busy marks the collector's own work from now until done is called (assemble's Busy):
+// the graphs that run meanwhile share their CPUs with it, and no verdict of starved uses
+// them. Called without p.mu held.
+func (p *Profiler) busy() (done func()) {
+	p.mu.Lock()
+	p.asm.Busy(monotonic())
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.asm.Idle(monotonic())
+		p.mu.Unlock()
 	}
 }
 

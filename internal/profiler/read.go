@@ -248,6 +248,7 @@ func (s sink) Step(d *assemble.Step) {
 	for _, g := range d.Graphs {
 		s.p.countTraced(tr, g)
 	}
+	s.p.notePhases(tr, d)
 	if tr.looking && len(tr.held) < maxHeld {
 		tr.held = append(tr.held, d) // exported once its lookups are done
 		return

@@ -2,11 +2,13 @@ package profiler
 
 import (
 	"os"
+	"slices"
 	"strconv"
 
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/probe"
 )
 
@@ -23,6 +25,38 @@ func (p *Profiler) countTraced(t *tracked, g *assemble.Graph) {
 	p.traced++
 	if g.FillsWindow {
 		p.effects = append(p.effects, effect{kind: filled, pid: t.proc.PID})
+	}
+}
+
+// notePhases tells the window scheduler which phases of step d a window traced: its CPU
+// graphs' phase, and each device's share of it (a GPU's split has its nodes described in
+// windows only). A phase that no window traced yet brings the next window forward.
+// Called with p.mu held.
+func (p *Profiler) notePhases(t *tracked, d *assemble.Step) {
+	if p.cfg.Nodes.Mode != NodesSampled || !p.cfg.Layers.Runtime || d.Dropped {
+		return
+	}
+	phase := d.Phase
+	if d.Kind == assemble.LlamaDecode {
+		phase = export.Phase(d.Tokens)
+	}
+	if len(d.Graphs) > 0 {
+		p.notePhase(t, phase, slices.ContainsFunc(d.Graphs, func(g *assemble.Graph) bool { return g.Traced }))
+	}
+	for i := range d.Splits {
+		if sl := &d.Splits[i]; sl.Device {
+			p.notePhase(t, phase+" on "+sl.Backend, len(sl.Nodes) > 0 || len(sl.Timed) > 0)
+		}
+	}
+}
+
+func (p *Profiler) notePhase(t *tracked, phase string, traced bool) {
+	switch {
+	case traced:
+		p.windows.Traced(t.proc.PID, phase)
+	case p.windows.Untraced(t.proc.PID, phase):
+		p.log.Debug("sampling window brought forward", zap.Int("pid", t.proc.PID), zap.String("phase", phase))
+		p.wakeController() // its Tick opens the window
 	}
 }
 
@@ -43,7 +77,9 @@ func (n nodeProbes) Open() bool {
 			p.log.Debug("node details sent at every node start", zap.Int("pid", t.proc.PID), zap.Error(err))
 		}
 	}
+	p.asm.Busy(monotonic())
 	err := t.attachment.AttachNodes()
+	p.asm.Idle(monotonic())
 	if err != nil && !t.warned {
 		msg := "node probes not attached"
 		if t.attachment.NodesAttached() {
@@ -70,7 +106,9 @@ func (n nodeProbes) Open() bool {
 func (n nodeProbes) Close() {
 	n.p.asm.NodesOff(uint32(n.t.proc.PID), monotonic())
 	n.window(0)
+	n.p.asm.Busy(monotonic())
 	n.p.closeLater(n.t.attachment.DetachNodes())
+	n.p.asm.Idle(monotonic())
 }
 
 // window tells the programs how many graphs are left to start in the sampling window, for

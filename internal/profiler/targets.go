@@ -58,6 +58,7 @@ type tracked struct {
 
 // Trace puts probes on a GGML process the registry found, and starts tracking it.
 func (p *Profiler) Trace(f *registry.Found) error {
+	defer p.busy()()
 	pid, proc := f.Proc.PID, f.Proc
 	progs, err := p.bpf.Programs.For(f.Target.Layout)
 	if err != nil {
@@ -288,6 +289,9 @@ func (p *Profiler) findModels() {
 		}
 	}
 	p.mu.Unlock()
+	if len(todo) > 0 {
+		defer p.busy()()
+	}
 	for _, l := range todo {
 		m, changed := p.reg.LookForModel(l.pid, l.vsize, l.named)
 		if !changed {
@@ -358,6 +362,7 @@ func (p *Profiler) readContext(pid int) {
 	ctx, fields, whisper, vsize, named := t.ctx, t.ctxFields, t.whisper, t.modelVSize, runtimes.ModelArg(t.args)
 	search := t.proc.Model == nil && !t.noModel
 	p.mu.Unlock()
+	defer p.busy()() // after the unlock below
 
 	// The context first: the process may free it soon (llama-bench makes one per test).
 	size, threads, err := 0, 0, error(nil)

@@ -126,7 +126,7 @@ func TestTableShared(t *testing.T) {
 	v := &summary.View{Processes: []*summary.Process{{
 		Title:  "llama-server (pid 7)",
 		Quota:  &summary.Quota{Cgroup: "/job\x1b[2J", CPUs: 1, Periods: 10, Throttled: 9, ThrottledSeconds: 0.8, Threads: 2, SinceMade: true},
-		Phases: []*summary.Phase{{Name: "decode", CPU: &summary.ThreadsCPU{Graphs: 4, Share: 0.5}}, {Name: "prefill", CPU: &summary.ThreadsCPU{Graphs: 2, Share: 0.97}}},
+		Phases: []*summary.Phase{{Name: "decode", CPU: &summary.ThreadsCPU{Graphs: 4, Share: 0.5, Starved: true}}, {Name: "prefill", CPU: &summary.ThreadsCPU{Graphs: 2, Share: 0.97}}},
 	}}}
 	var b strings.Builder
 	if err := Table(&b, v); err != nil {

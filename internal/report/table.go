@@ -92,7 +92,7 @@ func onCPU(c *summary.ThreadsCPU) string {
 		return ""
 	}
 	s := fmt.Sprintf("; threads on a CPU %.0f%% of graph time", 100*c.Share)
-	if c.Share < summary.ContendedBelow {
+	if c.Starved {
 		s += " (starved: the machine, not the model, is the bottleneck)"
 	}
 	return s

@@ -97,14 +97,25 @@ const (
 	Starved Bound = "starved"
 )
 
-// starvedBelow is the share of their wall time under which threads that had a CPU are
-// starved: a tick's inexactness (GraphCPU) and the collector's own few per cent stay
-// well above it, and at it a node took a third longer than it would have alone.
-const starvedBelow = 0.75
+// StarvedBelow is the share of their graphs' wall time under which threads that had a
+// CPU were starved: alone on two cores the model's threads read 94-98% (a tick's
+// inexactness, the collector's own work at a window's end), and at it a node took a
+// quarter longer than it would have alone. A verdict rests on MinGraphs graphs or more,
+// of MinThreadSeconds of thread time (threads × wall) or more: one graph may be the one
+// that ran beside the collector's attach, and a share is exact to a scheduler tick per
+// thread, which some 25 ticks of thread time average out. Every verdict of starved (a
+// node's, an op's, a phase's, a finding's) is IsStarved over the graphs it speaks for.
+const (
+	StarvedBelow     = 0.8
+	MinGraphs        = 2
+	MinThreadSeconds = 0.1
+)
 
-// IsStarved says whether threads that had a CPU for share of their wall time (0:
-// unknown) were starved.
-func IsStarved(share float64) bool { return share > 0 && share < starvedBelow }
+// IsStarved says whether threads that had a CPU for share of the time of graphs graphs,
+// threadSeconds of thread time, were starved.
+func IsStarved(share float64, graphs int64, threadSeconds float64) bool {
+	return graphs >= MinGraphs && threadSeconds >= MinThreadSeconds && share < StarvedBelow
+}
 
 // overheadBelow is the fraction of the nearer roof under which a node is overhead-bound.
 const overheadBelow = 0.1

@@ -6,6 +6,7 @@
 package runtimes
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -31,12 +32,16 @@ type Runtime struct {
 }
 
 // ModelName is the name of the model file at host (path as the process sees it), whose
-// own name is name: the runtime's, where it names its models itself (Ollama).
+// own name is name (general.name): the runtime's, where it names its models itself
+// (Ollama), else its own, else the file's (its base name, less .gguf).
 func (r *Runtime) ModelName(host, path, name string) string {
 	if r.modelName != nil {
 		if n := r.modelName(host, path); n != "" {
 			return n
 		}
+	}
+	if name == "" && path != "" {
+		name = strings.TrimSuffix(filepath.Base(path), ".gguf")
 	}
 	return name
 }

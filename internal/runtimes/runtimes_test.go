@@ -123,6 +123,7 @@ func TestOllamaName(t *testing.T) {
 	write("manifests/example.org/library/projector/latest", layer("application/vnd.ollama.image.projector", "sha256:"+hex))
 	write("manifests/example.org/library/llama-1b/latest", layer("application/vnd.ollama.image.model", "sha256:"+hex))
 	path := "/home/.ollama/models/blobs/sha256-" + hex
+	mineLater := "/home/.ollama/models/blobs/sha256-cdcd"
 	if got := OllamaName(filepath.Join(root, path), path); got != "llama-1b:latest" {
 		t.Errorf("name %q, want llama-1b:latest", got)
 	}
@@ -131,6 +132,13 @@ func TestOllamaName(t *testing.T) {
 	}
 	if got := Llama.ModelName(filepath.Join(root, path), path, "llama-1b (GGUF)"); got != "llama-1b (GGUF)" {
 		t.Errorf("llama.cpp's model name %q", got)
+	}
+	// A GGUF file with no general.name is named by its file.
+	if got := Llama.ModelName("/proc/1/root/m/tiny.gguf", "/m/tiny.gguf", ""); got != "tiny" {
+		t.Errorf("unnamed model named %q, want its file's name", got)
+	}
+	if got := Ollama.ModelName(filepath.Join(root, mineLater), mineLater, ""); got != "sha256-cdcd" {
+		t.Errorf("unnamed model Ollama has no manifest for, named %q", got)
 	}
 	write("manifests/example.org/someone/mine/q4", layer("application/vnd.ollama.image.model", "sha256:abab"))
 	write("blobs/sha256-abab", "GGUF")

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/export"
+	"github.com/profinfer/profinfer/internal/roofline"
 )
 
 // Limits bound the aggregator's memory.
@@ -54,6 +55,7 @@ type proc struct {
 	runtime          string
 	resource         []KV
 	lastSeen         time.Time
+	nextWindow       time.Time // when its next sampling window opens, as last told
 	phases           map[string]*phase
 	latency          *logHistogram
 	requests         Requests
@@ -428,7 +430,9 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 	g := &graphRef{phase: ph, trace: s.TraceID(), start: s.StartTimestamp(), end: s.EndTimestamp()}
 	threads := intAttr(attrs, "ggml.threads")
 	p.threads = max(p.threads, threads)
-	if v, ok := attrs.Get("ggml.graph.on_cpu_ns"); ok && threads > 0 {
+	if v, ok := attrs.Get("ggml.graph.on_cpu_ns"); ok && threads > 0 && boolAttr(attrs, "ggml.graph.on_cpu_perturbed") {
+		ph.cpu.Perturbed++
+	} else if ok && threads > 0 {
 		ph.addCPU(dur(s), threads, float64(integer(v))/1e9, float64(intAttr(attrs, "ggml.graph.runqueue_ns"))/1e9, max(tokens, 1))
 	}
 	if !boolAttr(attrs, "ggml.graph.traced") {
@@ -753,6 +757,12 @@ func (a *Aggregator) Metrics(md pmetric.Metrics) {
 				case "ggml.moe.expert.selections":
 					p = cmp.Or(p, a.process(rm.Resource()))
 					p.selections(m.Sum().DataPoints())
+				case "profinfer.window.next":
+					p = cmp.Or(p, a.process(rm.Resource()))
+					if dps := m.Gauge().DataPoints(); dps.Len() > 0 {
+						dp := dps.At(dps.Len() - 1)
+						p.nextWindow = dp.Timestamp().AsTime().Add(time.Duration(dp.DoubleValue() * float64(time.Second)))
+					}
 				case "profinfer.cgroup.cpu.limit", "profinfer.cgroup.cpu.periods", "profinfer.cgroup.cpu.throttled.periods", "profinfer.cgroup.cpu.throttled.time":
 					p = cmp.Or(p, a.process(rm.Resource()))
 					p.quotaMetric(m)
@@ -886,6 +896,9 @@ func (p *proc) snapshot() *Process {
 	out := &Process{ID: p.id, Title: p.title, Model: p.model, Runtime: p.runtime, Resource: slices.Clone(p.resource),
 		Roofs: p.roofs, Rate: slices.Clone(p.rate), Timeline: p.timeline, LastSeen: p.lastSeen.UTC(),
 		Latency: p.latency.quantiles(), Findings: []Finding{}}
+	if !p.nextWindow.IsZero() {
+		out.NextWindow = p.nextWindow.UTC()
+	}
 	if p.requests.Count > 0 {
 		r := p.requests
 		r.TTFT, r.TPOT = p.ttft.quantiles(), p.tpot.quantiles()
@@ -947,8 +960,9 @@ func (ph *phase) snapshot(roofs Roofs) *Phase {
 	if out.DecodeSeconds > 0 {
 		out.TokensPerSec = float64(out.Tokens) / out.DecodeSeconds
 	}
-	if c := ph.cpu; c.Graphs > 0 {
+	if c := ph.cpu; c.Graphs > 0 || c.Perturbed > 0 {
 		c.Share = min(c.OnCPU/max(c.ThreadSeconds, 1e-12), 1)
+		c.Starved = roofline.IsStarved(c.Share, c.Graphs, c.ThreadSeconds)
 		if ph.quietGraphs >= minQuiet && ph.contendedTokens > 0 {
 			c.Cost = max(c.ContendedSeconds-float64(ph.contendedTokens)*ph.quietSeconds/float64(ph.quietTokens), 0)
 		}
@@ -969,7 +983,7 @@ func (ph *phase) snapshot(roofs Roofs) *Phase {
 		if r.byt > 0 {
 			r.Intensity = r.flops / r.byt
 		}
-		r.Bound, r.PeakFrac = verdict(&r, roofs)
+		r.Bound, r.PeakFrac = verdict(&r, roofs, out.CPU != nil && out.CPU.Starved)
 		out.Ops = append(out.Ops, &r)
 	}
 	slices.SortFunc(out.Ops, func(x, y *Op) int {
@@ -984,11 +998,17 @@ func (ph *phase) snapshot(roofs Roofs) *Phase {
 }
 
 // verdict is the bound that held for most of an op's time, as the receiver classified
-// its nodes, and how close its aggregate rate came to that roof.
-func verdict(o *Op, roofs Roofs) (string, float64) {
+// its nodes, and how close its aggregate rate came to that roof. Whether its threads
+// were starved is the phase's verdict (starved), over all the phase's graphs, so that an
+// op is never judged by other evidence than its phase: nodes judged starved over their
+// process's latest graphs count for no roof where the phase as a whole was not.
+func verdict(o *Op, roofs Roofs, starved bool) (string, float64) {
+	if starved {
+		return boundNames[boundIndex["starved"]], 0
+	}
 	best := -1
 	for i, ns := range o.boundNS {
-		if ns > 0 && (best < 0 || ns > o.boundNS[best]) {
+		if ns > 0 && boundNames[i] != "starved" && (best < 0 || ns > o.boundNS[best]) {
 			best = i
 		}
 	}

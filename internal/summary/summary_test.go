@@ -304,42 +304,51 @@ func TestRequests(t *testing.T) {
 }
 
 // Every graph's threads' CPU time folds into its phase: the share, the contended graphs
-// and what they cost against the others' time per token. Nodes of starved graphs are
-// judged starved.
+// and what they cost against the others' time per token. One verdict: the phase is
+// starved, and so is every op in it; a phase that is not has no starved op, whatever its
+// nodes said over their latest graphs. Graphs that ran beside the collector's own work
+// are counted apart.
 func TestThreadsCPU(t *testing.T) {
 	a := New()
 	ms := uint64(time.Millisecond)
-	graph := func(i int, secs uint64, run uint64, recent float64) {
+	graph := func(i int, secs uint64, run uint64, cpu assemble.GraphCPU) {
 		st := uint64(i+1) * 100 * ms
 		d := decodeOf(1, st, node("MUL_MAT", "Qcur-1", "q4_0", st+10, st+secs-20, 1e6, 18e9*1e-3))
 		d.Graphs[0].End = st + secs
-		d.Graphs[0].CPU = assemble.GraphCPU{Known: true, Run: run, Wait: 2*secs - run, Recent: recent}
+		cpu.Known, cpu.Run, cpu.Wait = true, run, 2*secs-run
+		d.Graphs[0].CPU = cpu
 		a.Traces(traces(server, d))
 	}
 	for i := range 4 { // 10 ms a token, two threads on their CPUs throughout
-		graph(i, 10*ms, 20*ms, 1)
+		graph(i, 10*ms, 20*ms, assemble.GraphCPU{})
 	}
 	for i := 4; i < 6; i++ { // 30 ms a token, on a CPU half the time
-		graph(i, 30*ms, 30*ms, 0.5)
+		graph(i, 30*ms, 30*ms, assemble.GraphCPU{Starved: true})
 	}
+	graph(6, 30*ms, 1*ms, assemble.GraphCPU{Perturbed: true})
 	ph := a.Snapshot().Processes[0].Phases[0]
 	c := ph.CPU
-	if c == nil || c.Graphs != 6 || c.Contended != 2 || math.Abs(c.Share-140.0/200) > 1e-6 || math.Abs(c.Cost-0.04) > 1e-6 || math.Abs(c.Wait-0.06) > 1e-6 {
-		t.Fatalf("phase CPU %+v, want 6 graphs, 2 contended, a share of 140/200 ms and a cost of 40 ms", c)
+	if c == nil || c.Graphs != 6 || c.Perturbed != 1 || c.Contended != 2 || math.Abs(c.Share-140.0/200) > 1e-6 || math.Abs(c.Cost-0.04) > 1e-6 || math.Abs(c.Wait-0.06) > 1e-6 || !c.Starved {
+		t.Fatalf("phase CPU %+v, want 6 graphs and 1 perturbed, 2 contended, a share of 140/200 ms, a cost of 40 ms, starved", c)
 	}
-	bounds := map[string]bool{}
 	for _, o := range ph.Ops {
-		bounds[o.Bound] = true
+		if o.Bound != "starved" {
+			t.Errorf("op %s judged %s in a starved phase", o.Op, o.Bound)
+		}
 	}
-	if !bounds["starved"] {
-		t.Errorf("verdicts %v: the nodes of the starved graphs are not starved", bounds)
-	}
-	// Too few graphs had their CPUs to measure the cost against.
+	// Too few graphs had their CPUs to measure the cost against, and one graph short of
+	// its CPUs is too little for a verdict: its starved nodes leave the op unjudged.
 	a = New()
-	graph(0, 10*ms, 20*ms, 1)
-	graph(1, 30*ms, 30*ms, 0.5)
-	if c := a.Snapshot().Processes[0].Phases[0].CPU; c.Cost != 0 || c.Contended != 1 {
-		t.Errorf("cost %v from one graph of each", c)
+	graph(0, 10*ms, 20*ms, assemble.GraphCPU{})
+	graph(1, 30*ms, 30*ms, assemble.GraphCPU{Starved: true})
+	ph = a.Snapshot().Processes[0].Phases[0]
+	if c := ph.CPU; c.Cost != 0 || c.Contended != 1 || c.Starved {
+		t.Errorf("phase CPU %+v from one graph of each: no cost, not starved", c)
+	}
+	for _, o := range ph.Ops {
+		if o.Bound == "starved" {
+			t.Errorf("op %s judged starved in a phase that is not", o.Op)
+		}
 	}
 }
 

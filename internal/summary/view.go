@@ -8,7 +8,11 @@
 // a gateway that receives OTLP from many, and on the file exporter's JSON lines.
 package summary
 
-import "time"
+import (
+	"time"
+
+	"github.com/profinfer/profinfer/internal/roofline"
+)
 
 // View is a snapshot of everything the page and the report show. It marshals to the
 // JSON the page's script renders.
@@ -42,6 +46,9 @@ type Process struct {
 	Quota    *Quota    `json:"quota,omitempty"`    // the cgroup CPU quota it runs under
 	Findings []Finding `json:"findings"`
 	LastSeen time.Time `json:"last_seen"`
+	// NextWindow is when its next node-sampling window opens (nodes.mode sampled); zero
+	// where none is scheduled.
+	NextWindow time.Time `json:"next_window,omitzero"`
 }
 
 // KV is one resource attribute, as text.
@@ -91,6 +98,11 @@ type ThreadsCPU struct {
 	OnCPU         float64 `json:"on_cpu"`         // seconds the process's threads ran meanwhile
 	Wait          float64 `json:"wait"`           // seconds they were runnable, waiting for a CPU
 	Share         float64 `json:"share"`          // OnCPU over ThreadSeconds, at most 1
+	// Starved is the verdict on Share (roofline.IsStarved): the page's tile and phase
+	// line, the op table and the findings all read it.
+	Starved bool `json:"starved"`
+	// Perturbed graphs, not counted above, ran while the collector itself was busy.
+	Perturbed int64 `json:"perturbed,omitempty"`
 	// Contended graphs are those whose threads had a CPU for less than ContendedBelow
 	// of their time. Their time per token, less that of the others, times their tokens,
 	// is Cost: the time the contention cost; 0 unless a few of the others were seen.
@@ -100,8 +112,8 @@ type ThreadsCPU struct {
 }
 
 // ContendedBelow is the share of its time on a CPU under which a graph's threads were
-// contended.
-const ContendedBelow = 0.9
+// contended: the one threshold of every verdict of starved.
+const ContendedBelow = roofline.StarvedBelow
 
 // Quota is the cgroup CPU quota a process runs under, and its throttling while profiled.
 type Quota struct {

@@ -5,6 +5,11 @@
 // however long they take to come: it ends when its last graph is assembled (Filled), not
 // on a timer. The schedule is kept per workload, a command, as well as per process: a
 // command run again and again is sampled as one long process would be.
+//
+// The first windows go to the phases (a llama.cpp prefill or decode, whisper's encode,
+// a device's share) that none has traced yet: a graph of such a phase, seen untraced,
+// brings the next window forward to now, so that a server's page has its decode's ops
+// within the first seconds of decoding, not an interval later.
 package window
 
 import "time"
@@ -24,6 +29,8 @@ type Scheduler struct {
 	procs    map[int]*proc
 	// last is when a window of each workload last opened or closed, for an interval.
 	last map[string]time.Time
+	// phases are those each workload's windows traced, and brought forward for.
+	phases map[string]*phases
 }
 
 type proc struct {
@@ -31,11 +38,23 @@ type proc struct {
 	workload string
 	open     bool
 	next     time.Time // when the next window opens, while none is open
+	phases   *phases   // its workload's, or its own where the workload is unknown
 }
+
+// phases are the phases some window traced a graph of, and how many times a graph of
+// each, untraced, brought a window forward.
+type phases struct {
+	traced map[string]bool
+	asked  map[string]int
+}
+
+// catchUps is how many windows a phase can bring forward: one may trace another phase's
+// graph (a prefill that comes as the window opens), never the model's every graph.
+const catchUps = 3
 
 // New returns a scheduler that waits interval between windows, on the clock now.
 func New(interval time.Duration, now func() time.Time) *Scheduler {
-	return &Scheduler{interval: interval, now: now, procs: map[int]*proc{}, last: map[string]time.Time{}}
+	return &Scheduler{interval: interval, now: now, procs: map[int]*proc{}, last: map[string]time.Time{}, phases: map[string]*phases{}}
 }
 
 // Add schedules process pid, which runs workload (its executable and arguments; "" if
@@ -47,19 +66,71 @@ func New(interval time.Duration, now func() time.Time) *Scheduler {
 // whether the window opened.
 func (s *Scheduler) Add(pid int, workload string, probes Probes) bool {
 	now := s.now()
-	p := &proc{probes: probes, workload: workload}
-	s.procs[pid] = p
 	for w, t := range s.last {
 		if now.Sub(t) >= s.interval {
 			delete(s.last, w)
 		}
 	}
+	for w := range s.phases { // a workload's phases last as long as its schedule does
+		if _, ok := s.last[w]; !ok && !s.running(w) {
+			delete(s.phases, w)
+		}
+	}
+	p := &proc{probes: probes, workload: workload}
+	if workload == "" {
+		p.phases = &phases{traced: map[string]bool{}, asked: map[string]int{}}
+	} else if p.phases = s.phases[workload]; p.phases == nil {
+		p.phases = &phases{traced: map[string]bool{}, asked: map[string]int{}}
+		s.phases[workload] = p.phases
+	}
+	s.procs[pid] = p
 	if t, ok := s.last[workload]; ok {
 		p.next = t.Add(s.interval)
 		return false
 	}
 	s.open(p, now)
 	return p.open
+}
+
+// Traced notes that a window of process pid traced a graph of phase.
+func (s *Scheduler) Traced(pid int, phase string) {
+	if p := s.procs[pid]; p != nil {
+		p.phases.traced[phase] = true
+	}
+}
+
+// Untraced notes a graph of process pid's phase that no window traced. If no window of
+// its workload traced that phase yet, its next window is brought forward to now, at most
+// catchUps times a phase, and Untraced says so: Tick opens it.
+func (s *Scheduler) Untraced(pid int, phase string) bool {
+	p := s.procs[pid]
+	if p == nil || p.open || p.phases.traced[phase] || p.phases.asked[phase] >= catchUps {
+		return false
+	}
+	p.phases.asked[phase]++
+	if now := s.now(); p.next.After(now) {
+		p.next = now
+	}
+	return true
+}
+
+// NextOf returns when process pid's next window opens: zero while one is open, or for a
+// process not scheduled.
+func (s *Scheduler) NextOf(pid int) time.Time {
+	if p := s.procs[pid]; p != nil && !p.open {
+		return p.next
+	}
+	return time.Time{}
+}
+
+// running says whether a process of workload is scheduled.
+func (s *Scheduler) running(workload string) bool {
+	for _, p := range s.procs {
+		if p.workload == workload {
+			return true
+		}
+	}
+	return false
 }
 
 // Remove forgets process pid; its probes are the caller's to close.

@@ -122,3 +122,52 @@ func TestWindowsPerWorkload(t *testing.T) {
 		t.Errorf("a run an hour later waited")
 	}
 }
+
+// A graph of a phase no window traced brings the next window forward, a few times at
+// most; one a window traced does not. A workload run again keeps what its windows traced.
+func TestPhasesFirst(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	s := New(10*time.Second, c.now)
+	a := &probes{}
+	s.Add(1, "server", a)
+	if s.Untraced(1, "decode") {
+		t.Error("brought forward while a window is open")
+	}
+	s.Traced(1, "prefill") // the first window traced a prefill
+	s.Filled(1)
+	c.advance(time.Second)
+	if s.Untraced(1, "prefill") {
+		t.Error("brought forward for a phase traced already")
+	}
+	if next := s.NextOf(1); next != c.at(10*time.Second) {
+		t.Errorf("next window of pid 1 at %v, want the interval after the first", next)
+	}
+	if !s.Untraced(1, "decode") || s.NextOf(1) != c.now() {
+		t.Fatalf("a decode no window traced did not bring the window forward: next %v", s.NextOf(1))
+	}
+	if s.Tick(); a.opened != 2 || !s.NextOf(1).IsZero() {
+		t.Fatalf("the window brought forward did not open: %+v", a)
+	}
+	// That window traced another prefill: the decode asks again, up to catchUps times.
+	for i := 2; i <= catchUps+1; i++ {
+		s.Traced(1, "prefill")
+		s.Filled(1)
+		c.advance(time.Second)
+		if got := s.Untraced(1, "decode"); got != (i <= catchUps) {
+			t.Fatalf("catch-up %d: %v", i, got)
+		}
+		s.Tick()
+	}
+	if a.opened != catchUps+1 {
+		t.Errorf("%d windows opened, want the first and %d catch-ups", a.opened, catchUps)
+	}
+	// The same workload again while the first runs: its phases are known.
+	s.Traced(1, "decode")
+	s.Add(2, "server", &probes{})
+	if s.Untraced(2, "decode") {
+		t.Error("a second process of a workload whose decode was traced brought a window forward")
+	}
+	if s.Untraced(3, "decode") || !s.NextOf(3).IsZero() {
+		t.Error("an unscheduled process")
+	}
+}
