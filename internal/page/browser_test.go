@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
@@ -94,4 +95,37 @@ func TestPageInBrowser(t *testing.T) {
 			t.Error(err)
 		}
 	}
+
+	// A decode no window traced yet: the page says what it waits for, and when. A share
+	// over one graph, with one more left out, is no verdict: no orange tile.
+	v := full()
+	v.Processes[0].NextWindow = time.Now().Add(8 * time.Second)
+	dec := v.Processes[0].Phases[1]
+	dec.TracedGraphs, dec.Ops, dec.Layers, dec.OpLayer = 0, nil, nil, nil
+	dec.CPU = &summary.ThreadsCPU{Graphs: 1, Perturbed: 1, ThreadSeconds: 0.2, OnCPU: 0.14, Share: 0.7}
+	if err := WriteFile(path, v); err != nil {
+		t.Fatal(err)
+	}
+	dom, consoleErrors, err = br.DOM(ctx, "file://"+path)
+	if err != nil || len(consoleErrors) > 0 {
+		t.Fatalf("waiting page: %v %q", err, consoleErrors)
+	}
+	text := testbench.Text(mustParse(t, dom))
+	for _, want := range []string{"No decode graph traced node by node yet: the next sampling window opens in ", "(1 left out: they ran while profinfer attached or placed probes)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the waiting page lacks %q", want)
+		}
+	}
+	if strings.Contains(dom, `class="tile starved"`) || strings.Contains(text, "time: starved") {
+		t.Error("a share over one graph was judged starved")
+	}
+}
+
+func mustParse(t *testing.T, dom string) *html.Node {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(dom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }

@@ -1,0 +1,211 @@
+//go:build e2e
+
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/profinfer/profinfer/internal/advise"
+	"github.com/profinfer/profinfer/internal/summary"
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// pageFacts is what a newcomer reads off the live page of one process.
+type pageFacts struct {
+	model        string
+	decodeOps    int             // rows of the decode op table
+	waiting      []string        // phases' "no graph traced yet" lines
+	starvedTiles []string        // the phases whose on-CPU tile reads starved
+	rules        map[string]bool // the findings shown
+	starvedOps   int             // op table rows judged starved
+}
+
+func readPage(t *testing.T, ctx context.Context, br *testbench.Browser, url string) pageFacts {
+	t.Helper()
+	dom, consoleErrors, err := br.DOM(ctx, url)
+	if err != nil || len(consoleErrors) > 0 {
+		t.Fatalf("%s: %v %q", url, err, consoleErrors)
+	}
+	doc, err := html.Parse(strings.NewReader(dom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := pageFacts{rules: map[string]bool{}}
+	testbench.Walk(doc, func(n *html.Node) {
+		if n.Type != html.ElementNode {
+			return
+		}
+		class := attr(n, "class")
+		switch {
+		case class == "model-name":
+			f.model = testbench.Text(n)
+		case class == "empty waiting":
+			f.waiting = append(f.waiting, testbench.Text(n))
+		case attr(n, "data-oncpu") != "" && strings.Contains(class, "starved"):
+			f.starvedTiles = append(f.starvedTiles, attr(n, "data-oncpu"))
+		case attr(n, "data-rule") != "":
+			f.rules[attr(n, "data-rule")] = true
+		case class == "bound-starved":
+			f.starvedOps++
+		case attr(n, "id") == "ops-decode":
+			testbench.Walk(n, func(tr *html.Node) {
+				if tr.Type == html.ElementNode && tr.Data == "tr" && tr.Parent.Data == "tbody" {
+					f.decodeOps++
+				}
+			})
+		}
+	})
+	return f
+}
+
+// A newcomer's first minute, with the default receiver config: a llama-server on the 1B
+// model, four requests of 48 tokens. Within 15 s of the first request the page has a
+// decode op table (the first windows go to the phases none has traced), and on this
+// quiet machine, in Chromium, no tile, op or finding says starved, though the first
+// window's graph ran as the collector attached. Before any decode, the page says what
+// it waits for. The model is named.
+func TestE2ENewcomerPage(t *testing.T) {
+	e := testbench.Require(t)
+	br := testbench.RequireBrowser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	port := freePort(t)
+	c := &collector{proc: runCollector(t, ctx, viewConfig("profinfer", "{}", out, port)), out: out}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	started := time.Now()
+	srv, err := e.StartServer(ctx, e.Bin("llama-server"), "llama-1b-q4_0", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	waitLogged(t, c, "attached", srv.PID(), started, 30*time.Second)
+	page := fmt.Sprintf("%s#pid=%d", url, srv.PID())
+
+	first := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		for range 4 {
+			if _, err := srv.Complete(ctx, "Once upon a time", 48); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	// The decode table, polled on the view's API as the page reads it.
+	var tableAt time.Duration
+	for tableAt == 0 && time.Since(first) < 30*time.Second {
+		time.Sleep(500 * time.Millisecond)
+		for _, p := range getView(t, url).Processes {
+			for _, ph := range p.Phases {
+				if ph.Name == "decode" && len(ph.Ops) > 0 {
+					tableAt = time.Since(first)
+				}
+			}
+		}
+	}
+	t.Logf("decode op table on the page %.1f s after the first request", tableAt.Seconds())
+	if tableAt == 0 || tableAt > 15*time.Second {
+		t.Errorf("the decode op table came %v after the first request, want within 15 s", tableAt)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	served := time.Since(first)
+	time.Sleep(2 * time.Second) // a collection interval, and the view's refresh
+	f := readPage(t, ctx, br, page)
+	t.Logf("after %.1f s of serving: model %q, %d decode ops, starved tiles %v, %d starved ops, findings %v, waiting %q",
+		served.Seconds(), f.model, f.decodeOps, f.starvedTiles, f.starvedOps, f.rules, f.waiting)
+	if f.model == "" {
+		t.Error("the page names no model")
+	}
+	if f.decodeOps == 0 || len(f.waiting) > 0 {
+		t.Errorf("the page has %d decode op rows and waits for %q", f.decodeOps, f.waiting)
+	}
+	if len(f.starvedTiles) > 0 || f.starvedOps > 0 || f.rules["threads-contended"] || f.rules["threads-blocked"] {
+		t.Errorf("a quiet machine read starved: tiles %v, %d ops, findings %v", f.starvedTiles, f.starvedOps, f.rules)
+	}
+	for _, p := range getView(t, url).Processes {
+		for _, ph := range p.Phases {
+			if ph.CPU != nil {
+				t.Logf("%s: threads on a CPU %.1f%% of %d graphs, %d left out as perturbed", ph.Name, 100*ph.CPU.Share, ph.CPU.Graphs, ph.CPU.Perturbed)
+			}
+		}
+	}
+}
+
+// A 25 s llama-bench beside two busy loops, under the default config (a window every
+// 10 s, to the phases first): the page's verdict of starved and the finding come
+// together, from the same graphs, or neither does; every op of a starved phase is judged
+// starved, and none of one that is not.
+func TestE2EBusyDefault(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	bench := e.Bin("llama-bench")
+	runCollector(t, ctx, viewConfig("profinfer", fmt.Sprintf("{targets: [{executable: %q}]}", bench), out, freePort(t)))
+	for range 2 { // one per core
+		hog, err := testbench.Start("sh", "-c", "while :; do :; done")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hog.Stop()
+	}
+	began := time.Now()
+	if _, err := testbench.Run(ctx, bench, e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 2)...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("llama-bench beside two busy loops: %.0f s", time.Since(began).Seconds())
+	settle(t, ctx, out)
+	v := summarize(t, out)
+	advise.Annotate(v)
+	if len(v.Processes) != 1 {
+		t.Fatalf("%d processes", len(v.Processes))
+	}
+	p := v.Processes[0]
+	fired := map[string]bool{}
+	for _, f := range p.Findings {
+		fired[f.ID] = true
+	}
+	anyStarved := false
+	for _, ph := range p.Phases {
+		if ph.CPU == nil {
+			continue
+		}
+		c := ph.CPU
+		t.Logf("%s: threads on a CPU %.0f%% of %d graphs (%d perturbed), starved %v; %d traced graphs", ph.Name, 100*c.Share, c.Graphs, c.Perturbed, c.Starved, ph.TracedGraphs)
+		anyStarved = anyStarved || c.Starved
+		for _, o := range ph.Ops {
+			if (o.Bound == "starved") != c.Starved {
+				t.Errorf("%s: op %s %s judged %q in a phase starved %v", ph.Name, o.Op, o.Weight, o.Bound, c.Starved)
+			}
+		}
+	}
+	if found := fired["threads-contended"] || fired["threads-blocked"]; found != anyStarved {
+		t.Errorf("a phase starved %v, a starved finding %v: %v", anyStarved, found, findingIDs(p))
+	}
+	if !tracedPhase(p, "decode") {
+		t.Errorf("no decode phase traced: %+v", p.Phases)
+	}
+}
+
+// tracedPhase says whether p has a phase name with a graph traced node by node.
+func tracedPhase(p *summary.Process, name string) bool {
+	for _, ph := range p.Phases {
+		if ph.Name == name && ph.TracedGraphs > 0 {
+			return true
+		}
+	}
+	return false
+}
