@@ -10,6 +10,7 @@ import (
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/probe"
+	"github.com/profinfer/profinfer/internal/window"
 )
 
 // Node sampling: internal/window decides when each process's window opens, and the
@@ -41,21 +42,21 @@ func (p *Profiler) notePhases(t *tracked, d *assemble.Step) {
 		phase = export.Phase(d.Tokens)
 	}
 	if len(d.Graphs) > 0 {
-		p.notePhase(t, phase, slices.ContainsFunc(d.Graphs, func(g *assemble.Graph) bool { return g.Traced }))
+		p.notePhase(t, window.Phase{Name: phase}, slices.ContainsFunc(d.Graphs, func(g *assemble.Graph) bool { return g.Traced }))
 	}
 	for i := range d.Splits {
 		if sl := &d.Splits[i]; sl.Device {
-			p.notePhase(t, phase+" on "+sl.Backend, len(sl.Nodes) > 0 || len(sl.Timed) > 0)
+			p.notePhase(t, window.Phase{Name: phase, Backend: sl.Backend}, len(sl.Nodes) > 0 || len(sl.Timed) > 0)
 		}
 	}
 }
 
-func (p *Profiler) notePhase(t *tracked, phase string, traced bool) {
+func (p *Profiler) notePhase(t *tracked, phase window.Phase, traced bool) {
 	switch {
 	case traced:
 		p.windows.Traced(t.proc.PID, phase)
 	case p.windows.Untraced(t.proc.PID, phase):
-		p.log.Debug("sampling window brought forward", zap.Int("pid", t.proc.PID), zap.String("phase", phase))
+		p.log.Debug("sampling window brought forward", zap.Int("pid", t.proc.PID), zap.String("phase", phase.Name), zap.String("backend", phase.Backend))
 		p.wakeController() // its Tick opens the window
 	}
 }

@@ -41,11 +41,15 @@ type proc struct {
 	phases   *phases   // its workload's, or its own where the workload is unknown
 }
 
+// Phase is a kind of graph a window may trace: a runtime's phase (prefill, decode,
+// encode), on the CPU or, with Backend set, a device's share of it.
+type Phase struct{ Name, Backend string }
+
 // phases are the phases some window traced a graph of, and how many times a graph of
 // each, untraced, brought a window forward.
 type phases struct {
-	traced map[string]bool
-	asked  map[string]int
+	traced map[Phase]bool
+	asked  map[Phase]int
 }
 
 // catchUps is how many windows a phase can bring forward: one may trace another phase's
@@ -78,9 +82,9 @@ func (s *Scheduler) Add(pid int, workload string, probes Probes) bool {
 	}
 	p := &proc{probes: probes, workload: workload}
 	if workload == "" {
-		p.phases = &phases{traced: map[string]bool{}, asked: map[string]int{}}
+		p.phases = &phases{traced: map[Phase]bool{}, asked: map[Phase]int{}}
 	} else if p.phases = s.phases[workload]; p.phases == nil {
-		p.phases = &phases{traced: map[string]bool{}, asked: map[string]int{}}
+		p.phases = &phases{traced: map[Phase]bool{}, asked: map[Phase]int{}}
 		s.phases[workload] = p.phases
 	}
 	s.procs[pid] = p
@@ -93,7 +97,7 @@ func (s *Scheduler) Add(pid int, workload string, probes Probes) bool {
 }
 
 // Traced notes that a window of process pid traced a graph of phase.
-func (s *Scheduler) Traced(pid int, phase string) {
+func (s *Scheduler) Traced(pid int, phase Phase) {
 	if p := s.procs[pid]; p != nil {
 		p.phases.traced[phase] = true
 	}
@@ -102,7 +106,7 @@ func (s *Scheduler) Traced(pid int, phase string) {
 // Untraced notes a graph of process pid's phase that no window traced. If no window of
 // its workload traced that phase yet, its next window is brought forward to now, at most
 // catchUps times a phase, and Untraced says so: Tick opens it.
-func (s *Scheduler) Untraced(pid int, phase string) bool {
+func (s *Scheduler) Untraced(pid int, phase Phase) bool {
 	p := s.procs[pid]
 	if p == nil || p.open || p.phases.traced[phase] || p.phases.asked[phase] >= catchUps {
 		return false

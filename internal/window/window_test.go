@@ -128,21 +128,22 @@ func TestWindowsPerWorkload(t *testing.T) {
 func TestPhasesFirst(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	s := New(10*time.Second, c.now)
+	prefill, decode := Phase{Name: "prefill"}, Phase{Name: "decode"}
 	a := &probes{}
 	s.Add(1, "server", a)
-	if s.Untraced(1, "decode") {
+	if s.Untraced(1, decode) {
 		t.Error("brought forward while a window is open")
 	}
-	s.Traced(1, "prefill") // the first window traced a prefill
+	s.Traced(1, prefill) // the first window traced a prefill
 	s.Filled(1)
 	c.advance(time.Second)
-	if s.Untraced(1, "prefill") {
+	if s.Untraced(1, prefill) {
 		t.Error("brought forward for a phase traced already")
 	}
 	if next := s.NextOf(1); next != c.at(10*time.Second) {
 		t.Errorf("next window of pid 1 at %v, want the interval after the first", next)
 	}
-	if !s.Untraced(1, "decode") || s.NextOf(1) != c.now() {
+	if !s.Untraced(1, decode) || s.NextOf(1) != c.now() {
 		t.Fatalf("a decode no window traced did not bring the window forward: next %v", s.NextOf(1))
 	}
 	if s.Tick(); a.opened != 2 || !s.NextOf(1).IsZero() {
@@ -150,10 +151,10 @@ func TestPhasesFirst(t *testing.T) {
 	}
 	// That window traced another prefill: the decode asks again, up to catchUps times.
 	for i := 2; i <= catchUps+1; i++ {
-		s.Traced(1, "prefill")
+		s.Traced(1, prefill)
 		s.Filled(1)
 		c.advance(time.Second)
-		if got := s.Untraced(1, "decode"); got != (i <= catchUps) {
+		if got := s.Untraced(1, decode); got != (i <= catchUps) {
 			t.Fatalf("catch-up %d: %v", i, got)
 		}
 		s.Tick()
@@ -162,12 +163,12 @@ func TestPhasesFirst(t *testing.T) {
 		t.Errorf("%d windows opened, want the first and %d catch-ups", a.opened, catchUps)
 	}
 	// The same workload again while the first runs: its phases are known.
-	s.Traced(1, "decode")
+	s.Traced(1, decode)
 	s.Add(2, "server", &probes{})
-	if s.Untraced(2, "decode") {
+	if s.Untraced(2, decode) {
 		t.Error("a second process of a workload whose decode was traced brought a window forward")
 	}
-	if s.Untraced(3, "decode") || !s.NextOf(3).IsZero() {
+	if s.Untraced(3, decode) || !s.NextOf(3).IsZero() {
 		t.Error("an unscheduled process")
 	}
 }
