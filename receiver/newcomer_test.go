@@ -66,7 +66,7 @@ func readPage(t *testing.T, ctx context.Context, br *testbench.Browser, url stri
 }
 
 // A newcomer's first minute, with the default receiver config: a llama-server on the 1B
-// model, four requests of 48 tokens. Within 15 s of the first request the page has a
+// model, requests of 48 tokens for 15 s. Within 5 s of the first request the page has a
 // decode op table (the first windows go to the phases none has traced), and on this
 // quiet machine, in Chromium, no tile, op or finding says starved, though the first
 // window's graph ran as the collector attached. Before any decode, the page says what
@@ -92,8 +92,8 @@ func TestE2ENewcomerPage(t *testing.T) {
 
 	first := time.Now()
 	done := make(chan error, 1)
-	go func() {
-		for range 4 {
+	go func() { // four requests at least, over 15 s at least: windows past the first ones
+		for i := 0; i < 4 || time.Since(first) < 15*time.Second; i++ {
 			if _, err := srv.Complete(ctx, "Once upon a time", 48); err != nil {
 				done <- err
 				return
@@ -114,8 +114,10 @@ func TestE2ENewcomerPage(t *testing.T) {
 		}
 	}
 	t.Logf("decode op table on the page %.1f s after the first request", tableAt.Seconds())
-	if tableAt == 0 || tableAt > 15*time.Second {
-		t.Errorf("the decode op table came %v after the first request, want within 15 s", tableAt)
+	// Without the first windows going to untraced phases, the decode's came with the
+	// window sample_interval (10 s) after the warm-up's.
+	if tableAt == 0 || tableAt > 5*time.Second {
+		t.Errorf("the decode op table came %v after the first request, want within 5 s", tableAt)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -163,7 +165,7 @@ func TestE2EBusyDefault(t *testing.T) {
 		defer hog.Stop()
 	}
 	began := time.Now()
-	if _, err := testbench.Run(ctx, bench, e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 2)...); err != nil {
+	if _, err := testbench.Run(ctx, bench, e.BenchArgs("llama-1b-q4_0", 16, 96, 2, 2)...); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("llama-bench beside two busy loops: %.0f s", time.Since(began).Seconds())
