@@ -5,6 +5,7 @@ package receiver
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,7 +66,7 @@ func readPage(t *testing.T, ctx context.Context, br *testbench.Browser, url stri
 	return f
 }
 
-// A newcomer's first minute, with the default receiver config: a llama-server on the 1B
+// A newcomer's first minute, with make run's configuration: a llama-server on the 1B
 // model, requests of 48 tokens for 15 s. Within 5 s of the first request the page has a
 // decode op table (the first windows go to the phases none has traced), and on this
 // quiet machine, in Chromium, no tile, op or finding says starved, though the first
@@ -79,7 +80,17 @@ func TestE2ENewcomerPage(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
 	port := freePort(t)
-	c := &collector{proc: runCollector(t, ctx, viewConfig("profinfer", "{}", out, port)), out: out}
+	// make run's configuration, unedited but for its ports and file.
+	raw, err := os.ReadFile("../config/otelcol.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.NewReplacer("127.0.0.1:9465", fmt.Sprintf("127.0.0.1:%d", port),
+		"127.0.0.1:9464", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "./profinfer-output.jsonl", out).Replace(string(raw))
+	if cfg == string(raw) || !strings.Contains(cfg, out) {
+		t.Fatal("config/otelcol.yaml no longer names the ports and file this test moves")
+	}
+	c := &collector{proc: runCollector(t, ctx, cfg), out: out}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	started := time.Now()
 	srv, err := e.StartServer(ctx, e.Bin("llama-server"), "llama-1b-q4_0", 2)

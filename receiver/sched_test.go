@@ -4,7 +4,6 @@ package receiver
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -163,7 +162,9 @@ func TestE2ECounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitPerfAttached(t, ps.PID()) // its first start on a fresh machine takes seconds
+	if err := testbench.WaitPerf(ps.PID(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	// Long enough that the window's edges weigh little: a few switches on either side
 	// (the idle gap before perf stat's start is profinfer's, the one before its end is
 	// perf's) came to 7 of a worker's 93 over 48 tokens.
@@ -280,30 +281,6 @@ func TestE2ECounters(t *testing.T) {
 	if strings.Contains(string(probe), "<not supported>") {
 		if n := strings.Count(c.proc.Stderr.String(), warning); n != 1 {
 			t.Errorf("warning %q logged %d times:\n%s", warning, n, c.proc.Stderr.String())
-		}
-	}
-}
-
-// waitPerfAttached waits until perf stat, process pid, has opened its counters: its
-// perf_event descriptors, one per thread and event, stop growing.
-func waitPerfAttached(t *testing.T, pid int) {
-	t.Helper()
-	last, still := 0, 0
-	for deadline := time.Now().Add(30 * time.Second); still < 4; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("perf stat (pid %d) opened no counters within 30 s", pid)
-		}
-		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-		n := 0
-		for _, fd := range fds {
-			if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && l == "anon_inode:[perf_event]" {
-				n++
-			}
-		}
-		if n > 0 && n == last {
-			still++
-		} else {
-			last, still = n, 0
 		}
 	}
 }

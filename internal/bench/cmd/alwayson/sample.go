@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/profinfer/profinfer/internal/testbench"
 )
 
 // uprobePath names the kernel functions a probe hit runs under: the breakpoint's
@@ -42,7 +45,16 @@ func startSampling(pid int) (*sampler, error) {
 		os.Remove(f.Name())
 		return nil, fmt.Errorf("perf record (install linux-perf): %w", err)
 	}
-	return &sampler{cmd: cmd, file: f.Name()}, nil
+	s := &sampler{cmd: cmd, file: f.Name()}
+	// A short arm could otherwise end before perf has its counters open, and leave it
+	// no samples to write.
+	if err := testbench.WaitPerf(cmd.Process.Pid, 30*time.Second); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return s, nil
 }
 
 // stopInto ends the sampling and, if the run succeeded (*err is nil), adds its counts to
