@@ -430,11 +430,8 @@ func (p *Profiler) emitMetrics(ctx context.Context) {
 	p.tele.AttachFailures = p.reg.Failures()
 	if p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime {
 		for pid := range p.tracked {
-			if next := p.windows.NextOf(pid); next.IsZero() {
-				p.acc.Window(pid, 0)
-			} else {
-				p.acc.Window(pid, time.Until(next))
-			}
+			// Zero (a window open) is long past: Window reads it as 0.
+			p.acc.Window(pid, time.Until(p.windows.NextOf(pid)))
 		}
 	}
 	md := p.acc.Emit(p.tele)

@@ -430,10 +430,12 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 	g := &graphRef{phase: ph, trace: s.TraceID(), start: s.StartTimestamp(), end: s.EndTimestamp()}
 	threads := intAttr(attrs, "ggml.threads")
 	p.threads = max(p.threads, threads)
-	if v, ok := attrs.Get("ggml.graph.on_cpu_ns"); ok && threads > 0 && boolAttr(attrs, "ggml.graph.on_cpu_perturbed") {
-		ph.cpu.Perturbed++
-	} else if ok && threads > 0 {
-		ph.addCPU(dur(s), threads, float64(integer(v))/1e9, float64(intAttr(attrs, "ggml.graph.runqueue_ns"))/1e9, max(tokens, 1))
+	if v, ok := attrs.Get("ggml.graph.on_cpu_ns"); ok && threads > 0 {
+		if boolAttr(attrs, "ggml.graph.on_cpu_perturbed") {
+			ph.cpu.Perturbed++
+		} else {
+			ph.addCPU(dur(s), threads, float64(integer(v))/1e9, float64(intAttr(attrs, "ggml.graph.runqueue_ns"))/1e9, max(tokens, 1))
+		}
 	}
 	if !boolAttr(attrs, "ggml.graph.traced") {
 		return g
@@ -463,7 +465,7 @@ func (ph *phase) addCPU(secs float64, threads int64, onCPU, wait float64, tokens
 	c.ThreadSeconds += secs * float64(threads)
 	c.OnCPU += onCPU
 	c.Wait += wait
-	if onCPU < ContendedBelow*secs*float64(threads) {
+	if onCPU < roofline.StarvedBelow*secs*float64(threads) {
 		c.Contended++
 		c.ContendedSeconds += secs
 		ph.contendedTokens += tokens

@@ -8,11 +8,7 @@
 // a gateway that receives OTLP from many, and on the file exporter's JSON lines.
 package summary
 
-import (
-	"time"
-
-	"github.com/profinfer/profinfer/internal/roofline"
-)
+import "time"
 
 // View is a snapshot of everything the page and the report show. It marshals to the
 // JSON the page's script renders.
@@ -103,17 +99,13 @@ type ThreadsCPU struct {
 	Starved bool `json:"starved"`
 	// Perturbed graphs, not counted above, ran while the collector itself was busy.
 	Perturbed int64 `json:"perturbed,omitempty"`
-	// Contended graphs are those whose threads had a CPU for less than ContendedBelow
+	// Contended graphs are those whose threads had a CPU for less than roofline.StarvedBelow
 	// of their time. Their time per token, less that of the others, times their tokens,
 	// is Cost: the time the contention cost; 0 unless a few of the others were seen.
 	Contended        int64   `json:"contended"`
 	ContendedSeconds float64 `json:"contended_seconds"`
 	Cost             float64 `json:"cost_seconds"`
 }
-
-// ContendedBelow is the share of its time on a CPU under which a graph's threads were
-// contended: the one threshold of every verdict of starved.
-const ContendedBelow = roofline.StarvedBelow
 
 // Quota is the cgroup CPU quota a process runs under, and its throttling while profiled.
 type Quota struct {
