@@ -11,6 +11,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/perfcount"
+	"github.com/profinfer/profinfer/internal/profiler"
 )
 
 // ErrorMode says what the receiver does when it cannot attach its probes to
@@ -84,18 +85,12 @@ type TargetConfig struct {
 	Executable string `mapstructure:"executable"`
 }
 
-// Node tracing modes.
-const (
-	NodesOff     = "off"     // decode and graph probes only
-	NodesSampled = "sampled" // node probes attached in windows
-	NodesAll     = "all"     // node probes always attached: every node of every graph
-)
-
 // NodesConfig decides which graphs are traced node by node. Node probes are hit once
 // per node on every thread, which is where almost all of profinfer's overhead is.
 type NodesConfig struct {
-	// Mode is "off", "sampled" or "all".
-	Mode string `mapstructure:"mode"`
+	// Mode is "off" (decode and graph probes only), "sampled" (node probes attached in
+	// windows) or "all" (node probes always attached: every node of every graph).
+	Mode profiler.NodeMode `mapstructure:"mode"`
 	// SampleInterval is, in sampled mode, the time from the end of one window to the
 	// start of the next: a process's, or a command's run again (internal/window).
 	SampleInterval time.Duration `mapstructure:"sample_interval"`
@@ -152,7 +147,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		DiscoveryInterval:    defaultDiscoveryInterval,
 		CollectionInterval:   defaultCollectionInterval,
-		Nodes:                NodesConfig{Mode: NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 1},
+		Nodes:                NodesConfig{Mode: profiler.NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 1},
 		Spans:                SpansConfig{Nodes: true, SampleEvery: 1},
 		Roofline:             RooflineConfig{Enabled: true, ProbeDuration: 400 * time.Millisecond, StateFile: defaultStateFile},
 		Layers:               LayersConfig{Application: true, Runtime: true},
@@ -183,8 +178,8 @@ func (c *Config) Validate() error {
 		errs = errors.Join(errs, fmt.Errorf("collection_interval must be positive, got %s", c.CollectionInterval))
 	}
 	switch c.Nodes.Mode {
-	case NodesOff, NodesAll:
-	case NodesSampled:
+	case profiler.NodesOff, profiler.NodesAll:
+	case profiler.NodesSampled:
 		if c.Nodes.SampleInterval <= 0 {
 			errs = errors.Join(errs, fmt.Errorf("nodes.sample_interval must be positive, got %s", c.Nodes.SampleInterval))
 		}
@@ -192,7 +187,7 @@ func (c *Config) Validate() error {
 			errs = errors.Join(errs, fmt.Errorf("nodes.sample_graphs must be at least 1, got %d", c.Nodes.SampleGraphs))
 		}
 	default:
-		errs = errors.Join(errs, fmt.Errorf("nodes.mode must be %q, %q or %q, got %q", NodesOff, NodesSampled, NodesAll, c.Nodes.Mode))
+		errs = errors.Join(errs, fmt.Errorf("nodes.mode must be %q, %q or %q, got %q", profiler.NodesOff, profiler.NodesSampled, profiler.NodesAll, c.Nodes.Mode))
 	}
 	if c.Spans.SampleEvery < 1 {
 		errs = errors.Join(errs, fmt.Errorf("spans.sample_every must be at least 1, got %d", c.Spans.SampleEvery))

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/profiler"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -47,7 +48,7 @@ func TestLoadConfig(t *testing.T) {
 				},
 				DiscoveryInterval:    time.Second,
 				CollectionInterval:   30 * time.Second,
-				Nodes:                NodesConfig{Mode: NodesAll, SampleInterval: 10 * time.Second, SampleGraphs: 1, Barriers: true},
+				Nodes:                NodesConfig{Mode: profiler.NodesAll, SampleInterval: 10 * time.Second, SampleGraphs: 1, Barriers: true},
 				Spans:                SpansConfig{Nodes: false, SampleEvery: 8},
 				Roofline:             RooflineConfig{Enabled: true, PeakFLOPS: 1.5e11, PeakBandwidth: 2.5e10, ProbeDuration: 400 * time.Millisecond},
 				Layers:               LayersConfig{Application: false, Runtime: true, Scheduler: true},

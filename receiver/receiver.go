@@ -45,14 +45,12 @@ func (r *profinferReceiver) Shutdown(ctx context.Context) error {
 	return r.profiler.Shutdown(ctx)
 }
 
-var nodeModes = map[string]profiler.NodeMode{NodesOff: profiler.NodesOff, NodesSampled: profiler.NodesSampled, NodesAll: profiler.NodesAll}
-
 func (r *profinferReceiver) profilerConfig() profiler.Config {
 	c := r.cfg
 	pc := profiler.Config{
 		DiscoveryInterval:  c.DiscoveryInterval,
 		CollectionInterval: c.CollectionInterval,
-		Nodes:              profiler.Nodes{Mode: nodeModes[c.Nodes.Mode], Interval: c.Nodes.SampleInterval, Graphs: c.Nodes.SampleGraphs},
+		Nodes:              profiler.Nodes{Mode: c.Nodes.Mode, Interval: c.Nodes.SampleInterval, Graphs: c.Nodes.SampleGraphs},
 		NodeSpans:          c.Spans.Nodes,
 		SampleEvery:        c.Spans.SampleEvery,
 		RingBufferSize:     c.RingBufferSize,

@@ -71,7 +71,7 @@ func record(kind events.Kind, flags uint16, addr uint64, l ggml.Layout, t tensor
 func decode(t *testing.T, b []byte) *events.Event {
 	t.Helper()
 	var ev events.Event
-	if err := events.Decode(b, &ev); err != nil {
+	if err := events.Parse(b, &ev); err != nil {
 		t.Fatal(err)
 	}
 	return &ev

@@ -268,8 +268,8 @@ func (s CPUSched) Sub(earlier CPUSched) CPUSched {
 		s.Preemptions - earlier.Preemptions, s.Migrations - earlier.Migrations}
 }
 
-// Decode parses one ring-buffer record into e.
-func Decode(b []byte, e *Event) error {
+// Parse parses one ring-buffer record into e.
+func Parse(b []byte, e *Event) error {
 	if len(b) < HeaderSize {
 		return fmt.Errorf("events: record of %d bytes is shorter than the %d-byte header", len(b), HeaderSize)
 	}

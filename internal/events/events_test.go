@@ -30,7 +30,7 @@ func TestSizesMatchBPF(t *testing.T) {
 	}
 }
 
-func TestDecodeDeviceTimes(t *testing.T) {
+func TestParseDeviceTimes(t *testing.T) {
 	b := make([]byte, TimesSize)
 	le := binary.LittleEndian
 	le.PutUint16(b[16:], uint16(DeviceTimes))
@@ -40,25 +40,25 @@ func TestDecodeDeviceTimes(t *testing.T) {
 	copy(b[HeaderSize:], "MUL_MAT_VEC q4_0\x00stale")
 	le.PutUint64(b[HeaderSize+LabelMax+8:], 1234)
 	var e Event
-	if err := Decode(b, &e); err != nil || e.Held() != 300 || string(e.Label) != "MUL_MAT_VEC q4_0" || e.First() != 32 || e.Nth != 2 || e.DeviceTime(1) != 1234 {
+	if err := Parse(b, &e); err != nil || e.Held() != 300 || string(e.Label) != "MUL_MAT_VEC q4_0" || e.First() != 32 || e.Nth != 2 || e.DeviceTime(1) != 1234 {
 		t.Fatalf("decoded %+v, %v", e, err)
 	}
 	le.PutUint16(b[20:], TimesChunk+1)
-	if err := Decode(b, &e); err == nil {
+	if err := Parse(b, &e); err == nil {
 		t.Fatal("a record of more times than it holds decoded")
 	}
 	n := make([]byte, TimedSize)
 	le.PutUint16(n[16:], uint16(TimedNode))
 	copy(n[DetailSize:], "ADD\x00")
-	if err := Decode(n, &e); err != nil || string(e.Label) != "ADD" || len(e.Tensor) != TensorMax {
+	if err := Parse(n, &e); err != nil || string(e.Label) != "ADD" || len(e.Tensor) != TensorMax {
 		t.Fatalf("timed node decoded %q, %v", e.Label, err)
 	}
-	if err := Decode(n[:DetailSize], &e); err == nil {
+	if err := Parse(n[:DetailSize], &e); err == nil {
 		t.Fatal("a timed node without its label decoded")
 	}
 }
 
-func TestDecode(t *testing.T) {
+func TestParse(t *testing.T) {
 	b := make([]byte, DetailSize)
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], 123)
@@ -79,7 +79,7 @@ func TestDecode(t *testing.T) {
 	le.PutUint64(b[DetailSize-countersSize-8:], 0xfeed) // the third source's view_src
 	le.PutUint64(b[DetailSize-8:], 48)
 	var e Event
-	if err := Decode(b, &e); err != nil {
+	if err := Parse(b, &e); err != nil {
 		t.Fatal(err)
 	}
 	if e.TS != 123 || e.PID != 10 || e.TID != 11 || e.Kind != NodeDetail || e.Nth != 2 ||
@@ -96,7 +96,7 @@ func TestDecode(t *testing.T) {
 		{make([]byte, HeaderSize), "events: unknown kind 0"},
 		{counted(Node, HeaderSize), "events: node with counters of 64 bytes, want 128"},
 	} {
-		if err := Decode(tc.in, &e); err == nil || err.Error() != tc.want {
+		if err := Parse(tc.in, &e); err == nil || err.Error() != tc.want {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}
 	}
@@ -110,11 +110,11 @@ func counted(k Kind, n int) []byte {
 	return b
 }
 
-func TestDecodeCounted(t *testing.T) {
+func TestParseCounted(t *testing.T) {
 	b := counted(ThreadExit, CountedSize)
 	binary.LittleEndian.PutUint64(b[HeaderSize+8:], 7)
 	var e Event
-	if err := Decode(b, &e); err != nil || e.Kind != ThreadExit || e.Counters[1] != 7 {
+	if err := Parse(b, &e); err != nil || e.Kind != ThreadExit || e.Counters[1] != 7 {
 		t.Fatalf("decoded %+v, %v", e, err)
 	}
 	c := Counters{5, 10}
@@ -124,7 +124,7 @@ func TestDecodeCounted(t *testing.T) {
 	}
 }
 
-func TestDecodeExperts(t *testing.T) {
+func TestParseExperts(t *testing.T) {
 	b := make([]byte, HeaderSize+512)
 	le := binary.LittleEndian
 	le.PutUint16(b[16:], uint16(Experts))
@@ -134,19 +134,19 @@ func TestDecodeExperts(t *testing.T) {
 	le.PutUint64(b[32:], 32) // row stride
 	b[HeaderSize+32] = 5
 	var e Event
-	if err := Decode(b, &e); err != nil || e.Kind != Experts || e.IDs() != 0x1d5 || e.Ith != 3 || len(e.Rows) != 64 || e.Rows[32] != 5 {
+	if err := Parse(b, &e); err != nil || e.Kind != Experts || e.IDs() != 0x1d5 || e.Ith != 3 || len(e.Rows) != 64 || e.Rows[32] != 5 {
 		t.Fatalf("decoded %+v, %v", e, err)
 	}
 	want := "events: experts record of 80 bytes for 2 rows of 32"
-	if err := Decode(b[:HeaderSize+64], &e); err != nil || len(e.Rows) != 64 {
+	if err := Parse(b[:HeaderSize+64], &e); err != nil || len(e.Rows) != 64 {
 		t.Fatalf("decoded %d bytes of rows, %v", len(e.Rows), err)
 	}
-	if err := Decode(b[:HeaderSize+16], &e); err == nil || err.Error() != want {
+	if err := Parse(b[:HeaderSize+16], &e); err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 }
 
-func TestDecodeGraph(t *testing.T) {
+func TestParseGraph(t *testing.T) {
 	b := make([]byte, GraphSize)
 	le := binary.LittleEndian
 	le.PutUint16(b[16:], uint16(GraphExit))
@@ -155,11 +155,11 @@ func TestDecodeGraph(t *testing.T) {
 	le.PutUint32(b[HeaderSize+16:], 3)
 	le.PutUint32(b[HeaderSize+20:], 1)
 	var e Event
-	if err := Decode(b, &e); err != nil || e.CPU != (ThreadsCPU{Run: 9000, Wait: 300, Threads: 3, Partial: true}) {
+	if err := Parse(b, &e); err != nil || e.CPU != (ThreadsCPU{Run: 9000, Wait: 300, Threads: 3, Partial: true}) {
 		t.Fatalf("decoded %+v, %v", e.CPU, err)
 	}
 	want := "events: graph_exit of 64 bytes, want 88"
-	if err := Decode(b[:HeaderSize], &e); err == nil || err.Error() != want {
+	if err := Parse(b[:HeaderSize], &e); err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 }
@@ -172,7 +172,7 @@ func TestSchedSub(t *testing.T) {
 	}
 }
 
-func FuzzDecode(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add(make([]byte, DetailSize))
 	f.Add([]byte{1, 2, 3})
 	for k := DecodeEnter; k <= lastKind; k++ { // a record of every kind, with and without counters
@@ -187,6 +187,6 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var e Event
-		_ = Decode(b, &e)
+		_ = Parse(b, &e)
 	})
 }

@@ -3,127 +3,132 @@ package profiler
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/profinfer/profinfer/internal/discover"
+	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
+	"github.com/profinfer/profinfer/internal/runtimes"
+	"github.com/profinfer/profinfer/internal/window"
 )
 
-// The reader only decodes, describes, assembles and builds spans. What it finds that
-// needs acting on travels to the controller as effects, so that nothing below the reader
-// calls back into it: the controller opens and closes sampling windows, has processes
-// send their nodes' detail again, opens and closes perf counters, and reads new contexts
-// and model files from /proc.
+// controller is what the controller goroutine owns: the probes attached to each traced
+// process, their sampling windows, and the search for their model files. The registry
+// reaches it through call; the reader through effects.
+type controller struct {
+	procs   map[int]*ctlProc
+	pool    *probe.Pool // the lasting probes, placed once per file; safe for any goroutine
+	windows *window.Scheduler
+	search  time.Time // when to look for model files next; zero: none is missing
+}
+
+// ctlProc is a traced process as the controller knows it.
+type ctlProc struct {
+	pid        int
+	attachment *probe.Attachment
+	runtime    *runtimes.Runtime
+	args       []string // its command line
+	parent     string   // the executable of the process that started it
+	// Where its llama_context holds its size and threads (nil without libllama or when
+	// its getters are not plain loads), and its whisper_context its model (or nil).
+	ctxFields  *ggml.Context
+	whisper    *runtimes.WhisperFields
+	warned     bool   // a failure to attach the node probes was logged
+	schedSeen  bool   // a backend scheduler was seen made: its backends decided the split probes
+	schedAsked bool   // its scheduler's read (AttachSchedRead) was placed, and is not done
+	multi      bool   // a scheduler with a backend besides the CPU's was seen made
+	splits     bool   // the split probes are attached
+	model      bool   // its model file was found
+	noModel    bool   // it has none to look for, or it could not be read
+	modelVSize uint64 // its virtual size when no model was found: look again once it grows
+}
 
 // effectKind is what the reader asks of the controller.
 type effectKind uint8
 
 const (
-	filled         effectKind = iota // a sampling window's last graph was assembled: close it
-	redescribe                       // a known node came undescribed: have every detail sent again
-	contextSeen                      // a process decodes with a new llama_context: read it
-	countThread                      // a thread came without counters: open them
-	threadStart                      // a thread started: open its counters
-	sweep                            // discovery scanned /proc: close the counters of threads gone, and idle file probes
-	deviceSeen                       // a process computed a split on another backend than the CPU
-	splitsWanted                     // a process's scheduler has a backend besides the CPU's, or is unknown
-	splitsUnwanted                   // a process's scheduler has the CPU's backend alone
-	schedWanted                      // a process computes with a scheduler made before profinfer came: read it
-	schedRead                        // a process's scheduler was read
+	filled        effectKind = iota // a sampling window's last graph was assembled: close it
+	redescribe                      // a known node came undescribed: have every detail sent again
+	contextSeen                     // a process decodes with a new context (ctx): read it
+	countThread                     // a thread came without counters: open them
+	threadStart                     // a thread started: open its counters
+	deviceSeen                      // a process computed a split on a backend other than the CPU
+	schedWanted                     // a process computes with a scheduler made before profinfer came: read it
+	schedMade                       // a process made a scheduler of n backends, or it was read
+	phaseTraced                     // a window traced a graph of phase
+	phaseUntraced                   // a graph of phase, no window's, came
+	gone                            // the reader dropped a process
 )
 
 type effect struct {
-	kind effectKind
-	pid  int
-	tid  uint32 // countThread, threadStart
-	addr uint64 // deviceSeen: the backend's get_name
+	kind    effectKind
+	pid     int
+	tid     uint32           // countThread, threadStart
+	n       int              // schedMade
+	ctx     uint64           // contextSeen
+	module  *discover.Module // deviceSeen: the backend's library
+	backend string           // deviceSeen
+	phase   window.Phase     // phaseTraced, phaseUntraced
 }
 
-// signal wakes the controller if the reader posted effects. Called with p.mu held.
-func (p *Profiler) signal() {
-	if len(p.effects) > 0 {
-		p.wakeController()
+// call runs f on the controller and waits for it; false once Shutdown began.
+func (p *Profiler) call(f func()) bool {
+	done := make(chan struct{})
+	select {
+	case p.calls <- func() { f(); close(done) }:
+		<-done
+		return true
+	case <-p.stop:
+		return false
 	}
 }
 
-// controlLoop acts on the reader's effects as they come, opens the sampling windows that
-// are due, and every modelSearch, while some process has no model file yet, looks for it.
-// It has no timer of its own otherwise: each wakeup of the collector costs the model on
-// its cores.
+// controlLoop acts on the reader's effects and the registry's calls as they come, opens
+// the sampling windows that are due, and every modelSearch, while some process has no
+// model file yet, looks for it. It has no timer of its own otherwise: each wakeup of the
+// collector costs the model on its cores.
 func (p *Profiler) controlLoop() {
 	defer p.wg.Done()
-	sampled := p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime
+	c := p.ctl
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var search time.Time // when to look for model files next; zero: none is missing
 	for {
+		var effects []effect
 		select {
 		case <-p.stop:
 			return
-		case <-p.wake:
+		case effects = <-p.effects:
+		case f := <-p.calls:
+			f()
 		case <-timer.C:
 		}
-		p.mu.Lock()
-		effects := p.effects
-		p.effects = nil
-		var contexts []int
-		var threads, devices []effect
-		var backendOps []effect
-		swept := false
+		var threads []effect
 		for _, e := range effects {
 			switch e.kind {
-			case filled:
-				p.windows.Filled(e.pid)
-			case redescribe:
-				if err := probe.Remember(&p.bpf.ProfinferMaps, e.pid, monotonic()); err != nil {
-					p.log.Debug("node details not asked again", zap.Int("pid", e.pid), zap.Error(err))
-				}
-			case contextSeen:
-				contexts = append(contexts, e.pid)
 			case countThread, threadStart:
 				threads = append(threads, e)
-			case sweep:
-				swept = true
-			case deviceSeen:
-				devices = append(devices, e)
-			case splitsWanted, splitsUnwanted, schedWanted, schedRead:
-				backendOps = append(backendOps, e)
+			case contextSeen:
+				p.readContext(e.pid, e.ctx) // at once: the process may free it soon
+			default:
+				p.act(e)
 			}
 		}
 		var window time.Time
-		if sampled {
-			window = p.windows.Tick()
+		if p.cfg.sampled() {
+			window = c.windows.Tick()
 		}
-		missing := p.modelsMissing()
-		p.setBackendProbes(backendOps)
-		p.attachDevices(devices)
-		p.mu.Unlock()
 		p.openCounters(threads)
-		if swept {
-			p.sweepCounters()
-			p.sweepPool()
-		}
-		for _, pid := range contexts {
-			p.readContext(pid)
-		}
-		now := time.Now()
-		switch { // a model found just now by readContext makes one look in vain
-		case !missing:
-			search = time.Time{}
-		case search.IsZero():
-			search = now.Add(modelSearch)
-		case !now.Before(search):
-			p.findModels()
-			search = now.Add(modelSearch)
-		}
-		next := search
+		next := p.searchModels()
 		if !window.IsZero() && (next.IsZero() || window.Before(next)) {
 			next = window
 		}
+		p.publish()
 		timer.Stop()
 		if !next.IsZero() {
 			timer.Reset(max(time.Until(next), 0))
@@ -131,33 +136,115 @@ func (p *Profiler) controlLoop() {
 	}
 }
 
-// attachDevices adds the device probes to processes that computed a split on a backend
-// other than the CPU. Called with p.mu held, as windows attach theirs.
-func (p *Profiler) attachDevices(devices []effect) {
-	for _, e := range devices {
-		t := p.tracked[e.pid]
-		if t == nil {
-			continue
+// act does what effect e asks about a traced process.
+func (p *Profiler) act(e effect) {
+	c := p.ctl
+	t := c.procs[e.pid]
+	if t == nil {
+		return
+	}
+	switch e.kind {
+	case filled:
+		c.windows.Filled(e.pid)
+	case redescribe:
+		if err := probe.Remember(&p.bpf.ProfinferMaps, e.pid, monotonic()); err != nil {
+			p.log.Debug("node details not asked again", zap.Int("pid", e.pid), zap.Error(err))
 		}
-		err := t.attachment.AttachDevice(t.backends.Module(e.addr), t.backends.Name(e.addr))
-		if err != nil && !p.reg.Vanished(e.pid) {
-			p.log.Warn("some device probes not attached", zap.Int("pid", e.pid), zap.Error(err))
+	case deviceSeen:
+		p.attachDevice(t, e)
+	case schedWanted, schedMade:
+		p.backendProbes(t, e)
+	case phaseTraced:
+		c.windows.Traced(e.pid, e.phase)
+	case phaseUntraced:
+		if c.windows.Untraced(e.pid, e.phase) {
+			p.log.Debug("sampling window brought forward", zap.Int("pid", e.pid), zap.String("phase", e.phase.Name), zap.String("backend", e.phase.Backend))
 		}
-		switch t.attachment.Logger {
-		case probe.LoggerNodes:
-			p.log.Info("ggml-vulkan's perf logger is on: reading the device's own time for each node", zap.Int("pid", e.pid))
-		case probe.LoggerConcurrent:
-			p.log.Info("ggml-vulkan's perf logger times groups of nodes (GGML_VK_PERF_LOGGER_CONCURRENT): "+
-				"node times are not read; unset it for a time per node", zap.Int("pid", e.pid))
-		}
+	case gone:
+		delete(c.procs, e.pid)
+		c.windows.Remove(e.pid)
+		p.closeLater(t.attachment)
+		p.sweepPool()
 	}
 }
 
-// wakeController has the controller look at the processes again, as after an attach.
-func (p *Profiler) wakeController() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
+// shown is what the controller last published for the metrics.
+type shown struct {
+	probes int
+	next   map[int]time.Time // when each process's next sampling window opens; zero while one is open
+}
+
+// publish counts the probes attached, and when windows open, for the metrics.
+func (p *Profiler) publish() {
+	c := p.ctl
+	s := &shown{next: make(map[int]time.Time, len(c.procs))}
+	for pid, t := range c.procs {
+		s.probes += t.attachment.Probes()
+		s.next[pid] = c.windows.NextOf(pid)
+	}
+	p.shown.Store(s)
+}
+
+// attachDevice adds the device probes to a process that computed a split on a backend
+// other than the CPU.
+func (p *Profiler) attachDevice(t *ctlProc, e effect) {
+	err := t.attachment.AttachDevice(e.module, e.backend)
+	if err != nil && !p.reg.Vanished(t.pid) {
+		p.log.Warn("some device probes not attached", zap.Int("pid", t.pid), zap.Error(err))
+	}
+	switch t.attachment.Logger {
+	case probe.LoggerNodes:
+		p.log.Info("ggml-vulkan's perf logger is on: reading the device's own time for each node", zap.Int("pid", t.pid))
+	case probe.LoggerConcurrent:
+		p.log.Info("ggml-vulkan's perf logger times groups of nodes (GGML_VK_PERF_LOGGER_CONCURRENT): "+
+			"node times are not read; unset it for a time per node", zap.Int("pid", t.pid))
+	}
+}
+
+// backendProbes adds or removes the split probes and the scheduler's read. Where the CPU
+// is a scheduler's only backend the split probes go (or stay off), each CPU graph
+// standing for its split: they would cost every token two probe hits, one a return
+// probe's. With no scheduler seen made (profinfer came after), the scheduler is read at
+// the process's next graph; where it cannot be, the split probes are needed.
+func (p *Profiler) backendProbes(t *ctlProc, e effect) {
+	var gone probe.Links
+	switch {
+	case e.kind == schedWanted:
+		t.schedAsked = true
+		ok, err := t.attachment.AttachSchedRead()
+		if ok || t.schedSeen {
+			break
+		}
+		p.log.Debug("scheduler not read", zap.Int("pid", t.pid), zap.Error(err))
+		p.attachSplits(t)
+	default: // schedMade
+		t.schedSeen = true
+		if t.schedAsked { // its read is done
+			t.schedAsked = false
+			gone = t.attachment.DetachSchedRead()
+		}
+		switch {
+		case e.n > 1:
+			t.multi = true
+			p.attachSplits(t)
+		case t.multi: // an earlier scheduler has another backend
+		case t.splits:
+			t.splits = false
+			gone = append(gone, t.attachment.DetachSplits()...)
+		}
+	}
+	if len(gone) > 0 {
+		p.closeLater(gone)
+	}
+}
+
+func (p *Profiler) attachSplits(t *ctlProc) {
+	if t.splits {
+		return
+	}
+	t.splits = true
+	if err := t.attachment.AttachSplits(); err != nil {
+		p.log.Warn("split probes not attached", zap.Int("pid", t.pid), zap.Error(err))
 	}
 }
 
@@ -197,11 +284,10 @@ func (p *Profiler) openCounters(threads []effect) {
 // sweepCounters closes the perf counters of threads that are gone, and has the reader ask
 // for them again should their tids come back.
 func (p *Profiler) sweepCounters() {
-	traced := p.Traced()
 	var closed []uint32
 	err := p.counters.Sweep(func(pid, tid uint32) bool {
 		_, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, tid))
-		keep := traced[int(pid)] && err == nil
+		keep := p.ctl.procs[int(pid)] != nil && err == nil
 		if !keep {
 			closed = append(closed, tid)
 		}
@@ -210,9 +296,33 @@ func (p *Profiler) sweepCounters() {
 	if err != nil {
 		p.log.Debug("closing perf counters", zap.Error(err))
 	}
-	p.mu.Lock()
-	for _, tid := range closed {
-		delete(p.asked, tid)
+	if len(closed) > 0 {
+		p.do(func(in *ingest) {
+			for _, tid := range closed {
+				delete(in.asked, tid)
+			}
+		})
 	}
-	p.mu.Unlock()
+}
+
+// sweepPool removes the files' probes that no process held for probe.Linger: a file's
+// probes stay for the next process that maps it, for a while, and go as another process
+// exits, at discovery's next scan of /proc, or with the collector.
+func (p *Profiler) sweepPool() {
+	if idle := p.ctl.pool.Sweep(time.Now()); len(idle) > 0 {
+		p.closeLater(idle)
+	}
+}
+
+// closeLater closes probes on a goroutine of their own: removing a uprobe waits for the
+// kernel's grace periods, about 0.1 s a probe here, and the controller must not stall on
+// it. Until then the probes still fire.
+func (p *Profiler) closeLater(c io.Closer) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := c.Close(); err != nil {
+			p.log.Debug("closing probes", zap.Error(err))
+		}
+	}()
 }

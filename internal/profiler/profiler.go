@@ -1,6 +1,17 @@
 // Package profiler runs profinfer: it loads the eBPF programs, keeps the set of traced
 // processes current, reads the ring buffer, and hands assembled spans and metrics to the
 // collector's consumers. The receiver package is a thin shell around it.
+//
+// Its state has one owner a goroutine, and none is shared under a lock:
+//   - the reader (read.go) owns ingest: the processes as events describe them, the
+//     assembler, the spans and metrics being built, the requests (ingest.go);
+//   - the controller (control.go) owns what is attached: each process's probes, the
+//     sampling windows, the search for model files;
+//   - the registry's goroutine finds processes and calls Trace, Extend and Retire.
+//
+// They talk over channels. The reader posts effects to the controller and never waits on
+// it; the controller and the registry hand the reader commands that it runs between two
+// records, so that no probe attach, the slowest thing profinfer does, holds it up.
 package profiler
 
 import (
@@ -9,6 +20,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf/btf"
@@ -19,11 +31,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/profinfer/profinfer/internal/assemble"
-	"github.com/profinfer/profinfer/internal/cgroup"
-	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/export"
-	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/registry"
@@ -35,53 +43,6 @@ import (
 	"github.com/profinfer/profinfer/internal/window"
 )
 
-// Selector selects processes: by PID, or every process running Executable.
-type Selector = registry.Selector
-
-// NodeMode says when the node probes are attached.
-type NodeMode int
-
-const (
-	NodesOff     NodeMode = iota // never: decode and graph probes only
-	NodesSampled                 // in windows of Nodes.Graphs graphs, every Nodes.Interval
-	NodesAll                     // always: every node of every graph
-)
-
-// Nodes decides which graphs are traced node by node.
-type Nodes struct {
-	Mode     NodeMode
-	Interval time.Duration // NodesSampled: from the end of one window to the next
-	Graphs   int           // NodesSampled: traced graphs per window
-}
-
-// Config is what the receiver's configuration decides.
-type Config struct {
-	Targets            []Selector // empty: every process that maps a GGML CPU backend
-	DiscoveryInterval  time.Duration
-	CollectionInterval time.Duration
-	Nodes              Nodes
-	NodeSpans          bool
-	SampleEvery        int // spans for every Nth graph-bearing decode
-	RingBufferSize     int
-	Layers             probe.Layers
-	Propagate          bool          // fail Start on the first target error
-	TimerSlack         time.Duration // the process's threads' timer slack; 0: left alone
-	Metrics            metadata.MetricsBuilderConfig
-	Roofline           Roofline
-	// Counters are read on every thread at node boundaries; those the machine lacks are
-	// dropped at start with a warning.
-	Counters []perfcount.Counter
-}
-
-// Roofline decides how nodes are classified: under Peaks, whose zero fields are
-// measured at start for at most Probe, or kept from an earlier start in StateFile.
-type Roofline struct {
-	Enabled   bool
-	Peaks     roofline.Peaks
-	Probe     time.Duration
-	StateFile string
-}
-
 // Profiler is one running profinfer.
 type Profiler struct {
 	cfg     Config
@@ -91,36 +52,21 @@ type Profiler struct {
 	metrics consumer.Metrics
 
 	bpf      *probe.Loaded
-	pool     *probe.Pool // the lasting probes, placed once per file
 	tps      []link.Link // the tracepoint programs
 	reader   *ringread.Reader
 	reg      *registry.Registry
 	counters *perfcount.Threads // nil: no perf counters
 	watch    *watch.Watcher     // nil: the process hooks could not attach; discovery polls
-	// cgroups reads targets' CPU quotas, made at the first metrics export; noCgroups
-	// says it could not be. Used by the metrics goroutine alone.
-	cgroups   *cgroup.Reader
-	noCgroups bool
 
-	mu          sync.Mutex // guards everything below, shared by the reader, the registry and the controller
-	tracked     map[int]*tracked
-	asm         *assemble.Assembler
-	spans       *export.Spans
-	acc         *export.Metrics
-	pending     ptrace.Traces
-	pendingFull bool   // pending holds maxPending spans or more
-	seen        uint64 // decodes and loose graphs offered for spans, for span sampling
-	traced      uint64 // graphs traced node by node
-	tele        export.Telemetry
-	asked       map[uint32]bool // threads whose counters the controller was asked to open
-	retiring    []retiring      // processes gone, for the reader to drop once it drained the ring
-	windows     *window.Scheduler
-	reqs        *requests.Tracker
-	ended       []*requests.Request       // scratch: requests just ended
-	times       [events.TimesChunk]uint64 // scratch: a DeviceTimes record's times
-	labels      map[string]string         // the device's op labels, interned (see label)
-	effects     []effect                  // what the reader asks of the controller (control.go)
-	wake        chan struct{}             // tells the controller that effects wait
+	in    *ingest     // the reader's
+	ctl   *controller // the controller's
+	quota quotas      // the metrics goroutine's
+
+	cmds       chan func(*ingest) // commands for the reader (do, ask)
+	calls      chan func()        // calls for the controller (call)
+	effects    chan []effect      // what the reader asks of the controller
+	readerDone chan struct{}      // closed when the reader has returned
+	shown      atomic.Pointer[shown]
 
 	// out queues span batches for the exporting goroutine, so that a slow pipeline never
 	// holds up the reader; exportCtx ends what that goroutine and the metrics ticker hand
@@ -133,6 +79,9 @@ type Profiler struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
+
+// probeKernel finds what the kernel serves; a test stands in one without uprobe_multi.
+var probeKernel = probe.ProbeKernel
 
 // requestIdle is how long a generating request goes without a decode before it is over:
 // a client that went away, or an engine waiting for its next prompt.
@@ -150,9 +99,8 @@ const exportQueue = 8
 // New returns a profiler that delivers to the given consumers, either of which may be nil.
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
 	p := &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
-		tracked: map[int]*tracked{}, pool: probe.NewPool(),
-		asked: map[uint32]bool{}, labels: map[string]string{}, stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue),
-		wake: make(chan struct{}, 1)}
+		cmds: make(chan func(*ingest), 64), calls: make(chan func()), effects: make(chan []effect, 1),
+		readerDone: make(chan struct{}), stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue)}
 	p.exportCtx, p.cancelExport = context.WithCancel(context.Background())
 	return p
 }
@@ -167,24 +115,22 @@ func (p *Profiler) Start(ctx context.Context) error {
 		return err
 	}
 	p.reg = reg
-	p.detectCounters()
+	counters := p.detectCounters()
 	// The kernel's BTF, decoded once for every load here, and let go after them.
 	types := btf.NewCache()
-	if err := p.load(types); err != nil {
+	if err := p.load(types, counters); err != nil {
 		return err
 	}
 	slackSet() // once profinfer has what it needs, not before a privilege error
 	var real unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &real)
 	roofs := p.roofs()
-	ctr := export.NewCounters(p.cfg.Counters)
-	p.spans = export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans, roofs.Peaks, ctr)
-	p.spans.Resources = p.cfg.Metrics.ResourceAttributes
-	p.acc = export.NewMetrics(p.cfg.Metrics, p.set, roofs, ctr)
-	p.asm = assemble.New(sink{p})
-	p.reqs = requests.New(uint64(requestIdle))
-	p.windows = window.New(p.cfg.Nodes.Interval, time.Now)
-	p.pending = ptrace.NewTraces()
+	ctr := export.NewCounters(counters)
+	spans := export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans, roofs.Peaks, ctr)
+	spans.Resources = p.cfg.Metrics.ResourceAttributes
+	p.in = newIngest(&p.cfg, p.log, p.traces != nil, p.counters != nil, p.out, spans,
+		export.NewMetrics(p.cfg.Metrics, p.set, roofs, ctr))
+	p.ctl = &controller{procs: map[int]*ctlProc{}, pool: probe.NewPool(), windows: window.New(p.cfg.Nodes.Interval, time.Now)}
 	// The hooks go first, so that a process started during the first scan is noticed.
 	p.watch, err = watch.Open(p.bpf.Traced, types)
 	switch {
@@ -195,14 +141,20 @@ func (p *Profiler) Start(ctx context.Context) error {
 		p.log.Warn("dynamic loader hook unavailable: a library loaded with dlopen is found by the scan of /proc every discovery_interval",
 			zap.Duration("discovery_interval", p.cfg.DiscoveryInterval), zap.Error(err))
 	}
+	// The reader and the controller first: the first scan's Trace calls on both.
+	p.exported.Add(1)
+	go p.exportLoop()
+	p.wg.Add(2)
+	go p.readLoop()
+	go p.controlLoop()
 	if err := p.reg.Scan(true); err != nil {
+		p.stopLoops()
+		close(p.out)
+		p.exported.Wait()
 		p.close()
 		return err
 	}
-	p.exported.Add(1)
-	go p.exportLoop()
-	p.wg.Add(4)
-	go p.readLoop()
+	p.wg.Add(2)
 	if p.watch != nil {
 		go func() {
 			defer p.wg.Done()
@@ -212,12 +164,11 @@ func (p *Profiler) Start(ctx context.Context) error {
 		go p.every(p.cfg.DiscoveryInterval, func() { _ = p.reg.Scan(false) })
 	}
 	go p.every(p.cfg.CollectionInterval, func() { p.emitMetrics(p.exportCtx) })
-	go p.controlLoop()
 	return nil
 }
 
-func (p *Profiler) load(types *btf.Cache) error {
-	k, err := probe.ProbeKernel(types)
+func (p *Profiler) load(types *btf.Cache, counters []perfcount.Counter) error {
+	k, err := probeKernel(types)
 	if err != nil {
 		return fmt.Errorf("profinfer: %w", err)
 	}
@@ -230,7 +181,7 @@ func (p *Profiler) load(types *btf.Cache) error {
 		AllThreads:     p.cfg.Layers.Barriers || p.cfg.Layers.Counters,
 		FollowSched:    p.cfg.Layers.Scheduler,
 		AllTraced:      p.cfg.Nodes.Mode == NodesAll,
-		Counters:       len(p.cfg.Counters),
+		Counters:       len(counters),
 	}, k, types)
 	if err != nil {
 		return fmt.Errorf("profinfer: %w", err)
@@ -241,7 +192,7 @@ func (p *Profiler) load(types *btf.Cache) error {
 		return fmt.Errorf("profinfer: opening the ring buffer: %w", err)
 	}
 	if p.cfg.Layers.Counters {
-		if p.counters, err = perfcount.NewThreads(p.cfg.Counters, probe.CounterTable(l.Counters, &l.ProfinferMaps)); err != nil {
+		if p.counters, err = perfcount.NewThreads(counters, probe.CounterTable(l.Counters, &l.ProfinferMaps)); err != nil {
 			p.close()
 			return fmt.Errorf("profinfer: %w", err)
 		}
@@ -275,19 +226,20 @@ func (p *Profiler) setTimerSlack() (report func()) {
 	}
 }
 
-// detectCounters keeps the configured perf counters this machine has, and says once
-// which it lacks and why.
-func (p *Profiler) detectCounters() {
+// detectCounters returns the configured perf counters this machine has, says once which
+// it lacks and why, and keeps the counters layer where some are left and nodes are traced.
+func (p *Profiler) detectCounters() []perfcount.Counter {
 	if len(p.cfg.Counters) == 0 {
-		return
+		p.cfg.Layers.Counters = false
+		return nil
 	}
 	ok, missing := perfcount.Detect(p.cfg.Counters)
 	if len(missing) > 0 {
 		p.log.Warn("perf counters unavailable, continuing without them: "+strings.Join(missing, "; "),
 			zap.Int("available", len(ok)))
 	}
-	p.cfg.Counters = ok
-	p.cfg.Layers.Counters = len(ok) > 0 && p.cfg.Nodes.Mode != NodesOff
+	p.cfg.Layers.Counters = len(ok) > 0 && (p.cfg.Nodes.Mode == NodesSampled || p.cfg.Nodes.Mode == NodesAll)
+	return ok
 }
 
 // roofs returns the roofline to classify nodes under, measuring what the configuration
@@ -312,12 +264,12 @@ func (p *Profiler) Shutdown(ctx context.Context) error {
 		return nil
 	default:
 	}
-	close(p.stop)
 	// A pipeline that hangs (an exporter down, blocking) is cut off when ctx ends, or
 	// after shutdownGrace: the collector's own shutdown context has no deadline.
 	defer context.AfterFunc(ctx, p.cancelExport)()
 	defer time.AfterFunc(shutdownGrace, p.cancelExport).Stop()
-	if p.asm == nil { // Start failed or never ran
+	if p.in == nil { // Start failed or never ran
+		close(p.stop)
 		p.close()
 		return nil
 	}
@@ -325,35 +277,41 @@ func (p *Profiler) Shutdown(ctx context.Context) error {
 		p.watch.Close()
 		p.watch = nil
 	}
-	// The reader drains the ring buffer, then returns.
-	if err := p.reader.Flush(); err != nil {
-		p.reader.Close()
-	}
-	p.wg.Wait()
-	p.mu.Lock()
-	for _, t := range p.tracked { // decodes still waiting for a lookup
+	p.stopLoops()
+	// Every loop has returned: what they owned is Shutdown's now.
+	in := p.in
+	for _, t := range in.procs { // decodes still waiting for a lookup
 		t.looking = false
-		p.release(t)
-		p.endRequests(t, requests.Stopped)
+		in.release(t)
+		in.endRequests(t, requests.Stopped)
 	}
-	p.mu.Unlock()
-	p.flush(true)
+	p.flush()
 	close(p.out)
 	p.exported.Wait()
-	p.emitMetrics(ctx)
+	p.emit(ctx, in)
 	p.close()
 	p.cancelExport()
 	return nil
 }
 
-func (p *Profiler) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for pid, t := range p.tracked {
-		t.attachment.Close()
-		delete(p.tracked, pid)
+// stopLoops stops the goroutines; the reader drains the ring buffer first.
+func (p *Profiler) stopLoops() {
+	close(p.stop)
+	if err := p.reader.Flush(); err != nil {
+		p.reader.Close()
 	}
-	p.pool.Close()
+	p.wg.Wait()
+}
+
+func (p *Profiler) close() {
+	if c := p.ctl; c != nil {
+		for pid, t := range c.procs {
+			t.attachment.Close()
+			delete(c.procs, pid)
+		}
+		c.pool.Close()
+		p.shown.Store(&shown{})
+	}
 	for _, l := range p.tps {
 		l.Close()
 	}
@@ -374,19 +332,12 @@ func (p *Profiler) close() {
 	}
 }
 
-// ProbesAttached is the number of probes attached now.
+// ProbesAttached is the number of probes attached, as the controller last counted them.
 func (p *Profiler) ProbesAttached() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.probesLocked()
-}
-
-func (p *Profiler) probesLocked() int {
-	n := 0
-	for _, t := range p.tracked {
-		n += t.attachment.Probes()
+	if s := p.shown.Load(); s != nil {
+		return s.probes
 	}
-	return n
+	return 0
 }
 
 func (p *Profiler) drops() uint64 {
@@ -416,42 +367,15 @@ func (p *Profiler) every(interval time.Duration, f func()) {
 	}
 }
 
-func (p *Profiler) emitMetrics(ctx context.Context) {
-	if p.metrics == nil || p.acc == nil {
-		return
-	}
-	drops := p.drops()
-	p.readQuotas()
-	p.mu.Lock()
-	p.tele.EventsDropped = drops
-	p.tele.GraphsDropped = p.asm.Stats.DroppedGraphs
-	p.tele.ProbesAttached = p.probesLocked()
-	p.tele.GraphsTraced = p.traced
-	p.tele.AttachFailures = p.reg.Failures()
-	if p.cfg.Nodes.Mode == NodesSampled && p.cfg.Layers.Runtime {
-		for pid := range p.tracked {
-			// Zero (a window open) is long past: Window reads it as 0.
-			p.acc.Window(pid, time.Until(p.windows.NextOf(pid)))
-		}
-	}
-	md := p.acc.Emit(p.tele)
-	p.mu.Unlock()
-	if err := p.metrics.ConsumeMetrics(ctx, md); err != nil {
-		p.log.Warn("metrics not accepted by the pipeline", zap.Error(err))
-	}
-}
-
 // busy marks the collector's own work from now until done is called (assemble's Busy):
 // the graphs that run meanwhile share their CPUs with it, and no verdict of starved uses
-// them. Called without p.mu held.
+// them. Not for the reader, whose own work is not marked.
 func (p *Profiler) busy() (done func()) {
-	p.mu.Lock()
-	p.asm.Busy(monotonic())
-	p.mu.Unlock()
+	since := monotonic()
+	p.do(func(in *ingest) { in.asm.Busy(since) })
 	return func() {
-		p.mu.Lock()
-		p.asm.Idle(monotonic())
-		p.mu.Unlock()
+		until := monotonic()
+		p.do(func(in *ingest) { in.asm.Idle(until) })
 	}
 }
 

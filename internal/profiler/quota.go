@@ -1,58 +1,125 @@
 package profiler
 
 import (
+	"context"
 	"errors"
 	"io/fs"
+	"time"
 
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/cgroup"
 )
 
-// readQuotas reads every tracked process's cgroup CPU quota and throttling for the
-// metrics, outside the lock: a few small files a process, at the metrics interval. A
-// process whose cgroup cannot be read is warned about once.
-func (p *Profiler) readQuotas() {
-	if p.cgroups == nil {
-		if p.noCgroups {
-			return
+// The metrics goroutine reads what the kernel counts and the targets' cgroups, then has
+// the reader build the metrics out of what it assembled.
+
+// quotas reads targets' CPU quotas, made at the first metrics export; none says it could
+// not be.
+type quotas struct {
+	reader *cgroup.Reader
+	none   bool
+}
+
+// quotaRead is one process's CPU quota as read.
+type quotaRead struct {
+	pid int
+	c   cgroup.CPU
+	err error
+}
+
+// read reads the cgroup CPU quota and throttling of each process: a few small files a
+// process, at the metrics interval.
+func (q *quotas) read(pids []int, log *zap.Logger) []quotaRead {
+	if q.reader == nil {
+		if q.none {
+			return nil
 		}
 		r, err := cgroup.NewReader("/proc")
 		if err != nil {
-			p.noCgroups = true
-			p.log.Warn("CPU quotas and throttling are not reported: the cgroup mounts could not be read", zap.Error(err))
-			return
+			q.none = true
+			log.Warn("CPU quotas and throttling are not reported: the cgroup mounts could not be read", zap.Error(err))
+			return nil
 		}
-		p.cgroups = r
+		q.reader = r
 	}
-	p.mu.Lock()
-	pids := make([]int, 0, len(p.tracked))
-	for pid := range p.tracked {
-		pids = append(pids, pid)
-	}
-	p.mu.Unlock()
-	type read struct {
-		c   cgroup.CPU
-		err error
-	}
-	got := make([]read, len(pids))
+	got := make([]quotaRead, len(pids))
 	for i, pid := range pids {
-		got[i].c, got[i].err = p.cgroups.CPU(pid)
+		got[i].pid = pid
+		got[i].c, got[i].err = q.reader.CPU(pid)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i, pid := range pids {
-		t := p.tracked[pid]
-		switch err := got[i].err; {
-		case t == nil, errors.Is(err, fs.ErrNotExist):
+	return got
+}
+
+// emitMetrics hands the pipeline the metrics of now, on the metrics goroutine.
+func (p *Profiler) emitMetrics(ctx context.Context) {
+	if p.metrics == nil {
+		return
+	}
+	var pids []int
+	if !p.ask(func(in *ingest) { pids = in.pids() }) {
+		return
+	}
+	drops, quotas := p.drops(), p.quota.read(pids, p.log)
+	var md pmetric.Metrics
+	if p.ask(func(in *ingest) { md = p.buildMetrics(in, drops, quotas) }) {
+		p.consume(ctx, md)
+	}
+}
+
+// emit hands the pipeline the last metrics, at Shutdown: the loops are gone.
+func (p *Profiler) emit(ctx context.Context, in *ingest) {
+	if p.metrics != nil {
+		p.consume(ctx, p.buildMetrics(in, p.drops(), p.quota.read(in.pids(), p.log)))
+	}
+}
+
+func (p *Profiler) consume(ctx context.Context, md pmetric.Metrics) {
+	if err := p.metrics.ConsumeMetrics(ctx, md); err != nil {
+		p.log.Warn("metrics not accepted by the pipeline", zap.Error(err))
+	}
+}
+
+// buildMetrics builds the metrics on the reader. A process whose cgroup cannot be read is
+// warned about once.
+func (p *Profiler) buildMetrics(in *ingest, drops uint64, quotas []quotaRead) pmetric.Metrics {
+	for _, q := range quotas {
+		t := in.procs[q.pid]
+		switch {
+		case t == nil, errors.Is(q.err, fs.ErrNotExist):
 			// Gone meanwhile.
-		case err != nil:
+		case q.err != nil:
 			if !t.quotaWarned {
 				t.quotaWarned = true
-				p.log.Warn("the CPU quota of a profiled process cannot be read", zap.Int("pid", pid), zap.Error(err))
+				p.log.Warn("the CPU quota of a profiled process cannot be read", zap.Int("pid", q.pid), zap.Error(q.err))
 			}
 		default:
-			p.acc.Quota(pid, got[i].c)
+			in.acc.Quota(q.pid, q.c)
 		}
 	}
+	shown := p.shown.Load()
+	in.tele.EventsDropped = drops
+	in.tele.GraphsDropped = in.asm.Stats.DroppedGraphs
+	in.tele.GraphsTraced = in.traced
+	in.tele.AttachFailures = p.reg.Failures()
+	if shown != nil {
+		in.tele.ProbesAttached = shown.probes
+		if p.cfg.sampled() {
+			for pid := range in.procs {
+				// Zero (a window open, or none scheduled yet) is long past: Window reads it as 0.
+				in.acc.Window(pid, time.Until(shown.next[pid]))
+			}
+		}
+	}
+	return in.acc.Emit(in.tele)
+}
+
+// pids are the traced processes.
+func (in *ingest) pids() []int {
+	pids := make([]int, 0, len(in.procs))
+	for pid := range in.procs {
+		pids = append(pids, pid)
+	}
+	return pids
 }

@@ -6,29 +6,33 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/backends"
 	"github.com/profinfer/profinfer/internal/events"
-	"github.com/profinfer/profinfer/internal/requests"
+	"github.com/profinfer/profinfer/internal/ringread"
 )
 
 // tick is how often the reader wakes on its own, to hand assembled spans to the pipeline.
 // Each wakeup takes a context switch on the cores the model runs on, so it is rare.
 const tick = time.Second
 
-// readLoop drains the ring buffer into the assembler. It never blocks the BPF side: when
-// it falls behind, the kernel drops records and counts them.
+// readLoop drains the ring buffer into the assembler, and runs the commands others hand
+// it between two records. It never blocks the BPF side: when it falls behind, the kernel
+// drops records and counts them.
 func (p *Profiler) readLoop() {
 	defer p.wg.Done()
+	defer close(p.readerDone)
+	defer p.runCommands() // those handed over as it stopped
+	in := p.in
 	var (
 		rec  ringbuf.Record
 		ev   events.Event
 		last = time.Now()
 	)
 	for {
+		p.runCommands()
 		err := p.reader.ReadInto(&rec, last.Add(tick))
 		switch {
 		case errors.Is(err, ringbuf.ErrClosed):
@@ -40,51 +44,47 @@ func (p *Profiler) readLoop() {
 				return
 			default:
 			}
-		case errors.Is(err, os.ErrDeadlineExceeded):
+		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringread.ErrWoken):
 		case err != nil:
 			p.log.Warn("reading the ring buffer", zap.Error(err))
 		default:
-			if derr := events.Decode(rec.RawSample, &ev); derr != nil {
+			if derr := events.Parse(rec.RawSample, &ev); derr != nil {
 				p.log.Debug("bad record", zap.Error(derr))
 				break
 			}
-			p.mu.Lock()
-			p.tele.EventsReceived++
-			p.dispatch(&ev)
-			p.signal()
-			full := p.pendingFull
-			p.mu.Unlock()
-			if full {
-				p.flush(false)
+			in.tele.EventsReceived++
+			in.dispatch(&ev)
+			p.post()
+			if in.pendingFull {
+				in.handOver()
 			}
 		}
 		if now := time.Now(); now.Sub(last) >= tick {
-			p.mu.Lock()
-			p.sweepRequests()
-			p.mu.Unlock()
-			p.flush(false)
+			in.sweepRequests()
+			in.handOver()
+			p.post()
 			last = now
 		}
 	}
 }
 
-// dispatch feeds one event to the assembler. Called with p.mu held.
-func (p *Profiler) dispatch(ev *events.Event) {
-	a := p.asm
+// dispatch feeds one event to the assembler.
+func (in *ingest) dispatch(ev *events.Event) {
+	a := in.asm
 	switch ev.Kind {
 	case events.DecodeEnter:
-		if tr := p.tracked[int(ev.PID)]; tr != nil {
+		if tr := in.procs[int(ev.PID)]; tr != nil {
 			if ev.Context() != tr.ctx && ev.Context() != 0 {
-				p.newContext(tr, ev.Context())
+				in.newContext(tr, ev.Context())
 			}
-			p.computes(tr)
+			in.computes(tr)
 		}
 		a.DecodeEnter(ev.PID, ev.TID, ev.TS, ev.Tokens(), ev.Context(), &ev.Batch)
 	case events.DecodeExit:
 		a.DecodeExit(ev.PID, ev.TID, ev.TS, ev.Result(), ev.Lost())
 	case events.GraphEnter:
-		if tr := p.tracked[int(ev.PID)]; tr != nil {
-			p.computes(tr)
+		if tr := in.procs[int(ev.PID)]; tr != nil {
+			in.computes(tr)
 		}
 		a.GraphEnter(ev.PID, ev.TID, ev.TS, ev.Graph(), ev.Nodes(), int(ev.Nth), ev.CPU)
 	case events.GraphExit:
@@ -92,41 +92,42 @@ func (p *Profiler) dispatch(ev *events.Event) {
 	case events.Node:
 		var info *assemble.NodeInfo
 		if ev.Flags&events.FlagKnown != 0 {
-			info = p.nodeInfo(ev)
+			info = in.nodeInfo(ev)
 		}
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), info, ev.Sched, p.counted(ev))
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), info, ev.Sched, in.counted(ev))
 	case events.NodeDetail:
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), p.nodeInfo(ev), ev.Sched, p.counted(ev))
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), in.nodeInfo(ev), ev.Sched, in.counted(ev))
 	case events.Experts:
 		a.Experts(ev.PID, ev.TID, ev.IDs(), int(ev.Ith), ev.Rows, ev.RowBytes())
 	case events.ThreadExit:
-		a.ThreadExit(ev.PID, ev.TID, ev.TS, ev.Sched, p.counted(ev))
+		a.ThreadExit(ev.PID, ev.TID, ev.TS, ev.Sched, in.counted(ev))
 	case events.Barrier:
 		a.Barrier(ev.PID, ev.TID, ev.TS)
 	case events.ThreadStart:
-		if p.counters != nil {
-			p.askCounters(threadStart, ev)
+		if in.counters {
+			in.askCounters(threadStart, ev)
 		}
 	case events.SplitEnter:
-		if tr := p.tracked[int(ev.PID)]; tr != nil {
+		if tr := in.procs[int(ev.PID)]; tr != nil {
 			name := tr.backends.Name(ev.Backend())
 			device := name != backends.CPU
 			if device && !tr.device {
 				tr.device = true
-				p.effects = append(p.effects, effect{kind: deviceSeen, pid: int(ev.PID), addr: ev.Backend()})
+				in.effects = append(in.effects, effect{kind: deviceSeen, pid: int(ev.PID),
+					module: tr.backends.Module(ev.Backend()), backend: name})
 			}
 			a.SplitEnter(ev.PID, ev.TID, ev.TS, name, ev.BackendAddr(), ev.SplitNodes(), device)
 		}
 	case events.SchedNew:
-		if tr := p.tracked[int(ev.PID)]; tr != nil {
-			p.schedMade(tr, ev.Backends())
+		if tr := in.procs[int(ev.PID)]; tr != nil {
+			in.schedMade(tr, ev.Backends())
 		}
 	case events.SplitNode:
-		a.SplitNode(ev.PID, ev.TID, int(ev.Ith), p.nodeInfo(ev))
+		a.SplitNode(ev.PID, ev.TID, int(ev.Ith), in.nodeInfo(ev))
 	case events.TimedNode:
-		a.TimedNode(ev.PID, ev.TID, p.label(ev.Label), p.nodeInfo(ev))
+		a.TimedNode(ev.PID, ev.TID, in.label(ev.Label), in.nodeInfo(ev))
 	case events.DeviceTimes:
-		times := p.times[:ev.Nth]
+		times := in.times[:ev.Nth]
 		for i := range times {
 			times[i] = ev.DeviceTime(i)
 		}
@@ -138,7 +139,7 @@ func (p *Profiler) dispatch(ev *events.Event) {
 	case events.SyncExit:
 		a.SyncExit(ev.PID, ev.TID, ev.TS)
 	case events.Copy:
-		if tr := p.tracked[int(ev.PID)]; tr != nil {
+		if tr := in.procs[int(ev.PID)]; tr != nil {
 			name, bytes := tr.describer.Copy(ev)
 			src, dst := ev.Buffers()
 			a.CopyEnter(ev.PID, ev.TS, assemble.Copy{TID: ev.TID, Src: tr.backends.Name(src), Dst: tr.backends.Name(dst),
@@ -148,11 +149,11 @@ func (p *Profiler) dispatch(ev *events.Event) {
 		a.CopyExit(ev.PID, ev.TID, ev.TS, ev.Made())
 	case events.SeqRm:
 		seq, p0, p1 := ev.SeqRemoved()
-		p.reqs.Remove(ev.PID, ev.TS, seq, p0, p1)
+		in.reqs.Remove(ev.PID, ev.TS, seq, p0, p1)
 	case events.StepEnter:
-		if tr := p.tracked[int(ev.PID)]; tr != nil && tr.runtime.Steps {
+		if tr := in.procs[int(ev.PID)]; tr != nil && tr.runtime.Steps {
 			if !tr.schedSeen {
-				p.schedMade(tr, ev.StepBackends())
+				in.schedMade(tr, ev.StepBackends())
 			}
 			a.StepEnter(ev.PID, ev.TID, ev.TS, &assemble.Head{Graph: ev.StepGraph(), Sched: ev.StepSched(), Nodes: ev.StepNodes(),
 				Backends: ev.StepBackends(), First: tr.describer.First(ev)})
@@ -160,8 +161,8 @@ func (p *Profiler) dispatch(ev *events.Event) {
 	case events.StepExit:
 		a.StepExit(ev.PID, ev.TID, ev.TS, ev.Result(), ev.Lost())
 	case events.JobEnter:
-		if tr := p.tracked[int(ev.PID)]; tr != nil && tr.whisper != nil && ev.JobContext() != tr.ctx && ev.JobContext() != 0 {
-			p.newContext(tr, ev.JobContext())
+		if tr := in.procs[int(ev.PID)]; tr != nil && tr.whisper && ev.JobContext() != tr.ctx && ev.JobContext() != 0 {
+			in.newContext(tr, ev.JobContext())
 		}
 		a.JobEnter(ev.PID, ev.TID, ev.TS, ev.Samples(), ev.JobContext())
 	case events.JobExit:
@@ -173,16 +174,16 @@ func (p *Profiler) dispatch(ev *events.Event) {
 const maxLabels = 4096
 
 // label returns b as a string, the same one each time: labels come a node at a time,
-// graph after graph. Called with p.mu held.
-func (p *Profiler) label(b []byte) string {
-	if l, ok := p.labels[string(b)]; ok {
+// graph after graph.
+func (in *ingest) label(b []byte) string {
+	if l, ok := in.labels[string(b)]; ok {
 		return l
 	}
-	if len(p.labels) >= maxLabels {
-		clear(p.labels)
+	if len(in.labels) >= maxLabels {
+		clear(in.labels)
 	}
 	l := string(b)
-	p.labels[l] = l
+	in.labels[l] = l
 	return l
 }
 
@@ -191,202 +192,63 @@ func (p *Profiler) label(b []byte) string {
 const maxAsked = 4096
 
 // counted returns the counter values ev carries. A thread met without them has the
-// controller open its counters: they count from its next event on. Called with p.mu held.
-func (p *Profiler) counted(ev *events.Event) *events.Counters {
+// controller open its counters: they count from its next event on.
+func (in *ingest) counted(ev *events.Event) *events.Counters {
 	if ev.Flags&events.FlagCounted != 0 {
 		return &ev.Counters
 	}
-	if p.counters == nil || p.asked[ev.TID] {
+	if !in.counters || in.asked[ev.TID] {
 		return nil
 	}
-	p.askCounters(countThread, ev)
+	in.askCounters(countThread, ev)
 	return nil
 }
 
-// askCounters has the controller open the counters of ev's thread. Called with p.mu held.
-func (p *Profiler) askCounters(kind effectKind, ev *events.Event) {
-	if len(p.asked) >= maxAsked { // tids are reused; forget the old ones
-		clear(p.asked)
+// askCounters has the controller open the counters of ev's thread.
+func (in *ingest) askCounters(kind effectKind, ev *events.Event) {
+	if len(in.asked) >= maxAsked { // tids are reused; forget the old ones
+		clear(in.asked)
 	}
-	p.asked[ev.TID] = true
-	p.effects = append(p.effects, effect{kind: kind, pid: int(ev.PID), tid: ev.TID})
+	in.asked[ev.TID] = true
+	in.effects = append(in.effects, effect{kind: kind, pid: int(ev.PID), tid: ev.TID})
 }
 
 // nodeInfo describes the node ev starts, and has the controller ask the process to send
-// every node's detail again when a known node came without one. Called with p.mu held.
-func (p *Profiler) nodeInfo(ev *events.Event) *assemble.NodeInfo {
-	tr := p.tracked[int(ev.PID)]
+// every node's detail again when a known node came without one.
+func (in *ingest) nodeInfo(ev *events.Event) *assemble.NodeInfo {
+	tr := in.procs[int(ev.PID)]
 	if tr == nil {
 		return nil
 	}
 	info, again := tr.describer.Node(ev)
 	if again {
-		p.effects = append(p.effects, effect{kind: redescribe, pid: int(ev.PID)})
+		in.effects = append(in.effects, effect{kind: redescribe, pid: int(ev.PID)})
 	}
 	return info
 }
 
-// sink receives assembled decodes and graphs, under p.mu. Metrics count everything;
-// spans are kept for every SampleEvery-th one.
-type sink struct{ p *Profiler }
-
-func (s sink) Step(d *assemble.Step) {
-	tr := s.p.tracked[int(d.PID)]
-	if tr == nil {
-		return
-	}
-	tr.runtime.NameStep(d)
-	if j := d.Job; j != nil {
-		if j.Phases == nil {
-			j.Phases = map[string]assemble.JobPhase{}
-		}
-		ph := j.Phases[d.Phase]
-		ph.Steps++
-		ph.NS += d.End - d.Start
-		j.Phases[d.Phase] = ph
-	}
-	for _, g := range d.Graphs {
-		s.p.countTraced(tr, g)
-	}
-	s.p.notePhases(tr, d)
-	if tr.looking && len(tr.held) < maxHeld {
-		tr.held = append(tr.held, d) // exported once its lookups are done
-		return
-	}
-	s.export(tr, d)
+// newContext notes that process t decodes with llama_context ctx, new to profinfer. A
+// context means a loaded model: the controller reads the context's size and threads and
+// looks for the model file, and until it has, t's decodes wait, so that their spans name
+// both. Once per context: per decode it would cost every token syscalls.
+func (in *ingest) newContext(t *inProc, ctx uint64) {
+	t.ctx = ctx
+	t.looking = true
+	in.effects = append(in.effects, effect{kind: contextSeen, pid: t.proc.PID, ctx: ctx})
 }
 
-// export counts decode d of tr and builds its spans, if kept, then follows the requests
-// it carried. A decode dropped for lost records counts for its requests alone.
-func (s sink) export(tr *tracked, d *assemble.Step) {
-	var link requests.Link
-	if !d.Dropped {
-		s.p.acc.Step(&tr.proc, d)
-		if s.p.traces != nil && (len(d.Graphs) == 0 || s.keep()) { // graph-less decodes are cheap: keep them all
-			link = s.p.spans.Step(s.p.pending, &tr.proc, d)
-			s.pend()
-		}
-	}
-	s.p.ended = s.p.reqs.Decode(d, link, s.p.ended[:0])
-	for _, r := range s.p.ended {
-		s.request(tr, r)
-	}
+// schedMade notes that process t made a backend scheduler with n backends: the
+// controller decides its split probes.
+func (in *ingest) schedMade(t *inProc, n int) {
+	t.schedSeen = true
+	in.effects = append(in.effects, effect{kind: schedMade, pid: t.proc.PID, n: n})
 }
 
-// request counts a request of tr that ended, and builds its span.
-func (s sink) request(tr *tracked, r *requests.Request) {
-	s.p.acc.Request(&tr.proc, r)
-	if s.p.traces != nil {
-		s.p.spans.Request(s.p.pending, &tr.proc, r)
-		s.pend()
-	}
-}
-
-// sweepRequests ends the requests that are over by now: rewound since their last decode,
-// or idle. Called with p.mu held.
-func (p *Profiler) sweepRequests() {
-	p.ended = p.reqs.Sweep(monotonic(), func(pid uint32) bool {
-		tr := p.tracked[int(pid)]
-		return tr != nil && !tr.looking && !p.asm.Decoding(pid)
-	}, p.ended[:0])
-	for _, r := range p.ended {
-		if tr := p.tracked[int(r.PID)]; tr != nil {
-			sink{p}.request(tr, r)
-		}
-	}
-}
-
-// Job builds the span of a job (whisper's transcription), after its steps'.
-func (s sink) Job(j *assemble.Job) {
-	tr := s.p.tracked[int(j.PID)]
-	if tr == nil {
-		return
-	}
-	if tr.looking && len(tr.held) < maxHeld {
-		tr.heldJobs = append(tr.heldJobs, j) // after the steps held with it
-		return
-	}
-	s.p.acc.Job(&tr.proc, j)
-	if s.p.traces != nil {
-		s.p.spans.Job(s.p.pending, &tr.proc, j)
-		s.pend()
-	}
-}
-
-func (s sink) Graph(g *assemble.Graph) {
-	if tr := s.p.tracked[int(g.PID)]; tr != nil {
-		s.p.countTraced(tr, g)
-		s.p.acc.Graph(&tr.proc, g)
-		if s.p.traces != nil && s.keep() {
-			s.p.spans.Graph(s.p.pending, &tr.proc, g)
-			s.pend()
-		}
-	}
-}
-
-// maxPending is how many spans the reader builds before it hands them to the pipeline
-// without waiting for its tick. A second of full tracing is some 15 000 spans; building
-// them all before exporting any grew the heap into fresh pages every second, and zeroing
-// those pages was a fifth of the collector's CPU.
-const maxPending = 2048
-
-// pend notes whether the pending spans are due for the pipeline. Called with p.mu held.
-func (s sink) pend() { s.p.pendingFull = s.p.pending.SpanCount() >= maxPending }
-
-// keep counts one more decode or graph offered for spans, and says whether its spans are
-// kept: every SampleEvery-th one. Called with p.mu held.
-func (s sink) keep() bool {
-	s.p.seen++
-	return (s.p.seen-1)%uint64(s.p.cfg.SampleEvery) == 0
-}
-
-// flush hands the pending spans to the pipeline; final (at Shutdown) waits for room, as
-// long as its context lasts.
-func (p *Profiler) flush(final bool) {
-	p.mu.Lock()
-	if !final {
-		p.handOver()
-		p.mu.Unlock()
-		return
-	}
-	td := p.pending
-	p.pending = ptrace.NewTraces()
-	p.pendingFull = false
-	p.mu.Unlock()
-	if td.SpanCount() == 0 {
-		return
-	}
-	select {
-	case p.out <- td:
-	case <-p.exportCtx.Done():
-	}
-}
-
-// handOver queues the pending spans for the exporting goroutine, or counts them dropped if
-// the queue is full: it never blocks. Called with p.mu held.
-func (p *Profiler) handOver() {
-	td := p.pending
-	if td.SpanCount() == 0 {
-		return
-	}
-	p.pending = ptrace.NewTraces()
-	p.pendingFull = false
-	select {
-	case p.out <- td:
-	default:
-		if p.tele.SpansDropped == 0 {
-			p.log.Warn("the pipeline is not keeping up: spans dropped (see profinfer.spans.dropped)")
-		}
-		p.tele.SpansDropped += uint64(td.SpanCount())
-	}
-}
-
-// exportLoop hands the queued span batches to the pipeline until Shutdown closes the queue.
-func (p *Profiler) exportLoop() {
-	defer p.exported.Done()
-	for td := range p.out {
-		if err := p.traces.ConsumeTraces(p.exportCtx, td); err != nil {
-			p.log.Warn("spans not accepted by the pipeline", zap.Error(err))
-		}
+// computes notes that process t decodes or computes a graph: with no scheduler seen made
+// (profinfer came after), its scheduler's backends are read at its next graph.
+func (in *ingest) computes(t *inProc) {
+	if !t.schedSeen && !t.schedRead {
+		t.schedRead = true
+		in.effects = append(in.effects, effect{kind: schedWanted, pid: t.proc.PID})
 	}
 }

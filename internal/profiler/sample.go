@@ -1,9 +1,7 @@
 package profiler
 
 import (
-	"os"
 	"slices"
-	"strconv"
 
 	"go.uber.org/zap"
 
@@ -17,24 +15,22 @@ import (
 // controller opens it; the reader posts a window's end as soon as it assembles the last
 // graph: every graph traced past it costs a probe hit per node.
 
-// countTraced counts a traced graph, and posts the end of the window it fills. Called
-// with p.mu held.
-func (p *Profiler) countTraced(t *tracked, g *assemble.Graph) {
+// countTraced counts a traced graph, and posts the end of the window it fills.
+func (in *ingest) countTraced(t *inProc, g *assemble.Graph) {
 	if !g.Traced {
 		return
 	}
-	p.traced++
+	in.traced++
 	if g.FillsWindow {
-		p.effects = append(p.effects, effect{kind: filled, pid: t.proc.PID})
+		in.effects = append(in.effects, effect{kind: filled, pid: t.proc.PID})
 	}
 }
 
 // notePhases tells the window scheduler which phases of step d a window traced: its CPU
 // graphs' phase, and each device's share of it (a GPU's split has its nodes described in
 // windows only). A phase that no window traced yet brings the next window forward.
-// Called with p.mu held.
-func (p *Profiler) notePhases(t *tracked, d *assemble.Step) {
-	if p.cfg.Nodes.Mode != NodesSampled || !p.cfg.Layers.Runtime || d.Dropped {
+func (in *ingest) notePhases(t *inProc, d *assemble.Step) {
+	if !in.cfg.sampled() || d.Dropped {
 		return
 	}
 	phase := d.Phase
@@ -42,30 +38,49 @@ func (p *Profiler) notePhases(t *tracked, d *assemble.Step) {
 		phase = export.Phase(d.Tokens)
 	}
 	if len(d.Graphs) > 0 {
-		p.notePhase(t, window.Phase{Name: phase}, slices.ContainsFunc(d.Graphs, func(g *assemble.Graph) bool { return g.Traced }))
+		in.notePhase(t, window.Phase{Name: phase}, slices.ContainsFunc(d.Graphs, func(g *assemble.Graph) bool { return g.Traced }))
 	}
 	for i := range d.Splits {
 		if sl := &d.Splits[i]; sl.Device {
-			p.notePhase(t, window.Phase{Name: phase, Backend: sl.Backend}, len(sl.Nodes) > 0 || len(sl.Timed) > 0)
+			in.notePhase(t, window.Phase{Name: phase, Backend: sl.Backend}, len(sl.Nodes) > 0 || len(sl.Timed) > 0)
 		}
 	}
 }
 
-func (p *Profiler) notePhase(t *tracked, phase window.Phase, traced bool) {
+// phaseTold marks a phase whose traced graph the controller was told of; below it, the
+// untraced graphs it was told of. Past untracedTold it is told of no more: the scheduler
+// brings a window forward for a phase a few times at most (one told of while a window
+// opens does not), and each effect wakes the controller.
+const (
+	phaseTold    = 0xff
+	untracedTold = 8
+)
+
+func (in *ingest) notePhase(t *inProc, phase window.Phase, traced bool) {
+	n := t.phases[phase]
 	switch {
+	case n == phaseTold:
+		return
 	case traced:
-		p.windows.Traced(t.proc.PID, phase)
-	case p.windows.Untraced(t.proc.PID, phase):
-		p.log.Debug("sampling window brought forward", zap.Int("pid", t.proc.PID), zap.String("phase", phase.Name), zap.String("backend", phase.Backend))
-		p.wakeController() // its Tick opens the window
+		n = phaseTold
+		in.effects = append(in.effects, effect{kind: phaseTraced, pid: t.proc.PID, phase: phase})
+	case n < untracedTold:
+		n++
+		in.effects = append(in.effects, effect{kind: phaseUntraced, pid: t.proc.PID, phase: phase})
+	default:
+		return
 	}
+	if t.phases == nil {
+		t.phases = map[window.Phase]uint8{}
+	}
+	t.phases[phase] = n
 }
 
 // nodeProbes are the node probes of one traced process, as the window scheduler opens
-// and closes them, on the controller or (a first window) at attach, with p.mu held.
+// and closes them on the controller.
 type nodeProbes struct {
 	p *Profiler
-	t *tracked
+	t *ctlProc
 }
 
 func (n nodeProbes) Open() bool {
@@ -74,19 +89,19 @@ func (n nodeProbes) Open() bool {
 	// is described again from its start. Before the attach, so that nothing delays the
 	// window's start past the next graph's.
 	if t.attachment.SeesBuilds() {
-		if err := probe.Remember(&p.bpf.ProfinferMaps, t.proc.PID, monotonic()); err != nil {
-			p.log.Debug("node details sent at every node start", zap.Int("pid", t.proc.PID), zap.Error(err))
+		if err := probe.Remember(&p.bpf.ProfinferMaps, t.pid, monotonic()); err != nil {
+			p.log.Debug("node details sent at every node start", zap.Int("pid", t.pid), zap.Error(err))
 		}
 	}
-	p.asm.Busy(monotonic())
+	done := p.busy()
 	err := t.attachment.AttachNodes()
-	p.asm.Idle(monotonic())
+	done()
 	if err != nil && !t.warned {
 		msg := "node probes not attached"
 		if t.attachment.NodesAttached() {
 			msg = "some node probes not attached"
 		}
-		p.log.Warn(msg, zap.Int("pid", t.proc.PID), zap.Error(err))
+		p.log.Warn(msg, zap.Int("pid", t.pid), zap.Error(err))
 		t.warned = true
 	}
 	if !t.attachment.NodesAttached() {
@@ -100,16 +115,19 @@ func (n nodeProbes) Open() bool {
 	if p.cfg.Nodes.Mode == NodesSampled {
 		graphs = p.cfg.Nodes.Graphs
 	}
-	p.asm.NodesOn(uint32(t.proc.PID), monotonic(), graphs)
+	on, pid := monotonic(), uint32(t.pid)
+	p.do(func(in *ingest) { in.asm.NodesOn(pid, on, graphs) })
 	return true
 }
 
 func (n nodeProbes) Close() {
-	n.p.asm.NodesOff(uint32(n.t.proc.PID), monotonic())
+	p, pid := n.p, uint32(n.t.pid)
+	off := monotonic()
+	p.do(func(in *ingest) { in.asm.NodesOff(pid, off) })
 	n.window(0)
-	n.p.asm.Busy(monotonic())
-	n.p.closeLater(n.t.attachment.DetachNodes())
-	n.p.asm.Idle(monotonic())
+	done := p.busy()
+	p.closeLater(n.t.attachment.DetachNodes())
+	done()
 }
 
 // window tells the programs how many graphs are left to start in the sampling window, for
@@ -118,17 +136,7 @@ func (n nodeProbes) window(graphs int) {
 	if n.p.cfg.Nodes.Mode != NodesSampled {
 		return // no window to close
 	}
-	if err := probe.Window(&n.p.bpf.ProfinferMaps, n.t.proc.PID, graphs); err != nil {
-		n.p.log.Debug("marking the sampling window", zap.Int("pid", n.t.proc.PID), zap.Error(err))
+	if err := probe.Window(&n.p.bpf.ProfinferMaps, n.t.pid, graphs); err != nil {
+		n.p.log.Debug("marking the sampling window", zap.Int("pid", n.t.pid), zap.Error(err))
 	}
-}
-
-// workload names what process pid runs, for its windows' schedule (window.Add): its
-// executable and its arguments; "" where they cannot be read.
-func workload(pid int, exe string) string {
-	args, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || len(args) == 0 {
-		return ""
-	}
-	return exe + "\x00" + string(args)
 }

@@ -38,9 +38,7 @@ func TestShutdownLeavesNoBPF(t *testing.T) {
 	}
 	defer bench.Stop()
 	for { // a few windows opened and closed on the running model
-		p.mu.Lock()
-		traced := p.traced
-		p.mu.Unlock()
+		_, _, _, traced := p.readerStats()
 		if traced >= 4 {
 			break
 		}

@@ -49,9 +49,8 @@ func TestWindowsNeverBlockTarget(t *testing.T) {
 	asleep := map[string]sleep{}          // thread -> the uninterruptible sleep it is in
 	longest := map[string]time.Duration{} // wait channel -> longest sleep seen in it
 	for !bench.Exited() && ctx.Err() == nil {
-		p.mu.Lock()
-		traced = int(p.traced)
-		p.mu.Unlock()
+		_, _, _, n := p.readerStats()
+		traced = int(n)
 		if traced == 0 {
 			time.Sleep(time.Millisecond) // model load: page faults may sleep
 			continue

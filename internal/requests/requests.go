@@ -159,9 +159,9 @@ func (p *process) boundary(seq int32, last, ts uint64) (End, bool) {
 	return "", false
 }
 
-// Decode follows decode d, whose span (if kept) is link, and appends to out the requests
+// Step follows step d (a decode), whose span (if kept) is link, and appends to out the requests
 // it shows ended. A decode that failed computed nothing.
-func (t *Tracker) Decode(d *assemble.Step, link Link, out []*Request) []*Request {
+func (t *Tracker) Step(d *assemble.Step, link Link, out []*Request) []*Request {
 	if d.Result != 0 {
 		return out
 	}

@@ -24,7 +24,7 @@ func (f *feed) decode(dur uint64, seqs ...events.SeqTokens) uint64 {
 		d.Tokens += int(s.Tokens)
 	}
 	f.now = d.End + ms
-	f.out = f.t.Decode(d, Link{Span: [8]byte{1}}, f.out)
+	f.out = f.t.Step(d, Link{Span: [8]byte{1}}, f.out)
 	return d.Start
 }
 
@@ -174,7 +174,7 @@ func TestFailedDecode(t *testing.T) {
 	tr := New(1000 * ms)
 	d := &assemble.Step{PID: 1, Result: 1}
 	d.Batch.N = copy(d.Batch.Seqs[:], []events.SeqTokens{prompt(0, 0, 9)})
-	tr.Decode(d, Link{}, nil)
+	tr.Step(d, Link{}, nil)
 	if n, _ := tr.followed(); n != 0 {
 		t.Fatal("a failed decode opened a request")
 	}
@@ -195,7 +195,7 @@ func TestBoundariesBeforeHeldDecodes(t *testing.T) {
 	}
 	var out []*Request
 	for _, d := range held {
-		out = tr.Decode(d, Link{}, out)
+		out = tr.Step(d, Link{}, out)
 	}
 	out = tr.End(1, Exited, out)
 	if len(out) != 3 {

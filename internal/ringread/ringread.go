@@ -34,8 +34,13 @@ type Reader struct {
 	mu       sync.Mutex // guards ring against Close: its AvailableBytes does not
 	closed   atomic.Bool
 	flushed  atomic.Bool // Flush was called
+	woken    atomic.Bool // Wake was called
 	flushing bool        // a flush was seen: ErrFlushed comes once the ring is drained
+	high     int         // the most bytes the ring held at a read
 }
+
+// ErrWoken is what ReadInto returns, once, after Wake: the caller has other work.
+var ErrWoken = errors.New("ring buffer reader woken")
 
 // past makes the ring's reads return at once: waiting is the poller's.
 var past = time.Unix(1, 0)
@@ -65,8 +70,8 @@ func NewReader(m *ebpf.Map) (*Reader, error) {
 
 // ReadInto reads the next record into rec, waiting for one until deadline (none if
 // zero). It returns os.ErrDeadlineExceeded when the deadline passes; ringbuf.ErrFlushed
-// once after Flush, when every record submitted before the Flush has been read; and
-// ringbuf.ErrClosed after Close.
+// once after Flush, when every record submitted before the Flush has been read; ErrWoken
+// once after Wake, when the ring is empty; and ringbuf.ErrClosed after Close.
 func (r *Reader) ReadInto(rec *ringbuf.Record, deadline time.Time) error {
 	for {
 		if !r.flushing && r.flushed.Swap(false) {
@@ -79,6 +84,9 @@ func (r *Reader) ReadInto(rec *ringbuf.Record, deadline time.Time) error {
 		if r.flushing {
 			r.flushing = false
 			return ringbuf.ErrFlushed
+		}
+		if r.woken.Swap(false) {
+			return ErrWoken
 		}
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
 			return os.ErrDeadlineExceeded
@@ -96,9 +104,11 @@ func (r *Reader) read(rec *ringbuf.Record) error {
 	if r.closed.Load() {
 		return ringbuf.ErrClosed
 	}
-	if r.ring.AvailableBytes() == 0 {
+	n := r.ring.AvailableBytes()
+	if n == 0 {
 		return os.ErrDeadlineExceeded
 	}
+	r.high = max(r.high, n)
 	return r.ring.ReadInto(rec)
 }
 
@@ -121,7 +131,7 @@ func (r *Reader) wait(deadline time.Time) error {
 func (r *Reader) ready() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.closed.Load() || r.flushed.Load() || r.ring.AvailableBytes() > 0
+	return r.closed.Load() || r.flushed.Load() || r.woken.Load() || r.ring.AvailableBytes() > 0
 }
 
 // Flush has ReadInto return ringbuf.ErrFlushed once it has read every record submitted
@@ -133,6 +143,19 @@ func (r *Reader) Flush() error {
 	r.flushed.Store(true)
 	return r.file.SetReadDeadline(time.Now()) // wakes a ReadInto waiting
 }
+
+// Wake has a ReadInto waiting, or the next, return ErrWoken once the ring is empty.
+func (r *Reader) Wake() error {
+	if r.closed.Load() {
+		return ringbuf.ErrClosed
+	}
+	r.woken.Store(true)
+	return r.file.SetReadDeadline(time.Now())
+}
+
+// HighWater is the most bytes the ring held at a read: how far the reader fell behind.
+// For the reading goroutine.
+func (r *Reader) HighWater() int { return r.high }
 
 // Close frees the reader; a ReadInto waiting returns ringbuf.ErrClosed.
 func (r *Reader) Close() error {

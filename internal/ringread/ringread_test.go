@@ -129,3 +129,32 @@ func TestFlushAndClose(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 }
+
+// Wake returns a waiting ReadInto with ErrWoken once the ring is empty, once; the ring's
+// high-water mark is the most it held at a read.
+func TestWake(t *testing.T) {
+	r, submit := ring(t, noWakeup)
+	defer later(20*time.Millisecond, func() { _ = r.Wake() })()
+	var rec ringbuf.Record
+	start := time.Now()
+	if err := r.ReadInto(&rec, time.Time{}); !errors.Is(err, ErrWoken) || time.Since(start) > 5*time.Second {
+		t.Fatalf("woken while waiting: %v after %v, want ErrWoken", err, time.Since(start))
+	}
+	submit()
+	submit()
+	_ = r.Wake()
+	for i := range 2 {
+		if err := r.ReadInto(&rec, time.Time{}); err != nil {
+			t.Fatalf("record %d before the wake: %v", i, err)
+		}
+	}
+	if err := r.ReadInto(&rec, time.Time{}); !errors.Is(err, ErrWoken) {
+		t.Fatalf("after the records: %v, want ErrWoken", err)
+	}
+	if err := r.ReadInto(&rec, time.Now().Add(50*time.Millisecond)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("woken twice: %v", err)
+	}
+	if h := r.HighWater(); h < 2*16 {
+		t.Fatalf("high-water mark %d bytes, want at least the two records", h)
+	}
+}

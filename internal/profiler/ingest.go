@@ -1,0 +1,144 @@
+package profiler
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/backends"
+	"github.com/profinfer/profinfer/internal/describe"
+	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/export"
+	"github.com/profinfer/profinfer/internal/requests"
+	"github.com/profinfer/profinfer/internal/runtimes"
+	"github.com/profinfer/profinfer/internal/window"
+)
+
+// ingest is what the reader owns: the events' way from the ring buffer to spans and
+// metrics. Other goroutines reach it only through commands the reader runs (do, ask).
+type ingest struct {
+	cfg      *Config
+	log      *zap.Logger
+	traces   bool // spans are wanted
+	counters bool // perf counters are read
+	out      chan<- ptrace.Traces
+
+	procs       map[int]*inProc
+	asm         *assemble.Assembler
+	spans       *export.Spans
+	acc         *export.Metrics
+	pending     ptrace.Traces
+	pendingFull bool   // pending holds maxPending spans or more
+	seen        uint64 // decodes and loose graphs offered for spans, for span sampling
+	traced      uint64 // graphs traced node by node
+	tele        export.Telemetry
+	asked       map[uint32]bool // threads whose counters the controller was asked to open
+	retiring    []retiring      // processes gone, to drop once the ring is drained
+	reqs        *requests.Tracker
+	ended       []*requests.Request       // scratch: requests just ended
+	times       [events.TimesChunk]uint64 // scratch: a DeviceTimes record's times
+	labels      map[string]string         // the device's op labels, interned (see label)
+	effects     []effect                  // for the controller, handed over by post
+
+	pause  time.Duration // the longest the reader spent on commands at once
+	paused time.Duration // and in all
+}
+
+// inProc is a traced process as ingest knows it.
+type inProc struct {
+	proc        export.Origin
+	runtime     *runtimes.Runtime
+	backends    *backends.Resolver
+	describer   *describe.Describer
+	whisper     bool   // whisper.cpp: its jobs carry their context
+	ctx         uint64 // the llama_context (or whisper_context) of its latest decode
+	device      bool   // a split ran on a backend other than the CPU: the device probes were asked for
+	schedSeen   bool   // a backend scheduler was seen made
+	schedRead   bool   // a read of its scheduler was asked for
+	quotaWarned bool   // a failure to read its cgroup CPU quota was logged
+	// looking says that the controller reads its new context (newContext); held are its
+	// decodes that wait for it.
+	looking  bool
+	held     []*assemble.Step
+	heldJobs []*assemble.Job // jobs that ended while their steps were held, exported after them
+	// phases are what the controller was told of each phase's windows (notePhases).
+	phases map[window.Phase]uint8
+}
+
+func newIngest(cfg *Config, log *zap.Logger, traces, counters bool, out chan<- ptrace.Traces, spans *export.Spans, acc *export.Metrics) *ingest {
+	in := &ingest{cfg: cfg, log: log, traces: traces, counters: counters, out: out, procs: map[int]*inProc{},
+		spans: spans, acc: acc, pending: ptrace.NewTraces(), asked: map[uint32]bool{},
+		reqs: requests.New(uint64(requestIdle)), labels: map[string]string{}}
+	in.asm = assemble.New(sink{in})
+	return in
+}
+
+// do has the reader run f between two records, and says whether it will: not once the
+// reader has returned. The reader is woken for it.
+func (p *Profiler) do(f func(*ingest)) bool {
+	select {
+	case p.cmds <- f:
+		_ = p.reader.Wake()
+		return true
+	case <-p.readerDone:
+		return false
+	}
+}
+
+// ask runs f on the reader and waits for it; false if the reader returned first.
+func (p *Profiler) ask(f func(*ingest)) bool {
+	done := make(chan struct{})
+	if !p.do(func(in *ingest) { f(in); close(done) }) {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-p.readerDone:
+		return false
+	}
+}
+
+// runCommands runs the commands waiting for the reader. Commands are rare, and a channel
+// read that finds none takes no lock: the reader looks before every record.
+func (p *Profiler) runCommands() {
+	select {
+	case f := <-p.cmds:
+		start := time.Now()
+		f(p.in)
+		for more := true; more; {
+			select {
+			case f := <-p.cmds:
+				f(p.in)
+			default:
+				more = false
+			}
+		}
+		d := time.Since(start)
+		p.in.pause, p.in.paused = max(p.in.pause, d), p.in.paused+d
+	default:
+	}
+}
+
+// post hands the effects the reader noted to the controller if it can take them now;
+// else they wait for the reader's next record or tick. The reader never waits on it.
+func (p *Profiler) post() {
+	in := p.in
+	if len(in.effects) == 0 {
+		return
+	}
+	select {
+	case p.effects <- in.effects:
+		in.effects = nil
+	default:
+	}
+}
+
+// readerStats returns the reader's longest pause on commands and their sum, the most
+// bytes the ring held at a read, and the graphs traced node by node.
+func (p *Profiler) readerStats() (pause, paused time.Duration, high int, traced uint64) {
+	p.ask(func(in *ingest) { pause, paused, high, traced = in.pause, in.paused, p.reader.HighWater(), in.traced })
+	return
+}

@@ -1,0 +1,206 @@
+package profiler
+
+import (
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/requests"
+)
+
+// sink receives the assembler's steps, jobs and loose graphs, on the reader. Metrics
+// count everything; spans are kept for every SampleEvery-th one.
+type sink struct{ in *ingest }
+
+func (s sink) Step(d *assemble.Step) {
+	in := s.in
+	tr := in.procs[int(d.PID)]
+	if tr == nil {
+		return
+	}
+	tr.runtime.NameStep(d)
+	if j := d.Job; j != nil {
+		if j.Phases == nil {
+			j.Phases = map[string]assemble.JobPhase{}
+		}
+		ph := j.Phases[d.Phase]
+		ph.Steps++
+		ph.NS += d.End - d.Start
+		j.Phases[d.Phase] = ph
+	}
+	for _, g := range d.Graphs {
+		in.countTraced(tr, g)
+	}
+	in.notePhases(tr, d)
+	if tr.looking && len(tr.held) < maxHeld {
+		tr.held = append(tr.held, d) // exported once its lookups are done
+		return
+	}
+	s.export(tr, d)
+}
+
+// maxHeld bounds the decodes a process keeps waiting for its context's lookup; past it
+// they are exported without.
+const maxHeld = 256
+
+// export counts step d of tr and builds its spans, if kept, then follows the requests it
+// carried. A step dropped for lost records counts for its requests alone.
+func (s sink) export(tr *inProc, d *assemble.Step) {
+	in := s.in
+	var link requests.Link
+	if !d.Dropped {
+		in.acc.Step(&tr.proc, d)
+		if in.traces && (len(d.Graphs) == 0 || s.keep()) { // graph-less steps are cheap: keep them all
+			link = in.spans.Step(in.pending, &tr.proc, d)
+			s.pend()
+		}
+	}
+	in.ended = in.reqs.Step(d, link, in.ended[:0])
+	for _, r := range in.ended {
+		s.request(tr, r)
+	}
+}
+
+// request counts a request of tr that ended, and builds its span.
+func (s sink) request(tr *inProc, r *requests.Request) {
+	in := s.in
+	in.acc.Request(&tr.proc, r)
+	if in.traces {
+		in.spans.Request(in.pending, &tr.proc, r)
+		s.pend()
+	}
+}
+
+// Job builds the span of a job (whisper's transcription), after its steps'.
+func (s sink) Job(j *assemble.Job) {
+	in := s.in
+	tr := in.procs[int(j.PID)]
+	if tr == nil {
+		return
+	}
+	if tr.looking && len(tr.held) < maxHeld {
+		tr.heldJobs = append(tr.heldJobs, j) // after the steps held with it
+		return
+	}
+	in.acc.Job(&tr.proc, j)
+	if in.traces {
+		in.spans.Job(in.pending, &tr.proc, j)
+		s.pend()
+	}
+}
+
+func (s sink) Graph(g *assemble.Graph) {
+	in := s.in
+	if tr := in.procs[int(g.PID)]; tr != nil {
+		in.countTraced(tr, g)
+		in.acc.Graph(&tr.proc, g)
+		if in.traces && s.keep() {
+			in.spans.Graph(in.pending, &tr.proc, g)
+			s.pend()
+		}
+	}
+}
+
+// maxPending is how many spans the reader builds before it hands them to the pipeline
+// without waiting for its tick. A second of full tracing is some 15 000 spans; building
+// them all before exporting any grew the heap into fresh pages every second, and zeroing
+// those pages was a fifth of the collector's CPU.
+const maxPending = 2048
+
+// pend notes whether the pending spans are due for the pipeline.
+func (s sink) pend() { s.in.pendingFull = s.in.pending.SpanCount() >= maxPending }
+
+// keep counts one more decode or graph offered for spans, and says whether its spans are
+// kept: every SampleEvery-th one.
+func (s sink) keep() bool {
+	s.in.seen++
+	return (s.in.seen-1)%uint64(s.in.cfg.SampleEvery) == 0
+}
+
+// sweepRequests ends the requests that are over by now: rewound since their last decode,
+// or idle.
+func (in *ingest) sweepRequests() {
+	in.ended = in.reqs.Sweep(monotonic(), func(pid uint32) bool {
+		tr := in.procs[int(pid)]
+		return tr != nil && !tr.looking && !in.asm.Decoding(pid)
+	}, in.ended[:0])
+	for _, r := range in.ended {
+		if tr := in.procs[int(r.PID)]; tr != nil {
+			sink{in}.request(tr, r)
+		}
+	}
+}
+
+// endRequests ends every request of t, for why.
+func (in *ingest) endRequests(t *inProc, why requests.End) {
+	in.ended = in.reqs.End(uint32(t.proc.PID), why, in.ended[:0])
+	for _, r := range in.ended {
+		sink{in}.request(t, r)
+	}
+}
+
+// release exports the decodes t kept waiting for its context's lookup, once it is done.
+func (in *ingest) release(t *inProc) {
+	if t.looking {
+		return
+	}
+	s := sink{in}
+	for _, d := range t.held {
+		s.export(t, d)
+		if in.pendingFull {
+			in.handOver()
+		}
+	}
+	clear(t.held)
+	t.held = t.held[:0]
+	for _, j := range t.heldJobs {
+		s.Job(j)
+	}
+	clear(t.heldJobs)
+	t.heldJobs = t.heldJobs[:0]
+}
+
+// handOver queues the pending spans for the exporting goroutine, or counts them dropped if
+// the queue is full: it never blocks.
+func (in *ingest) handOver() {
+	td := in.pending
+	if td.SpanCount() == 0 {
+		return
+	}
+	in.pending = ptrace.NewTraces()
+	in.pendingFull = false
+	select {
+	case in.out <- td:
+	default:
+		if in.tele.SpansDropped == 0 {
+			in.log.Warn("the pipeline is not keeping up: spans dropped (see profinfer.spans.dropped)")
+		}
+		in.tele.SpansDropped += uint64(td.SpanCount())
+	}
+}
+
+// flush hands the last pending spans to the pipeline at Shutdown, the reader gone,
+// waiting for room as long as its context lasts.
+func (p *Profiler) flush() {
+	in := p.in
+	td := in.pending
+	in.pending = ptrace.NewTraces()
+	in.pendingFull = false
+	if td.SpanCount() == 0 {
+		return
+	}
+	select {
+	case p.out <- td:
+	case <-p.exportCtx.Done():
+	}
+}
+
+// exportLoop hands the queued span batches to the pipeline until Shutdown closes the queue.
+func (p *Profiler) exportLoop() {
+	defer p.exported.Done()
+	for td := range p.out {
+		if err := p.traces.ConsumeTraces(p.exportCtx, td); err != nil {
+			p.log.Warn("spans not accepted by the pipeline", zap.Error(err))
+		}
+	}
+}
