@@ -98,7 +98,7 @@ const exportQueue = 8
 
 // New returns a profiler that delivers to the given consumers, either of which may be nil.
 func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics consumer.Metrics) *Profiler {
-	p := &Profiler{cfg: cfg, set: set, log: set.Logger, traces: traces, metrics: metrics,
+	p := &Profiler{cfg: withCounters(cfg, set.Logger), set: set, log: set.Logger, traces: traces, metrics: metrics,
 		cmds: make(chan func(*ingest), 64), calls: make(chan func()), effects: make(chan []effect, 1),
 		readerDone: make(chan struct{}), stop: make(chan struct{}), out: make(chan ptrace.Traces, exportQueue)}
 	p.exportCtx, p.cancelExport = context.WithCancel(context.Background())
@@ -115,17 +115,16 @@ func (p *Profiler) Start(ctx context.Context) error {
 		return err
 	}
 	p.reg = reg
-	counters := p.detectCounters()
 	// The kernel's BTF, decoded once for every load here, and let go after them.
 	types := btf.NewCache()
-	if err := p.load(types, counters); err != nil {
+	if err := p.load(types); err != nil {
 		return err
 	}
 	slackSet() // once profinfer has what it needs, not before a privilege error
 	var real unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &real)
 	roofs := p.roofs()
-	ctr := export.NewCounters(counters)
+	ctr := export.NewCounters(p.cfg.Counters)
 	spans := export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans, roofs.Peaks, ctr)
 	spans.Resources = p.cfg.Metrics.ResourceAttributes
 	p.in = newIngest(&p.cfg, p.log, p.traces != nil, p.counters != nil, p.out, spans,
@@ -167,7 +166,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 	return nil
 }
 
-func (p *Profiler) load(types *btf.Cache, counters []perfcount.Counter) error {
+func (p *Profiler) load(types *btf.Cache) error {
 	k, err := probeKernel(types)
 	if err != nil {
 		return fmt.Errorf("profinfer: %w", err)
@@ -181,7 +180,7 @@ func (p *Profiler) load(types *btf.Cache, counters []perfcount.Counter) error {
 		AllThreads:     p.cfg.Layers.Barriers || p.cfg.Layers.Counters,
 		FollowSched:    p.cfg.Layers.Scheduler,
 		AllTraced:      p.cfg.Nodes.Mode == NodesAll,
-		Counters:       len(counters),
+		Counters:       len(p.cfg.Counters),
 	}, k, types)
 	if err != nil {
 		return fmt.Errorf("profinfer: %w", err)
@@ -192,7 +191,7 @@ func (p *Profiler) load(types *btf.Cache, counters []perfcount.Counter) error {
 		return fmt.Errorf("profinfer: opening the ring buffer: %w", err)
 	}
 	if p.cfg.Layers.Counters {
-		if p.counters, err = perfcount.NewThreads(counters, probe.CounterTable(l.Counters, &l.ProfinferMaps)); err != nil {
+		if p.counters, err = perfcount.NewThreads(p.cfg.Counters, probe.CounterTable(l.Counters, &l.ProfinferMaps)); err != nil {
 			p.close()
 			return fmt.Errorf("profinfer: %w", err)
 		}
@@ -226,20 +225,21 @@ func (p *Profiler) setTimerSlack() (report func()) {
 	}
 }
 
-// detectCounters returns the configured perf counters this machine has, says once which
-// it lacks and why, and keeps the counters layer where some are left and nodes are traced.
-func (p *Profiler) detectCounters() []perfcount.Counter {
-	if len(p.cfg.Counters) == 0 {
-		p.cfg.Layers.Counters = false
-		return nil
+// withCounters keeps of cfg's perf counters those this machine has, says once which it
+// lacks and why, and has the counters layer where some are left and nodes are traced.
+func withCounters(cfg Config, log *zap.Logger) Config {
+	cfg.Layers.Counters = false
+	if len(cfg.Counters) == 0 {
+		return cfg
 	}
-	ok, missing := perfcount.Detect(p.cfg.Counters)
+	ok, missing := perfcount.Detect(cfg.Counters)
 	if len(missing) > 0 {
-		p.log.Warn("perf counters unavailable, continuing without them: "+strings.Join(missing, "; "),
+		log.Warn("perf counters unavailable, continuing without them: "+strings.Join(missing, "; "),
 			zap.Int("available", len(ok)))
 	}
-	p.cfg.Layers.Counters = len(ok) > 0 && (p.cfg.Nodes.Mode == NodesSampled || p.cfg.Nodes.Mode == NodesAll)
-	return ok
+	cfg.Counters = ok
+	cfg.Layers.Counters = len(ok) > 0 && (cfg.Nodes.Mode == NodesSampled || cfg.Nodes.Mode == NodesAll)
+	return cfg
 }
 
 // roofs returns the roofline to classify nodes under, measuring what the configuration
