@@ -63,7 +63,7 @@ test: testenv build build-arm64
 
 bench: testenv build
 	command -v bpftrace >/dev/null || { apt-get update && apt-get install -y bpftrace; }
-	$(GO) run ./internal/bench/cmd/overhead -pairs $(PAIRS) -o build/bench.md
+	$(GO) run ./internal/overhead/cmd/peer -pairs $(PAIRS) -o build/bench.md
 
 bench-report:
 	scripts/bench-report.sh

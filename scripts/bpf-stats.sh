@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 col=${1:-bin/otelcol-profinfer}
-go build -o build/bpfstats ./internal/bench/cmd/bpfstats
+go build -o build/bpfstats ./internal/overhead/cmd/bpfstats
 cfg=$(mktemp --suffix=.yaml)
 out=$(mktemp)
 trap 'rm -f "$cfg" "$out"; sysctl -qw kernel.bpf_stats_enabled=0' EXIT

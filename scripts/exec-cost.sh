@@ -1,6 +1,6 @@
 #!/bin/bash
 # What other programs' execs cost the collector: each collector given runs idle with the
-# receiver's default configuration (internal/bench/cmd/alwayson/receiver-only.yaml) while
+# receiver's default configuration (internal/overhead/cmd/alwayson/receiver-only.yaml) while
 # a loop runs COMMAND (default `curl -s --version`, a dynamic program mapping some 40
 # objects) EXECS times (default 600); the collections take turns, ROUNDS times (default
 # 4). Printed for each: the loop's wall time, the collector's CPU (every thread's, from
@@ -28,7 +28,7 @@ for round in $(seq 1 "${ROUNDS:-4}"); do
   for c in "$@"; do
     dir=$(mktemp -d -p "$work")
     exe=$(realpath "$c")
-    (cd "$dir" && exec "$exe" --config "$root/internal/bench/cmd/alwayson/receiver-only.yaml") >"$dir/log" 2>&1 &
+    (cd "$dir" && exec "$exe" --config "$root/internal/overhead/cmd/alwayson/receiver-only.yaml") >"$dir/log" 2>&1 &
     pid=$!
     sleep 4
     c0=$(cpu_ns $pid); t0=$(now_ns); sleep 2; c1=$(cpu_ns $pid); t1=$(now_ns)

@@ -2,7 +2,7 @@
 # What a collector's start costs a model that needs every core: a llama-server decodes
 # request after request on 2 threads (--metrics), and each collector given is started
 # beside it in turn, ROUNDS times, with the receiver's default configuration
-# (internal/bench/cmd/alwayson/receiver-only.yaml). A start runs from
+# (internal/overhead/cmd/alwayson/receiver-only.yaml). A start runs from
 # the collector's launch until it logs the server's PID as attached (for "base", the same
 # executable with no profinfer receiver, until it is ready: the distribution's own share).
 # Printed for each: the collector's CPU then (every thread's, from schedstat), the start's
@@ -54,7 +54,7 @@ for round in $(seq 1 "${ROUNDS:-6}"); do
       (cd "$dir" && exec "$first" --config "$work/base.yaml") >>"$dir/log" 2>&1 &
       ready='Everything is ready'
     else
-      (cd "$dir" && exec "$c" --config "$root/internal/bench/cmd/alwayson/receiver-only.yaml") >>"$dir/log" 2>&1 &
+      (cd "$dir" && exec "$c" --config "$root/internal/overhead/cmd/alwayson/receiver-only.yaml") >>"$dir/log" 2>&1 &
       ready="\"pid\": $server, \"exe\""
     fi
     pid=$!

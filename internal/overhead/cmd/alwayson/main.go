@@ -21,7 +21,7 @@
 //
 // It needs root and runs from the repository root after `make testenv build`:
 //
-//	go run ./internal/bench/cmd/alwayson -target server -rounds 12 -config internal/bench/cmd/alwayson/receiver-only.yaml
+//	go run ./internal/overhead/cmd/alwayson -target server -rounds 12 -config internal/overhead/cmd/alwayson/receiver-only.yaml
 package main
 
 import (
@@ -39,7 +39,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/profinfer/profinfer/internal/bench"
+	"github.com/profinfer/profinfer/internal/overhead"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
@@ -145,7 +145,7 @@ func run(ctx context.Context, o options, progress io.Writer) (string, error) {
 	var off, on []arm
 	var starts []float64
 	for i := range o.rounds {
-		for _, which := range bench.Order([]string{"off", "on"}, i) {
+		for _, which := range overhead.Order([]string{"off", "on"}, i) {
 			if which == "off" {
 				a, err := measure(ctx)
 				if err != nil {
@@ -262,7 +262,7 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 		for i, a := range as {
 			xs[i] = f(a)
 		}
-		return bench.Median(xs)
+		return overhead.Median(xs)
 	}
 	verdict := func(lo, hi, limit float64) string {
 		switch {
@@ -284,23 +284,23 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 		f    func(arm) float64
 	}{{"decode ms/" + unit + ", ratio", arm.msPerToken}, {"target CPU ms/" + unit + ", ratio", arm.cpuPerToken}} {
 		rs := perRound(func(on, off arm) float64 { return row.f(on) / row.f(off) })
-		lo, hi := bench.MedianInterval(rs)
+		lo, hi := overhead.MedianInterval(rs)
 		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %.4f | %.4f–%.4f | %s |\n", row.name, med(off, row.f), med(on, row.f),
-			bench.Median(rs), lo, hi, verdict(lo, hi, 1+bound))
+			overhead.Median(rs), lo, hi, verdict(lo, hi, 1+bound))
 	}
 	if m.load == 0 {
 		// The accounted cost of each arm with the collector, against the decode time of the
 		// same round's arm without.
 		rs := perRound(func(on, off arm) float64 { return on.accounted() / (off.decode / float64(off.tokens)) })
-		lo, hi := bench.MedianInterval(rs)
+		lo, hi := overhead.MedianInterval(rs)
 		fmt.Fprintf(&b, "| accounted cost, share of decode | — | %.3f ms/%s | %.4f%% | %.4f%%–%.4f%% | %s |\n",
-			1e3*med(on, arm.accounted), unit, 100*bench.Median(rs), 100*lo, 100*hi, verdict(lo, hi, bound))
+			1e3*med(on, arm.accounted), unit, 100*overhead.Median(rs), 100*lo, 100*hi, verdict(lo, hi, bound))
 		// And against the target's CPU time without: each of its threads pays the probes it
 		// hits, and spins at the next barrier while a partner waits for the collector.
 		rs = perRound(func(on, off arm) float64 { return on.accounted() / (off.cpu / float64(off.tokens)) })
-		lo, hi = bench.MedianInterval(rs)
+		lo, hi = overhead.MedianInterval(rs)
 		fmt.Fprintf(&b, "| accounted cost, share of the target's CPU | — | %.3f ms/%s | %.4f%% | %.4f%%–%.4f%% | %s |\n",
-			1e3*med(on, arm.accounted), unit, 100*bench.Median(rs), 100*lo, 100*hi, verdict(lo, hi, bound))
+			1e3*med(on, arm.accounted), unit, 100*overhead.Median(rs), 100*lo, 100*hi, verdict(lo, hi, bound))
 	}
 	perTok := func(f func(arm) float64) func(arm) float64 {
 		return func(a arm) float64 { return f(a) / float64(a.tokens) }
@@ -308,9 +308,9 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 	share := med(on, func(a arm) float64 { return a.collector / a.wall })
 	if m.load > 0 {
 		loss := perRound(func(on, off arm) float64 { return on.msPerToken()/off.msPerToken() - 1 })
-		lo, hi := bench.MedianInterval(loss)
+		lo, hi := overhead.MedianInterval(loss)
 		fmt.Fprintf(&b, "\nCalibration: a spinner busy %.2f%% of a core cost decode %.2f%% (95%% CI %.2f%%–%.2f%%): %.2f of decode time per unit of a core's time.\n",
-			100*share, 100*bench.Median(loss), 100*lo, 100*hi, bench.Median(loss)/share)
+			100*share, 100*overhead.Median(loss), 100*lo, 100*hi, overhead.Median(loss)/share)
 	} else {
 		fmt.Fprintf(&b, "\nPer "+unit+", medians with the collector: collector CPU %.1f µs (%.2f%% of a core), %.2f collector wakeups; "+
 			"%.1f probe hits (%.1f return probes), %.1f µs of program and %.1f µs of traps (estimated) in the model's threads; "+
@@ -347,7 +347,7 @@ func (m *meter) report(o options, off, on []arm, starts []float64) string {
 	if len(starts) > 0 {
 		slices.Sort(starts)
 		fmt.Fprintf(&b, "\nCollector start beside the idle server, CPU until attached: median %.0f ms (%.0f–%.0f).\n",
-			1e3*bench.Median(starts), 1e3*starts[0], 1e3*starts[len(starts)-1])
+			1e3*overhead.Median(starts), 1e3*starts[0], 1e3*starts[len(starts)-1])
 	}
 	if o.target == "bench" {
 		seen := "the first of its binary that the collector saw (-warm=false)"
@@ -366,8 +366,8 @@ decode time without; intervals are the distribution-free ones for a median.
 - date: %s
 - kernel: %s
 - CPU: %s, %d CPUs
-- command: go run ./internal/bench/cmd/alwayson %s
+- command: go run ./internal/overhead/cmd/alwayson %s
 `, len(off), o.target, m.model, threads, m.tokens, m.reps, m.arm, time.Now().UTC().Format("2006-01-02 15:04 MST"),
-		strings.TrimSpace(string(host)), bench.CPUModel(string(cpuinfo)), runtime.NumCPU(), o.command)
+		strings.TrimSpace(string(host)), overhead.CPUModel(string(cpuinfo)), runtime.NumCPU(), o.command)
 	return b.String()
 }

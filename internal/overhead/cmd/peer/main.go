@@ -23,7 +23,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
-	"github.com/profinfer/profinfer/internal/bench"
+	"github.com/profinfer/profinfer/internal/overhead"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
@@ -149,7 +149,7 @@ func newRunner(model string, pp, tg int, configs []string) (*runner, error) {
 			if err != nil {
 				return nil, err
 			}
-			r.naive = bench.NaiveScript(lib)
+			r.naive = overhead.NaiveScript(lib)
 		}
 		if isNode(c) {
 			if _, err := exec.LookPath("node"); err != nil {
@@ -162,9 +162,9 @@ func newRunner(model string, pp, tg int, configs []string) (*runner, error) {
 
 // measure runs pairs rounds of configs and returns the report.
 func (r *runner) measure(ctx context.Context, configs []string, pairs int) (string, error) {
-	runs := map[string][]bench.Run{}
+	runs := map[string][]overhead.Run{}
 	for i := range pairs {
-		for _, c := range bench.Order(configs, i) {
+		for _, c := range overhead.Order(configs, i) {
 			run, err := r.run(ctx, c)
 			if err != nil {
 				return "", fmt.Errorf("round %d, %s: %w", i+1, c, err)
@@ -173,24 +173,24 @@ func (r *runner) measure(ctx context.Context, configs []string, pairs int) (stri
 			runs[c] = append(runs[c], run)
 		}
 	}
-	var rows []bench.Row
-	byName := map[string]bench.Row{}
+	var rows []overhead.Row
+	byName := map[string]overhead.Row{}
 	for _, c := range names {
 		if runs[c] != nil {
-			row := bench.Summarize(c, runs[c], runs[baseline(c)])
+			row := overhead.Summarize(c, runs[c], runs[baseline(c)])
 			rows = append(rows, row)
 			byName[c] = row
 		}
 	}
-	overhead := "n/a (needs naive and full)"
+	ratio := "n/a (needs naive and full)"
 	if naive, ok := byName["naive"]; ok {
 		if full, ok := byName["full"]; ok {
-			overhead = fmt.Sprintf("%.2f", bench.OverheadRatio(naive, full))
+			ratio = fmt.Sprintf("%.2f", overhead.OverheadRatio(naive, full))
 		}
 	}
 
 	var b strings.Builder
-	b.WriteString(bench.Table(rows, r.pp, r.tg))
+	b.WriteString(overhead.Table(rows, r.pp, r.tg))
 	fmt.Fprintf(&b, `
 Medians of %d alternating rounds, each running every configuration once, in an order
 shuffled per round (seeded by the round). Ratios are medians of the per-round ratios to the configuration's
@@ -207,8 +207,8 @@ naive overhead / full overhead = %s (decode loss, 1 - tg ratio, of naive over th
 - kernel: %s
 - CPU: %s
 - nproc: %d
-- command: go run ./internal/bench/cmd/overhead %s
-`, pairs, r.model, threads, r.tg, overhead, time.Now().UTC().Format("2006-01-02 15:04 MST"),
+- command: go run ./internal/overhead/cmd/peer %s
+`, pairs, r.model, threads, r.tg, ratio, time.Now().UTC().Format("2006-01-02 15:04 MST"),
 		kernel(), cpuModel(), runtime.NumCPU(), strings.Join(os.Args[1:], " "))
 	return b.String(), nil
 }
@@ -223,11 +223,11 @@ func kernel() string {
 
 func cpuModel() string {
 	b, _ := os.ReadFile("/proc/cpuinfo")
-	return bench.CPUModel(string(b))
+	return overhead.CPUModel(string(b))
 }
 
 // run runs a configuration's workload once, under its tracer if it has one.
-func (r *runner) run(ctx context.Context, config string) (bench.Run, error) {
+func (r *runner) run(ctx context.Context, config string) (overhead.Run, error) {
 	work := r.llamaBench
 	if isNode(config) {
 		work = r.node
@@ -238,7 +238,7 @@ func (r *runner) run(ctx context.Context, config string) (bench.Run, error) {
 
 	dir, err := os.MkdirTemp("", "profinfer-bench-")
 	if err != nil {
-		return bench.Run{}, err
+		return overhead.Run{}, err
 	}
 	defer os.RemoveAll(dir)
 	t := &tracer{log: filepath.Join(dir, "tracer.log")}
@@ -246,28 +246,28 @@ func (r *runner) run(ctx context.Context, config string) (bench.Run, error) {
 		// bpftrace prints its maps and detaches on SIGINT.
 		t.stopSignal = syscall.SIGINT
 		// Attaching a few hundred uprobes one by one can take a while on a loaded machine.
-		err = t.start(ctx, bench.NaiveReady, 2*time.Minute, "bpftrace", "-e", r.naive)
+		err = t.start(ctx, overhead.NaiveReady, 2*time.Minute, "bpftrace", "-e", r.naive)
 	} else {
 		t.stopSignal, t.metrics = syscall.SIGTERM, filepath.Join(dir, "metrics.jsonl")
 		cfg := filepath.Join(dir, "otelcol.yaml")
 		if err := os.WriteFile(cfg, fmt.Appendf(nil, collectorConfig, receivers[config], t.metrics), 0o644); err != nil {
-			return bench.Run{}, err
+			return overhead.Run{}, err
 		}
 		err = t.start(ctx, "Everything is ready", 30*time.Second, r.collector, "--config", cfg)
 	}
 	if err != nil {
-		return bench.Run{}, err
+		return overhead.Run{}, err
 	}
 	defer t.proc.Stop() // on an error; a no-op once it has exited
 
 	// The tracer's CPU and memory over the workload only, not its start-up.
 	proc, err := procfs.NewProc(t.proc.PID())
 	if err != nil {
-		return bench.Run{}, err
+		return overhead.Run{}, err
 	}
 	before, err := proc.Stat()
 	if err != nil {
-		return bench.Run{}, err
+		return overhead.Run{}, err
 	}
 	start := time.Now()
 	run, err := work(ctx)
@@ -297,7 +297,7 @@ func (r *runner) run(ctx context.Context, config string) (bench.Run, error) {
 		return run, err
 	}
 	defer f.Close()
-	sums, err := bench.LastSums(f, received, dropped)
+	sums, err := overhead.LastSums(f, received, dropped)
 	if err != nil {
 		return run, err
 	}
@@ -311,8 +311,8 @@ func (r *runner) run(ctx context.Context, config string) (bench.Run, error) {
 
 // llamaBench runs the prefill test and the decode test as two llama-bench processes, so that
 // the decode test's CPU time is its own.
-func (r *runner) llamaBench(ctx context.Context) (bench.Run, error) {
-	run := bench.NewRun()
+func (r *runner) llamaBench(ctx context.Context) (overhead.Run, error) {
+	run := overhead.NewRun()
 	var err error
 	if run.PP, _, err = r.llamaBenchTest(ctx, r.pp, 0); err != nil {
 		return run, err
@@ -342,8 +342,8 @@ func (r *runner) llamaBenchTest(ctx context.Context, pp, tg int) (float64, time.
 }
 
 // node runs the node-llama-cpp driver, which times its generation itself.
-func (r *runner) node(ctx context.Context) (bench.Run, error) {
-	run := bench.NewRun()
+func (r *runner) node(ctx context.Context) (overhead.Run, error) {
+	run := overhead.NewRun()
 	out, cpu, err := runCPU(ctx, "node", r.env.NodeArgs(r.model, r.tg, threads, 1)...)
 	if err != nil {
 		return run, err

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
-	"github.com/profinfer/profinfer/internal/bench"
+	"github.com/profinfer/profinfer/internal/overhead"
 )
 
 // bpfUse is what the kernel's BPF statistics say of the uprobe programs that ran.
@@ -41,7 +41,7 @@ func (b bpfUse) minus(o bpfUse) bpfUse {
 // must be 1). Return probes are the programs named *_exit, as the collector names them.
 func uprobeStats() (bpfUse, error) {
 	u := bpfUse{progs: map[string]progUse{}}
-	ps, err := bench.Programs()
+	ps, err := overhead.Programs()
 	for _, p := range ps {
 		if p.Type != ebpf.Kprobe {
 			continue

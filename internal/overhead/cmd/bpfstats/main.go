@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/profinfer/profinfer/internal/bench"
+	"github.com/profinfer/profinfer/internal/overhead"
 )
 
 func main() {
-	ps, err := bench.Programs()
+	ps, err := overhead.Programs()
 	if err != nil {
 		log.Fatal(err)
 	}

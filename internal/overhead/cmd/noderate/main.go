@@ -4,7 +4,7 @@
 // points and OTLP bytes (protobuf, before compression) per second that reach the
 // exporter, and the collector's CPU and peak memory.
 //
-//	go run ./internal/bench/cmd/noderate [-tokens 1024] [-configs default,full]
+//	go run ./internal/overhead/cmd/noderate [-tokens 1024] [-configs default,full]
 package main
 
 import (
