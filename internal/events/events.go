@@ -13,7 +13,7 @@ import (
 // Kind says what happened.
 type Kind uint16
 
-// Event kinds: enum kind in bpf/profinfer.bpf.c, as bpf2go generates it.
+// Event kinds: enum kind in bpf/events.bpf.h, as bpf2go generates it.
 const (
 	DecodeEnter = Kind(bpf.ProfinferKindEV_DECODE_ENTER)
 	DecodeExit  = Kind(bpf.ProfinferKindEV_DECODE_EXIT)

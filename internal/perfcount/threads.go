@@ -8,7 +8,7 @@ import (
 )
 
 // Slots is how many threads can have counters open at once, and PerThread how many
-// counters each; they match COUNTER_SLOTS and MAX_COUNTERS in bpf/profinfer.bpf.c.
+// counters each; they match COUNTER_SLOTS in bpf/counters.bpf.h and MAX_COUNTERS in bpf/events.bpf.h.
 const (
 	Slots     = 256
 	PerThread = 8
