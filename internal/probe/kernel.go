@@ -122,7 +122,7 @@ func (k Kernel) Degraded() []string {
 	}
 	if !k.UprobeMulti {
 		d = append(d, "no uprobe_multi links (Linux 6.6): node probes are perf-event uprobes, and attaching or detaching them "+
-			"stalls the target's threads (see the README's kernel table for the cost and how windows avoid it)")
+			"stalls the target's threads (docs/kernels.md says what that costs and how windows avoid it)")
 	}
 	return d
 }
