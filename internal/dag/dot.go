@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/schema"
 )
 
 // DOT writes the traced graphs among the spans of traces as Graphviz digraphs, one per
@@ -20,7 +22,7 @@ func DOT(w io.Writer, traces []ptrace.Traces, which int) (int, error) {
 	var graphs []*graph
 	byID := map[string]*graph{}
 	forEach(traces, func(s ptrace.Span) {
-		if v, ok := s.Attributes().Get("ggml.graph.traced"); s.Name() == "ggml.graph_compute" && ok && v.Bool() {
+		if v, ok := s.Attributes().Get(schema.GGMLGraphTraced); s.Name() == schema.SpanGraph && ok && v.Bool() {
 			g := &graph{span: s}
 			graphs = append(graphs, g)
 			byID[s.SpanID().String()] = g
@@ -41,9 +43,9 @@ func DOT(w io.Writer, traces []ptrace.Traces, which int) (int, error) {
 		fmt.Fprintf(&b, "digraph \"graph %d\" {\n  label=%q;\n  node [shape=box, fontname=monospace];\n", i,
 			fmt.Sprintf("graph %d: %d nodes, %.0f µs%s", i, len(g.nodes), dur(g.span), critical(g.span)))
 		for _, s := range g.nodes {
-			name, _ := s.Attributes().Get("ggml.tensor.name")
+			name, _ := s.Attributes().Get(schema.GGMLTensorName)
 			color := ""
-			if v, ok := s.Attributes().Get("ggml.critical_path"); ok && v.Bool() {
+			if v, ok := s.Attributes().Get(schema.GGMLCriticalPath); ok && v.Bool() {
 				color = ", color=red, penwidth=2"
 			}
 			fmt.Fprintf(&b, "  %q [label=%q%s];\n", s.SpanID().String(),
@@ -63,8 +65,8 @@ func DOT(w io.Writer, traces []ptrace.Traces, which int) (int, error) {
 
 // critical describes a graph span's critical path for its label.
 func critical(g ptrace.Span) string {
-	d, ok := g.Attributes().Get("ggml.critical_path.duration_ns")
-	share, _ := g.Attributes().Get("ggml.critical_path.share")
+	d, ok := g.Attributes().Get(schema.GGMLCriticalPathDurationNS)
+	share, _ := g.Attributes().Get(schema.GGMLCriticalPathShare)
 	if !ok {
 		return ""
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/perfcount"
+	"github.com/profinfer/profinfer/internal/schema"
 )
 
 // Counters names the perf counters whose values the records carry, in their order, and
@@ -24,7 +25,7 @@ func NewCounters(cs []perfcount.Counter) *Counters {
 	c := &Counters{}
 	for _, x := range cs {
 		c.names = append(c.names, x.Name)
-		c.keys = append(c.keys, "perf."+x.Key())
+		c.keys = append(c.keys, schema.PerfPrefix+x.Key())
 	}
 	c.classifier, c.classify = perfcount.NewClassifier(cs)
 	return c
@@ -45,8 +46,8 @@ func (c *Counters) put(a pcommon.Map, n *assemble.Node) {
 		return
 	}
 	if b, ipc, mpki, ok := c.classifier.Classify(n.Counters[:len(c.keys)]); ok {
-		a.PutStr("ggml.counters.bound", string(b))
-		a.PutDouble("ggml.counters.ipc", ipc)
-		a.PutDouble("ggml.counters.llc_mpki", mpki)
+		a.PutStr(schema.GGMLCountersBound, string(b))
+		a.PutDouble(schema.GGMLCountersIPC, ipc)
+		a.PutDouble(schema.GGMLCountersLLCMPKI, mpki)
 	}
 }

@@ -6,12 +6,13 @@ import (
 
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/requests"
+	"github.com/profinfer/profinfer/internal/schema"
 )
 
 // The GenAI semantic conventions (v1.38.0) name what a request is: llama.cpp computes a
 // text completion, whatever API the server put around it.
 const (
-	genAIOperation = "text_completion"
+	genAIOperation = schema.SpanRequest
 	genAIProvider  = "llama.cpp"
 )
 
@@ -25,10 +26,10 @@ func (p *Origin) ModelName() string {
 
 // putGenAI puts the GenAI attributes that name the operation, provider and model.
 func putGenAI(a pcommon.Map, p *Origin) {
-	a.PutStr("gen_ai.operation.name", genAIOperation)
-	a.PutStr("gen_ai.provider.name", genAIProvider)
+	a.PutStr(schema.GenAIOperationName, genAIOperation)
+	a.PutStr(schema.GenAIProviderName, genAIProvider)
 	if name := p.ModelName(); name != "" {
-		a.PutStr("gen_ai.request.model", name)
+		a.PutStr(schema.GenAIRequestModel, name)
 	}
 }
 
@@ -37,8 +38,8 @@ func putBatch(a pcommon.Map, b *events.Batch) {
 	if b.N == 0 {
 		return
 	}
-	ids := a.PutEmptySlice("llama.batch.seq_ids")
-	toks := a.PutEmptySlice("llama.batch.seq_tokens")
+	ids := a.PutEmptySlice(schema.LlamaBatchSeqIDs)
+	toks := a.PutEmptySlice(schema.LlamaBatchSeqTokens)
 	ids.EnsureCapacity(b.N)
 	toks.EnsureCapacity(b.N)
 	for _, s := range b.Sequences() {
@@ -46,10 +47,10 @@ func putBatch(a pcommon.Map, b *events.Batch) {
 		toks.AppendEmpty().SetInt(int64(s.Tokens))
 	}
 	if b.Flags&events.BatchNoSeq != 0 {
-		a.PutBool("llama.batch.implicit_seq", true)
+		a.PutBool(schema.LlamaBatchImplicitSeq, true)
 	}
 	if b.Flags&(events.BatchMoreSeqs|events.BatchTruncated) != 0 {
-		a.PutBool("llama.batch.partial", true)
+		a.PutBool(schema.LlamaBatchPartial, true)
 	}
 }
 
@@ -64,28 +65,28 @@ func (s *Spans) Request(td ptrace.Traces, p *Origin, r *requests.Request) {
 	s.begin(sp, s.traceID(), pcommon.NewSpanIDEmpty(), name, r.Start, r.End)
 	a := sp.Attributes()
 	putGenAI(a, p)
-	a.PutInt("gen_ai.usage.input_tokens", int64(r.Prompt+r.Cached))
-	a.PutInt("gen_ai.usage.cache_read.input_tokens", int64(r.Cached))
-	a.PutInt("gen_ai.usage.output_tokens", int64(r.Output))
-	a.PutInt("llama.seq_id", int64(r.Seq))
+	a.PutInt(schema.GenAIUsageInputTokens, int64(r.Prompt+r.Cached))
+	a.PutInt(schema.GenAIUsageCacheReadInputTokens, int64(r.Cached))
+	a.PutInt(schema.GenAIUsageOutputTokens, int64(r.Output))
+	a.PutInt(schema.LlamaSeqID, int64(r.Seq))
 	if r.Implicit {
-		a.PutBool("llama.batch.implicit_seq", true)
+		a.PutBool(schema.LlamaBatchImplicitSeq, true)
 	}
 	if r.Warmup() {
-		a.PutBool("llama.request.warmup", true)
+		a.PutBool(schema.LlamaRequestWarmup, true)
 	}
-	a.PutInt("llama.request.prompt_tokens", int64(r.Prompt))
+	a.PutInt(schema.LlamaRequestPromptTokens, int64(r.Prompt))
 	if r.Output > 0 {
-		a.PutDouble("llama.request.time_to_first_token", float64(r.TTFT())/1e9)
+		a.PutDouble(schema.LlamaRequestTimeToFirstToken, float64(r.TTFT())/1e9)
 	}
 	if r.Output > 1 {
-		a.PutDouble("llama.request.time_per_output_token", float64(r.TPOT())/1e9)
-		a.PutDouble("llama.request.time_per_output_token.max", float64(r.GapMax)/1e9)
+		a.PutDouble(schema.LlamaRequestTimePerOutputToken, float64(r.TPOT())/1e9)
+		a.PutDouble(schema.LlamaRequestTimePerOutputTokenMax, float64(r.GapMax)/1e9)
 	}
-	a.PutInt("llama.request.decodes", int64(r.Decodes))
-	a.PutInt("llama.request.shared_sequences.max", int64(r.SharedMax))
-	a.PutDouble("llama.request.shared_sequences.mean", float64(r.SharedSum)/float64(max(r.Decodes, 1)))
-	a.PutStr("llama.request.end", string(r.Ended))
+	a.PutInt(schema.LlamaRequestDecodes, int64(r.Decodes))
+	a.PutInt(schema.LlamaRequestSharedSequencesMax, int64(r.SharedMax))
+	a.PutDouble(schema.LlamaRequestSharedSequencesMean, float64(r.SharedSum)/float64(max(r.Decodes, 1)))
+	a.PutStr(schema.LlamaRequestEnd, string(r.Ended))
 	links := sp.Links()
 	for _, l := range r.Links {
 		k := links.AppendEmpty()

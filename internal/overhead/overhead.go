@@ -1,4 +1,4 @@
-// Package overhead is the shared logic of the overhead benchmarks (cmd/overhead,
+// Package overhead is the shared logic of the overhead benchmarks (cmd/peer,
 // cmd/alwayson): statistics over paired rounds, the receiver's counters in the
 // collector's metrics, the report table, and the kernel's statistics of BPF programs.
 package overhead

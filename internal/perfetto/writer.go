@@ -13,17 +13,16 @@
 package perfetto
 
 import (
-	"cmp"
 	"errors"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/schema"
 )
 
 const (
@@ -38,6 +37,12 @@ const (
 	maxProcs   = 1 << 14 // processes remembered across batches
 	maxThreads = 1 << 12 // named tracks remembered per process
 	flushAt    = 64 << 10
+
+	// What the document names that no span does: the worker slices' category and their
+	// thread's ith, and the queued copies' flows' category.
+	workerCat = "ggml.worker"
+	ithArg    = "ggml.thread.ith"
+	copyCat   = "ggml.copy"
 )
 
 // Writer streams a Chrome Trace Event Format document to w.
@@ -138,7 +143,7 @@ func (w *Writer) span(p *proc, sp ptrace.Span) {
 	end = max(end, start)
 	a := sp.Attributes()
 	tid := int64(-1)
-	if v, ok := a.Get("thread.id"); ok && v.Type() == pcommon.ValueTypeInt && v.Int() >= 0 && v.Int() < synthetic {
+	if v, ok := a.Get(schema.ThreadID); ok && v.Type() == pcommon.ValueTypeInt && v.Int() >= 0 && v.Int() < synthetic {
 		tid = v.Int()
 	}
 	if tid < 0 {
@@ -146,7 +151,7 @@ func (w *Writer) span(p *proc, sp ptrace.Span) {
 		return
 	}
 	name := sp.Name()
-	if name == "ggml.device.compute" {
+	if name == schema.SpanDevice {
 		w.device(p, tid, start, end, sp)
 		return
 	}
@@ -158,460 +163,25 @@ func (w *Writer) span(p *proc, sp ptrace.Span) {
 	}
 	w.slice(p.pid, tid, cat, name, start, end, sp, 0)
 	switch name {
-	case "ggml.backend.tensor_copy":
+	case schema.SpanCopy:
 		// A flow binds to the slice enclosing its ts: a copy's middle, if it has one.
-		if q, ok := a.Get("ggml.copy.queued"); ok && q.Bool() && end-start >= 2 && len(p.queued[tid]) < maxQueued {
+		if q, ok := a.Get(schema.GGMLCopyQueued); ok && q.Bool() && end-start >= 2 && len(p.queued[tid]) < maxQueued {
 			p.queued[tid] = append(p.queued[tid], start+(end-start)/2)
 		}
-	case "ggml.graph_compute":
+	case schema.SpanGraph:
 		w.graphs[sp.SpanID()] = int32(len(w.glist))
 		w.glist = append(w.glist, graph{p: p, tid: tid, start: start, end: end})
-	case "llama_decode":
-		tok, ok := a.Get("llama.batch.tokens")
+	case schema.SpanDecode:
+		tok, ok := a.Get(schema.LlamaBatchTokens)
 		if !ok || tok.Type() != pcommon.ValueTypeInt || end <= start {
 			return
 		}
 		phase := "tokens"
-		if v, ok := a.Get("llama.phase"); ok && v.Str() != "" {
+		if v, ok := a.Get(schema.LlamaPhase); ok && v.Str() != "" {
 			phase = v.Str()
 		}
 		w.counter(p.pid, "llama tokens/s", end, phase, float64(tok.Int())*1e9/float64(end-start))
 	}
-}
-
-// emitNodes writes the node spans of the batch, graph by graph, in the order they ran.
-func (w *Writer) emitNodes() {
-	for i := range w.nodes {
-		n := &w.nodes[i]
-		g, ok := w.graphs[n.sp.ParentSpanID()]
-		if !ok {
-			g = -1
-		}
-		n.g = g
-	}
-	slices.SortFunc(w.nodes, func(a, b node) int {
-		if c := cmp.Compare(a.g, b.g); c != 0 {
-			return c
-		}
-		if a.g < 0 { // orphans: by process, so that each track's are together
-			if c := cmp.Compare(a.p.pid, b.p.pid); c != 0 {
-				return c
-			}
-		}
-		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(b.end, a.end), cmp.Compare(a.seq, b.seq))
-	})
-	ns := w.nodes
-	for len(ns) > 0 && ns[0].g < 0 {
-		w.orphan(&ns[0])
-		ns = ns[1:]
-	}
-	for i := 0; i < len(ns); {
-		j := i + 1
-		for j < len(ns) && ns[j].g == ns[i].g {
-			j++
-		}
-		w.graphNodes(&w.glist[ns[i].g], ns[i:j])
-		i = j
-	}
-}
-
-// orphan writes a span with no thread and no graph span in its batch on its process's
-// track for those, nested under the slices still open there or clamped into them.
-func (w *Writer) orphan(n *node) {
-	p := n.p
-	s := max(n.start, p.orphanStart)
-	for len(p.orphanOpen) > 0 && p.orphanOpen[len(p.orphanOpen)-1] <= s {
-		p.orphanOpen = p.orphanOpen[:len(p.orphanOpen)-1]
-	}
-	e := n.end
-	if k := len(p.orphanOpen); k > 0 {
-		e = min(e, p.orphanOpen[k-1])
-	}
-	e = max(e, s)
-	if len(p.orphanOpen) < 64 { // deeper ones are clamped to the 64th
-		p.orphanOpen = append(p.orphanOpen, e)
-	}
-	p.orphanStart = s
-	w.thread(p, orphanTID)
-	w.slice(p.pid, orphanTID, "ggml.node", n.sp.Name(), s, e, n.sp, n.start-s+n.end-e)
-}
-
-// graphNodes writes the node spans of one graph, sorted by start, on the graph's thread.
-// Node spans overlap their neighbours by the moments threads take to leave a barrier,
-// and slices on a track must nest or not overlap: each node is clamped into its graph and
-// its end to the next node's start. The clamped nanoseconds go in its args.
-func (w *Writer) graphNodes(g *graph, ns []node) {
-	perf := w.perf[:0]
-	var flowTS int64
-	flowFrom := false
-	last := g.start
-	for i := range ns {
-		n := &ns[i]
-		s := min(max(n.start, g.start), g.end)
-		e := min(n.end, g.end)
-		if i+1 < len(ns) {
-			e = min(e, max(ns[i+1].start, g.start))
-		}
-		e = max(e, s)
-		last = e
-		a := n.sp.Attributes()
-		w.slice(g.p.pid, g.tid, "ggml.node", n.sp.Name(), s, e, n.sp, s-n.start+n.end-e)
-		w.workers(g, n, s, e)
-		perf = w.nodeCounters(g.p.pid, s, a, perf)
-		// A flow binds to the slice enclosing its ts; the middle of a slice of at least
-		// 2 ns is inside it and no other on the track.
-		if v, ok := a.Get("ggml.critical_path"); ok && v.Bool() && e-s >= 2 {
-			mid := s + (e-s)/2
-			if flowFrom {
-				w.flows++
-				w.flow('s', g.p.pid, g.tid, flowTS, "ggml.critical_path", "critical path")
-				w.flow('f', g.p.pid, g.tid, mid, "ggml.critical_path", "critical path")
-			}
-			flowFrom, flowTS = true, mid
-		}
-	}
-	// Counters hold their value until the next one: bring them to 0 after the graph.
-	for _, k := range perf {
-		w.counter(g.p.pid, k, last, "per node", 0)
-	}
-	w.perf = perf[:0]
-}
-
-// workers writes a slice per worker thread ith > 0 of a node, its busy time from the
-// node's start, on a track per worker. Thread ith's busy time ends before the barrier
-// that precedes the next node, so the slices of successive nodes do not overlap; they are
-// clamped to the node's slice all the same.
-func (w *Writer) workers(g *graph, n *node, s, e int64) {
-	v, ok := n.sp.Attributes().Get("ggml.thread.busy_ns")
-	if !ok || v.Type() != pcommon.ValueTypeSlice || g.tid >= remapBase {
-		return
-	}
-	busy := v.Slice()
-	for ith := 1; ith < busy.Len() && ith < maxIth; ith++ {
-		b := busy.At(ith)
-		if b.Type() != pcommon.ValueTypeInt || min(b.Int(), e-s) <= 0 {
-			continue
-		}
-		tid := workerTID(g.tid, ith)
-		w.thread(g.p, tid)
-		b2 := w.open()
-		b2 = append(b2, `"ph":"X","cat":"ggml.worker","name":`...)
-		b2 = appendString(b2, n.sp.Name())
-		b2 = appendIDs(b2, g.p.pid, tid)
-		b2 = appendTimes(b2, s, min(b.Int(), e-s))
-		b2 = append(b2, `,"args":{"ggml.thread.ith":`...)
-		b2 = strconv.AppendInt(b2, int64(ith), 10)
-		b2 = append(b2, `,"ggml.thread.busy_ns":`...)
-		b2 = strconv.AppendInt(b2, b.Int(), 10)
-		if t, ok := n.sp.Attributes().Get("ggml.tensor.name"); ok {
-			b2 = append(b2, `,"ggml.tensor.name":`...)
-			b2 = appendString(b2, t.AsString())
-		}
-		w.close(append(b2, "}}"...))
-	}
-}
-
-// device writes a device's work on a split to its own track, beside the thread that
-// handed it over: it outlives the calls on that thread. Two splits that one wait ended
-// overlap; the later one starts where the earlier ends, and says by how much. The copies
-// the thread queued to the device since its last split flow into it.
-func (w *Writer) device(p *proc, thread, start, end int64, sp ptrace.Span) {
-	tid := deviceTID(thread)
-	w.thread(p, tid)
-	clamped := int64(0)
-	if last, ok := p.deviceEnd[tid]; ok && start < last {
-		clamped = min(last, end) - start
-		start += clamped
-	}
-	if len(p.deviceEnd) >= maxThreads {
-		clear(p.deviceEnd)
-	}
-	p.deviceEnd[tid] = end
-	w.slice(p.pid, tid, "device", sp.Name(), start, end, sp, clamped)
-	if end-start >= 2 {
-		for _, ts := range p.queued[thread] {
-			w.flows++
-			w.flow('s', p.pid, thread, ts, "ggml.copy", "queued copy")
-			w.flow('f', p.pid, tid, start+(end-start)/2, "ggml.copy", "queued copy")
-		}
-	}
-	delete(p.queued, thread)
-}
-
-// deviceTID is the track of the device work that thread tid hands over: worker 0's,
-// which no worker uses (the graph thread is worker 0).
-func deviceTID(tid int64) int64 { return workerTID(tid, 0) }
-
-// workerTID is the track of GGML worker ith of the graphs thread tid computes.
-func workerTID(tid int64, ith int) int64 { return synthetic | int64(ith)<<22 | tid }
-
-// nodeCounters writes a node's perf counters and IPC, each on a counter track of its
-// process, at the node's start; keys lists the counters written in this graph so far.
-func (w *Writer) nodeCounters(pid, ts int64, a pcommon.Map, keys []string) []string {
-	seen := 0
-	a.Range(func(k string, v pcommon.Value) bool {
-		if !strings.HasPrefix(k, "perf.") && k != "ggml.counters.ipc" {
-			return true
-		}
-		var f float64
-		switch v.Type() {
-		case pcommon.ValueTypeInt:
-			f = float64(v.Int())
-		case pcommon.ValueTypeDouble:
-			f = v.Double()
-		default:
-			return true
-		}
-		seen++
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-		w.counter(pid, k, ts, "per node", f)
-		return true
-	})
-	if seen == 0 { // a node without counters: none counted, not the last node's
-		for _, k := range keys {
-			w.counter(pid, k, ts, "per node", 0)
-		}
-	}
-	return keys
-}
-
-// slice writes an X event for sp, with its attributes as args.
-func (w *Writer) slice(pid, tid int64, cat, name string, start, end int64, sp ptrace.Span, clamped int64) {
-	b := w.open()
-	b = append(b, `"ph":"X","cat":"`...)
-	b = append(b, cat...)
-	b = append(b, `","name":`...)
-	b = appendString(b, name)
-	b = appendIDs(b, pid, tid)
-	b = appendTimes(b, start, end-start)
-	b = append(b, `,"args":{`...)
-	b, more := appendMap(b, sp.Attributes(), false)
-	if st := sp.Status(); st.Code() == ptrace.StatusCodeError {
-		if more {
-			b = append(b, ',')
-		}
-		more = true
-		b = append(b, `"otel.status_code":"ERROR","otel.status_description":`...)
-		b = appendString(b, st.Message())
-	}
-	if clamped > 0 {
-		if more {
-			b = append(b, ',')
-		}
-		b = append(b, `"perfetto.clamped_ns":`...)
-		b = strconv.AppendInt(b, clamped, 10)
-	}
-	w.close(append(b, "}}"...))
-}
-
-// counter writes a C event; viewers name its track after name and key.
-func (w *Writer) counter(pid int64, name string, ts int64, key string, v float64) {
-	b := w.open()
-	b = append(b, `"ph":"C","name":`...)
-	b = appendString(b, name)
-	b = append(b, `,"pid":`...)
-	b = strconv.AppendInt(b, pid, 10)
-	b = append(b, `,"ts":`...)
-	b = appendMicros(b, ts)
-	b = append(b, `,"args":{`...)
-	b = appendString(b, key)
-	b = append(b, ':')
-	b = appendFloat(b, v)
-	w.close(append(b, "}}"...))
-}
-
-// flow writes the start or end of flow w.flows, of category cat and name, bound to the
-// slice enclosing ts.
-func (w *Writer) flow(ph byte, pid, tid, ts int64, cat, name string) {
-	b := w.open()
-	b = append(b, `"ph":"`...)
-	b = append(b, ph)
-	b = append(b, `","cat":"`...)
-	b = append(b, cat...)
-	b = append(b, `","name":"`...)
-	b = append(b, name...)
-	b = append(b, `","id":`...)
-	b = strconv.AppendUint(b, w.flows, 10)
-	b = appendIDs(b, pid, tid)
-	b = append(b, `,"ts":`...)
-	b = appendMicros(b, ts)
-	w.close(append(b, `,"bp":"e"}`...))
-}
-
-// thread names track tid of p once.
-func (w *Writer) thread(p *proc, tid int64) {
-	if p.threads[tid] {
-		return
-	}
-	if len(p.threads) >= maxThreads {
-		clear(p.threads) // naming a track again does no harm
-	}
-	p.threads[tid] = true
-	var name string
-	switch {
-	case tid == orphanTID:
-		name = "spans without a thread"
-	case tid > synthetic && tid>>22&(maxIth-1) == 0:
-		name = "device work queued by thread " + strconv.FormatInt(tid&(remapBase-1), 10)
-	case tid > synthetic:
-		name = "ggml worker ith " + strconv.FormatInt(tid>>22&(maxIth-1), 10) +
-			" (graph thread " + strconv.FormatInt(tid&(remapBase-1), 10) + ")"
-	default:
-		name = "thread " + strconv.FormatInt(tid, 10)
-	}
-	b := w.open()
-	b = append(b, `"ph":"M","name":"thread_name"`...)
-	b = appendIDs(b, p.pid, tid)
-	b = append(b, `,"args":{"name":`...)
-	b = appendString(b, name)
-	w.close(append(b, "}}"...))
-}
-
-// process returns the process of resource r, naming its track when it is new or its
-// name changed (a model loaded). Resources with the same pid but another host or
-// service instance are other processes: the second one seen gets a pid of its own.
-func (w *Writer) process(r pcommon.Resource) *proc {
-	a := r.Attributes()
-	pid, hasPID := int64(0), false
-	if v, ok := a.Get("process.pid"); ok && v.Type() == pcommon.ValueTypeInt {
-		pid, hasPID = v.Int(), true
-	}
-	str := func(k string) string {
-		if v, ok := a.Get(k); ok {
-			return v.AsString()
-		}
-		return ""
-	}
-	host, inst := str("host.name"), str("service.instance.id")
-	k := w.key[:0]
-	if hasPID {
-		k = strconv.AppendInt(k, pid, 10)
-	} else {
-		k = append(k, str("service.name")...)
-	}
-	k = append(append(append(append(k, 0), host...), 0), inst...)
-	w.key = k
-	p := w.procs[string(k)]
-	if p == nil {
-		if len(w.procs) >= maxProcs {
-			// Forget one. Its pid stays taken, so a process seen again later gets a new
-			// track rather than another's.
-			for id := range w.procs {
-				delete(w.procs, id)
-				break
-			}
-		}
-		p = &proc{threads: map[int64]bool{}, orphanStart: -1 << 62, deviceEnd: map[int64]int64{}, queued: map[int64][]int64{}}
-		if hasPID && pid >= 0 && pid < remapBase && !w.pidUsed[pid] && len(w.pidUsed) < 4*maxProcs {
-			p.pid = pid
-			w.pidUsed[pid] = true
-		} else {
-			w.remaps++
-			p.pid = remapBase + w.remaps
-		}
-		w.procs[string(k)] = p
-	}
-	svc := str("service.name")
-	if svc == "" {
-		svc = str("process.executable.name")
-	}
-	if svc == "" {
-		svc = "process"
-	}
-	name := svc
-	if hasPID {
-		name += " pid " + strconv.FormatInt(pid, 10)
-	}
-	if r := str("ggml.runtime"); r != "" {
-		name += " [" + r + "]"
-	}
-	if m := cmp.Or(str("llama.model.name"), str("whisper.model.type")); m != "" {
-		name += " (" + m + ")"
-	}
-	if host != "" {
-		name += " on " + host
-	}
-	if inst != "" {
-		name += " [" + inst + "]"
-	}
-	if name != p.name {
-		p.name = name
-		b := w.open()
-		b = append(b, `"ph":"M","name":"process_name","pid":`...)
-		b = strconv.AppendInt(b, p.pid, 10)
-		b = append(b, `,"args":{"name":`...)
-		b = appendString(b, name)
-		w.close(append(b, "}}"...))
-	}
-	return p
-}
-
-// charted are the metrics drawn as counters: cumulative sums and gauges that say how
-// much was decoded and whether profinfer kept up. Per-op series would be too many tracks.
-var charted = map[string]bool{
-	"llama.decode.tokens":       true,
-	"profinfer.events.received": true,
-	"profinfer.events.dropped":  true,
-	"profinfer.graphs.dropped":  true,
-	"profinfer.graphs.traced":   true,
-	"profinfer.spans.dropped":   true,
-	"profinfer.probes.attached": true,
-}
-
-// Metrics appends a counter event per data point of the charted metrics in md, on its
-// resource's process, a series per attribute set. Other metrics are skipped.
-func (w *Writer) Metrics(md pmetric.Metrics) error {
-	if w.closed {
-		return errClosed
-	}
-	rms := md.ResourceMetrics()
-	for i := 0; i < rms.Len(); i++ {
-		rm := rms.At(i)
-		var p *proc
-		sms := rm.ScopeMetrics()
-		for j := 0; j < sms.Len(); j++ {
-			ms := sms.At(j).Metrics()
-			for k := 0; k < ms.Len(); k++ {
-				m := ms.At(k)
-				if !charted[m.Name()] {
-					continue
-				}
-				var dps pmetric.NumberDataPointSlice
-				switch m.Type() {
-				case pmetric.MetricTypeGauge:
-					dps = m.Gauge().DataPoints()
-				case pmetric.MetricTypeSum:
-					dps = m.Sum().DataPoints()
-				default:
-					continue
-				}
-				if p == nil {
-					p = w.process(rm.Resource())
-				}
-				for d := 0; d < dps.Len(); d++ {
-					dp := dps.At(d)
-					v := dp.DoubleValue()
-					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
-						v = float64(dp.IntValue())
-					}
-					var series []string
-					dp.Attributes().Range(func(_ string, a pcommon.Value) bool {
-						series = append(series, a.AsString())
-						return true
-					})
-					key := strings.Join(series, " ")
-					if key == "" {
-						key = "value"
-					}
-					w.counter(p.pid, m.Name(), w.rel(dp.Timestamp()), key, v)
-				}
-			}
-		}
-	}
-	w.flush()
-	return w.err
 }
 
 // Close ends the document, with the time origin in otherData, and flushes it.
@@ -668,18 +238,4 @@ func (w *Writer) flush() {
 		_, w.err = w.out.Write(w.buf)
 	}
 	w.buf = w.buf[:0]
-}
-
-func appendIDs(b []byte, pid, tid int64) []byte {
-	b = append(b, `,"pid":`...)
-	b = strconv.AppendInt(b, pid, 10)
-	b = append(b, `,"tid":`...)
-	return strconv.AppendInt(b, tid, 10)
-}
-
-func appendTimes(b []byte, ts, dur int64) []byte {
-	b = append(b, `,"ts":`...)
-	b = appendMicros(b, ts)
-	b = append(b, `,"dur":`...)
-	return appendMicros(b, dur)
 }

@@ -1,0 +1,44 @@
+package schema
+
+// Histograms, which mdatagen's MetricsBuilder cannot build: internal/export assembles
+// them next to the generated metrics (metadata.MetricsInfo names those).
+const (
+	// HistogramOpDuration (s; [GGMLOp], [GGMLWeightType], [GGMLTensorType]): duration of
+	// computed graph nodes, from the first thread's start to the last thread's end.
+	HistogramOpDuration = "ggml.op.duration"
+	// HistogramDecodeDuration (s; [LlamaPhase]): duration of llama_decode calls.
+	HistogramDecodeDuration = "llama.decode.duration"
+	// HistogramRequestDuration (s; [GenAIOperationName], [GenAIProviderName],
+	// [GenAIRequestModel]): time from a request's first decode to its last, as the
+	// engine computed it.
+	HistogramRequestDuration = "gen_ai.server.request.duration"
+	// HistogramTimeToFirstToken (s; [GenAIOperationName], [GenAIProviderName],
+	// [GenAIRequestModel]): time from a request's first decode to the end of the decode
+	// that computed its first output token.
+	HistogramTimeToFirstToken = "gen_ai.server.time_to_first_token"
+	// HistogramTimePerOutputToken (s; [GenAIOperationName], [GenAIProviderName],
+	// [GenAIRequestModel]): mean time per output token after the first, per request.
+	HistogramTimePerOutputToken = "gen_ai.server.time_per_output_token"
+	// HistogramBatchSequences ({sequence}; none): sequences per llama_decode batch.
+	HistogramBatchSequences = "llama.batch.sequences"
+	// HistogramBatchTokens ({token}; none): tokens per llama_decode batch, named as the
+	// span attribute.
+	HistogramBatchTokens = LlamaBatchTokens
+)
+
+// Keys of the generated metrics' data point attributes that readers look up (the
+// MetricsBuilder writes them; schema_test.go checks them against it). [GGMLLayer] is
+// one too.
+const (
+	// GGMLRooflineRoof: which roof a profinfer.roofline.peak point is: flops, int8 or
+	// bandwidth.
+	GGMLRooflineRoof = "ggml.roofline.roof"
+	// ProfinferRooflineSource: where the roofs came from.
+	ProfinferRooflineSource = "profinfer.roofline.source"
+	// ProfinferRooflineMeasured: when the roofs were measured.
+	ProfinferRooflineMeasured = "profinfer.roofline.measured"
+	// GGMLMoEExpert: the expert of a ggml.moe.expert.selections point.
+	GGMLMoEExpert = "ggml.moe.expert"
+	// ProfinferCgroupPath: the cgroup of the profinfer.cgroup.cpu.* points.
+	ProfinferCgroupPath = "profinfer.cgroup.path"
+)

@@ -1,0 +1,112 @@
+package summary
+
+import (
+	"cmp"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/schema"
+)
+
+// deviceWork gives g's timeline the device splits of its decode, and the copies queued to
+// them: a decode's spans are exported together, so they are in rs.
+func (a *Aggregator) deviceWork(rs ptrace.ResourceSpans, g *graphRef) {
+	tl := g.timeline
+	trace := g.trace
+	at := func(ts pcommon.Timestamp) float64 { return float64(int64(ts)-int64(g.start)) / 1e3 }
+	a.eachSpan(rs, func(s ptrace.Span) {
+		if len(tl.Device) >= maxWork || s.TraceID() != trace {
+			return
+		}
+		attrs := s.Attributes()
+		w := Work{Start: at(s.StartTimestamp()), Duration: dur(s) * 1e6}
+		switch {
+		case s.Name() == schema.SpanDevice:
+			w.Backend = strAttr(attrs, schema.GGMLBackend)
+			w.Wait = float64(intAttr(attrs, schema.GGMLDeviceWaitNS)) / 1e3
+			w.Bound = boolAttr(attrs, schema.GGMLDeviceEndBound)
+			w.Nodes = intAttr(attrs, schema.GGMLGraphNodes)
+		case s.Name() == schema.SpanCopy && boolAttr(attrs, schema.GGMLCopyQueued):
+			w.Backend = strAttr(attrs, schema.GGMLBackendDestination)
+			w.Copy = true
+			w.Bytes = intAttr(attrs, schema.GGMLCopyBytes)
+			w.Tensor = strAttr(attrs, schema.GGMLTensorName)
+		default:
+			return
+		}
+		w.Backend = cmp.Or(w.Backend, unknownValue)
+		tl.Device = append(tl.Device, w)
+	})
+}
+
+// backend returns the sums of the backend s names; nil past 64 backends.
+func (p *proc) backend(s ptrace.Span) *Backend {
+	name := cmp.Or(strAttr(s.Attributes(), schema.GGMLBackend), unknownValue)
+	b := p.backends[name]
+	if b == nil && len(p.backends) < 64 {
+		b = &Backend{Backend: name}
+		p.backends[name] = b
+	}
+	return b
+}
+
+// device sums a device's work on a split, and counts the ops of its nodes.
+func (p *proc) device(s ptrace.Span) {
+	b := p.backend(s)
+	if b == nil {
+		return
+	}
+	b.DeviceSplits++
+	b.DeviceSeconds += dur(s)
+	b.WaitSeconds += float64(intAttr(s.Attributes(), schema.GGMLDeviceWaitNS)) / 1e9
+	evs := s.Events()
+	for i := 0; i < evs.Len(); i++ {
+		if b.Ops == nil {
+			b.Ops = map[string]int64{}
+		}
+		op := evs.At(i).Name()
+		if b.Ops[op] == 0 && len(b.Ops) >= 128 {
+			continue
+		}
+		b.Ops[op]++
+		if ns, ok := evs.At(i).Attributes().Get(schema.GGMLDeviceNodeNS); ok {
+			if b.OpSeconds == nil {
+				b.OpSeconds = map[string]float64{}
+			}
+			b.OpSeconds[op] += float64(ns.Int()) / 1e9
+		}
+	}
+}
+
+func (a *Aggregator) split(p *proc, s ptrace.Span) {
+	b := p.backend(s)
+	if b == nil {
+		return
+	}
+	backend := b.Backend
+	b.Splits++
+	b.Seconds += dur(s)
+	if backend != "CPU" {
+		name, _ := a.phaseOf(s)
+		p.phase(name).SplitSeconds += dur(s)
+	}
+}
+
+func (a *Aggregator) copy(p *proc, s ptrace.Span) {
+	attrs := s.Attributes()
+	k := [2]string{cmp.Or(strAttr(attrs, schema.GGMLBackendSource), unknownValue), cmp.Or(strAttr(attrs, schema.GGMLBackendDestination), unknownValue)}
+	c := p.copies[k]
+	if c == nil {
+		if len(p.copies) >= 64 {
+			return
+		}
+		c = &Copy{Source: k[0], Destination: k[1]}
+		p.copies[k] = c
+	}
+	c.Copies++
+	c.Bytes += intAttr(attrs, schema.GGMLCopyBytes)
+	c.Seconds += dur(s)
+	name, _ := a.phaseOf(s)
+	p.phase(name).CopySeconds += dur(s)
+}

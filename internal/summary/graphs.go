@@ -1,0 +1,114 @@
+package summary
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/schema"
+)
+
+// graphRef is what a graph's nodes need of it.
+type graphRef struct {
+	phase      *phase
+	trace      pcommon.TraceID
+	start, end pcommon.Timestamp
+	timeline   *Timeline
+	timed      []timed // its nodes, in order, until the batch's end adds their times
+}
+
+// timed is a node whose time is added once the next node's start is known.
+type timed struct {
+	op           *Op
+	phase        *phase
+	layer, bound int // -1: none
+	start, end   pcommon.Timestamp
+}
+
+// add counts the node's time up to until: a node's span runs until its last thread
+// leaves it, which overlaps the next node's start by the moments threads take to leave
+// a barrier, and by much more when a thread was preempted there. Time counted to the
+// next node's start adds up to the graph's time, so that shares are shares.
+func (t *timed) add(until pcommon.Timestamp) {
+	end := min(t.end, max(until, t.start))
+	d := float64(end-t.start) / 1e9
+	t.op.TotalMS += d * 1e3
+	t.phase.NodeSeconds += d
+	if t.bound >= 0 {
+		t.op.boundNS[t.bound] += int64(d * 1e9)
+	}
+	if t.layer >= 0 {
+		t.phase.layers[t.layer] += d
+		byOp := t.phase.opLayer[t.op.Op]
+		if byOp == nil {
+			byOp = map[int]float64{}
+			t.phase.opLayer[t.op.Op] = byOp
+		}
+		byOp[t.layer] += d
+	}
+}
+
+// addTimes adds the time of a graph's nodes, each until the next one's start.
+func (g *graphRef) addTimes() {
+	for i := range g.timed {
+		until := g.end
+		if i+1 < len(g.timed) {
+			until = g.timed[i+1].start
+		}
+		g.timed[i].add(until)
+	}
+	g.timed = nil
+}
+
+func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
+	attrs := s.Attributes()
+	name, tokens := a.phaseOf(s)
+	ph := p.phase(name)
+	g := &graphRef{phase: ph, trace: s.TraceID(), start: s.StartTimestamp(), end: s.EndTimestamp()}
+	threads := intAttr(attrs, schema.GGMLThreads)
+	p.threads = max(p.threads, threads)
+	if v, ok := attrs.Get(schema.GGMLGraphOnCPUNS); ok && threads > 0 {
+		if boolAttr(attrs, schema.GGMLGraphOnCPUPerturbed) {
+			ph.cpu.Perturbed++
+		} else {
+			ph.addCPU(dur(s), threads, float64(integer(v))/1e9, float64(intAttr(attrs, schema.GGMLGraphRunqueueNS))/1e9, max(tokens, 1))
+		}
+	}
+	if !boolAttr(attrs, schema.GGMLGraphTraced) {
+		return g
+	}
+	ph.TracedGraphs++
+	ph.GraphSeconds += dur(s)
+	// A decode's graph is the best example of a token, and a new one a second will do.
+	if tl := p.timeline; tl != nil && !(name == decode && tl.Phase != decode) &&
+		(name == outside || name != decode && tl.Phase == decode || int64(s.StartTimestamp())-tl.Start < timelineEvery) {
+		return g
+	}
+	g.timeline = &Timeline{Phase: name, Tokens: tokens, Start: int64(s.StartTimestamp()),
+		Duration: dur(s) * 1e6, Threads: int(intAttr(attrs, schema.GGMLThreads)),
+		Critical: float64(intAttr(attrs, schema.GGMLCriticalPathDurationNS)) / 1e3}
+	return g
+}
+
+// minQuiet is how many graphs whose threads had their CPUs the cost of contention needs
+// as its measure.
+const minQuiet = 3
+
+// addCPU counts a graph of secs computed by threads threads, which had a CPU for onCPU
+// seconds (summed over the process's threads) and waited for one wait seconds.
+func (ph *phase) addCPU(secs float64, threads int64, onCPU, wait float64, tokens int64) {
+	c := &ph.cpu
+	c.Graphs++
+	c.ThreadSeconds += secs * float64(threads)
+	c.OnCPU += onCPU
+	c.Wait += wait
+	if onCPU < roofline.StarvedBelow*secs*float64(threads) {
+		c.Contended++
+		c.ContendedSeconds += secs
+		ph.contendedTokens += tokens
+	} else {
+		ph.quietGraphs++
+		ph.quietSeconds += secs
+		ph.quietTokens += tokens
+	}
+}

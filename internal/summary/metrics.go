@@ -1,0 +1,145 @@
+package summary
+
+import (
+	"cmp"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/schema"
+)
+
+// Metrics folds a batch of metrics in: the roofs, and MoE selections, which count every
+// traced graph even where spans are thinned.
+func (a *Aggregator) Metrics(md pmetric.Metrics) {
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		if _, ok := rm.Resource().Attributes().Get(schema.ResourceProcessPID); !ok {
+			continue // the receiver's own health
+		}
+		var p *proc
+		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
+			ms := rm.ScopeMetrics().At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				m := ms.At(k)
+				switch m.Name() {
+				case metadata.MetricsInfo.ProfinferRooflinePeak.Name:
+					p = cmp.Or(p, a.process(rm.Resource()))
+					p.roof(m.Gauge().DataPoints())
+				case metadata.MetricsInfo.GgmlMoeExpertSelections.Name:
+					p = cmp.Or(p, a.process(rm.Resource()))
+					p.selections(m.Sum().DataPoints())
+				case metadata.MetricsInfo.ProfinferWindowNext.Name:
+					p = cmp.Or(p, a.process(rm.Resource()))
+					if dps := m.Gauge().DataPoints(); dps.Len() > 0 {
+						dp := dps.At(dps.Len() - 1)
+						p.nextWindow = dp.Timestamp().AsTime().Add(time.Duration(dp.DoubleValue() * float64(time.Second)))
+					}
+				case metadata.MetricsInfo.ProfinferCgroupCPULimit.Name, metadata.MetricsInfo.ProfinferCgroupCPUPeriods.Name, metadata.MetricsInfo.ProfinferCgroupCPUThrottledPeriods.Name, metadata.MetricsInfo.ProfinferCgroupCPUThrottledTime.Name:
+					p = cmp.Or(p, a.process(rm.Resource()))
+					p.quotaMetric(m)
+				}
+			}
+		}
+	}
+}
+
+func (p *proc) roof(dps pmetric.NumberDataPointSlice) {
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		attrs := dp.Attributes()
+		v := dp.DoubleValue()
+		switch strAttr(attrs, schema.GGMLRooflineRoof) {
+		case "flops":
+			p.roofs.FLOPS = v
+		case "bandwidth":
+			p.roofs.Bandwidth = v
+		case "int8":
+			p.roofs.Int8 = v
+		}
+		p.roofs.Source = strAttr(attrs, schema.ProfinferRooflineSource)
+		p.roofs.Measured = strAttr(attrs, schema.ProfinferRooflineMeasured)
+	}
+}
+
+func (p *proc) selections(dps pmetric.NumberDataPointSlice) {
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		layer := int(intAttr(dp.Attributes(), schema.GGMLLayer))
+		e := int(intAttr(dp.Attributes(), schema.GGMLMoEExpert))
+		if e < 0 || e >= maxExperts || layer < 0 || layer >= maxLayers {
+			continue
+		}
+		c := p.moeMetric[layer]
+		if e >= len(c) {
+			c = append(c, make([]int64, e+1-len(c))...)
+		}
+		c[e] = dp.IntValue() // cumulative: the newest count is the count
+		p.moeMetric[layer] = c
+	}
+}
+
+// quotaMetric reads one of the cgroup quota metrics. Throttling counts from the first
+// reading of the cgroup, so that it is what happened while profiled.
+func (p *proc) quotaMetric(m pmetric.Metric) {
+	var dps pmetric.NumberDataPointSlice
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		dps = m.Gauge().DataPoints()
+	case pmetric.MetricTypeSum:
+		dps = m.Sum().DataPoints()
+	default:
+		return
+	}
+	q := &p.quota
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		if path := strAttr(dp.Attributes(), schema.ProfinferCgroupPath); path != q.cgroup {
+			*q = quotaState{cgroup: path}
+		}
+		v := dp.DoubleValue()
+		if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+			v = float64(dp.IntValue())
+		}
+		switch m.Name() {
+		case metadata.MetricsInfo.ProfinferCgroupCPULimit.Name:
+			q.cpus = v
+		case metadata.MetricsInfo.ProfinferCgroupCPUPeriods.Name:
+			q.periods.set(v)
+		case metadata.MetricsInfo.ProfinferCgroupCPUThrottledPeriods.Name:
+			q.throttled.set(v)
+		case metadata.MetricsInfo.ProfinferCgroupCPUThrottledTime.Name:
+			q.throttledTime.set(v)
+		}
+	}
+}
+
+// quotaState is a cgroup CPU quota as the metrics gave it.
+type quotaState struct {
+	cgroup                            string
+	cpus                              float64
+	periods, throttled, throttledTime counter
+}
+
+// counter is a cumulative metric's first and latest values.
+type counter struct {
+	first, last float64
+	seen        bool
+}
+
+func (c *counter) set(v float64) {
+	if !c.seen {
+		c.first, c.seen = v, true
+	}
+	c.last = v
+}
+
+// delta is the count between the first and the latest reading, or, all: the count since
+// the counter began.
+func (c counter) delta(all bool) float64 {
+	if all {
+		return c.last
+	}
+	return c.last - c.first
+}

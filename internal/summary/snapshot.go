@@ -1,0 +1,201 @@
+package summary
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/profinfer/profinfer/internal/export"
+	"github.com/profinfer/profinfer/internal/roofline"
+)
+
+// Snapshot returns the view as of now, the busiest process first.
+func (a *Aggregator) Snapshot() *View {
+	v := &View{Generated: time.Now().UTC()}
+	for _, p := range a.procs {
+		v.Processes = append(v.Processes, p.snapshot())
+	}
+	// The busiest first: the page opens on it.
+	slices.SortFunc(v.Processes, func(x, y *Process) int {
+		return cmp.Or(cmp.Compare(y.tokens(), x.tokens()), strings.Compare(x.Title+x.ID, y.Title+y.ID))
+	})
+	return v
+}
+
+func (p *Process) tokens() int64 {
+	var n int64
+	for _, ph := range p.Phases {
+		n += ph.Tokens
+	}
+	return n
+}
+
+func (p *proc) snapshot() *Process {
+	out := &Process{ID: p.id, Title: p.title, Model: p.model, Runtime: p.runtime, Resource: slices.Clone(p.resource),
+		Roofs: p.roofs, Rate: slices.Clone(p.rate), Timeline: p.timeline, LastSeen: p.lastSeen.UTC(),
+		Latency: p.latency.quantiles(), Findings: []Finding{}}
+	if !p.nextWindow.IsZero() {
+		out.NextWindow = p.nextWindow.UTC()
+	}
+	if p.requests.Count > 0 {
+		r := p.requests
+		r.TTFT, r.TPOT = p.ttft.quantiles(), p.tpot.quantiles()
+		out.Requests = &r
+	}
+	if p.jobs.Count > 0 {
+		j := p.jobs
+		q := p.rtf.quantiles() // kept as if seconds
+		j.RTF = Quantiles{Count: q.Count, P50: q.P50 / 1e3, P90: q.P90 / 1e3, P99: q.P99 / 1e3, Max: q.Max / 1e3}
+		out.Jobs = &j
+	}
+	if out.Roofs.FLOPS == 0 && out.Roofs.Bandwidth == 0 && p.derived != (Roofs{}) {
+		out.Roofs = p.derived
+		out.Roofs.Source = "derived from the spans' peak fractions"
+	}
+	for _, name := range []string{prefill, encode, decode, compute, outside} {
+		if ph := p.phases[name]; ph != nil {
+			out.Phases = append(out.Phases, ph.snapshot(out.Roofs))
+		}
+	}
+	moe := p.moeMetric
+	if len(moe) == 0 {
+		moe = p.moeSpans
+	}
+	for layer, c := range moe {
+		out.MoE = append(out.MoE, MoELayer{Layer: layer, Selections: slices.Clone(c), Imbalance: export.Imbalance(c)})
+	}
+	slices.SortFunc(out.MoE, func(x, y MoELayer) int { return cmp.Compare(x.Layer, y.Layer) })
+	for _, b := range p.backends {
+		c := *b
+		c.Ops = maps.Clone(b.Ops)
+		out.Backends = append(out.Backends, c)
+	}
+	out.Loaded = slices.Clone(p.loaded)
+	slices.SortFunc(out.Backends, func(x, y Backend) int { return strings.Compare(x.Backend, y.Backend) })
+	for _, c := range p.copies {
+		out.Copies = append(out.Copies, *c)
+	}
+	slices.SortFunc(out.Copies, func(x, y Copy) int {
+		return strings.Compare(x.Source+"\x00"+x.Destination, y.Source+"\x00"+y.Destination)
+	})
+	for c := range p.counters {
+		out.Counters = append(out.Counters, c)
+	}
+	slices.Sort(out.Counters)
+	if q := p.quota; q.cpus > 0 {
+		// No period passed between the readings (one reading, or one and its repeat
+		// as the process exited): what the cgroup counted since it was made.
+		all := q.periods.first == q.periods.last
+		out.Quota = &Quota{Cgroup: q.cgroup, CPUs: q.cpus, Periods: int64(q.periods.delta(all)), Throttled: int64(q.throttled.delta(all)),
+			ThrottledSeconds: q.throttledTime.delta(all), SinceMade: all, Threads: p.threads}
+	}
+	return out
+}
+
+func (ph *phase) snapshot(roofs Roofs) *Phase {
+	out := ph.Phase
+	out.Ops = nil
+	if out.DecodeSeconds > 0 {
+		out.TokensPerSec = float64(out.Tokens) / out.DecodeSeconds
+	}
+	if c := ph.cpu; c.Graphs > 0 || c.Perturbed > 0 {
+		c.Share = min(c.OnCPU/max(c.ThreadSeconds, 1e-12), 1)
+		c.Starved = roofline.IsStarved(c.Share, c.Graphs, c.ThreadSeconds)
+		if ph.quietGraphs >= minQuiet && ph.contendedTokens > 0 {
+			c.Cost = max(c.ContendedSeconds-float64(ph.contendedTokens)*ph.quietSeconds/float64(ph.quietTokens), 0)
+		}
+		out.CPU = &c
+	}
+	total := cmp.Or(out.GraphSeconds, out.NodeSeconds)
+	for _, o := range ph.ops {
+		r := *o
+		r.Counters = maps.Clone(o.Counters)
+		r.MeanUS = r.TotalMS * 1e3 / float64(max(r.Calls, 1))
+		if total > 0 {
+			r.Share = r.TotalMS / 1e3 / total
+		}
+		if secs := r.TotalMS / 1e3; secs > 0 && r.flops > 0 {
+			r.FLOPS = r.flops / secs
+			r.Bandwidth = r.byt / secs
+		}
+		if r.byt > 0 {
+			r.Intensity = r.flops / r.byt
+		}
+		r.Bound, r.PeakFrac = verdict(&r, roofs, out.CPU != nil && out.CPU.Starved)
+		out.Ops = append(out.Ops, &r)
+	}
+	slices.SortFunc(out.Ops, func(x, y *Op) int {
+		return cmp.Or(cmp.Compare(y.TotalMS, x.TotalMS), strings.Compare(x.Op+x.Weight, y.Op+y.Weight))
+	})
+	for l, secs := range ph.layers {
+		out.Layers = append(out.Layers, Layer{Layer: l, Seconds: secs, Share: secs / max(total, 1e-12)})
+	}
+	slices.SortFunc(out.Layers, func(x, y Layer) int { return cmp.Compare(x.Layer, y.Layer) })
+	out.OpLayer = ph.opLayerMatrix(out.Layers)
+	return &out
+}
+
+// verdict is the bound that held for most of an op's time, as the receiver classified
+// its nodes, and how close its aggregate rate came to that roof. Whether its threads
+// were starved is the phase's verdict (starved), over all the phase's graphs, so that an
+// op is never judged by other evidence than its phase: nodes judged starved over their
+// process's latest graphs count for no roof where the phase as a whole was not.
+func verdict(o *Op, roofs Roofs, starved bool) (string, float64) {
+	if starved {
+		return boundNames[boundIndex["starved"]], 0
+	}
+	best := -1
+	for i, ns := range o.boundNS {
+		if ns > 0 && boundNames[i] != "starved" && (best < 0 || ns > o.boundNS[best]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", 0
+	}
+	frac := 0.0
+	switch {
+	case o.Intensity > 0 && roofs.Bandwidth > 0 && roofs.FLOPS > 0 && o.Intensity < roofs.FLOPS/roofs.Bandwidth:
+		frac = o.Bandwidth / roofs.Bandwidth
+	case roofs.FLOPS > 0:
+		frac = o.FLOPS / roofs.FLOPS
+	}
+	return boundNames[best], frac
+}
+
+// opLayerMatrix keeps the ops that took the most layer time, at most 16 rows.
+func (ph *phase) opLayerMatrix(layers []Layer) *OpLayer {
+	if len(layers) == 0 {
+		return nil
+	}
+	type row struct {
+		op    string
+		secs  float64
+		cells map[int]float64
+	}
+	var rows []row
+	for op, cells := range ph.opLayer {
+		r := row{op: op, cells: cells}
+		for _, s := range cells {
+			r.secs += s
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(x, y row) int { return cmp.Or(cmp.Compare(y.secs, x.secs), strings.Compare(x.op, y.op)) })
+	rows = rows[:min(len(rows), 16)]
+	m := &OpLayer{}
+	for _, l := range layers {
+		m.Layers = append(m.Layers, l.Layer)
+	}
+	for _, r := range rows {
+		m.Ops = append(m.Ops, r.op)
+		cells := make([]float64, len(layers))
+		for i, l := range layers {
+			cells[i] = r.cells[l.Layer]
+		}
+		m.Seconds = append(m.Seconds, cells)
+	}
+	return m
+}

@@ -1,0 +1,125 @@
+package summary
+
+import (
+	"cmp"
+	"slices"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/profinfer/profinfer/internal/schema"
+)
+
+func (a *Aggregator) decode(p *proc, s ptrace.Span) {
+	attrs := s.Attributes()
+	name := strAttr(attrs, schema.LlamaPhase)
+	if name != prefill && name != decode {
+		name = decode
+	}
+	tokens := intAttr(attrs, schema.LlamaBatchTokens)
+	a.phases.put(s.TraceID(), name, tokens)
+	p.addStep(s, name, tokens)
+}
+
+// addStep counts step s (a llama_decode, or a runtime's other step) of tokens into phase
+// name: its calls, tokens and time, its latency where it decodes one token, and the
+// tokens per second of prefill and decode.
+func (p *proc) addStep(s ptrace.Span, name string, tokens int64) {
+	ph := p.phase(name)
+	ph.Decodes++
+	ph.Tokens += tokens
+	ph.DecodeSeconds += dur(s)
+	if name == decode {
+		p.latency.add(dur(s))
+	}
+	if tokens > 0 && (name == prefill || name == decode) {
+		p.addRate(s.EndTimestamp().AsTime().Unix(), name, tokens)
+	}
+}
+
+// ggmlLayer are the spans of the GGML layer, which every runtime's steps hold.
+var ggmlLayer = map[string]bool{schema.SpanGraph: true, schema.SpanSplit: true,
+	schema.SpanDevice: true, schema.SpanCopy: true}
+
+// isStep says whether s is a step of a runtime without llama_decode (whisper.encode,
+// ollama.forward, a scheduler's computation of no known runtime): the spans that carry
+// a phase, but the GGML layer's inside them.
+func isStep(s ptrace.Span) bool {
+	_, ok := s.Attributes().Get(schema.GGMLPhase)
+	return ok && !ggmlLayer[s.Name()]
+}
+
+// step folds a step of a runtime without llama_decode into its phase, as decode a
+// llama_decode: its graphs carry the phase themselves, as steps of one whisper
+// transcription share a trace.
+func (a *Aggregator) step(p *proc, s ptrace.Span) {
+	attrs := s.Attributes()
+	p.addStep(s, cmp.Or(strAttr(attrs, schema.GGMLPhase), compute), intAttr(attrs, schema.GGMLStepTokens))
+}
+
+// phaseOf returns the phase and tokens of the step span s is inside: its own ggml.phase,
+// else its trace's llama_decode's.
+func (a *Aggregator) phaseOf(s ptrace.Span) (string, int64) {
+	if v, ok := s.Attributes().Get(schema.GGMLPhase); ok {
+		return v.Str(), 0
+	}
+	return a.phases.get(s.TraceID())
+}
+
+// job sums a whisper transcription's span.
+func (p *proc) job(s ptrace.Span) {
+	attrs := s.Attributes()
+	j := &p.jobs
+	j.Count++
+	audio := floatAttr(attrs, schema.WhisperAudioSeconds)
+	j.AudioSeconds += audio
+	j.Seconds += dur(s)
+	if audio > 0 {
+		p.rtf.add(dur(s) / audio)
+	}
+	j.EncodePasses += intAttr(attrs, schema.WhisperEncodePasses)
+	j.EncodeSeconds += floatAttr(attrs, schema.WhisperEncodeSeconds)
+	j.DecodePasses += intAttr(attrs, schema.WhisperDecodePasses)
+	j.DecodeSeconds += floatAttr(attrs, schema.WhisperDecodeSeconds)
+}
+
+// request sums a request span, but llama.cpp's warm-up at load, which no client asked for.
+func (p *proc) request(s ptrace.Span) {
+	attrs := s.Attributes()
+	if boolAttr(attrs, schema.LlamaRequestWarmup) {
+		return
+	}
+	r := &p.requests
+	r.Count++
+	r.Input += intAttr(attrs, schema.LlamaRequestPromptTokens)
+	r.Cached += intAttr(attrs, schema.GenAIUsageCacheReadInputTokens)
+	r.Output += intAttr(attrs, schema.GenAIUsageOutputTokens)
+	r.MaxShared = max(r.MaxShared, intAttr(attrs, schema.LlamaRequestSharedSequencesMax))
+	if v, ok := attrs.Get(schema.LlamaRequestTimeToFirstToken); ok {
+		p.ttft.add(v.Double())
+	}
+	if v, ok := attrs.Get(schema.LlamaRequestTimePerOutputToken); ok {
+		p.tpot.add(v.Double())
+	}
+}
+
+func (p *proc) addRate(sec int64, name string, tokens int64) {
+	if n := len(p.rate); n == 0 || p.rate[n-1].Time < sec {
+		p.rate = append(p.rate, Rate{Time: sec})
+		if len(p.rate) > rateSeconds {
+			p.rate = slices.Delete(p.rate, 0, len(p.rate)-rateSeconds)
+		}
+	}
+	// Late batches land in their own second, or are dropped past the window.
+	i, found := slices.BinarySearchFunc(p.rate, sec, func(r Rate, t int64) int { return cmp.Compare(r.Time, t) })
+	if !found {
+		if i == 0 && len(p.rate) >= rateSeconds {
+			return
+		}
+		p.rate = slices.Insert(p.rate, i, Rate{Time: sec})
+	}
+	if name == prefill {
+		p.rate[i].Prefill += tokens
+	} else {
+		p.rate[i].Decode += tokens
+	}
+}
