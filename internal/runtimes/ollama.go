@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/schema"
 )
 
 // Ollama runs GGUF models two ways. From 0.30 on it starts upstream llama-server as a
@@ -38,11 +39,11 @@ func ollamaIdle(p Process) string {
 func ollamaStage(_ *assemble.Head, tokens int) Stage {
 	switch {
 	case tokens > 1:
-		return Stage{Span: "ollama.forward", Phase: "prefill"}
+		return Stage{Span: schema.SpanOllamaForward, Phase: "prefill"}
 	case tokens == 1:
-		return Stage{Span: "ollama.forward", Phase: "decode"}
+		return Stage{Span: schema.SpanOllamaForward, Phase: "decode"}
 	}
-	return Stage{Span: "ollama.forward", Phase: computePhase}
+	return Stage{Span: schema.SpanOllamaForward, Phase: computePhase}
 }
 
 // OllamaName returns the name Ollama gives the model whose blob is at host (as profinfer

@@ -12,6 +12,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/discover"
+	"github.com/profinfer/profinfer/internal/schema"
 )
 
 // Runtime is the application layer of one GGML runtime.
@@ -66,7 +67,7 @@ func (r *Runtime) NameStep(d *assemble.Step) {
 
 // schedSpan and computePhase name a computation of no known runtime.
 const (
-	schedSpan    = "ggml.backend_sched.graph_compute"
+	schedSpan    = schema.SpanSchedCompute
 	computePhase = "compute"
 )
 

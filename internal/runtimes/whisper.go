@@ -8,6 +8,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/model"
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/symbols"
 )
 
@@ -20,7 +21,7 @@ import (
 // the cross-attention's MUL_MAT of a key weight by the encoder's output; the decoder's
 // GET_ROWS of the tokens' embeddings. Voice activity detection begins with a padding.
 func whisperStage(h *assemble.Head, tokens int) Stage {
-	encode := func(graph string) Stage { return Stage{Span: "whisper.encode", Phase: "encode", Graph: graph} }
+	encode := func(graph string) Stage { return Stage{Span: schema.SpanWhisperEncode, Phase: "encode", Graph: graph} }
 	f := h.First
 	switch {
 	case f == nil:
@@ -31,7 +32,7 @@ func whisperStage(h *assemble.Head, tokens int) Stage {
 	case f.Op == "MUL_MAT":
 		return encode("cross")
 	case f.Op == "GET_ROWS" && tokens > 0:
-		return Stage{Span: "whisper.decode", Phase: "decode", Graph: "decoder"}
+		return Stage{Span: schema.SpanWhisperDecode, Phase: "decode", Graph: "decoder"}
 	}
 	return Stage{Span: schedSpan, Phase: computePhase}
 }

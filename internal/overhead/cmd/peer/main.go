@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/overhead"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
@@ -52,10 +53,11 @@ func baseline(config string) string {
 	return "baseline"
 }
 
-const (
-	threads  = 2
-	received = "profinfer.events.received"
-	dropped  = "profinfer.events.dropped"
+const threads = 2
+
+var (
+	received = metadata.MetricsInfo.ProfinferEventsReceived.Name
+	dropped  = metadata.MetricsInfo.ProfinferEventsDropped.Name
 )
 
 // collectorConfig is the collector's configuration around a receiver's YAML. Traces go to the
