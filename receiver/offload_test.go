@@ -10,7 +10,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/profinfer/profinfer/internal/export"
+	"github.com/profinfer/profinfer/internal/signals"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
@@ -77,7 +77,7 @@ func TestE2ERPCOffload(t *testing.T) {
 	}
 	for _, s := range all {
 		name, _ := s.attrs["ggml.tensor.name"].(string)
-		l := export.Layer(name)
+		l := signals.Layer(name)
 		switch {
 		case s.name == "ggml.graph_compute" && s.pid == client && !cpuSplit[s.parent]:
 			t.Fatalf("client CPU graph not inside a CPU split: parent %s; splits %v", s.parent, splits)

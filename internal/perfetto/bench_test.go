@@ -5,9 +5,9 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/signals"
 )
 
 type counting int64
@@ -19,9 +19,9 @@ func (c *counting) Write(p []byte) (int, error) { *c += counting(len(p)); return
 // the document written; input-MB/s of the batch as OTLP JSON, as the file exporter
 // writes it.
 func BenchmarkWriter(b *testing.B) {
-	s := export.NewSpans(export.Clock{Offset: epoch}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, counters(b))
+	s := signals.NewSpans(signals.Clock{Offset: epoch}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, counters(b))
 	td := ptrace.NewTraces()
-	s.Step(td, &export.Origin{PID: serverPID, Exe: "/usr/bin/llama-server", Model: &model.Info{Name: "tiny"}}, decode(1e9, 300))
+	s.Step(td, &signals.Origin{PID: serverPID, Exe: "/usr/bin/llama-server", Model: &model.Info{Name: "tiny"}}, decode(1e9, 300))
 	in, err := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
 	if err != nil {
 		b.Fatal(err)

@@ -14,10 +14,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/assemble"
-	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/signals"
 )
 
 const (
@@ -31,7 +31,7 @@ const (
 	nodeTokens = 7
 )
 
-func counters(t testing.TB) *export.Counters {
+func counters(t testing.TB) *signals.Counters {
 	var cs []perfcount.Counter
 	for _, n := range []string{"task-clock", "cycles", "instructions", "cache-misses"} {
 		c, err := perfcount.Parse(n)
@@ -40,7 +40,7 @@ func counters(t testing.TB) *export.Counters {
 		}
 		cs = append(cs, c)
 	}
-	return export.NewCounters(cs)
+	return signals.NewCounters(cs)
 }
 
 // decode builds a llama_decode as profinfer assembles it: a scheduler call, a CPU split,
@@ -88,9 +88,9 @@ func decode(start uint64, n int) *assemble.Step {
 // batch returns the spans of one decode by each of two processes with the same pid on
 // two hosts.
 func batch(t testing.TB, start uint64, n int) ptrace.Traces {
-	s := export.NewSpans(export.Clock{Offset: epoch}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, counters(t))
+	s := signals.NewSpans(signals.Clock{Offset: epoch}, true, roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, counters(t))
 	td := ptrace.NewTraces()
-	p := &export.Origin{PID: serverPID, VPID: 1, Exe: "/usr/bin/llama-server",
+	p := &signals.Origin{PID: serverPID, VPID: 1, Exe: "/usr/bin/llama-server",
 		Model: &model.Info{Name: "Tiny " + hostile + "\xc3", Architecture: "llama"}}
 	s.Step(td, p, decode(start, n))
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "host-a")
@@ -465,7 +465,7 @@ func FuzzAppendString(f *testing.F) {
 // the thread that handed them over, past the decode's end, the later one starting where
 // the earlier ends; the document passes the checks.
 func TestDeviceTrack(t *testing.T) {
-	s := export.NewSpans(export.Clock{Offset: epoch}, false, roofline.Peaks{}, nil)
+	s := signals.NewSpans(signals.Clock{Offset: epoch}, false, roofline.Peaks{}, nil)
 	td := ptrace.NewTraces()
 	d := &assemble.Step{TID: decodeTID, Tokens: 1, Start: 1e9, End: 1e9 + 50_000,
 		Splits: []assemble.Split{
@@ -474,7 +474,7 @@ func TestDeviceTrack(t *testing.T) {
 			{TID: decodeTID, Backend: "VK", NNodes: 3, Start: 1e9 + 3000, End: 1e9 + 4000, Device: true, Done: 1e9 + 90_000, Wait: 40_000},
 		},
 		Copies: []assemble.Copy{{TID: decodeTID, Src: "CPU", Dst: "VK", Tensor: "inp_pos", Bytes: 4, Start: 1e9 + 500, End: 1e9 + 900, Queued: true}}}
-	s.Step(td, &export.Origin{PID: serverPID, Exe: "/usr/bin/llama-server"}, d)
+	s.Step(td, &signals.Origin{PID: serverPID, Exe: "/usr/bin/llama-server"}, d)
 	var device []int
 	b := write(t, func(w *Writer) error { return w.Traces(td) })
 	for i, ev := range parse(t, b).TraceEvents {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/profinfer/profinfer/internal/events"
-	"github.com/profinfer/profinfer/internal/export"
+	"github.com/profinfer/profinfer/internal/signals"
 )
 
 // BenchmarkToken is the reader's work for a token of llama-server under the default
@@ -13,7 +13,7 @@ import (
 // every 60 tokens.
 func BenchmarkToken(b *testing.B) {
 	in, out := testIngest(false)
-	in.procs[7] = &inProc{proc: export.Origin{PID: 7, Exe: "/usr/bin/llama-server"}}
+	in.procs[7] = &inProc{proc: signals.Origin{PID: 7, Exe: "/usr/bin/llama-server"}}
 	batch := events.Batch{N: 1}
 	ts := uint64(1e9)
 	b.ReportAllocs()

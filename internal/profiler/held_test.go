@@ -7,20 +7,20 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/profinfer/profinfer/internal/assemble"
-	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/signals"
 )
 
 // testIngest is a reader's ingest with what its sink needs, and no kernel: spans, metrics,
 // requests and a queue of 64 batches for the pipeline (out); node spans if nodeSpans.
 func testIngest(nodeSpans bool) (in *ingest, out chan ptrace.Traces) {
 	set := receivertest.NewNopSettings(metadata.Type)
-	ctr := export.NewCounters(nil)
+	ctr := signals.NewCounters(nil)
 	out = make(chan ptrace.Traces, 64)
 	return newIngest(&Config{SampleEvery: 1}, set.Logger, true, false, out,
-		export.NewSpans(export.Clock{}, nodeSpans, roofline.Peaks{}, ctr),
-		export.NewMetrics(metadata.DefaultMetricsBuilderConfig(), set, roofline.Roofs{}, ctr)), out
+		signals.NewSpans(signals.Clock{}, nodeSpans, roofline.Peaks{}, ctr),
+		signals.NewMetrics(metadata.DefaultMetricsBuilderConfig(), set, roofline.Roofs{}, ctr)), out
 }
 
 // While a process's new context is read, its decodes wait, up to maxHeld; past it they
@@ -28,7 +28,7 @@ func testIngest(nodeSpans bool) (in *ingest, out chan ptrace.Traces) {
 // No kernel needed.
 func TestHeldDecodesBounded(t *testing.T) {
 	in, out := testIngest(true)
-	tr := &inProc{proc: export.Origin{PID: 7, Exe: "/usr/bin/llama-server"}, looking: true}
+	tr := &inProc{proc: signals.Origin{PID: 7, Exe: "/usr/bin/llama-server"}, looking: true}
 	in.procs[7] = tr
 	s := sink{in}
 	const decodes = maxHeld + 44

@@ -10,9 +10,9 @@ import (
 	"github.com/profinfer/profinfer/internal/backends"
 	"github.com/profinfer/profinfer/internal/describe"
 	"github.com/profinfer/profinfer/internal/events"
-	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/runtimes"
+	"github.com/profinfer/profinfer/internal/signals"
 	"github.com/profinfer/profinfer/internal/window"
 )
 
@@ -27,13 +27,13 @@ type ingest struct {
 
 	procs       map[int]*inProc
 	asm         *assemble.Assembler
-	spans       *export.Spans
-	acc         *export.Metrics
+	spans       *signals.Spans
+	acc         *signals.Metrics
 	pending     ptrace.Traces
 	pendingFull bool   // pending holds maxPending spans or more
 	seen        uint64 // decodes and loose graphs offered for spans, for span sampling
 	traced      uint64 // graphs traced node by node
-	tele        export.Telemetry
+	tele        signals.Telemetry
 	asked       map[uint32]bool // threads whose counters the controller was asked to open
 	retiring    []retiring      // processes gone, to drop once the ring is drained
 	reqs        *requests.Tracker
@@ -48,7 +48,7 @@ type ingest struct {
 
 // inProc is a traced process as ingest knows it.
 type inProc struct {
-	proc        export.Origin
+	proc        signals.Origin
 	runtime     *runtimes.Runtime
 	backends    *backends.Resolver
 	describer   *describe.Describer
@@ -67,7 +67,7 @@ type inProc struct {
 	phases map[window.Phase]uint8
 }
 
-func newIngest(cfg *Config, log *zap.Logger, traces, counters bool, out chan<- ptrace.Traces, spans *export.Spans, acc *export.Metrics) *ingest {
+func newIngest(cfg *Config, log *zap.Logger, traces, counters bool, out chan<- ptrace.Traces, spans *signals.Spans, acc *signals.Metrics) *ingest {
 	in := &ingest{cfg: cfg, log: log, traces: traces, counters: counters, out: out, procs: map[int]*inProc{},
 		spans: spans, acc: acc, pending: ptrace.NewTraces(), asked: map[uint32]bool{},
 		reqs: requests.New(uint64(requestIdle)), labels: map[string]string{}}

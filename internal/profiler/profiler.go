@@ -31,13 +31,13 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/registry"
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/ringread"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/signals"
 	"github.com/profinfer/profinfer/internal/timerslack"
 	"github.com/profinfer/profinfer/internal/watch"
 	"github.com/profinfer/profinfer/internal/window"
@@ -124,11 +124,11 @@ func (p *Profiler) Start(ctx context.Context) error {
 	var real unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &real)
 	roofs := p.roofs()
-	ctr := export.NewCounters(p.cfg.Counters)
-	spans := export.NewSpans(export.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans, roofs.Peaks, ctr)
+	ctr := signals.NewCounters(p.cfg.Counters)
+	spans := signals.NewSpans(signals.Clock{Offset: real.Nano() - int64(monotonic())}, p.cfg.NodeSpans, roofs.Peaks, ctr)
 	spans.Resources = p.cfg.Metrics.ResourceAttributes
 	p.in = newIngest(&p.cfg, p.log, p.traces != nil, p.counters != nil, p.out, spans,
-		export.NewMetrics(p.cfg.Metrics, p.set, roofs, ctr))
+		signals.NewMetrics(p.cfg.Metrics, p.set, roofs, ctr))
 	p.ctl = &controller{procs: map[int]*ctlProc{}, pool: probe.NewPool(), windows: window.New(p.cfg.Nodes.Interval, time.Now)}
 	// The hooks go first, so that a process started during the first scan is noticed.
 	p.watch, err = watch.Open(p.bpf.Traced, types)

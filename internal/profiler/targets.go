@@ -14,13 +14,13 @@ import (
 	"github.com/profinfer/profinfer/internal/backends"
 	"github.com/profinfer/profinfer/internal/describe"
 	"github.com/profinfer/profinfer/internal/discover"
-	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/registry"
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/runtimes"
+	"github.com/profinfer/profinfer/internal/signals"
 )
 
 // The registry's calls, on its own goroutine: it attaches a new process's probes itself,
@@ -53,7 +53,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	ct := &ctlProc{pid: pid, attachment: a, runtime: f.Runtime, args: f.Process.Args, parent: f.Process.Parent,
 		ctxFields: f.Context, whisper: f.Whisper, noModel: !f.Runtime.GGUF} // whisper's model is read from its context
 	in := &inProc{
-		proc: export.Origin{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: f.BuildID, GGML: f.Target.Version,
+		proc: signals.Origin{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: f.BuildID, GGML: f.Target.Version,
 			Container: f.Container, Backends: strings.Join(proc.Backends, ","), Runtime: f.Runtime.Name},
 		runtime:   f.Runtime,
 		backends:  backends.NewResolver(p.reg.FS(), "/proc", pid, p.reg.Files.Get, proc.Modules[:]...),

@@ -1,6 +1,6 @@
 package schema
 
-// Histograms, which mdatagen's MetricsBuilder cannot build: internal/export assembles
+// Histograms, which mdatagen's MetricsBuilder cannot build: internal/signals assembles
 // them next to the generated metrics (metadata.MetricsInfo names those).
 const (
 	// HistogramOpDuration (s; [GGMLOp], [GGMLWeightType], [GGMLTensorType]): duration of

@@ -1,4 +1,4 @@
-// Package schema names every span and span attribute profinfer exports: internal/export
+// Package schema names every span and span attribute profinfer exports: internal/signals
 // writes them and every reader (the summary, the Perfetto writer, the DOT writer) looks
 // them up here, so that a key is spelled once.
 //

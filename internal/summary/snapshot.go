@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/signals"
 )
 
 // Snapshot returns the view as of now, the busiest process first.
@@ -64,7 +64,7 @@ func (p *proc) snapshot() *Process {
 		moe = p.moeSpans
 	}
 	for layer, c := range moe {
-		out.MoE = append(out.MoE, MoELayer{Layer: layer, Selections: slices.Clone(c), Imbalance: export.Imbalance(c)})
+		out.MoE = append(out.MoE, MoELayer{Layer: layer, Selections: slices.Clone(c), Imbalance: signals.Imbalance(c)})
 	}
 	slices.SortFunc(out.MoE, func(x, y MoELayer) int { return cmp.Compare(x.Layer, y.Layer) })
 	for _, b := range p.backends {

@@ -13,11 +13,11 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/cgroup"
-	"github.com/profinfer/profinfer/internal/export"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/signals"
 )
 
 var peaks = roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}
@@ -38,8 +38,8 @@ func decodeOf(tokens int, start uint64, nodes ...*assemble.Node) *assemble.Step 
 		Graphs: []*assemble.Graph{{TID: 1, NNodes: len(nodes), NThreads: 2, Start: start + 1, End: end + 5, Traced: true, Nodes: nodes}}}
 }
 
-func traces(p *export.Origin, ds ...*assemble.Step) ptrace.Traces {
-	s := export.NewSpans(export.Clock{Offset: 1e18}, true, peaks, nil)
+func traces(p *signals.Origin, ds ...*assemble.Step) ptrace.Traces {
+	s := signals.NewSpans(signals.Clock{Offset: 1e18}, true, peaks, nil)
 	td := ptrace.NewTraces()
 	for _, d := range ds {
 		s.Step(td, p, d)
@@ -47,7 +47,7 @@ func traces(p *export.Origin, ds ...*assemble.Step) ptrace.Traces {
 	return td
 }
 
-var server = &export.Origin{PID: 7, VPID: 7, Exe: "/bin/llama-server"}
+var server = &signals.Origin{PID: 7, VPID: 7, Exe: "/bin/llama-server"}
 
 func TestFold(t *testing.T) {
 	a := New()
@@ -132,7 +132,7 @@ func TestPhaseAcrossBatches(t *testing.T) {
 	a.Traces(second)
 	g := &assemble.Graph{TID: 3, NThreads: 1, Start: 5000, End: 6000, Traced: true, Nodes: []*assemble.Node{node("ADD", "y", "", 5001, 5900, 1, 1)}}
 	out := ptrace.NewTraces()
-	export.NewSpans(export.Clock{}, true, peaks, nil).Graph(out, server, g)
+	signals.NewSpans(signals.Clock{}, true, peaks, nil).Graph(out, server, g)
 	a.Traces(out)
 	p := a.Snapshot().Processes[0]
 	if len(p.Phases) != 2 || p.Phases[0].Name != "prefill" || p.Phases[0].Ops[0].Weight != "q8_0" || p.Phases[1].Name != "outside decode" {
@@ -180,7 +180,7 @@ func TestMetrics(t *testing.T) {
 func TestBounded(t *testing.T) {
 	a := New()
 	for pid := range 3 * maxProcesses {
-		p := &export.Origin{PID: pid + 1, Exe: "/x"}
+		p := &signals.Origin{PID: pid + 1, Exe: "/x"}
 		var nodes []*assemble.Node
 		if pid == 0 {
 			for i := range 2 * maxOps {
@@ -282,7 +282,7 @@ func BenchmarkFold(b *testing.B) {
 // Request spans, as the receiver's span builder makes them, fold into the process's
 // requests: counts, tokens and time to first token and per output token.
 func TestRequests(t *testing.T) {
-	s := export.NewSpans(export.Clock{Offset: 1e18}, true, peaks, nil)
+	s := signals.NewSpans(signals.Clock{Offset: 1e18}, true, peaks, nil)
 	td := ptrace.NewTraces()
 	for i := range 10 {
 		r := &requests.Request{PID: 7, Seq: int32(i % 4), Start: 0, FirstToken: uint64(100+10*i) * 1e6, End: 2e9,
@@ -355,7 +355,7 @@ func TestThreadsCPU(t *testing.T) {
 // The cgroup quota comes from the receiver's metrics, its throttling counted from the
 // first reading.
 func TestQuota(t *testing.T) {
-	acc := export.NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
+	acc := signals.NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
 	a := New()
 	for i, c := range []cgroup.CPU{
 		{Cgroup: "/job", Quota: 50 * time.Millisecond, Period: 100 * time.Millisecond, Periods: 100, Throttled: 40, ThrottledTime: time.Second},
@@ -363,7 +363,7 @@ func TestQuota(t *testing.T) {
 	} {
 		acc.Step(server, decodeOf(1, uint64(i+1)*1000, node("ADD", "x", "", uint64(i+1)*1000+10, uint64(i+1)*1000+20, 1, 1)))
 		acc.Quota(server.PID, c)
-		a.Metrics(acc.Emit(export.Telemetry{}))
+		a.Metrics(acc.Emit(signals.Telemetry{}))
 	}
 	q := a.Snapshot().Processes[0].Quota
 	if want := (Quota{Cgroup: "/job", CPUs: 0.5, Periods: 30, Throttled: 25, ThrottledSeconds: 2, Threads: 0}); q == nil || *q != want {
@@ -374,13 +374,13 @@ func TestQuota(t *testing.T) {
 // Read once, and again as the process exits, the quota's counts are all the cgroup's,
 // and say so.
 func TestQuotaReadOnce(t *testing.T) {
-	acc := export.NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
+	acc := signals.NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
 	acc.Step(server, decodeOf(1, 1000, node("ADD", "x", "", 1010, 1020, 1, 1)))
 	acc.Quota(server.PID, cgroup.CPU{Cgroup: "/job", Quota: 100 * time.Millisecond, Period: 100 * time.Millisecond, Periods: 12, Throttled: 9, ThrottledTime: time.Second})
 	a := New()
-	a.Metrics(acc.Emit(export.Telemetry{}))
+	a.Metrics(acc.Emit(signals.Telemetry{}))
 	acc.Forget(server.PID)
-	a.Metrics(acc.Emit(export.Telemetry{}))
+	a.Metrics(acc.Emit(signals.Telemetry{}))
 	if q := a.Snapshot().Processes[0].Quota; q == nil || q.Periods != 12 || q.Throttled != 9 || !q.SinceMade {
 		t.Fatalf("quota %+v, want the cgroup's 9 of 12 periods, since it was made", q)
 	}
@@ -421,7 +421,7 @@ func TestTimelineDeviceWork(t *testing.T) {
 // its own step's phase, the encoder's and the decoder's passes apart; the job's figures
 // sum into the process's transcriptions.
 func TestFoldTranscription(t *testing.T) {
-	p := &export.Origin{PID: 9, VPID: 9, Exe: "/usr/bin/node", Runtime: "whisper.cpp",
+	p := &signals.Origin{PID: 9, VPID: 9, Exe: "/usr/bin/node", Runtime: "whisper.cpp",
 		Whisper: &model.Whisper{Type: "tiny", AudioLayers: 4, TextLayers: 4, FileType: "F16"}}
 	j := &assemble.Job{PID: 9, TID: 9, Samples: 48000, Start: 1000, End: 3e9}
 	enc := decodeOf(0, 2000, node("MUL_MAT", "node_3", "f16", 2010, 2e8, 1e9, 1e6))
@@ -429,7 +429,7 @@ func TestFoldTranscription(t *testing.T) {
 	dec := decodeOf(0, 3e8, node("GET_ROWS", "node_0", "f16", 3e8+10, 3e8+1e6, 1e3, 1e6), node("MUL_MAT", "node_9", "f16", 3e8+1e6, 4e8, 1e6, 1e6))
 	dec.Kind, dec.Job, dec.Name, dec.Phase, dec.Stage, dec.Tokens = assemble.SchedCompute, j, "whisper.decode", "decode", "decoder", 1
 	j.Phases = map[string]assemble.JobPhase{"encode": {Steps: 1, NS: enc.End - enc.Start}, "decode": {Steps: 1, NS: dec.End - dec.Start}}
-	s := export.NewSpans(export.Clock{Offset: 1e18}, true, peaks, nil)
+	s := signals.NewSpans(signals.Clock{Offset: 1e18}, true, peaks, nil)
 	td := ptrace.NewTraces()
 	s.Step(td, p, enc)
 	s.Step(td, p, dec)

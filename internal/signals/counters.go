@@ -1,4 +1,4 @@
-package export
+package signals
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"

@@ -1,6 +1,6 @@
-// Package export turns assembled decodes and graphs into OpenTelemetry pdata: spans for
+// Package signals turns assembled decodes and graphs into OpenTelemetry pdata: spans for
 // llama_decode, graph computations and graph nodes, and cumulative per-op metrics.
-package export
+package signals
 
 import (
 	"encoding/binary"
