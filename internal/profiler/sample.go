@@ -96,7 +96,11 @@ func (n nodeProbes) Open() bool {
 	done := p.busy()
 	err := t.attachment.AttachNodes()
 	done()
-	if err != nil && !t.warned {
+	switch {
+	case err == nil, t.warned:
+	case p.reg.Vanished(t.pid): // its exit may reach the controller after its window is due
+		p.log.Debug("node probes not attached: the process exited or unmapped GGML", zap.Int("pid", t.pid), zap.Error(err))
+	default:
 		msg := "node probes not attached"
 		if t.attachment.NodesAttached() {
 			msg = "some node probes not attached"
