@@ -243,7 +243,7 @@ func (p *Profiler) attachSplits(t *ctlProc) {
 		return
 	}
 	t.splits = true
-	if err := t.attachment.AttachSplits(); err != nil {
+	if err := t.attachment.AttachSplits(); err != nil && !p.reg.Vanished(t.pid) {
 		p.log.Warn("split probes not attached", zap.Int("pid", t.pid), zap.Error(err))
 	}
 }
