@@ -342,7 +342,7 @@ receivers:
 exporters:
   prometheus:
     endpoint: %q
-    resource_to_telemetry_conversion: {enabled: true}
+    resource_constant_labels: {included: ["*"]}
 service:
   telemetry:
     metrics:
