@@ -44,10 +44,17 @@ func newView(set exporter.Settings, cfg *Config, forget func(*view)) *view {
 
 func (v *view) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
 
+// forgetAfter is how long the page keeps a process whose spans and metrics stopped
+// coming, as they do once it exits (a live process sends metrics every collection
+// interval): the page shows what ran in the last hour, not every llama-bench run of the
+// day, and its memory stays at what an hour of processes takes (at most 64 of them).
+const forgetAfter = time.Hour
+
 func (v *view) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.agg.Traces(td)
+	v.agg.Expire(time.Now().Add(-forgetAfter))
 	return nil
 }
 
@@ -55,6 +62,7 @@ func (v *view) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.agg.Metrics(md)
+	v.agg.Expire(time.Now().Add(-forgetAfter))
 	return nil
 }
 

@@ -31,6 +31,7 @@ type thread struct {
 	ith         int
 	lastBarrier uint64
 	ctr         counting // kept from graph to graph
+	seen        uint64   // the process's graph count at the thread's latest event
 }
 
 // counting is where a thread's perf counters stand.
@@ -66,8 +67,9 @@ type process struct {
 	wait    *backendWait
 	copy    *Copy
 	graph   *Graph
-	threads map[uint32]*thread
-	windows [4]window // the latest node-tracing windows, newest at windows[next-1]
+	threads map[uint32]*thread // those met since the graph began, or with counter readings to keep
+	graphs  uint64             // graphs entered
+	windows [4]window          // the latest node-tracing windows, newest at windows[next-1]
 	next    int
 	// lost is the count of the process's lost records at the last exit delivered or
 	// dropped: an exit that carries another lost some of what it closes.

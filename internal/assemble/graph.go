@@ -15,10 +15,24 @@ func (a *Assembler) GraphEnter(pid, tid uint32, ts, ptr uint64, nodes, threads i
 		a.Stats.DroppedGraphs++
 	}
 	p.graph = &Graph{PID: pid, TID: tid, Ptr: ptr, NNodes: nodes, NThreads: threads, Start: ts, cpuEnter: cpu}
+	p.graphs++
 	for tid, t := range p.threads {
-		*t = thread{tid: tid, ctr: t.ctr}
+		// A thread is kept from graph to graph for its counter readings alone: one
+		// without any is as good as new, and one not seen for staleGraphs graphs has
+		// likely exited (a threadpool made per graph, as ggml's is without OpenMP, has
+		// new threads every graph). The process's threads then stay bounded, however long
+		// it runs.
+		if !t.ctr.valid || p.graphs-t.seen > staleGraphs {
+			delete(p.threads, tid)
+			continue
+		}
+		*t = thread{tid: tid, ctr: t.ctr, seen: t.seen}
 	}
 }
+
+// staleGraphs is how many graphs a thread's counter readings are kept across without an
+// event of the thread: past it, its next reading starts a new chain.
+const staleGraphs = 16
 
 // GraphExit finishes the open graph: each thread's last node ends at its last barrier.
 // sched is the calling thread's scheduler counters, cpu the process's threads' CPU time.
@@ -223,6 +237,7 @@ func (p *process) thread(tid uint32) *thread {
 		t = &thread{tid: tid}
 		p.threads[tid] = t
 	}
+	t.seen = p.graphs
 	return t
 }
 

@@ -287,3 +287,50 @@ func TestGraphCPUPerturbed(t *testing.T) {
 		t.Fatalf("a graph after an unmatched Idle: %+v", g)
 	}
 }
+
+// A process whose graphs each run on new threads (ggml's threadpool made per graph, as
+// it is without OpenMP) keeps a bounded set of threads however long it runs: those of
+// the graph, and with counters those seen in the latest staleGraphs graphs. A thread of
+// every graph keeps its counter chain.
+func TestThreadsBounded(t *testing.T) {
+	for _, counted := range []bool{false, true} {
+		s := &sink{}
+		a := New(s)
+		a.NodesOn(1, 1, 0) // every graph traced
+		var v uint64
+		c := func() *events.Counters {
+			if !counted {
+				return nil
+			}
+			v += 100
+			return &events.Counters{v, v / 10}
+		}
+		const graphs = 1000
+		for g := range uint64(graphs) {
+			ts := 100 + 10*g
+			worker := uint32(1000 + g) // a new thread each graph
+			a.GraphEnter(1, 1, ts, 0xa, 1, 2, events.ThreadsCPU{})
+			a.NodeStart(1, 1, ts+1, 0x1, 0, 0, nil, events.CPUSched{}, c())
+			a.NodeStart(1, worker, ts+2, 0x1, 0, 1, nil, events.CPUSched{}, c())
+			a.ThreadExit(1, worker, ts+7, events.CPUSched{}, c())
+			a.ThreadExit(1, 1, ts+8, events.CPUSched{}, c())
+			a.GraphExit(1, 1, ts+9, events.CPUSched{}, 0, events.ThreadsCPU{})
+		}
+		limit := 2
+		if counted {
+			limit = staleGraphs + 2
+		}
+		if n := len(a.procs[1].threads); n > limit {
+			t.Errorf("counters %v: %d threads kept after %d graphs on new threads, want at most %d", counted, n, graphs, limit)
+		}
+		if len(s.graphs) != graphs {
+			t.Fatalf("counters %v: %d graphs", counted, len(s.graphs))
+		}
+		if n := s.graphs[graphs-1].Nodes[0]; counted && n.Counted != 2 {
+			t.Errorf("the last graph's node: %d threads counted, want 2", n.Counted)
+		}
+		if counted && len(s.graphs[graphs-1].Outside) != 1 { // thread 1, from its exit of the graph before
+			t.Errorf("outside nodes before the last graph: %v, want thread 1's", s.graphs[graphs-1].Outside)
+		}
+	}
+}

@@ -5,6 +5,7 @@ package describe
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
@@ -13,8 +14,19 @@ import (
 )
 
 // maxInfos bounds each cache of descriptions by detail bytes; shapes that grow with the
-// context (KV views) add entries.
+// context (KV views) add entries, and a long-running server fills it, to start over.
 const maxInfos = 4096
+
+// detailKey identifies a node's detail bytes (some 550 of them) by two independent 64-bit
+// hashes: the cache keeps 16 bytes an entry rather than the bytes, half of what an entry
+// took, and two details that differ collide with a chance of 2^-128.
+type detailKey [2]uint64
+
+var detailSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+func keyOf(detail []byte) detailKey {
+	return detailKey{maphash.Bytes(detailSeeds[0], detail), maphash.Bytes(detailSeeds[1], detail)}
+}
 
 // maxKnown bounds the descriptions kept by tensor: a known node met without one has every
 // graph described again.
@@ -30,7 +42,7 @@ type known struct {
 type Describer struct {
 	target *ggml.Target
 	// infos caches descriptions by the raw detail bytes, for plain and fused starts.
-	infos [2]map[string]*assemble.NodeInfo
+	infos [2]map[detailKey]*assemble.NodeInfo
 	// known holds the description last sent for each node's tensor: while the process
 	// reuses a graph, thread 0 sends its nodes' detail once per build (probe.Remember).
 	known map[known]*assemble.NodeInfo
@@ -40,7 +52,7 @@ type Describer struct {
 
 // New returns a describer for a process whose ggml is target.
 func New(target *ggml.Target) *Describer {
-	return &Describer{target: target, infos: [2]map[string]*assemble.NodeInfo{{}, {}}, known: map[known]*assemble.NodeInfo{}}
+	return &Describer{target: target, infos: [2]map[detailKey]*assemble.NodeInfo{{}, {}}, known: map[known]*assemble.NodeInfo{}}
 }
 
 // Node describes the node ev (a Node or NodeDetail) starts: from its detail, or for a
@@ -94,7 +106,8 @@ func (d *Describer) Copy(ev *events.Event) (name string, bytes int64) {
 func (d *Describer) detail(ev *events.Event) *assemble.NodeInfo {
 	fused := ev.Flags & events.FlagFused
 	cache := d.infos[fused]
-	if info, ok := cache[string(ev.Detail)]; ok {
+	key := keyOf(ev.Detail)
+	if info, ok := cache[key]; ok {
 		return info
 	}
 	l, names, t := &d.target.Layout, &d.target.Names, &d.t
@@ -135,7 +148,7 @@ func (d *Describer) detail(ev *events.Event) *assemble.NodeInfo {
 	if len(cache) >= maxInfos {
 		clear(cache)
 	}
-	cache[string(ev.Detail)] = info
+	cache[key] = info
 	return info
 }
 

@@ -68,8 +68,12 @@ func (p *Profiler) readLoop() {
 	}
 }
 
-// dispatch feeds one event to the assembler.
+// dispatch feeds one event to the assembler. A process's events read after it was
+// reaped are dropped: they would make it state that nothing deletes.
 func (in *ingest) dispatch(ev *events.Event) {
+	if in.procs[int(ev.PID)] == nil && ev.Kind != events.ThreadStart {
+		return
+	}
 	a := in.asm
 	switch ev.Kind {
 	case events.DecodeEnter:

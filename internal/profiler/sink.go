@@ -78,7 +78,7 @@ func (s sink) Job(j *assemble.Job) {
 	if tr == nil {
 		return
 	}
-	if tr.looking && len(tr.held) < maxHeld {
+	if tr.looking && len(tr.held)+len(tr.heldJobs) < maxHeld {
 		tr.heldJobs = append(tr.heldJobs, j) // after the steps held with it
 		return
 	}

@@ -213,8 +213,8 @@ func (r *Registry) selects(pid int) (selected, named bool) {
 }
 
 // Scan scans /proc: it has the tracer trace new GGML processes and retire those that
-// exited. On the first pass (at start) errors about targets are returned when they
-// propagate.
+// exited, and the ELF cache drop the files nobody asked for lately. On the first pass
+// (at start) errors about targets are returned when they propagate.
 func (r *Registry) Scan(first bool) error {
 	pids, err := r.candidates()
 	if err != nil {
@@ -251,6 +251,7 @@ func (r *Registry) Scan(first bool) error {
 	}
 	slices.Sort(todo)
 	r.tracer.Scanned()
+	r.Files.Sweep(now)
 	return r.attachAll(pids, todo, first)
 }
 

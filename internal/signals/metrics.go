@@ -29,8 +29,12 @@ type processMetrics struct {
 	bounds    map[boundKey]int64
 	ctrBounds map[ctrBoundKey]int64
 	threads   map[threadKey]*events.Counters
-	tokens    [2]int64 // by phase: prefill, decode
-	decodeDur [2]*histogram
+	// threadSeen is, by tid, the graph (of graphs) that last counted the thread: it
+	// bounds threads at maxThreads.
+	threadSeen map[uint32]uint64
+	graphs     uint64
+	tokens     [2]int64 // by phase: prefill, decode
+	decodeDur  [2]*histogram
 	// The traced graphs' threads' CPU time and thread time (threads × wall), by phase, ns.
 	graphCPU, graphThreads [2]float64
 	window                 float64 // seconds until its next sampling window, if windowed
@@ -154,7 +158,7 @@ func (m *Metrics) process(p *Origin) *processMetrics {
 		return pm
 	}
 	pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
-		ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{}, moe: map[int][]int64{},
+		ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{}, threadSeen: map[uint32]uint64{}, moe: map[int][]int64{},
 		splits: map[string]*span{}, devices: map[string]*device{}, deviceOps: map[deviceOp]uint64{}, copies: map[copyKey]*copied{},
 		steps:     map[string]*span{},
 		decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)},
@@ -260,7 +264,9 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 		if layer < 0 { // unnamed tensors: the MoE layers in graph order
 			layer = i
 		}
-		pm.route(layer, r)
+		if layer < maxLayers {
+			pm.route(layer, r)
+		}
 	}
 	for _, n := range g.Nodes {
 		k := opKey{"unknown", "none", "unknown"}
@@ -302,6 +308,13 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 	}
 }
 
+// Bounds on what a process's MoE routing can add: expert ids are read from the process's
+// memory, where a bad read must not size a slice, and layers are named by tensors.
+const (
+	maxExperts = 4096 // experts per layer; ids past it are not counted
+	maxLayers  = 1024 // MoE layers; those past it are not counted
+)
+
 // route counts a MoE layer's expert selections. The layer has at least r.NExpert experts,
 // so that those never chosen count as zero.
 func (pm *processMetrics) route(layer int, r *assemble.Routing) {
@@ -311,9 +324,9 @@ func (pm *processMetrics) route(layer int, r *assemble.Routing) {
 			c = append(c, make([]int64, n-len(c))...)
 		}
 	}
-	grow(r.NExpert)
+	grow(min(r.NExpert, maxExperts))
 	for _, e := range r.Experts {
-		if e >= 0 {
+		if e >= 0 && e < maxExperts {
 			grow(int(e) + 1)
 			c[e]++
 		}
@@ -339,9 +352,21 @@ func Imbalance(counts []int64) float64 {
 	return math.Sqrt(ss/float64(len(counts))) / mean
 }
 
-// threadCounters adds each thread's counts in g's nodes, and outside nodes before g.
+// maxThreads bounds the threads a process's counters are summed for, each a series
+// of ggml.thread.counter: a process whose threadpool is made per graph (ggml's without
+// OpenMP) has new threads every graph.
+const maxThreads = 256
+
+// threadCounters adds each thread's counts in g's nodes, and outside nodes before g. A
+// thread new past maxThreads has the process's threads that g did not count forgotten
+// (threads exited since, in a process that makes them per graph).
 func (m *Metrics) threadCounters(pm *processMetrics, g *assemble.Graph) {
+	pm.graphs++
 	add := func(tid uint32, scope metadata.AttributeGgmlScope, d events.Counters) {
+		if _, ok := pm.threadSeen[tid]; !ok && len(pm.threadSeen) >= maxThreads {
+			pm.forgetThreads()
+		}
+		pm.threadSeen[tid] = pm.graphs
 		k := threadKey{tid, scope}
 		c := pm.threads[k]
 		if c == nil {
@@ -358,6 +383,19 @@ func (m *Metrics) threadCounters(pm *processMetrics, g *assemble.Graph) {
 			if t.Counted {
 				add(t.TID, metadata.AttributeGgmlScopeNode, t.Counters)
 			}
+		}
+	}
+}
+
+// forgetThreads forgets the threads that the graph being counted did not count.
+func (pm *processMetrics) forgetThreads() {
+	for tid, seen := range pm.threadSeen {
+		if seen == pm.graphs {
+			continue
+		}
+		delete(pm.threadSeen, tid)
+		for _, scope := range []metadata.AttributeGgmlScope{metadata.AttributeGgmlScopeNode, metadata.AttributeGgmlScopeOutside} {
+			delete(pm.threads, threadKey{tid, scope})
 		}
 	}
 }

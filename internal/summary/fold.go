@@ -15,7 +15,7 @@ import (
 
 // Limits bound the aggregator's memory.
 const (
-	maxProcesses  = 64                 // the least recently seen beyond these are forgotten
+	maxProcesses  = 64                 // the least recently seen beyond these are forgotten (and see Expire)
 	maxTraces     = 8192               // trace → phase entries remembered, for nodes whose decode came earlier
 	maxNodes      = 8192               // nodes kept of the timeline's graph
 	maxWork       = 512                // device splits and copies kept of the timeline's decode
@@ -37,11 +37,50 @@ const (
 type Aggregator struct {
 	procs  map[string]*proc
 	phases *phaseMemo
+	now    func() time.Time // when a process is seen; tests set it
 }
 
 // New returns an empty aggregator.
 func New() *Aggregator {
-	return &Aggregator{procs: map[string]*proc{}, phases: newPhaseMemo(maxTraces)}
+	return &Aggregator{procs: map[string]*proc{}, phases: newPhaseMemo(maxTraces), now: time.Now}
+}
+
+// Expire forgets the processes last seen before cutoff: their spans and metrics stopped
+// coming, as they do once a process exits. The live view calls it, so that a day of short
+// runs (llama-bench every few minutes) keeps only the latest of them; a report, which
+// folds a file at once, keeps every process up to maxProcesses. It returns how many it
+// forgot.
+func (a *Aggregator) Expire(cutoff time.Time) int {
+	n := 0
+	for id, p := range a.procs {
+		if p.lastSeen.Before(cutoff) {
+			delete(a.procs, id)
+			n++
+		}
+	}
+	return n
+}
+
+// procID identifies the process a resource describes: its host, collector, pid and
+// executable.
+func procID(attrs pcommon.Map) (id, pid string) {
+	str := func(k string) string {
+		if v, ok := attrs.Get(k); ok {
+			return v.AsString()
+		}
+		return ""
+	}
+	pid = str(schema.ResourceProcessPID)
+	return strings.Join([]string{str(schema.ResourceHostName), str(schema.ResourceServiceInstanceID), pid, str(schema.ResourceProcessExecutablePath)}, "\x00"), pid
+}
+
+// touch notes that a process the view has is still seen, by its resource: a process
+// sends metrics every collection interval whether or not it computes.
+func (a *Aggregator) touch(res pcommon.Resource) {
+	id, _ := procID(res.Attributes())
+	if p := a.procs[id]; p != nil {
+		p.lastSeen = a.now()
+	}
 }
 
 type opKey struct{ op, weight string }
@@ -91,8 +130,7 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 		}
 		return ""
 	}
-	pid := str(schema.ResourceProcessPID)
-	id := strings.Join([]string{str(schema.ResourceHostName), str(schema.ResourceServiceInstanceID), pid, str(schema.ResourceProcessExecutablePath)}, "\x00")
+	id, pid := procID(attrs)
 	p := a.procs[id]
 	if p == nil {
 		if len(a.procs) >= maxProcesses {
@@ -122,7 +160,7 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 		return len(p.resource) < 64
 	})
 	slices.SortFunc(p.resource, func(x, y KV) int { return strings.Compare(x.Key, y.Key) })
-	p.lastSeen = time.Now()
+	p.lastSeen = a.now()
 	return p
 }
 

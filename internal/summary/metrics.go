@@ -18,6 +18,7 @@ func (a *Aggregator) Metrics(md pmetric.Metrics) {
 		if _, ok := rm.Resource().Attributes().Get(schema.ResourceProcessPID); !ok {
 			continue // the receiver's own health
 		}
+		a.touch(rm.Resource())
 		var p *proc
 		for j := 0; j < rm.ScopeMetrics().Len(); j++ {
 			ms := rm.ScopeMetrics().At(j).Metrics()

@@ -3,6 +3,7 @@ package summary
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -209,6 +210,38 @@ func TestBounded(t *testing.T) {
 	p.addRate(0, decode, 1) // far in the past: dropped
 	if len(p.rate) != rateSeconds || p.rate[0].Time != 2*rateSeconds {
 		t.Errorf("rate history %d seconds from %d", len(p.rate), p.rate[0].Time)
+	}
+}
+
+// The live view forgets the processes not seen for a while (Expire): those whose spans
+// and metrics stopped coming. A process that sends metrics alone, computing nothing, is
+// still seen; metrics of a process the view does not have add none.
+func TestExpire(t *testing.T) {
+	a := New()
+	now := time.Unix(1_000_000, 0)
+	a.now = func() time.Time { return now }
+	idle := &signals.Origin{PID: 8, VPID: 8, Exe: "/bin/llama-server"}
+	bench := &signals.Origin{PID: 9, VPID: 9, Exe: "/bin/llama-bench"}
+	for _, p := range []*signals.Origin{server, idle, bench} {
+		a.Traces(traces(p, decodeOf(1, 1000, node("ADD", "x", "", 1010, 1020, 1, 1))))
+	}
+	acc := signals.NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofline.Roofs{}, nil)
+	acc.Step(idle, decodeOf(1, 1000, node("ADD", "x", "", 1010, 1020, 1, 1)))
+	acc.Step(&signals.Origin{PID: 10, Exe: "/bin/other"}, decodeOf(1, 1000, node("ADD", "x", "", 1010, 1020, 1, 1)))
+	now = now.Add(50 * time.Minute)
+	a.Traces(traces(server, decodeOf(1, 2000, node("ADD", "x", "", 2010, 2020, 1, 1)))) // still computing
+	a.Metrics(acc.Emit(signals.Telemetry{}))                                            // idle, but still there
+	now = now.Add(20 * time.Minute)
+	if n := a.Expire(now.Add(-time.Hour)); n != 1 {
+		t.Errorf("%d processes forgotten, want 1", n)
+	}
+	var titles []string
+	for _, p := range a.Snapshot().Processes {
+		titles = append(titles, p.Title)
+	}
+	slices.Sort(titles)
+	if want := []string{"llama-server (pid 7)", "llama-server (pid 8)"}; !slices.Equal(titles, want) {
+		t.Errorf("processes %q, want %q: the bench not seen for 70 minutes forgotten, the others kept", titles, want)
 	}
 }
 
