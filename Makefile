@@ -21,8 +21,8 @@ PAIRS ?= 8
 # `go ... -e` keeps going past package-loading errors. GOFLAGS flags only reach
 # the go commands that know them, so this touches just `go list` (which
 # mdatagen runs in the repository root, where there is no Go package) and
-# `go mod tidy` (which ocb runs; fileexporter v0.150.0's tests import
-# otlpencodingextension, which the module proxy does not serve).
+# `go mod tidy` (which ocb runs; the tests of fileexporter and k8sattributesprocessor
+# import otlpencodingextension and pkg/semconvtest, which the module proxy does not serve).
 GOFLAGS_E := GOFLAGS="$$($(GO) env GOFLAGS) -e"
 
 .PHONY: all generate build build-amd64 build-arm64 run testenv test bench bench-report check-generated check-format clean
