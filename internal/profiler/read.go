@@ -68,39 +68,36 @@ func (p *Profiler) readLoop() {
 	}
 }
 
-// dispatch feeds one event to the assembler. A process's events read after it was
-// reaped are dropped: they would make it state that nothing deletes.
+// dispatch feeds one event of a traced process to the assembler. A process's events
+// read after it was reaped are dropped: they would make it state that nothing deletes.
 func (in *ingest) dispatch(ev *events.Event) {
-	if in.procs[int(ev.PID)] == nil && ev.Kind != events.ThreadStart {
+	tr := in.procs[int(ev.PID)]
+	if tr == nil {
 		return
 	}
 	a := in.asm
 	switch ev.Kind {
 	case events.DecodeEnter:
-		if tr := in.procs[int(ev.PID)]; tr != nil {
-			if ev.Context() != tr.ctx && ev.Context() != 0 {
-				in.newContext(tr, ev.Context())
-			}
-			in.computes(tr)
+		if ev.Context() != tr.ctx && ev.Context() != 0 {
+			in.newContext(tr, ev.Context())
 		}
+		in.computes(tr)
 		a.DecodeEnter(ev.PID, ev.TID, ev.TS, ev.Tokens(), ev.Context(), &ev.Batch)
 	case events.DecodeExit:
 		a.DecodeExit(ev.PID, ev.TID, ev.TS, ev.Result(), ev.Lost())
 	case events.GraphEnter:
-		if tr := in.procs[int(ev.PID)]; tr != nil {
-			in.computes(tr)
-		}
+		in.computes(tr)
 		a.GraphEnter(ev.PID, ev.TID, ev.TS, ev.Graph(), ev.Nodes(), int(ev.Nth), ev.CPU)
 	case events.GraphExit:
 		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched, ev.Lost(), ev.CPU)
 	case events.Node:
 		var info *assemble.NodeInfo
 		if ev.Flags&events.FlagKnown != 0 {
-			info = in.nodeInfo(ev)
+			info = in.nodeInfo(tr, ev)
 		}
 		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), info, ev.Sched, in.counted(ev))
 	case events.NodeDetail:
-		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), in.nodeInfo(ev), ev.Sched, in.counted(ev))
+		a.NodeStart(ev.PID, ev.TID, ev.TS, ev.TensorAddr(), ev.Fused(), int(ev.Ith), in.nodeInfo(tr, ev), ev.Sched, in.counted(ev))
 	case events.Experts:
 		a.Experts(ev.PID, ev.TID, ev.IDs(), int(ev.Ith), ev.Rows, ev.RowBytes())
 	case events.ThreadExit:
@@ -112,24 +109,20 @@ func (in *ingest) dispatch(ev *events.Event) {
 			in.askCounters(threadStart, ev)
 		}
 	case events.SplitEnter:
-		if tr := in.procs[int(ev.PID)]; tr != nil {
-			name := tr.backends.Name(ev.Backend())
-			device := name != backends.CPU
-			if device && !tr.device {
-				tr.device = true
-				in.effects = append(in.effects, effect{kind: deviceSeen, pid: int(ev.PID),
-					module: tr.backends.Module(ev.Backend()), backend: name})
-			}
-			a.SplitEnter(ev.PID, ev.TID, ev.TS, name, ev.BackendAddr(), ev.SplitNodes(), device)
+		name := tr.backends.Name(ev.Backend())
+		device := name != backends.CPU
+		if device && !tr.device {
+			tr.device = true
+			in.effects = append(in.effects, effect{kind: deviceSeen, pid: int(ev.PID),
+				module: tr.backends.Module(ev.Backend()), backend: name})
 		}
+		a.SplitEnter(ev.PID, ev.TID, ev.TS, name, ev.BackendAddr(), ev.SplitNodes(), device)
 	case events.SchedNew:
-		if tr := in.procs[int(ev.PID)]; tr != nil {
-			in.schedMade(tr, ev.Backends())
-		}
+		in.schedMade(tr, ev.Backends())
 	case events.SplitNode:
-		a.SplitNode(ev.PID, ev.TID, int(ev.Ith), in.nodeInfo(ev))
+		a.SplitNode(ev.PID, ev.TID, int(ev.Ith), in.nodeInfo(tr, ev))
 	case events.TimedNode:
-		a.TimedNode(ev.PID, ev.TID, in.label(ev.Label), in.nodeInfo(ev))
+		a.TimedNode(ev.PID, ev.TID, in.label(ev.Label), in.nodeInfo(tr, ev))
 	case events.DeviceTimes:
 		times := in.times[:ev.Nth]
 		for i := range times {
@@ -143,19 +136,17 @@ func (in *ingest) dispatch(ev *events.Event) {
 	case events.SyncExit:
 		a.SyncExit(ev.PID, ev.TID, ev.TS)
 	case events.Copy:
-		if tr := in.procs[int(ev.PID)]; tr != nil {
-			name, bytes := tr.describer.Copy(ev)
-			src, dst := ev.Buffers()
-			a.CopyEnter(ev.PID, ev.TS, assemble.Copy{TID: ev.TID, Src: tr.backends.Name(src), Dst: tr.backends.Name(dst),
-				Tensor: name, Bytes: bytes, Queued: ev.Flags&events.FlagQueued != 0})
-		}
+		name, bytes := tr.describer.Copy(ev)
+		src, dst := ev.Buffers()
+		a.CopyEnter(ev.PID, ev.TS, assemble.Copy{TID: ev.TID, Src: tr.backends.Name(src), Dst: tr.backends.Name(dst),
+			Tensor: name, Bytes: bytes, Queued: ev.Flags&events.FlagQueued != 0})
 	case events.CopyExit:
 		a.CopyExit(ev.PID, ev.TID, ev.TS, ev.Made())
 	case events.SeqRm:
 		seq, p0, p1 := ev.SeqRemoved()
 		in.reqs.Remove(ev.PID, ev.TS, seq, p0, p1)
 	case events.StepEnter:
-		if tr := in.procs[int(ev.PID)]; tr != nil && tr.runtime.Steps {
+		if tr.runtime.Steps {
 			if !tr.schedSeen {
 				in.schedMade(tr, ev.StepBackends())
 			}
@@ -165,7 +156,7 @@ func (in *ingest) dispatch(ev *events.Event) {
 	case events.StepExit:
 		a.StepExit(ev.PID, ev.TID, ev.TS, ev.Result(), ev.Lost())
 	case events.JobEnter:
-		if tr := in.procs[int(ev.PID)]; tr != nil && tr.whisper && ev.JobContext() != tr.ctx && ev.JobContext() != 0 {
+		if tr.whisper && ev.JobContext() != tr.ctx && ev.JobContext() != 0 {
 			in.newContext(tr, ev.JobContext())
 		}
 		a.JobEnter(ev.PID, ev.TID, ev.TS, ev.Samples(), ev.JobContext())
@@ -217,13 +208,9 @@ func (in *ingest) askCounters(kind effectKind, ev *events.Event) {
 	in.effects = append(in.effects, effect{kind: kind, pid: int(ev.PID), tid: ev.TID})
 }
 
-// nodeInfo describes the node ev starts, and has the controller ask the process to send
-// every node's detail again when a known node came without one.
-func (in *ingest) nodeInfo(ev *events.Event) *assemble.NodeInfo {
-	tr := in.procs[int(ev.PID)]
-	if tr == nil {
-		return nil
-	}
+// nodeInfo describes the node ev of process tr starts, and has the controller ask the
+// process to send every node's detail again when a known node came without one.
+func (in *ingest) nodeInfo(tr *inProc, ev *events.Event) *assemble.NodeInfo {
 	info, again := tr.describer.Node(ev)
 	if again {
 		in.effects = append(in.effects, effect{kind: redescribe, pid: int(ev.PID)})

@@ -130,20 +130,18 @@ func (p *Profiler) Extend(proc *discover.Process, ctx *ggml.Context) {
 		if err != nil {
 			p.log.Warn("some probes not attached", zap.Int("pid", pid), zap.Error(err))
 		}
-		var rt *runtimes.Runtime
 		if len(added) > 0 {
 			if slices.Contains(added, discover.Llama) {
 				t.ctxFields = ctx
 			}
-			if rt, _ = runtimes.Of(runtimes.Process{Process: proc, Args: t.args, Parent: t.parent}); rt != nil && rt != t.runtime {
+			if rt, _ := runtimes.Of(runtimes.Process{Process: proc, Args: t.args, Parent: t.parent}); rt != nil && rt != t.runtime {
 				p.log.Info("runtime recognised in code loaded since attach", zap.Int("pid", pid), zap.String("runtime", rt.Name),
 					zap.String("was", t.runtime.Name))
 				t.runtime = rt
 				t.noModel = t.noModel && !rt.GGUF
-			} else {
-				rt = nil
 			}
 		}
+		rt := t.runtime
 		holds := len(added) > 0 && p.applicationLayer(t)
 		backends := strings.Join(proc.Backends, ",") // a binding loads its GPU backend with dlopen too
 		p.do(func(in *ingest) {
@@ -152,9 +150,7 @@ func (p *Profiler) Extend(proc *discover.Process, ctx *ggml.Context) {
 				return
 			}
 			tr.proc.Backends = backends
-			if rt != nil {
-				tr.runtime, tr.proc.Runtime = rt, rt.Name
-			}
+			tr.runtime, tr.proc.Runtime = rt, rt.Name
 			if holds {
 				in.asm.Steps(uint32(pid))
 			}
