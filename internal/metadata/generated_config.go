@@ -238,6 +238,7 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 type ResourceAttributesConfig struct {
 	ContainerID                 ResourceAttributeConfig `mapstructure:"container.id"`
 	GgmlBackendsLoaded          ResourceAttributeConfig `mapstructure:"ggml.backends.loaded"`
+	GgmlDeviceSoftware          ResourceAttributeConfig `mapstructure:"ggml.device.software"`
 	GgmlRuntime                 ResourceAttributeConfig `mapstructure:"ggml.runtime"`
 	GgmlVersion                 ResourceAttributeConfig `mapstructure:"ggml.version"`
 	LlamaContextSize            ResourceAttributeConfig `mapstructure:"llama.context.size"`
@@ -274,6 +275,9 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		GgmlBackendsLoaded: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GgmlDeviceSoftware: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		GgmlRuntime: ResourceAttributeConfig{

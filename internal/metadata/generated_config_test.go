@@ -160,6 +160,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 				ResourceAttributes: ResourceAttributesConfig{
 					ContainerID:                 ResourceAttributeConfig{Enabled: true},
 					GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: true},
+					GgmlDeviceSoftware:          ResourceAttributeConfig{Enabled: true},
 					GgmlRuntime:                 ResourceAttributeConfig{Enabled: true},
 					GgmlVersion:                 ResourceAttributeConfig{Enabled: true},
 					LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
@@ -328,6 +329,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 				ResourceAttributes: ResourceAttributesConfig{
 					ContainerID:                 ResourceAttributeConfig{Enabled: false},
 					GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: false},
+					GgmlDeviceSoftware:          ResourceAttributeConfig{Enabled: false},
 					GgmlRuntime:                 ResourceAttributeConfig{Enabled: false},
 					GgmlVersion:                 ResourceAttributeConfig{Enabled: false},
 					LlamaContextSize:            ResourceAttributeConfig{Enabled: false},
@@ -393,6 +395,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 			want: ResourceAttributesConfig{
 				ContainerID:                 ResourceAttributeConfig{Enabled: true},
 				GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: true},
+				GgmlDeviceSoftware:          ResourceAttributeConfig{Enabled: true},
 				GgmlRuntime:                 ResourceAttributeConfig{Enabled: true},
 				GgmlVersion:                 ResourceAttributeConfig{Enabled: true},
 				LlamaContextSize:            ResourceAttributeConfig{Enabled: true},
@@ -428,6 +431,7 @@ func TestResourceAttributesConfig(t *testing.T) {
 			want: ResourceAttributesConfig{
 				ContainerID:                 ResourceAttributeConfig{Enabled: false},
 				GgmlBackendsLoaded:          ResourceAttributeConfig{Enabled: false},
+				GgmlDeviceSoftware:          ResourceAttributeConfig{Enabled: false},
 				GgmlRuntime:                 ResourceAttributeConfig{Enabled: false},
 				GgmlVersion:                 ResourceAttributeConfig{Enabled: false},
 				LlamaContextSize:            ResourceAttributeConfig{Enabled: false},

@@ -2872,6 +2872,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["ggml.backends.loaded"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.GgmlDeviceSoftware.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["ggml.device.software"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlDeviceSoftware.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GgmlDeviceSoftware.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["ggml.device.software"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlDeviceSoftware.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.GgmlRuntime.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["ggml.runtime"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlRuntime.MetricsInclude)
 	}

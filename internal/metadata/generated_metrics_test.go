@@ -242,6 +242,7 @@ func TestMetricsBuilder(t *testing.T) {
 			rb := mb.NewResourceBuilder()
 			rb.SetContainerID("container.id-val")
 			rb.SetGgmlBackendsLoaded([]any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"})
+			rb.SetGgmlDeviceSoftware("ggml.device.software-val")
 			rb.SetGgmlRuntime("ggml.runtime-val")
 			rb.SetGgmlVersion("ggml.version-val")
 			rb.SetLlamaContextSize(18)

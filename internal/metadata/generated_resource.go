@@ -35,6 +35,13 @@ func (rb *ResourceBuilder) SetGgmlBackendsLoaded(val []any) {
 	}
 }
 
+// SetGgmlDeviceSoftware sets provided value as "ggml.device.software" attribute.
+func (rb *ResourceBuilder) SetGgmlDeviceSoftware(val string) {
+	if rb.config.GgmlDeviceSoftware.Enabled {
+		rb.res.Attributes().PutStr("ggml.device.software", val)
+	}
+}
+
 // SetGgmlRuntime sets provided value as "ggml.runtime" attribute.
 func (rb *ResourceBuilder) SetGgmlRuntime(val string) {
 	if rb.config.GgmlRuntime.Enabled {

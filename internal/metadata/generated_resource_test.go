@@ -15,6 +15,7 @@ func TestResourceBuilder(t *testing.T) {
 			rb := NewResourceBuilder(cfg)
 			rb.SetContainerID("container.id-val")
 			rb.SetGgmlBackendsLoaded([]any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"})
+			rb.SetGgmlDeviceSoftware("ggml.device.software-val")
 			rb.SetGgmlRuntime("ggml.runtime-val")
 			rb.SetGgmlVersion("ggml.version-val")
 			rb.SetLlamaContextSize(18)
@@ -49,9 +50,9 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 30, res.Attributes().Len())
+				assert.Equal(t, 31, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 30, res.Attributes().Len())
+				assert.Equal(t, 31, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -67,6 +68,11 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, []any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"}, ggmlBackendsLoadedAttrVal.Slice().AsRaw())
+			}
+			ggmlDeviceSoftwareAttrVal, ok := res.Attributes().Get("ggml.device.software")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "ggml.device.software-val", ggmlDeviceSoftwareAttrVal.Str())
 			}
 			ggmlRuntimeAttrVal, ok := res.Attributes().Get("ggml.runtime")
 			assert.True(t, ok)

@@ -17,6 +17,9 @@ const (
 	ResourceGGMLRuntime = "ggml.runtime"
 	// ResourceGGMLBackendsLoaded: the backends besides the CPU's the process loaded.
 	ResourceGGMLBackendsLoaded = "ggml.backends.loaded"
+	// ResourceGGMLDeviceSoftware: the software driver a backend's device runs on, in the
+	// process's own threads on the host's CPUs (lavapipe).
+	ResourceGGMLDeviceSoftware = "ggml.device.software"
 	// ResourceLlamaModelName: the model's GGUF general.name.
 	ResourceLlamaModelName = "llama.model.name"
 	// ResourceLlamaModelPath: the model file's path.
