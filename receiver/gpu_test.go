@@ -47,11 +47,15 @@ func vulkanRunStderr(t *testing.T, v testbench.Vulkan, settings string) ([]ptrac
 	}
 	// The driver waits to be attached: a decode begun before the probes came would
 	// spend the first sampling window on a graph whose device split is not its own.
-	v.Gate = filepath.Join(t.TempDir(), "go")
+	var started func(c *collector, p *testbench.Process)
+	if !v.Ungated {
+		v.Gate = filepath.Join(t.TempDir(), "go")
+		started = func(c *collector, p *testbench.Process) {
+			openGate(t, c, p.PID(), v.Gate) // env execs node
+		}
+	}
 	name, args := v.Command(e, node)
-	run := profileRun(t, 5*time.Minute, node, settings, func(c *collector, p *testbench.Process) {
-		openGate(t, c, p.PID(), v.Gate) // env execs node
-	}, name, args...)
+	run := profileRun(t, 5*time.Minute, node, settings, started, name, args...)
 	r, err := testbench.ParseNode(run.proc.Stdout.Bytes())
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +165,53 @@ func TestE2EVulkanOffload(t *testing.T) {
 			checkTimelineDevice(t, p, false)
 		})
 	}
+}
+
+// A short job fully offloaded, as llama-cli -n 16 or a batch job runs one: the device
+// probes come with the attach, since the process loaded ggml-vulkan, so every Vulkan
+// split of its 16 tokens has the device's work, and, the perf logger on, the device's
+// own time for its nodes. They once came with the first split the reader saw, and a job
+// this short could end with none. The device runs in the process's own threads
+// (lavapipe): the resource says so.
+func TestE2EVulkanShortJob(t *testing.T) {
+	traces, _, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 16, Runs: 1, Layers: -1, Threads: 2, PerfLogger: true, Ungated: true}, fullTracing)
+	all := spans(traces)
+	splits, timed := 0, 0
+	devices := map[string]span{} // by parent: the split
+	for _, s := range all {
+		if s.name == "ggml.device.compute" {
+			devices[s.parent] = s
+			if n, _ := s.attrs["ggml.graph.nodes.timed"].(int64); n > 0 {
+				timed++
+			}
+		}
+	}
+	for _, s := range all {
+		if s.name != "ggml.backend.graph_compute" || s.attrs["ggml.backend"] != "VK" {
+			continue
+		}
+		splits++
+		if _, ok := devices[s.id]; !ok {
+			t.Errorf("a Vulkan split at %d has no device work", s.start)
+		}
+	}
+	t.Logf("%d Vulkan splits, %d device spans, %d with the device's node times", splits, len(devices), timed)
+	// The attach races the job's first decodes, a short job's being its model's load.
+	if splits < 8 || timed != len(devices) {
+		t.Errorf("%d Vulkan splits for 16 tokens; %d of %d device spans with the device's node times", splits, timed, len(devices))
+	}
+	software := map[string]bool{}
+	for _, td := range traces {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			if v, ok := td.ResourceSpans().At(i).Resource().Attributes().Get("ggml.device.software"); ok {
+				software[v.AsString()] = true
+			}
+		}
+	}
+	if !software["lavapipe"] {
+		t.Errorf("ggml.device.software %v, want lavapipe", software)
+	}
+	checkTimelineDevice(t, p, false)
 }
 
 // checkTimelineDevice checks that the view's timeline shows its decode's Vulkan splits

@@ -6,8 +6,10 @@ package backends
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/ianlancetaylor/demangle"
@@ -23,6 +25,9 @@ const Unknown = "unknown"
 // CPU is the CPU backend's name.
 const CPU = "CPU"
 
+// Vulkan is ggml-vulkan's backend name.
+const Vulkan = "VK"
+
 var implementation = regexp.MustCompile(`^ggml_backend_([a-z0-9]+)_`)
 
 // Name returns the backend a function symbol implements, upper-cased as ggml prints
@@ -34,6 +39,43 @@ func Name(symbol string) string {
 		return ""
 	}
 	return strings.ToUpper(m[1])
+}
+
+// registration is the function by which ggml's loader registers a backend library's
+// backend: ggml_backend_vk_reg, ggml_backend_cuda_reg.
+var registration = regexp.MustCompile(`^ggml_backend_([a-z0-9]+)_reg$`)
+
+// Registered returns the backend a backend library registers, named as Name names its
+// functions' (libggml-vulkan.so gives "VK"), or "" where f registers none.
+func Registered(f *symbols.File) string {
+	for n := range f.Names() {
+		if m := registration.FindStringSubmatch(n); m != nil && m[1] != "cpu" {
+			return strings.ToUpper(m[1])
+		}
+	}
+	return ""
+}
+
+// OnDevice says whether a backend library, named as discover names it (libggml-rpc.so
+// gives "rpc"), computes on a device: RPC's sends graphs to a server, and only when one
+// is named; BLAS computes on the CPU.
+func OnDevice(library string) bool { return library != "rpc" && library != "blas" }
+
+// Software returns the software driver that process pid's device of backend runs on in
+// the process's own threads, read from their names: Mesa's lavapipe starts a thread
+// llvmpipe-N per core for each Vulkan device it makes. "" for a hardware device, or
+// where the threads cannot be read.
+func Software(root string, pid int, backend string) string {
+	if backend != Vulkan {
+		return ""
+	}
+	comms, _ := filepath.Glob(filepath.Join(root, strconv.Itoa(pid), "task", "*", "comm"))
+	for _, c := range comms {
+		if b, err := os.ReadFile(c); err == nil && strings.HasPrefix(string(b), "llvmpipe-") {
+			return "lavapipe"
+		}
+	}
+	return ""
 }
 
 // Opener opens the ELF file at a host path, identified by device and inode for caching.

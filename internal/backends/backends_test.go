@@ -2,6 +2,7 @@ package backends
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -47,5 +48,32 @@ func TestResolverReadsExecutableOnDemand(t *testing.T) {
 	}
 	if len(opened) != 1 {
 		t.Errorf("opened %v for an address in the executable, want it alone", opened)
+	}
+}
+
+// lavapipe is known by its threads: a Vulkan device of a process with llvmpipe threads
+// runs in them; the same threads say nothing of another backend's device.
+func TestSoftware(t *testing.T) {
+	root := t.TempDir()
+	thread := func(pid, tid, comm string) {
+		dir := filepath.Join(root, pid, "task", tid)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "comm"), []byte(comm+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thread("10", "10", "node")
+	thread("10", "11", "llvmpipe-0")
+	thread("20", "20", "llama-server")
+	thread("20", "21", "llama-server")
+	for _, c := range []struct {
+		pid          int
+		backend, sw string
+	}{{10, Vulkan, "lavapipe"}, {10, "CUDA", ""}, {20, Vulkan, ""}, {30, Vulkan, ""}} {
+		if got := Software(root, c.pid, c.backend); got != c.sw {
+			t.Errorf("Software(pid %d, %s) = %q, want %q", c.pid, c.backend, got, c.sw)
+		}
 	}
 }

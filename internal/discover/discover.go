@@ -59,8 +59,10 @@ type Process struct {
 	Exe     string
 	Modules [numRoles]*Module
 	// Backends are the GGML backends besides the CPU's that it loaded as libraries of
-	// their own (libggml-vulkan.so: "vulkan"), whether or not they found a device.
-	Backends []string
+	// their own (libggml-vulkan.so: "vulkan"), whether or not they found a device;
+	// Libraries holds each one's library.
+	Backends  []string
+	Libraries map[string]*Module
 }
 
 // Module returns the object that plays role r, if any.
@@ -99,32 +101,37 @@ func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process,
 			continue
 		}
 		path := Path(m)
-		if b := backendLibrary(path); b != "" && !slices.Contains(p.Backends, b) {
-			p.Backends = append(p.Backends, b)
-		}
-		// Every object is looked at, whatever its name: a binding links GGML into an
-		// addon of its own (a Node.js index.node, a Python extension). Each file is read
-		// once, and known by its identity after.
 		dev := uint64(m.Dev)
 		var host string
-		roles, err := classify(dev, m.Inode, func() string {
+		hostPath := func() string {
 			if host == "" {
 				host = Host(root, pid, m)
 			}
 			return host
-		})
+		}
+		module := func() *Module {
+			low := lowest[m.Pathname]
+			return &Module{Path: path, HostPath: hostPath(), Dev: dev, Inode: m.Inode,
+				Bias: uint64(low.StartAddr) - uint64(low.Offset) - LinkBase(hostPath())}
+		}
+		if b := backendLibrary(path); b != "" && !slices.Contains(p.Backends, b) {
+			p.Backends = append(p.Backends, b)
+			if p.Libraries == nil {
+				p.Libraries = map[string]*Module{}
+			}
+			p.Libraries[b] = module()
+		}
+		// Every object is looked at, whatever its name: a binding links GGML into an
+		// addon of its own (a Node.js index.node, a Python extension). Each file is read
+		// once, and known by its identity after.
+		roles, err := classify(dev, m.Inode, hostPath)
 		if err != nil {
 			continue // not ELF, or unreadable: not ours
 		}
 		if len(roles) == 0 {
 			continue
 		}
-		if host == "" {
-			host = Host(root, pid, m)
-		}
-		low := lowest[m.Pathname]
-		mod := &Module{Path: path, HostPath: host, Dev: dev, Inode: m.Inode,
-			Bias: uint64(low.StartAddr) - uint64(low.Offset) - LinkBase(host)}
+		mod := module()
 		for _, r := range roles {
 			if p.Modules[r] == nil {
 				p.Modules[r] = mod

@@ -33,10 +33,13 @@ type Attachment struct {
 	proc     *discover.Process
 	open     Opener
 	layers   Layers
-	multi    bool // uprobe_multi links, see PrepareMulti
-	builds   bool // the build probe is attached
-	scheds   bool // the scheduler probe is attached
-	device   bool // the device probes are attached
+	multi    bool            // uprobe_multi links, see PrepareMulti
+	builds   bool            // the build probe is attached
+	scheds   bool            // the scheduler probe is attached
+	devices  map[string]bool // the backends whose device probes are attached
+	waitsAll bool            // ggml_backend_synchronize is probed: a backend had no synchronize of its own
+	// loggerAgain: the Vulkan perf logger's flag was read again at the first split.
+	loggerAgain bool
 	// Logger is whether the process's ggml-vulkan times its nodes (GGML_VK_PERF_LOGGER),
 	// as AttachDevice found it; with LoggerNodes the times are read.
 	Logger LoggerState
@@ -71,7 +74,8 @@ func (a *Attachment) Probes() int {
 // PrepareMulti.
 func Attach(pool *Pool, progs *bpf.ProfinferPrograms, p *discover.Process, open Opener, layers Layers, multi bool) (*Attachment, error) {
 	a := &Attachment{PID: p.PID, pool: pool, progs: progs, proc: p, open: open, layers: layers, multi: multi,
-		exes: map[*discover.Module]*link.Executable{}, emulated: map[string]bool{}, extra: map[group]Links{}}
+		exes: map[*discover.Module]*link.Executable{}, emulated: map[string]bool{}, extra: map[group]Links{},
+		devices: map[string]bool{}}
 	var err error
 	a.links, err = a.attach(func(s spec) bool { return a.always(s.group) })
 	if len(a.links) == 0 && err != nil {
@@ -153,15 +157,52 @@ func (a *Attachment) detachExtra(g group) Links {
 // split probes are needed from the start.
 func (a *Attachment) SeesScheds() bool { return a.scheds }
 
+// AttachDevices adds the device probes for each backend that process p loaded as a
+// library of its own and that computes on a device, from the start: a short job on a GPU
+// is over before probes that wait for its first device split could come. A process
+// whose device found nothing to compute pays only for their placing.
+func (a *Attachment) AttachDevices(p *discover.Process) error {
+	var errs error
+	for _, lib := range p.Backends {
+		m := p.Libraries[lib]
+		if m == nil || !backends.OnDevice(lib) {
+			continue
+		}
+		f, err := a.open(m)
+		if err != nil {
+			errs = errors.Join(errs, err)
+			continue
+		}
+		if backend := backends.Registered(f); backend != "" && !a.devices[backend] {
+			errs = errors.Join(errs, a.AttachDevice(m, backend))
+		}
+	}
+	return errs
+}
+
 // AttachDevice adds the probes that see a device's work: the CPU's waits for a backend,
 // and the copies the device queues, probed in dev, the object holding the code of the
-// backend named backend. They come only once a process computes a split on a backend
-// other than the CPU's, and stay.
+// backend named backend. They come when the process attaches with the backend's library
+// loaded (AttachDevices), or else once it computes a split on that backend, and stay.
+// Called again at a backend's first split, it reads the Vulkan perf logger's flag anew:
+// placed at the attach, the probes may have come before the backend read its
+// environment.
 func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
-	if a.device || !a.layers.Runtime {
+	if !a.layers.Runtime {
 		return nil
 	}
-	a.device = true
+	if a.devices[backend] {
+		if backend != backends.Vulkan || a.Logger != LoggerOff || a.loggerAgain || dev == nil {
+			return nil
+		}
+		a.loggerAgain = true
+		f, err := a.open(dev)
+		if err != nil {
+			return err
+		}
+		return a.attachLogger(dev, f)
+	}
+	a.devices[backend] = true
 	var (
 		f                         *symbols.File
 		waits                     Links
@@ -174,7 +215,8 @@ func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 		// ggml_backend_synchronize sees 18, the CPU backend's among them.
 		waits, err = a.placeBackend(dev, f, backend, "synchronize", "P12ggml_backend", a.progs.SyncEnter, a.progs.SyncExit, symbols.Arg1)
 	}
-	if waits == nil && err == nil {
+	if waits == nil && err == nil && !a.waitsAll {
+		a.waitsAll = true
 		waits, err = a.attach(func(s spec) bool { return s.group == device })
 	}
 	a.links = append(a.links, waits...)
@@ -183,7 +225,7 @@ func (a *Attachment) AttachDevice(dev *discover.Module, backend string) error {
 		queued, queuedErr = a.placeBackend(dev, f, backend, "cpy_tensor_async", "P12ggml_backendS0_PK11ggml_tensorPS1_",
 			a.progs.CopyAsyncEnter, a.progs.CopyAsyncExit, symbols.Arg3|symbols.Arg4)
 		a.links = append(a.links, queued...)
-		if backend == vulkan {
+		if backend == backends.Vulkan {
 			loggerErr = a.attachLogger(dev, f)
 		}
 	}

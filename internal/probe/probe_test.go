@@ -33,7 +33,7 @@ func TestEveryProbeSaysWhatItsAbsenceLoses(t *testing.T) {
 // The GPU prebuilts' backends (node-llama-cpp 3.22.1, C++: Vulkan, which the tests run on
 // lavapipe, and CUDA, which no machine here can run) define the two static functions the
 // device probes sit on, under the names they are looked up by, beside a get_name that
-// names the backend; their entries take a probe that keeps the registers the programs
+// names the backend as its registration does; their entries take a probe that keeps the registers the programs
 // read. Their libggml-base defines the split and the generic wait.
 func TestGPUBackendSymbols(t *testing.T) {
 	const npm = "../../.testenv/npm/node_modules/@node-llama-cpp/"
@@ -43,6 +43,9 @@ func TestGPUBackendSymbols(t *testing.T) {
 	} {
 		t.Run(c.backend, func(t *testing.T) {
 			dev := openPrebuilt(t, npm+c.dir+c.lib)
+			if got := backends.Registered(dev); got != c.backend { // what AttachDevices probes it as
+				t.Errorf("%s registers backend %q, want %s", c.lib, got, c.backend)
+			}
 			for _, fn := range []struct {
 				name, params string
 				keep         symbols.Regs

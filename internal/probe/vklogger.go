@@ -12,9 +12,6 @@ import (
 	"github.com/profinfer/profinfer/internal/symbols"
 )
 
-// vulkan is ggml-vulkan's backend name.
-const vulkan = "VK"
-
 // LoggerState says whether a process's ggml-vulkan times its nodes with its perf logger.
 type LoggerState int
 
@@ -38,8 +35,9 @@ const (
 var loggerPrints = []string{loggerPrint + ".part.0", loggerPrint}
 
 // attachLogger probes ggml-vulkan's perf logger in dev (parsed as f) where the process
-// has it on, timing single nodes. It reads the logger's flags from the process's memory:
-// they are set by then, the backend having started before its first split.
+// has it on, timing single nodes. It reads the logger's flags from the process's memory,
+// which the backend sets as it starts: before its first split, where AttachDevice reads
+// them again if they were read earlier.
 func (a *Attachment) attachLogger(dev *discover.Module, f *symbols.File) error {
 	if a.progs.TimesPrint == nil {
 		return nil // no bpf_loop: the labels' times cannot be walked (see Kernel)

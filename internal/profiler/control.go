@@ -151,7 +151,7 @@ func (p *Profiler) act(e effect) {
 			p.log.Debug("node details not asked again", zap.Int("pid", e.pid), zap.Error(err))
 		}
 	case deviceSeen:
-		p.attachDevice(t, e)
+		p.attachDevice(t, func(a *probe.Attachment) error { return a.AttachDevice(e.module, e.backend) })
 	case schedWanted, schedMade:
 		p.backendProbes(t, e)
 	case phaseTraced:
@@ -185,12 +185,15 @@ func (p *Profiler) publish() {
 	p.shown.Store(s)
 }
 
-// attachDevice adds the device probes to a process that computed a split on a backend
-// other than the CPU.
-func (p *Profiler) attachDevice(t *ctlProc, e effect) {
-	err := t.attachment.AttachDevice(e.module, e.backend)
+// attachDevice has attach add device probes to a process, and says what changed.
+func (p *Profiler) attachDevice(t *ctlProc, attach func(*probe.Attachment) error) {
+	was := t.attachment.Logger
+	err := attach(t.attachment)
 	if err != nil && !p.reg.Vanished(t.pid) {
 		p.log.Warn("some device probes not attached", zap.Int("pid", t.pid), zap.Error(err))
+	}
+	if t.attachment.Logger == was {
+		return
 	}
 	switch t.attachment.Logger {
 	case probe.LoggerNodes:

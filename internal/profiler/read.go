@@ -115,6 +115,13 @@ func (in *ingest) dispatch(ev *events.Event) {
 			tr.device = true
 			in.effects = append(in.effects, effect{kind: deviceSeen, pid: int(ev.PID),
 				module: tr.backends.Module(ev.Backend()), backend: name})
+			// Once a process, before its first device split's spans are made: a short
+			// job's are all read at once.
+			if sw := backends.Software("/proc", int(ev.PID), name); sw != "" {
+				tr.proc.Software = sw
+				in.log.Info("the device is a software driver, in the process's own threads", zap.Int("pid", int(ev.PID)),
+					zap.String("backend", name), zap.String("driver", sw))
+			}
 		}
 		a.SplitEnter(ev.PID, ev.TID, ev.TS, name, ev.BackendAddr(), ev.SplitNodes(), device)
 	case events.SchedNew:

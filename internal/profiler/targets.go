@@ -94,6 +94,8 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		// The split probes from the start where the process loaded another backend
 		// that it would not load unused, whose first decode may come before they could
 		// be added once its scheduler is seen, or where schedulers are not seen.
+		// The device probes before the split probes: a split seen has its device's work.
+		p.attachDevice(ct, func(a *probe.Attachment) error { return a.AttachDevices(proc) })
 		if !a.SeesScheds() || slices.ContainsFunc(proc.Backends, loadedToUse) {
 			p.attachSplits(ct)
 		}
@@ -130,6 +132,7 @@ func (p *Profiler) Extend(proc *discover.Process, ctx *ggml.Context) {
 		if err != nil {
 			p.log.Warn("some probes not attached", zap.Int("pid", pid), zap.Error(err))
 		}
+		p.attachDevice(t, func(a *probe.Attachment) error { return a.AttachDevices(proc) })
 		if len(added) > 0 {
 			if slices.Contains(added, discover.Llama) {
 				t.ctxFields = ctx

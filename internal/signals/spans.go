@@ -25,6 +25,7 @@ type Origin struct {
 	Container string      // container.id; empty outside containers
 	Backends  string      // GGML backends besides the CPU's it loaded as libraries, comma-separated
 	Runtime   string      // ggml.runtime: llama.cpp, whisper.cpp, ollama or ggml
+	Software  string      // ggml.device.software: the software driver its device runs on
 	Model     *model.Info // nil until the process has loaded one
 	// Whisper is its whisper.cpp model, nil until its first transcription was read.
 	Whisper *model.Whisper
@@ -74,6 +75,9 @@ func (p *Origin) Resource(rb *metadata.ResourceBuilder) pcommon.Resource {
 			loaded = append(loaded, b)
 		}
 		rb.SetGgmlBackendsLoaded(loaded)
+	}
+	if p.Software != "" {
+		rb.SetGgmlDeviceSoftware(p.Software)
 	}
 	if m := p.Model; m != nil {
 		rb.SetLlamaModelPath(m.Path)

@@ -9,6 +9,8 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"iter"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -172,6 +174,9 @@ func (f *File) Symbol(name string) (Symbol, bool) {
 	s, ok := f.syms[name]
 	return s, ok
 }
+
+// Names yields the name of every defined symbol, in no order.
+func (f *File) Names() iter.Seq[string] { return maps.Keys(f.syms) }
 
 // Function looks a function up by name, or else a clone of it that the compiler made
 // (name.isra.0, name.constprop.0, name.part.0), as static functions often become.

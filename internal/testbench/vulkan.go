@@ -31,6 +31,8 @@ type Vulkan struct {
 	LoggerGroups bool
 	// Gate, if set, is a file the driver waits for, its model loaded, before it generates.
 	Gate string
+	// Ungated runs it with no gate, as a job that starts and ends on its own would run.
+	Ungated bool
 }
 
 // RequireVulkan ends the test unless lavapipe and the Vulkan prebuilt are installed.
