@@ -69,7 +69,7 @@ func TestSoftware(t *testing.T) {
 	thread("20", "20", "llama-server")
 	thread("20", "21", "llama-server")
 	for _, c := range []struct {
-		pid          int
+		pid         int
 		backend, sw string
 	}{{10, Vulkan, "lavapipe"}, {10, "CUDA", ""}, {20, Vulkan, ""}, {30, Vulkan, ""}} {
 		if got := Software(root, c.pid, c.backend); got != c.sw {
