@@ -162,6 +162,7 @@ func TestE2EVulkanOffload(t *testing.T) {
 			if fired(p, "cpu-fallback") || fired(p, "device-unused") {
 				t.Errorf("findings on a full offload: %v", findingIDs(p))
 			}
+			checkDeviceFindings(t, p, "full")
 			checkTimelineDevice(t, p, false)
 		})
 	}
@@ -266,7 +267,9 @@ func TestE2EVulkanPartialOffload(t *testing.T) {
 	if !fired(p, "cpu-fallback") || fired(p, "device-unused") {
 		t.Errorf("findings %v, want cpu-fallback", findingIDs(p))
 	}
+	checkDeviceFindings(t, p, "partial")
 	checkTimelineDevice(t, p, true)
+	checkLeadsWithDevice(t, p)
 	// report.html: the traced token's device lanes render from the real run.
 	br := testbench.RequireBrowser(t)
 	path := filepath.Join(t.TempDir(), "report.html")
@@ -279,7 +282,7 @@ func TestE2EVulkanPartialOffload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(consoleErrors) > 0 || !strings.Contains(dom, "VK in this decode: ") || !strings.Contains(dom, "queued to it (") {
+	if len(consoleErrors) > 0 || !strings.Contains(dom, "Vulkan in this decode: ") || !strings.Contains(dom, "queued to it (") {
 		t.Errorf("report.html: console errors %q; the traced token's device work is not described", consoleErrors)
 	}
 	if err := br.Screenshot(ctx, "file://"+path, "../build/gpu-view.png", 1400, 4200); err != nil {

@@ -4,8 +4,10 @@
 package advise
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -144,8 +146,12 @@ func starved(p *summary.Process, waited bool) *summary.Phase {
 	return worst
 }
 
+// starvedNote ends the advice of a finding that the model's threads lacked the CPU.
+const starvedNote = "While they lack it, ops are judged starved rather than memory-, compute- or overhead-bound, and no advice on kernels or batching applies."
+
 // contention: the model's threads lacked a CPU for a share of their graphs' time, as
-// every graph measures it; the scheduler layer adds per-node detail where it is on.
+// every graph measures it; the scheduler layer adds per-node detail where it is on. Where
+// the process computes on a software device, its threads are what took the CPUs.
 func contention(p *summary.Process) (summary.Finding, bool) {
 	worst := starved(p, true)
 	sched, schedShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.OffCPU + s.RunQueue })
@@ -159,8 +165,16 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 		ID: "threads-contended", Severity: "warning",
 		Title: "The model's threads lacked the CPU: the machine, not the model, is the bottleneck",
 		Advice: "Something else had the CPUs the model's threads run on: other processes (noisy neighbours, a batch job), a cgroup CPU quota, or more threads (-t/--threads) than the cores this process really gets. " +
-			"ggml's threads wait for each other at every node, so one thread off its CPU stalls them all. Move the other load away, give the model cores of its own (cpuset, taskset), or lower -t to the cores it gets. " +
-			"While they lack it, ops are judged starved rather than memory-, compute- or overhead-bound, and no advice on kernels or batching applies.",
+			"ggml's threads wait for each other at every node, so one thread off its CPU stalls them all. Move the other load away, give the model cores of its own (cpuset, taskset), or lower -t to the cores it gets. " + starvedNote,
+	}
+	if sw, on := software(p); sw != "" {
+		dev := strings.Join(on, ", ")
+		f.Title = fmt.Sprintf("The model's threads lacked the CPU: the %s device is %s, a software driver computing on the same cores", dev, sw)
+		f.Advice = fmt.Sprintf("%s is not a GPU: it computes the %s backend's splits in threads of this process (llvmpipe-0, llvmpipe-1, …: LP_NUM_THREADS of them, by default one per core), "+
+			"on the CPUs ggml's threads compute on. ggml's threads wait for each other at every node, so one that a device thread displaced stalls them all. "+
+			"A hardware GPU is the remedy. On this machine, give the two fewer threads so that together they fit the cores (LP_NUM_THREADS for the device's, -t/--threads for ggml's), "+
+			"or keep the model on the CPU backend alone, usually faster than a software device: a CPU build, or no GGML_VK_VISIBLE_DEVICES, without which ggml-vulkan skips CPU-type devices. ", sw, dev) + starvedNote
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s computes on %s, a software driver in the process's own threads (ggml.device.software)", dev, sw))
 	}
 	if worst != nil {
 		c := worst.CPU
@@ -183,6 +197,25 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 			fmt.Sprintf("%d preemptions and %d migrations over %d traced graphs", s.Preemptions, s.Migrations, sched.TracedGraphs))
 	}
 	return f, true
+}
+
+// software returns the software driver p's device runs on, in p's own threads on the
+// CPUs its model's threads compute on, and the backends that computed splits on it; ""
+// where p computes on no such device.
+func software(p *summary.Process) (string, []string) {
+	if p.Software == "" {
+		return "", nil
+	}
+	var on []string
+	for _, b := range p.Backends {
+		if b.Backend != backends.CPU && b.Splits > 0 {
+			on = append(on, summary.BackendName(b.Backend))
+		}
+	}
+	if len(on) == 0 {
+		return "", nil
+	}
+	return p.Software, on
 }
 
 // blocked: the model's threads were off the CPU for a share of their graphs' time without
@@ -254,7 +287,7 @@ func barriers(p *summary.Process) (summary.Finding, bool) {
 			top, topShare = o.Op, o.Sched.BarrierWait/worst.Sched.BarrierWait
 		}
 	}
-	return summary.Finding{
+	f := summary.Finding{
 		ID: "barrier-wait", Severity: "warning",
 		Title:  "Threads spend much of each node waiting for the slowest one",
 		Advice: "The work of a node is split unevenly across threads, or there are more threads than this machine serves well (hyper-threads, other load). Try fewer threads (-t) and compare tokens/s; a thread count that divides the rows evenly helps small ops.",
@@ -262,7 +295,12 @@ func barriers(p *summary.Process) (summary.Finding, bool) {
 			fmt.Sprintf("%s: %s of thread node time waiting at ggml_barrier", worst.Name, pct(worstShare)),
 			fmt.Sprintf("most of it at %s nodes (%s of the wait)", top, pct(topShare)),
 		},
-	}, true
+	}
+	if sw, on := software(p); sw != "" {
+		f.Advice += fmt.Sprintf(" Here the other load is the process's own: the %s device is %s, a software driver whose threads compute on the same cores. "+
+			"Give the two fewer threads so that together they fit them (LP_NUM_THREADS for the device's, -t for ggml's), or compute on a hardware GPU.", strings.Join(on, ", "), sw)
+	}
+	return f, true
 }
 
 // offload: splits on other backends and the copies between them cost a large share.
@@ -329,47 +367,157 @@ func deviceUnused(p *summary.Process) (summary.Finding, bool) {
 }
 
 // fallback: in a process that offloads, the CPU computes a large share: layers the GPU
-// layers setting left on the CPU, or ops the GPU backend does not support.
+// layers setting left on the CPU, or ops the GPU backend does not run in the layers it
+// computes. The devices' layers tell them apart where their nodes were read.
 func fallback(p *summary.Process) (summary.Finding, bool) {
-	var cpu, device float64
 	var dev []string
+	onDevice := map[int]bool{}
+	read := false // whether any device's nodes were read: its layers are then known
 	for _, b := range p.Backends {
-		switch {
-		case b.Backend == backends.CPU:
-			cpu = b.Seconds
-		case b.DeviceSplits > 0:
-			device += b.DeviceSeconds
-			dev = append(dev, b.Backend)
-		}
-	}
-	n := decodes(p)
-	if device == 0 || n < minDecodes || cpu/(cpu+device) < fallbackShare {
-		return summary.Finding{}, false
-	}
-	f := summary.Finding{
-		ID: "cpu-fallback", Severity: "warning",
-		Title: fmt.Sprintf("The CPU computes %s of a token that offloads to %s", pct(cpu/(cpu+device)), strings.Join(dev, ", ")),
-		Advice: "Nodes the GPU does not compute run on the CPU, in splits of their own, with copies between. Offload every layer and the output layer " +
-			"(-ngl 99, gpuLayers \"max\") where the model fits in the GPU's memory, and look in the engine's log for ops the GPU backend does not support.",
-		Evidence: []string{fmt.Sprintf("per llama_decode: %.2f ms of CPU splits, %.2f ms of device work", cpu/float64(n)*1e3, device/float64(n)*1e3)},
-	}
-	if ph := phase(p, "decode"); ph != nil && len(ph.Ops) > 0 {
-		var top []string
-		for _, op := range ph.Ops[:min(3, len(ph.Ops))] {
-			top = append(top, fmt.Sprintf("%s %s", op.Op, pct(op.Share)))
-		}
-		f.Evidence = append(f.Evidence, "on the CPU, by share of its traced graph time: "+strings.Join(top, ", "))
-		var layers []string
-		for _, l := range ph.Layers {
-			if l.Layer >= 0 && len(layers) < 8 {
-				layers = append(layers, strconv.Itoa(l.Layer))
+		if b.Backend != backends.CPU && b.DeviceSplits > 0 {
+			dev = append(dev, summary.BackendName(b.Backend))
+			read = read || len(b.Ops) > 0
+			for _, l := range b.Layers {
+				onDevice[l] = true
 			}
 		}
-		if len(layers) > 0 {
-			f.Evidence = append(f.Evidence, "layers computed on the CPU: "+strings.Join(layers, ", "))
+	}
+	// The CPU's share of a token as the views lead with it: each backend's part, a
+	// device's from its splits seen done.
+	lead := summary.LeadOf(p)
+	if len(dev) == 0 || lead == nil || decodes(p) < minDecodes {
+		return summary.Finding{}, false
+	}
+	var cpu summary.Part
+	var device float64
+	for _, part := range lead.Parts {
+		if part.Backend == backends.CPU {
+			cpu = part
+		} else {
+			device += part.Device
 		}
 	}
+	if cpu.Share < fallbackShare {
+		return summary.Finding{}, false
+	}
+	devs := strings.Join(dev, ", ")
+	f := summary.Finding{
+		ID: "cpu-fallback", Severity: "warning",
+		Title: fmt.Sprintf("The CPU computes %s of a token that offloads to %s", pct(cpu.Share), devs),
+		Advice: "Nodes the GPU does not compute run on the CPU, in splits of their own, with copies between. Offload every layer and the output layer " +
+			"(-ngl 99, gpuLayers \"max\") where the model fits in the GPU's memory, and look in the engine's log for ops the GPU backend does not support.",
+		Evidence: []string{fmt.Sprintf("per %s: %.2f ms of CPU splits, at most %.2f ms of device work", lead.Unit, cpu.Compute*1e3, device*1e3)},
+	}
+	ph := phase(p, "decode")
+	if ph == nil || len(ph.Ops) == 0 {
+		return f, true
+	}
+	var top []string
+	for _, op := range ph.Ops[:min(3, len(ph.Ops))] {
+		top = append(top, fmt.Sprintf("%s %s", op.Op, pct(op.Share)))
+	}
+	f.Evidence = append(f.Evidence, "on the CPU, by share of its traced graph time: "+strings.Join(top, ", "))
+	// The CPU's layers whose matmuls no device computes, and those whose it does.
+	var left, shared []int
+	var leftShare, sharedShare float64
+	for _, l := range ph.Layers {
+		switch {
+		case l.Layer < 0:
+		case onDevice[l.Layer]:
+			shared, sharedShare = append(shared, l.Layer), sharedShare+l.Share
+		default:
+			left, leftShare = append(left, l.Layer), leftShare+l.Share
+		}
+	}
+	if !read {
+		if len(left) > 0 {
+			f.Evidence = append(f.Evidence, "layers computed on the CPU: "+layers(left))
+		}
+		return f, true
+	}
+	var title, advice []string
+	var fell float64 // the share of the CPU's time the causes named hold
+	if len(left) > 0 {
+		title = append(title, layersNoun(left)+" left on the CPU")
+		advice = append(advice, fmt.Sprintf("The GPU layers setting left %s on the CPU: offload more (-ngl, gpuLayers; -ngl 99 or gpuLayers \"max\" for every layer and the output layer) where the model fits in the GPU's memory.", layersNoun(left)))
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s, %s of the CPU's traced decode time: left on the CPU by the GPU layers setting, with no matmul on %s", layersNoun(left), pct(leftShare), devs))
+		fell += leftShare
+	}
+	if names, shares := fallenOps(ph, onDevice); names != "" {
+		title = append(title, fmt.Sprintf("ops %s did not run (%s)", devs, names))
+		advice = append(advice, fmt.Sprintf("In the layers %s computes, the CPU ran %s: the backend lacks those ops, or them on these types (the engine's log at load names the weights it cannot use). "+
+			"Another quantisation of the model, or a newer build of the engine, may run them on the GPU.", devs, names))
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s, %s of the CPU's traced decode time: ops %s did not run in layers it computes (%s)", layersNoun(shared), pct(sharedShare), devs, shares))
+		fell += sharedShare
+	}
+	if len(title) == 0 {
+		return f, true
+	}
+	f.Title += ": " + strings.Join(title, ", and ")
+	f.Advice = "Nodes the GPU does not compute run on the CPU, in splits of their own, with copies between. " + strings.Join(advice, " ")
+	if rest := 1 - fell; rest >= 0.005 {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("the rest, %s: the input's embedding rows, which the CPU always computes, and nodes whose names give no layer", pct(rest)))
+	}
 	return f, true
+}
+
+// fallenOps names the ops the CPU computed in phase ph's layers that are onDevice, those
+// of the most time first, alone and with their shares of the phase's traced graph time:
+// ops the device's backend did not run. It reads the heatmap, which holds the phase's
+// busiest ops; "" where none of them fell.
+func fallenOps(ph *summary.Phase, onDevice map[int]bool) (names, shares string) {
+	type fallen struct {
+		op   string
+		secs float64
+	}
+	var ops []fallen
+	if m := ph.OpLayer; m != nil {
+		for i, op := range m.Ops {
+			var secs float64
+			for j, l := range m.Layers {
+				if onDevice[l] {
+					secs += m.Seconds[i][j]
+				}
+			}
+			if secs > 0 {
+				ops = append(ops, fallen{op, secs})
+			}
+		}
+	}
+	slices.SortStableFunc(ops, func(x, y fallen) int { return cmp.Compare(y.secs, x.secs) })
+	total := max(cmp.Or(ph.GraphSeconds, ph.NodeSeconds), 1e-12)
+	var n, s []string
+	for _, o := range ops[:min(len(ops), 5)] {
+		n = append(n, o.op)
+		s = append(s, o.op+" "+pct(o.secs/total))
+	}
+	return strings.Join(n, ", "), strings.Join(s, ", ")
+}
+
+// layersNoun is "layer 3" or "layers 0–11, 14".
+func layersNoun(ls []int) string {
+	if len(ls) == 1 {
+		return "layer " + strconv.Itoa(ls[0])
+	}
+	return "layers " + layers(ls)
+}
+
+// layers lists ascending layer numbers, runs as ranges: "0–11, 14".
+func layers(ls []int) string {
+	var out []string
+	for i := 0; i < len(ls); {
+		j := i
+		for j+1 < len(ls) && ls[j+1] == ls[j]+1 {
+			j++
+		}
+		r := strconv.Itoa(ls[i])
+		if j > i {
+			r += "–" + strconv.Itoa(ls[j])
+		}
+		out = append(out, r)
+		i = j + 1
+	}
+	return strings.Join(out, ", ")
 }
 
 // decodes is the llama_decode calls p made, in every phase.

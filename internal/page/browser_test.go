@@ -4,8 +4,12 @@ package page
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,18 +78,19 @@ func TestPageInBrowser(t *testing.T) {
 	if !strings.Contains(testbench.Text(doc), "time to first token p50, of 9 requests") {
 		t.Error("the requests' tiles are not rendered")
 	}
-	if !strings.Contains(testbench.Text(doc), "Nodes on VK, timed by the device") {
+	if !strings.Contains(testbench.Text(doc), "Nodes on Vulkan, timed by the device") {
 		t.Error("the device's own op times are not rendered")
 	}
 	for _, want := range []string{
 		hostile + " in this decode: 1 split of 95 nodes, 0.03 ms from handing over to done, the CPU waiting 0.02 ms of it; 1 copy queued to it (4096 bytes)",
-		"VK in this decode: 1 split of 12 nodes, 0.05 ms from handing over to done, the CPU waiting 0.04 ms of it.",
+		"Vulkan in this decode: 1 split of 12 nodes, 0.05 ms from handing over to done, the CPU waiting 0.04 ms of it.",
 	} {
 		if !strings.Contains(testbench.Text(doc), want) {
 			t.Errorf("the timeline's device work lacks %q", want)
 		}
 	}
-	for _, id := range []string{"findings", "throughput", "phase-prefill", "phase-decode", "ops-decode", "roofline", "timeline", "moe", "backends", "sched"} {
+	checkLead(t, doc, summary.LeadOf(full().Processes[0]))
+	for _, id := range []string{"lead", "findings", "throughput", "phase-prefill", "phase-decode", "ops-decode", "roofline", "timeline", "moe", "backends", "sched"} {
 		if !ids[id] {
 			t.Errorf("section %s not rendered", id)
 		}
@@ -119,6 +124,78 @@ func TestPageInBrowser(t *testing.T) {
 	if strings.Contains(dom, `class="tile starved"`) || strings.Contains(text, "time: starved") {
 		t.Error("a share over one graph was judged starved")
 	}
+
+	// On the CPU alone, nothing leads but the findings, and the phases are the token's.
+	v = full()
+	v.Processes[0].Backends, v.Processes[0].Copies, v.Processes[0].Timeline.Device = nil, nil, nil
+	if err := WriteFile(path, v); err != nil {
+		t.Fatal(err)
+	}
+	dom, consoleErrors, err = br.DOM(ctx, "file://"+path)
+	if err != nil || len(consoleErrors) > 0 {
+		t.Fatalf("a page on the CPU alone: %v %q", err, consoleErrors)
+	}
+	var titles []string
+	testbench.Walk(mustParse(t, dom), func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "h2" {
+			titles = append(titles, testbench.Text(n))
+		}
+	})
+	if strings.Contains(dom, `id="lead"`) || !slices.Contains(titles, "Where a decode token's time goes") {
+		t.Errorf("a page on the CPU alone leads with the backends, or titles its ops the CPU's: %q", titles)
+	}
+}
+
+// checkLead checks that the page opens, after the process's heading, with each backend's
+// part of a token as the text report computes it, and titles the phases' ops the CPU's.
+func checkLead(t *testing.T, doc *html.Node, l *summary.Lead) {
+	t.Helper()
+	var sections []string
+	var rows [][]string
+	var backends []string
+	testbench.Walk(doc, func(n *html.Node) {
+		switch {
+		case n.Type != html.ElementNode:
+		case n.Data == "section":
+			sections = append(sections, attr(n, "id"))
+		case n.Data == "tr" && attr(n, "data-backend") != "":
+			backends = append(backends, attr(n, "data-backend"))
+			var row []string
+			for c := n.FirstChild; c != nil; c = c.NextSibling {
+				row = append(row, testbench.Text(c))
+			}
+			rows = append(rows, row)
+		}
+	})
+	if len(sections) < 3 || sections[0] != "process" || sections[1] != "lead" {
+		t.Errorf("the page's sections are %q: want the process, then the lead", sections)
+	}
+	ms := func(s float64) string {
+		if s == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.3f", s*1e3)
+	}
+	var want [][]string
+	for _, p := range l.Parts {
+		want = append(want, []string{summary.BackendName(p.Backend), fmt.Sprintf("%.1f%%", 100*p.Share),
+			ms(p.Compute), ms(p.HandOver), ms(p.Copies), ms(p.Device), ms(p.Wait), strconv.FormatInt(p.Splits, 10)})
+	}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("the lead's rows (backends %q):\n%q\nwant\n%q", backends, rows, want)
+	}
+	if text := testbench.Text(doc); !strings.Contains(text, "Where a decode token's time goes on the CPU") || !strings.Contains(text, "The CPU's part: ") {
+		t.Error("the phases' ops are not titled the CPU's part")
+	}
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
 }
 
 func mustParse(t *testing.T, dom string) *html.Node {

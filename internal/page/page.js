@@ -69,6 +69,11 @@
   }
   function tile(value, label) { return el('div', 'tile', el('b', null, value), el('span', null, label)); }
 
+  // Backends as a person reads them: ggml names each by its functions' prefix
+  // (ggml_backend_vk_…), which the data keeps.
+  const backendNames = { VK: 'Vulkan' };
+  const backendName = (b) => backendNames[b] || b;
+
   function pidOf(p) { return ((p.resource || []).find((a) => a.k === 'process.pid') || {}).v; }
 
   // The process a link names (#pid=1234), shown first.
@@ -116,6 +121,48 @@
     return 'a ' + name + ' token';
   }
 
+  // lead is where a token's time went in a process that offloads, backend by backend, in
+  // seconds a token, as summary.LeadOf computes it for the text report; null where the
+  // process computes on the CPU alone. The backends' sums cover every phase.
+  function lead(p) {
+    const bs = p.backends || [];
+    if (!bs.some((b) => b.backend !== 'CPU' && b.splits > 0)) return null;
+    const tokens = (p.phases || []).reduce((a, ph) => a + ph.tokens, 0);
+    const steps = (p.phases || []).reduce((a, ph) => a + ph.decodes, 0);
+    const l = { per: tokens || steps, unit: tokens ? 'token' : 'step', steps, parts: [] };
+    if (!l.per) return null;
+    const part = (name) => {
+      let t = l.parts.find((x) => x.backend === name);
+      if (!t) l.parts.push(t = { backend: name, splits: 0, compute: 0, handover: 0, copies: 0, copyBytes: 0, device: 0, wait: 0, seenDone: 0 });
+      return t;
+    };
+    for (const b of bs) {
+      const t = part(b.backend);
+      t.splits = b.splits;
+      if (b.backend === 'CPU') {
+        t.compute = b.seconds / l.per;
+        continue;
+      }
+      t.handover = b.seconds / l.per;
+      if (b.device_splits) { // the mean of the splits seen done, times all
+        const all = b.splits / b.device_splits / l.per;
+        t.device = b.device_seconds * all;
+        t.wait = (b.wait_seconds || 0) * all;
+        t.seenDone = b.device_splits;
+      }
+    }
+    for (const c of p.copies || []) { // a copy is its device end's
+      const t = part(c.destination === 'CPU' ? c.source : c.destination);
+      t.copies += c.seconds / l.per;
+      t.copyBytes += c.bytes / l.per;
+    }
+    const time = (t) => t.compute + (t.seenDone ? t.device : t.handover) + t.copies;
+    const sum = l.parts.reduce((a, t) => a + time(t), 0);
+    for (const t of l.parts) t.share = sum ? time(t) / sum : 0;
+    l.parts.sort((x, y) => y.share - x.share);
+    return l;
+  }
+
   function renderProcess(main, p) {
     const head = section(p.title, 'process');
     if (p.runtime) head.append(el('p', null, 'Runtime: ', el('b', 'runtime', p.runtime)));
@@ -127,6 +174,8 @@
     details.addEventListener('toggle', () => { resourceOpen = details.open; });
     head.append(details);
     main.append(head);
+    const l = lead(p);
+    if (l) renderLead(main, p, l);
 
     const fs = section('Findings: what to change', 'findings');
     if (!p.findings.length) fs.append(el('p', 'empty', 'No rule fired: nothing stands out in the measured figures.'));
@@ -140,12 +189,56 @@
 
     if (runtimeOf(p).speech) renderSpeech(main, p);
     else renderThroughput(main, p);
-    for (const ph of p.phases || []) renderPhase(main, p, ph);
-    renderRoofline(main, p);
+    for (const ph of p.phases || []) renderPhase(main, p, ph, !!l);
+    renderRoofline(main, p, !!l);
     renderTimeline(main, p);
     renderMoE(main, p);
     renderBackends(main, p);
     renderSched(main, p);
+  }
+
+  // renderLead opens a process that offloads: each backend's part of a token, and what
+  // each computed.
+  function renderLead(main, p, l) {
+    const s = section('Where a ' + l.unit + '\'s time went, by backend', 'lead');
+    const phases = (p.phases || []).filter((ph) => ph.decodes).map((ph) => ph.name).join(' and ');
+    const tiles = el('div', 'tiles');
+    for (const t of l.parts) {
+      const x = tile(pct(t.share), backendName(t.backend) + ': ' + (t.backend === 'CPU' ? 'the CPU computing' : t.seenDone ? 'its device, from handing over to done' : 'the CPU handing it work'));
+      x.dataset.backend = t.backend;
+      tiles.append(x);
+    }
+    s.append(tiles);
+    const ms = (x) => x ? num(x * 1e3, 3) : '–';
+    s.append(el('p', null, 'Milliseconds a ' + l.unit + ', over ' + l.per + ' ' + l.unit + 's in ' + l.steps + ' ' + runtimeOf(p).step + ' (' + phases + '). ' +
+      'A device\'s time runs from each handing over until the CPU saw the work done, the CPU\'s wait included: the device\'s own is at most that. ' +
+      'Each share is of the parts summed.'));
+    const rows = l.parts.map((t) => [backendName(t.backend), pct(t.share), ms(t.compute), ms(t.handover), ms(t.copies), ms(t.device), ms(t.wait), t.splits]);
+    const tbl = table(['backend', 'share', 'CPU computing', 'CPU handing over', 'copies', 'device, at most', 'CPU waiting', 'splits'], rows, 'lead-table');
+    tbl.querySelectorAll('tbody tr').forEach((tr, i) => { tr.dataset.backend = l.parts[i].backend; });
+    s.append(tbl);
+    for (const t of l.parts) {
+      const name = backendName(t.backend);
+      if (t.backend === 'CPU') {
+        for (const ph of (p.phases || []).filter((x) => (x.ops || []).length)) {
+          s.append(el('p', 'lead-ops', 'On the CPU, ' + ph.name + ': ' + ph.ops.slice(0, 6).map((o) => o.op + (o.weight !== 'none' ? ' ' + o.weight : '') + ' ' + pct(o.share)).join(', ') +
+            ' of its graph time (the CPU\'s part, below).'));
+        }
+        continue;
+      }
+      const b = (p.backends || []).find((x) => x.backend === t.backend) || {};
+      const ops = Object.keys(b.ops || {});
+      const secs = b.op_seconds || {};
+      const timed = Object.values(secs).reduce((x, y) => x + y, 0);
+      ops.sort((x, y) => (secs[y] || 0) - (secs[x] || 0) || b.ops[y] - b.ops[x] || (x < y ? -1 : x > y ? 1 : 0));
+      const named = ops.slice(0, 6).map((op) => secs[op] !== undefined && timed ? op + ' ' + pct(secs[op] / timed) + ' (' + b.ops[op] + ' nodes)' : op + ' ' + b.ops[op] + ' nodes');
+      if (ops.length > named.length) named.push((ops.length - named.length) + ' more');
+      s.append(el('p', 'lead-ops', 'On ' + name + ': ' + (named.length ? named.join(', ') + (timed ? ' of the time the device timed.' : ', read from its splits (the device timed none of them).') : 'no node read from its splits.') +
+        (t.seenDone && t.seenDone < t.splits ? ' Its device time is the mean of the ' + t.seenDone + ' of ' + t.splits + ' splits seen done.' : '') +
+        (!t.seenDone && t.splits ? ' No split seen done: its part is the CPU\'s handing the work over alone.' : '') +
+        (t.copyBytes ? ' Copies to and from it: ' + si(t.copyBytes, 'B') + ' a ' + l.unit + '.' : '')));
+    }
+    main.append(s);
   }
 
   function phaseOf(p, name) { return (p.phases || []).find((x) => x.name === name); }
@@ -240,8 +333,10 @@
     return what + 'the next sampling window opens in ' + num(secs, 0) + ' s (nodes.sample_interval after the last).';
   }
 
-  function renderPhase(main, p, ph) {
-    const s = section('Where ' + phaseTitle(p, ph.name) + '\'s time goes', 'phase-' + ph.name.replace(/ /g, '-'));
+  // renderPhase draws a phase's graphs: in a process that offloads, the CPU's part.
+  function renderPhase(main, p, ph, offloads) {
+    const s = section('Where ' + phaseTitle(p, ph.name) + '\'s time goes' + (offloads ? ' on the CPU' : ''), 'phase-' + ph.name.replace(/ /g, '-'));
+    if (offloads) s.append(el('p', null, 'The CPU\'s part: the nodes of its graphs. Each backend\'s part is at the top.'));
     s.append(el('p', null, ph.traced_graphs + ' graphs traced node by node, ' + num(ph.graph_seconds * 1e3, 1) + ' ms of graph time' +
       (ph.tokens ? '; ' + ph.tokens + ' tokens in ' + ph.decodes + ' ' + runtimeOf(p).step : ph.decodes ? '; ' + ph.decodes + ' ' + runtimeOf(p).step : '') +
       (ph.cpu ? '; threads on a CPU ' + pct(ph.cpu.share) + ' of graph time' + (ph.cpu.starved ? ' (starved: ops are not judged by their wall time)' : '') + perturbed(ph.cpu) : '')));
@@ -290,9 +385,9 @@
     main.append(s);
   }
 
-  function renderRoofline(main, p) {
+  function renderRoofline(main, p, offloads) {
     const r = p.roofs;
-    const s = section('Roofline: each op against this machine\'s roofs', 'roofline');
+    const s = section('Roofline: each ' + (offloads ? 'CPU ' : '') + 'op against this machine\'s roofs', 'roofline');
     if (!r.flops || !r.bandwidth) {
       s.append(el('p', 'empty', 'No roofs known: the roofline layer is off, or no classified node was seen yet.'));
       main.append(s);
@@ -335,13 +430,13 @@
     for (let i = 0; i < threads; i++) lanes.push('thread ' + i);
     const work = t.device || [];
     const devices = [...new Set(work.map((w) => w.backend))];
-    const lane = (w) => lanes.indexOf(w.backend + (w.copy ? ': copies queued' : ': device'));
+    const lane = (w) => lanes.indexOf(backendName(w.backend) + (w.copy ? ': copies queued' : ': device'));
     devices.forEach((d) => {
-      if (work.some((w) => w.copy && w.backend === d)) lanes.push(d + ': copies queued');
-      lanes.push(d + ': device');
+      if (work.some((w) => w.copy && w.backend === d)) lanes.push(backendName(d) + ': copies queued');
+      lanes.push(backendName(d) + ': device');
       const splits = work.filter((w) => !w.copy && w.backend === d);
       const copies = work.filter((w) => w.copy && w.backend === d);
-      s.append(el('p', 'device-work', d + ' in this decode: ' + splits.length + (splits.length === 1 ? ' split' : ' splits') + ' of ' +
+      s.append(el('p', 'device-work', backendName(d) + ' in this decode: ' + splits.length + (splits.length === 1 ? ' split' : ' splits') + ' of ' +
         splits.reduce((a, w) => a + (w.nodes || 0), 0) + ' nodes, ' + num(splits.reduce((a, w) => a + w.d, 0) / 1e3, 2) +
         ' ms from handing over to done, the CPU waiting ' + num(splits.reduce((a, w) => a + (w.wait || 0), 0) / 1e3, 2) + ' ms of it' +
         (copies.length ? '; ' + copies.length + (copies.length === 1 ? ' copy' : ' copies') + ' queued to it (' +
@@ -363,12 +458,12 @@
     const flows = [];
     work.forEach((w) => {
       if (w.copy) {
-        data.push({ value: [lane(w), w.s, w.s + w.d, w.d], name: 'copy of ' + (w.tensor || '?') + ' to ' + w.backend + ', ' + w.bytes + ' bytes',
+        data.push({ value: [lane(w), w.s, w.s + w.d, w.d], name: 'copy of ' + (w.tensor || '?') + ' to ' + backendName(w.backend) + ', ' + w.bytes + ' bytes',
           itemStyle: { color: '#8d6e63' } });
         const into = work.filter((x) => !x.copy && x.backend === w.backend && x.s >= w.s).sort((x, y) => x.s - y.s)[0];
         if (into) flows.push([lane(w), w.s + w.d, lane(into), into.s]);
       } else {
-        data.push({ value: [lane(w), w.s, w.s + w.d, w.d], name: w.backend + ' split of ' + w.nodes + ' nodes, the CPU waiting ' +
+        data.push({ value: [lane(w), w.s, w.s + w.d, w.d], name: backendName(w.backend) + ' split of ' + w.nodes + ' nodes, the CPU waiting ' +
           num((w.wait || 0) / 1e3, 2) + ' ms' + (w.bound ? ' (its end a bound)' : ''), itemStyle: { color: '#7f7f7f' } });
       }
     });
@@ -428,24 +523,24 @@
     if ((p.backends || []).length) {
       // A device's splits: the CPU's seconds hand the work over; the device's run until the
       // CPU saw it done, and the CPU waited for part of them.
-      s.append(table(['backend', 'splits', 'CPU seconds', 'device seconds', 'CPU waited'], p.backends.map((b) => [b.backend, b.splits, num(b.seconds, 3),
+      s.append(table(['backend', 'splits', 'CPU seconds', 'device seconds', 'CPU waited'], p.backends.map((b) => [backendName(b.backend), b.splits, num(b.seconds, 3),
         b.device_splits ? num(b.device_seconds, 3) : '', b.device_splits ? num(b.wait_seconds, 3) : '']), 'backend-table'));
       for (const b of p.backends.filter((b) => b.ops)) {
         const secs = b.op_seconds;
         if (secs) { // the device timed them itself (ggml-vulkan's perf logger)
-          s.append(el('h3', null, 'Nodes on ' + b.backend + ', timed by the device'));
+          s.append(el('h3', null, 'Nodes on ' + backendName(b.backend) + ', timed by the device'));
           const total = Object.values(secs).reduce((x, y) => x + y, 0);
           s.append(table(['op', 'nodes', 'device seconds', 'share'], Object.entries(b.ops).sort((x, y) => (secs[y[0]] || 0) - (secs[x[0]] || 0))
             .map(([op, n]) => [op, n, secs[op] !== undefined ? num(secs[op], 4) : '', secs[op] !== undefined ? pct(secs[op] / total) : '']), 'device-op-table'));
           continue;
         }
-        s.append(el('h3', null, 'Nodes on ' + b.backend + ', read from its splits (the device times none of them)'));
+        s.append(el('h3', null, 'Nodes on ' + backendName(b.backend) + ', read from its splits (the device times none of them)'));
         s.append(table(['op', 'nodes'], Object.entries(b.ops).sort((x, y) => y[1] - x[1]).map(([op, n]) => [op, n]), 'device-op-table'));
       }
     }
     if ((p.copies || []).length) {
       s.append(el('h3', null, 'Tensor copies'));
-      s.append(table(['from', 'to', 'copies', 'MB', 'seconds'], p.copies.map((c) => [c.source, c.destination, c.copies, num(c.bytes / 1e6, 2), num(c.seconds, 3)]), 'copy-table'));
+      s.append(table(['from', 'to', 'copies', 'MB', 'seconds'], p.copies.map((c) => [backendName(c.source), backendName(c.destination), c.copies, num(c.bytes / 1e6, 2), num(c.seconds, 3)]), 'copy-table'));
     }
     main.append(s);
   }

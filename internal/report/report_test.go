@@ -145,3 +145,55 @@ func TestTableShared(t *testing.T) {
 		t.Error("a control character reached the terminal")
 	}
 }
+
+// A process that offloads opens, after its heading, with each backend's part of a token,
+// Vulkan named as a person reads it, and the op tables are the CPU's part; a hostile
+// backend name is escaped.
+func TestTableLead(t *testing.T) {
+	dec := &summary.Phase{Name: "decode", Decodes: 10, Tokens: 10, TracedGraphs: 10,
+		Ops: []*summary.Op{{Op: "MUL_MAT", Weight: "q4_0", Calls: 10, Share: 0.6}, {Op: "GET_ROWS", Weight: "none", Calls: 10, Share: 0.1}}}
+	v := &summary.View{Processes: []*summary.Process{{
+		Title:  "node (pid 7)",
+		Phases: []*summary.Phase{dec},
+		Backends: []summary.Backend{{Backend: "CPU", Splits: 10, Seconds: 0.01},
+			{Backend: "VK", Splits: 10, Seconds: 0.02, DeviceSplits: 5, DeviceSeconds: 0.3, WaitSeconds: 0.25, Ops: map[string]int64{"MUL_MAT": 40, "ADD": 20}},
+			{Backend: "RPC\x1b[2J", Splits: 10, Seconds: 0.001}},
+		Copies: []summary.Copy{{Source: "CPU", Destination: "VK", Copies: 20, Bytes: 40000, Seconds: 0.002}},
+	}}}
+	var b strings.Builder
+	if err := Table(&b, v); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	// Columns are padded to the widest cell: compare words.
+	squash := func(s string) string {
+		lines := strings.Split(s, "\n")
+		for i, l := range lines {
+			lines[i] = strings.Join(strings.Fields(l), " ")
+		}
+		return strings.Join(lines, "\n")
+	}
+	got := squash(out)
+	if lines := strings.Split(got, "\n"); len(lines) < 6 || lines[2] != "where a token's time went, by backend: ms a token, over 10 tokens in 10 decodes (decode)" {
+		t.Fatalf("the table does not open with the lead:\n%s", out)
+	}
+	for _, want := range []string{
+		"backend share CPU computing CPU handing over copies device, at most CPU waiting splits\n" +
+			"Vulkan 98.2% – 2.000 0.200 60.000 50.000 10\n" +
+			"CPU 1.6% 1.000 – – – – 10\n" +
+			`RPC\x1b[2J 0.2% – 0.100 – – – 10` + "\n",
+		"on Vulkan: MUL_MAT 40 nodes, ADD 20 nodes, read from its splits (the device timed none of them)\n" +
+			"its device time runs from each handing over until the CPU saw the work done, the CPU's wait included: the device's own is at most that; the mean of the 5 of 10 splits seen done\n" +
+			"copies to and from it: 4.0 kB a token\n",
+		"on the CPU, decode: MUL_MAT q4_0 60.0%, GET_ROWS 10.0% of its graph time\n",
+		`on RPC\x1b[2J: no node read from its splits` + "\nno split seen done: its part is the CPU's handing the work over alone\n",
+		"the CPU's part, by op (each backend's is above):\nop weight calls",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Error("a control character reached the terminal")
+	}
+}

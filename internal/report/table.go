@@ -10,8 +10,9 @@ import (
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
-// Table prints, per process and phase, the op table: op and weight type, calls, total
-// ms, mean µs, % of graph time, bound verdict and achieved rate; then the findings.
+// Table prints, per process, where a token's time went by backend where it offloads;
+// per phase, the op table: op and weight type, calls, total ms, mean µs, % of graph
+// time, bound verdict and achieved rate; then the findings.
 func Table(w io.Writer, v *summary.View) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(v.Processes) == 0 {
@@ -44,6 +45,8 @@ func Table(w io.Writer, v *summary.View) error {
 		if q := p.Quota; q != nil {
 			fmt.Fprintf(tw, "%s\n", quotaLine(q))
 		}
+		lead(tw, p)
+		offloads := summary.Offloads(p)
 		for _, ph := range p.Phases {
 			if ph.Tokens > 0 {
 				fmt.Fprintf(tw, "\n%s: %d tokens in %d %s, %.1f tokens/s; %d graphs traced, %.1f ms%s\n",
@@ -54,6 +57,9 @@ func Table(w io.Writer, v *summary.View) error {
 			}
 			if len(ph.Ops) == 0 {
 				continue
+			}
+			if offloads {
+				fmt.Fprintln(tw, "the CPU's part, by op (each backend's is above):")
 			}
 			fmt.Fprintln(tw, "op\tweight\tcalls\ttotal ms\tmean µs\t% graph\tbound\tachieved rate\t")
 			for _, o := range ph.Ops {

@@ -2,6 +2,7 @@ package summary
 
 import (
 	"cmp"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -51,8 +52,14 @@ func (p *proc) backend(s ptrace.Span) *Backend {
 	return b
 }
 
-// device sums a device's work on a split, and counts the ops of its nodes.
-func (p *proc) device(s ptrace.Span) {
+// opOffloadTokens: from batches of this many tokens, a GPU backend also takes the
+// matmuls of layers whose weights the CPU holds (ggml's op offload, its backends' least
+// batch), so only smaller ones tell the layers offloaded to it.
+const opOffloadTokens = 32
+
+// device sums a device's work on a split, counts the ops of its nodes, and notes the
+// layers of those that run where their layer's weights are.
+func (a *Aggregator) device(p *proc, s ptrace.Span) {
 	b := p.backend(s)
 	if b == nil {
 		return
@@ -60,22 +67,36 @@ func (p *proc) device(s ptrace.Span) {
 	b.DeviceSplits++
 	b.DeviceSeconds += dur(s)
 	b.WaitSeconds += float64(intAttr(s.Attributes(), schema.GGMLDeviceWaitNS)) / 1e9
+	_, tokens := a.phaseOf(s)
+	small := tokens > 0 && tokens < opOffloadTokens
 	evs := s.Events()
 	for i := 0; i < evs.Len(); i++ {
 		if b.Ops == nil {
 			b.Ops = map[string]int64{}
 		}
-		op := evs.At(i).Name()
+		op, attrs := evs.At(i).Name(), evs.At(i).Attributes()
+		if _, weights := attrs.Get(schema.GGMLWeightType); small && weights {
+			if l, ok := attrs.Get(schema.GGMLLayer); ok {
+				b.addLayer(int(integer(l)))
+			}
+		}
 		if b.Ops[op] == 0 && len(b.Ops) >= 128 {
 			continue
 		}
 		b.Ops[op]++
-		if ns, ok := evs.At(i).Attributes().Get(schema.GGMLDeviceNodeNS); ok {
+		if ns, ok := attrs.Get(schema.GGMLDeviceNodeNS); ok {
 			if b.OpSeconds == nil {
 				b.OpSeconds = map[string]float64{}
 			}
 			b.OpSeconds[op] += float64(ns.Int()) / 1e9
 		}
+	}
+}
+
+// addLayer notes layer l in b's, kept in order, at most maxLayers of them.
+func (b *Backend) addLayer(l int) {
+	if i, found := slices.BinarySearch(b.Layers, l); !found && len(b.Layers) < maxLayers {
+		b.Layers = slices.Insert(b.Layers, i, l)
 	}
 }
 

@@ -104,6 +104,7 @@ type proc struct {
 	moeMetric        map[int][]int64
 	backends         map[string]*Backend
 	loaded           []string
+	software         string // the software driver its device runs on
 	copies           map[[2]string]*Copy
 	counters         map[string]bool
 	threads          int64      // the most threads a graph was computed with
@@ -148,6 +149,7 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 	}
 	p.model = cmp.Or(str(schema.ResourceLlamaModelName), str(schema.ResourceLlamaModelPath), whisperModel(str), p.model)
 	p.runtime = cmp.Or(str(schema.ResourceGGMLRuntime), p.runtime)
+	p.software = cmp.Or(str(schema.ResourceGGMLDeviceSoftware), p.software)
 	if v, ok := attrs.Get(schema.ResourceGGMLBackendsLoaded); ok && v.Type() == pcommon.ValueTypeSlice {
 		p.loaded = p.loaded[:0]
 		for i := 0; i < v.Slice().Len() && i < 16; i++ {
@@ -224,7 +226,7 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 			case schema.SpanSplit:
 				a.split(p, s)
 			case schema.SpanDevice:
-				p.device(s)
+				a.device(p, s)
 			case schema.SpanCopy:
 				a.copy(p, s)
 			default:

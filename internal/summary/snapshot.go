@@ -70,9 +70,11 @@ func (p *proc) snapshot() *Process {
 	for _, b := range p.backends {
 		c := *b
 		c.Ops = maps.Clone(b.Ops)
+		c.Layers = slices.Clone(b.Layers)
 		out.Backends = append(out.Backends, c)
 	}
 	out.Loaded = slices.Clone(p.loaded)
+	out.Software = p.software
 	slices.SortFunc(out.Backends, func(x, y Backend) int { return strings.Compare(x.Backend, y.Backend) })
 	for _, c := range p.copies {
 		out.Copies = append(out.Copies, *c)

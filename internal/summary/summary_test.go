@@ -18,6 +18,7 @@ import (
 	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/signals"
 )
 
@@ -488,5 +489,41 @@ func TestFoldTranscription(t *testing.T) {
 	if jb == nil || jb.Count != 1 || jb.AudioSeconds != 3 || jb.EncodePasses != 1 || jb.DecodePasses != 1 ||
 		math.Abs(jb.RTF.P50-float64(j.End-j.Start)/1e9/3) > 0.03 {
 		t.Errorf("transcriptions %+v", jb)
+	}
+}
+
+// A device's layers are those whose matmuls it computes in small batches: not a layer
+// whose last, weightless node it computes beside the output layer (the scheduler extends
+// a backend's run over such nodes), nor one whose matmul a prefill of 32 tokens or more
+// hands it from the CPU's weights (op offload). The resource names a software device.
+func TestDeviceLayers(t *testing.T) {
+	onDevice := func(tokens int, start uint64, nodes ...*assemble.NodeInfo) *assemble.Step {
+		d := decodeOf(tokens, start, node("MUL_MAT", "ffn_up-0", "q4_0", start+10, start+20, 1, 1))
+		d.Splits = []assemble.Split{{TID: 1, Backend: "Vulkan0", NNodes: len(nodes), Start: start + 30, End: start + 40, Device: true, Done: start + 50, Nodes: nodes}}
+		d.End = start + 60
+		return d
+	}
+	weighted := func(op, name string) *assemble.NodeInfo {
+		return &assemble.NodeInfo{Op: op, Name: name, Type: "f32", Srcs: []assemble.Src{assemble.NewSrc("q4_0", [4]int64{256, 256, 1, 1})}}
+	}
+	td := traces(server,
+		onDevice(1, 1000, &assemble.NodeInfo{Op: "ADD", Name: "l_out-1", Type: "f32"}, // layer 1's end
+			&assemble.NodeInfo{Op: "RMS_NORM", Name: "norm", Type: "f32"}, weighted("MUL_MAT", "result_output"), weighted("MUL_MAT", "ffn_up-3")),
+		onDevice(64, 2000, weighted("MUL_MAT", "ffn_up-0"), weighted("MUL_MAT", "ffn_up-2"))) // op offload
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr(schema.ResourceGGMLDeviceSoftware, "lavapipe")
+	a := New()
+	a.Traces(td)
+	p := a.Snapshot().Processes[0]
+	var dev *Backend
+	for i := range p.Backends {
+		if p.Backends[i].Backend == "Vulkan0" {
+			dev = &p.Backends[i]
+		}
+	}
+	if dev == nil || fmt.Sprint(dev.Layers) != "[3]" || dev.Ops["MUL_MAT"] != 4 {
+		t.Errorf("device %+v, want layers [3]", dev)
+	}
+	if p.Software != "lavapipe" {
+		t.Errorf("software %q", p.Software)
 	}
 }

@@ -36,7 +36,10 @@ type Process struct {
 	MoE      []MoELayer `json:"moe,omitempty"`
 	Backends []Backend  `json:"backends,omitempty"`
 	// Loaded are the GGML backends besides the CPU's that it loaded as libraries.
-	Loaded   []string  `json:"backends_loaded,omitempty"`
+	Loaded []string `json:"backends_loaded,omitempty"`
+	// Software is the software driver its device runs on, in its own threads on the
+	// host's CPUs (lavapipe): ggml.device.software. "" for a hardware device, or none.
+	Software string    `json:"device_software,omitempty"`
 	Copies   []Copy    `json:"copies,omitempty"`
 	Counters []string  `json:"counters,omitempty"` // perf counter names the ops carry
 	Quota    *Quota    `json:"quota,omitempty"`    // the cgroup CPU quota it runs under
@@ -266,6 +269,12 @@ type Backend struct {
 	// it (ggml-vulkan's perf logger).
 	Ops       map[string]int64   `json:"ops,omitempty"`
 	OpSeconds map[string]float64 `json:"op_seconds,omitempty"`
+	// Layers are the model layers offloaded to the device, in order: those of the nodes
+	// it computes that run where a layer's weights are, matmuls and row reads (the
+	// weightless nodes that end a layer may run beside the next layer's), in
+	// llama_decode calls of fewer than 32 tokens: from 32, ggml's op offload hands the
+	// device the matmuls of layers left on the CPU too.
+	Layers []int `json:"layers,omitempty"`
 }
 
 // Copy is the tensor copies from one backend to another.
