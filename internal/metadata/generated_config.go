@@ -238,17 +238,24 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 type ResourceAttributesConfig struct {
 	ContainerID                 ResourceAttributeConfig `mapstructure:"container.id"`
 	GgmlBackendsLoaded          ResourceAttributeConfig `mapstructure:"ggml.backends.loaded"`
+	GgmlCPUVariant              ResourceAttributeConfig `mapstructure:"ggml.cpu.variant"`
 	GgmlDeviceSoftware          ResourceAttributeConfig `mapstructure:"ggml.device.software"`
 	GgmlRuntime                 ResourceAttributeConfig `mapstructure:"ggml.runtime"`
 	GgmlVersion                 ResourceAttributeConfig `mapstructure:"ggml.version"`
+	LlamaBuildCommit            ResourceAttributeConfig `mapstructure:"llama.build.commit"`
+	LlamaBuildNumber            ResourceAttributeConfig `mapstructure:"llama.build.number"`
+	LlamaContextBatchSize       ResourceAttributeConfig `mapstructure:"llama.context.batch_size"`
 	LlamaContextSize            ResourceAttributeConfig `mapstructure:"llama.context.size"`
 	LlamaContextThreads         ResourceAttributeConfig `mapstructure:"llama.context.threads"`
+	LlamaContextUbatchSize      ResourceAttributeConfig `mapstructure:"llama.context.ubatch_size"`
 	LlamaModelArchitecture      ResourceAttributeConfig `mapstructure:"llama.model.architecture"`
 	LlamaModelContextLength     ResourceAttributeConfig `mapstructure:"llama.model.context_length"`
 	LlamaModelFileType          ResourceAttributeConfig `mapstructure:"llama.model.file_type"`
 	LlamaModelName              ResourceAttributeConfig `mapstructure:"llama.model.name"`
 	LlamaModelParameters        ResourceAttributeConfig `mapstructure:"llama.model.parameters"`
 	LlamaModelPath              ResourceAttributeConfig `mapstructure:"llama.model.path"`
+	OsType                      ResourceAttributeConfig `mapstructure:"os.type"`
+	OsVersion                   ResourceAttributeConfig `mapstructure:"os.version"`
 	ProcessExecutableBuildIDGnu ResourceAttributeConfig `mapstructure:"process.executable.build_id.gnu"`
 	ProcessExecutableName       ResourceAttributeConfig `mapstructure:"process.executable.name"`
 	ProcessExecutablePath       ResourceAttributeConfig `mapstructure:"process.executable.path"`
@@ -277,6 +284,9 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 		GgmlBackendsLoaded: ResourceAttributeConfig{
 			Enabled: true,
 		},
+		GgmlCPUVariant: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		GgmlDeviceSoftware: ResourceAttributeConfig{
 			Enabled: true,
 		},
@@ -286,10 +296,22 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 		GgmlVersion: ResourceAttributeConfig{
 			Enabled: true,
 		},
+		LlamaBuildCommit: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		LlamaBuildNumber: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		LlamaContextBatchSize: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		LlamaContextSize: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		LlamaContextThreads: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		LlamaContextUbatchSize: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		LlamaModelArchitecture: ResourceAttributeConfig{
@@ -308,6 +330,12 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		LlamaModelPath: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		OsType: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		OsVersion: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		ProcessExecutableBuildIDGnu: ResourceAttributeConfig{

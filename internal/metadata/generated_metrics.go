@@ -2872,6 +2872,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["ggml.backends.loaded"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.GgmlCPUVariant.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["ggml.cpu.variant"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlCPUVariant.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GgmlCPUVariant.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["ggml.cpu.variant"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlCPUVariant.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.GgmlDeviceSoftware.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["ggml.device.software"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlDeviceSoftware.MetricsInclude)
 	}
@@ -2890,6 +2896,24 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.GgmlVersion.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["ggml.version"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlVersion.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.LlamaBuildCommit.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.build.commit"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaBuildCommit.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaBuildCommit.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.build.commit"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaBuildCommit.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.LlamaBuildNumber.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.build.number"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaBuildNumber.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaBuildNumber.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.build.number"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaBuildNumber.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.LlamaContextBatchSize.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.context.batch_size"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaContextBatchSize.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaContextBatchSize.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.context.batch_size"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaContextBatchSize.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.LlamaContextSize.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["llama.context.size"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaContextSize.MetricsInclude)
 	}
@@ -2901,6 +2925,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	}
 	if mbc.ResourceAttributes.LlamaContextThreads.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["llama.context.threads"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaContextThreads.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.LlamaContextUbatchSize.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["llama.context.ubatch_size"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaContextUbatchSize.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.LlamaContextUbatchSize.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["llama.context.ubatch_size"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaContextUbatchSize.MetricsExclude)
 	}
 	if mbc.ResourceAttributes.LlamaModelArchitecture.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["llama.model.architecture"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelArchitecture.MetricsInclude)
@@ -2937,6 +2967,18 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	}
 	if mbc.ResourceAttributes.LlamaModelPath.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["llama.model.path"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaModelPath.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.OsType.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["os.type"] = filter.CreateFilter(mbc.ResourceAttributes.OsType.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.OsType.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["os.type"] = filter.CreateFilter(mbc.ResourceAttributes.OsType.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.OsVersion.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["os.version"] = filter.CreateFilter(mbc.ResourceAttributes.OsVersion.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.OsVersion.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["os.version"] = filter.CreateFilter(mbc.ResourceAttributes.OsVersion.MetricsExclude)
 	}
 	if mbc.ResourceAttributes.ProcessExecutableBuildIDGnu.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["process.executable.build_id.gnu"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessExecutableBuildIDGnu.MetricsInclude)

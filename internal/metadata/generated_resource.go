@@ -35,6 +35,13 @@ func (rb *ResourceBuilder) SetGgmlBackendsLoaded(val []any) {
 	}
 }
 
+// SetGgmlCPUVariant sets provided value as "ggml.cpu.variant" attribute.
+func (rb *ResourceBuilder) SetGgmlCPUVariant(val string) {
+	if rb.config.GgmlCPUVariant.Enabled {
+		rb.res.Attributes().PutStr("ggml.cpu.variant", val)
+	}
+}
+
 // SetGgmlDeviceSoftware sets provided value as "ggml.device.software" attribute.
 func (rb *ResourceBuilder) SetGgmlDeviceSoftware(val string) {
 	if rb.config.GgmlDeviceSoftware.Enabled {
@@ -56,6 +63,27 @@ func (rb *ResourceBuilder) SetGgmlVersion(val string) {
 	}
 }
 
+// SetLlamaBuildCommit sets provided value as "llama.build.commit" attribute.
+func (rb *ResourceBuilder) SetLlamaBuildCommit(val string) {
+	if rb.config.LlamaBuildCommit.Enabled {
+		rb.res.Attributes().PutStr("llama.build.commit", val)
+	}
+}
+
+// SetLlamaBuildNumber sets provided value as "llama.build.number" attribute.
+func (rb *ResourceBuilder) SetLlamaBuildNumber(val int64) {
+	if rb.config.LlamaBuildNumber.Enabled {
+		rb.res.Attributes().PutInt("llama.build.number", val)
+	}
+}
+
+// SetLlamaContextBatchSize sets provided value as "llama.context.batch_size" attribute.
+func (rb *ResourceBuilder) SetLlamaContextBatchSize(val int64) {
+	if rb.config.LlamaContextBatchSize.Enabled {
+		rb.res.Attributes().PutInt("llama.context.batch_size", val)
+	}
+}
+
 // SetLlamaContextSize sets provided value as "llama.context.size" attribute.
 func (rb *ResourceBuilder) SetLlamaContextSize(val int64) {
 	if rb.config.LlamaContextSize.Enabled {
@@ -67,6 +95,13 @@ func (rb *ResourceBuilder) SetLlamaContextSize(val int64) {
 func (rb *ResourceBuilder) SetLlamaContextThreads(val int64) {
 	if rb.config.LlamaContextThreads.Enabled {
 		rb.res.Attributes().PutInt("llama.context.threads", val)
+	}
+}
+
+// SetLlamaContextUbatchSize sets provided value as "llama.context.ubatch_size" attribute.
+func (rb *ResourceBuilder) SetLlamaContextUbatchSize(val int64) {
+	if rb.config.LlamaContextUbatchSize.Enabled {
+		rb.res.Attributes().PutInt("llama.context.ubatch_size", val)
 	}
 }
 
@@ -109,6 +144,20 @@ func (rb *ResourceBuilder) SetLlamaModelParameters(val int64) {
 func (rb *ResourceBuilder) SetLlamaModelPath(val string) {
 	if rb.config.LlamaModelPath.Enabled {
 		rb.res.Attributes().PutStr("llama.model.path", val)
+	}
+}
+
+// SetOsType sets provided value as "os.type" attribute.
+func (rb *ResourceBuilder) SetOsType(val string) {
+	if rb.config.OsType.Enabled {
+		rb.res.Attributes().PutStr("os.type", val)
+	}
+}
+
+// SetOsVersion sets provided value as "os.version" attribute.
+func (rb *ResourceBuilder) SetOsVersion(val string) {
+	if rb.config.OsVersion.Enabled {
+		rb.res.Attributes().PutStr("os.version", val)
 	}
 }
 

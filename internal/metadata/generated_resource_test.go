@@ -15,17 +15,24 @@ func TestResourceBuilder(t *testing.T) {
 			rb := NewResourceBuilder(cfg)
 			rb.SetContainerID("container.id-val")
 			rb.SetGgmlBackendsLoaded([]any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"})
+			rb.SetGgmlCPUVariant("ggml.cpu.variant-val")
 			rb.SetGgmlDeviceSoftware("ggml.device.software-val")
 			rb.SetGgmlRuntime("ggml.runtime-val")
 			rb.SetGgmlVersion("ggml.version-val")
+			rb.SetLlamaBuildCommit("llama.build.commit-val")
+			rb.SetLlamaBuildNumber(18)
+			rb.SetLlamaContextBatchSize(24)
 			rb.SetLlamaContextSize(18)
 			rb.SetLlamaContextThreads(21)
+			rb.SetLlamaContextUbatchSize(25)
 			rb.SetLlamaModelArchitecture("llama.model.architecture-val")
 			rb.SetLlamaModelContextLength(26)
 			rb.SetLlamaModelFileType("llama.model.file_type-val")
 			rb.SetLlamaModelName("llama.model.name-val")
 			rb.SetLlamaModelParameters(22)
 			rb.SetLlamaModelPath("llama.model.path-val")
+			rb.SetOsType("os.type-val")
+			rb.SetOsVersion("os.version-val")
 			rb.SetProcessExecutableBuildIDGnu("process.executable.build_id.gnu-val")
 			rb.SetProcessExecutableName("process.executable.name-val")
 			rb.SetProcessExecutablePath("process.executable.path-val")
@@ -50,9 +57,9 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 31, res.Attributes().Len())
+				assert.Equal(t, 38, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 31, res.Attributes().Len())
+				assert.Equal(t, 38, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -69,6 +76,11 @@ func TestResourceBuilder(t *testing.T) {
 			if ok {
 				assert.Equal(t, []any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"}, ggmlBackendsLoadedAttrVal.Slice().AsRaw())
 			}
+			ggmlCPUVariantAttrVal, ok := res.Attributes().Get("ggml.cpu.variant")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "ggml.cpu.variant-val", ggmlCPUVariantAttrVal.Str())
+			}
 			ggmlDeviceSoftwareAttrVal, ok := res.Attributes().Get("ggml.device.software")
 			assert.True(t, ok)
 			if ok {
@@ -84,6 +96,21 @@ func TestResourceBuilder(t *testing.T) {
 			if ok {
 				assert.Equal(t, "ggml.version-val", ggmlVersionAttrVal.Str())
 			}
+			llamaBuildCommitAttrVal, ok := res.Attributes().Get("llama.build.commit")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "llama.build.commit-val", llamaBuildCommitAttrVal.Str())
+			}
+			llamaBuildNumberAttrVal, ok := res.Attributes().Get("llama.build.number")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 18, llamaBuildNumberAttrVal.Int())
+			}
+			llamaContextBatchSizeAttrVal, ok := res.Attributes().Get("llama.context.batch_size")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 24, llamaContextBatchSizeAttrVal.Int())
+			}
 			llamaContextSizeAttrVal, ok := res.Attributes().Get("llama.context.size")
 			assert.True(t, ok)
 			if ok {
@@ -93,6 +120,11 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.EqualValues(t, 21, llamaContextThreadsAttrVal.Int())
+			}
+			llamaContextUbatchSizeAttrVal, ok := res.Attributes().Get("llama.context.ubatch_size")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 25, llamaContextUbatchSizeAttrVal.Int())
 			}
 			llamaModelArchitectureAttrVal, ok := res.Attributes().Get("llama.model.architecture")
 			assert.True(t, ok)
@@ -123,6 +155,16 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "llama.model.path-val", llamaModelPathAttrVal.Str())
+			}
+			osTypeAttrVal, ok := res.Attributes().Get("os.type")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "os.type-val", osTypeAttrVal.Str())
+			}
+			osVersionAttrVal, ok := res.Attributes().Get("os.version")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "os.version-val", osVersionAttrVal.Str())
 			}
 			processExecutableBuildIDGnuAttrVal, ok := res.Attributes().Get("process.executable.build_id.gnu")
 			assert.True(t, ok)

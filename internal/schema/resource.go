@@ -20,6 +20,34 @@ const (
 	// ResourceGGMLDeviceSoftware: the software driver a backend's device runs on, in the
 	// process's own threads on the host's CPUs (lavapipe).
 	ResourceGGMLDeviceSoftware = "ggml.device.software"
+	// ResourceGGMLVersion: ggml_version(), where the release has it.
+	ResourceGGMLVersion = "ggml.version"
+	// ResourceGGMLCPUVariant: the CPU backend's variant (haswell, …), from its library.
+	ResourceGGMLCPUVariant = "ggml.cpu.variant"
+	// ResourceProcessExecutableBuildID: the executable's GNU build id.
+	ResourceProcessExecutableBuildID = "process.executable.build_id.gnu"
+	// ResourceContainerID: the container the process runs in.
+	ResourceContainerID = "container.id"
+	// ResourceOSVersion: the kernel release.
+	ResourceOSVersion = "os.version"
+	// ResourceLlamaBuildNumber: llama.cpp's build number (LLAMA_BUILD_NUMBER).
+	ResourceLlamaBuildNumber = "llama.build.number"
+	// ResourceLlamaBuildCommit: llama.cpp's commit (LLAMA_COMMIT).
+	ResourceLlamaBuildCommit = "llama.build.commit"
+	// ResourceLlamaContextSize: the llama_context's n_ctx.
+	ResourceLlamaContextSize = "llama.context.size"
+	// ResourceLlamaContextThreads: the llama_context's n_threads.
+	ResourceLlamaContextThreads = "llama.context.threads"
+	// ResourceLlamaContextBatchSize: the llama_context's n_batch.
+	ResourceLlamaContextBatchSize = "llama.context.batch_size"
+	// ResourceLlamaContextUbatchSize: the llama_context's n_ubatch.
+	ResourceLlamaContextUbatchSize = "llama.context.ubatch_size"
+	// ResourceLlamaModelArchitecture: the model's GGUF general.architecture.
+	ResourceLlamaModelArchitecture = "llama.model.architecture"
+	// ResourceLlamaModelParameters: the model's parameters.
+	ResourceLlamaModelParameters = "llama.model.parameters"
+	// ResourceLlamaModelFileType: the model file's weights' type (Q4_0, F16, …).
+	ResourceLlamaModelFileType = "llama.model.file_type"
 	// ResourceLlamaModelName: the model's GGUF general.name.
 	ResourceLlamaModelName = "llama.model.name"
 	// ResourceLlamaModelPath: the model file's path.

@@ -245,10 +245,29 @@ func TestGenerated(t *testing.T) {
 	rb.SetLlamaModelPath("x")
 	rb.SetWhisperModelType("x")
 	rb.SetWhisperModelFileType("x")
+	rb.SetGgmlDeviceSoftware("x")
+	rb.SetGgmlVersion("x")
+	rb.SetGgmlCPUVariant("x")
+	rb.SetProcessExecutableBuildIDGnu("x")
+	rb.SetContainerID("x")
+	rb.SetOsVersion("x")
+	rb.SetLlamaBuildNumber(1)
+	rb.SetLlamaBuildCommit("x")
+	rb.SetLlamaContextSize(1)
+	rb.SetLlamaContextThreads(1)
+	rb.SetLlamaContextBatchSize(1)
+	rb.SetLlamaContextUbatchSize(1)
+	rb.SetLlamaModelArchitecture("x")
+	rb.SetLlamaModelParameters(1)
+	rb.SetLlamaModelFileType("x")
 	res := rb.Emit().Attributes()
 	for _, k := range []string{ResourceProcessPID, ResourceProcessExecutableName, ResourceProcessExecutablePath,
 		ResourceServiceName, ResourceGGMLRuntime, ResourceGGMLBackendsLoaded, ResourceLlamaModelName,
-		ResourceLlamaModelPath, ResourceWhisperModelType, ResourceWhisperModelFileType} {
+		ResourceLlamaModelPath, ResourceWhisperModelType, ResourceWhisperModelFileType, ResourceGGMLDeviceSoftware,
+		ResourceGGMLVersion, ResourceGGMLCPUVariant, ResourceProcessExecutableBuildID, ResourceContainerID, ResourceOSVersion,
+		ResourceLlamaBuildNumber, ResourceLlamaBuildCommit, ResourceLlamaContextSize, ResourceLlamaContextThreads,
+		ResourceLlamaContextBatchSize, ResourceLlamaContextUbatchSize, ResourceLlamaModelArchitecture,
+		ResourceLlamaModelParameters, ResourceLlamaModelFileType} {
 		if _, ok := res.Get(k); !ok {
 			t.Errorf("the ResourceBuilder writes no %s", k)
 		}
