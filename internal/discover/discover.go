@@ -28,6 +28,10 @@ const (
 	Whisper                  // whisper_full_with_state: whisper.cpp's transcriptions
 	OllamaEngine             // Ollama's own Go engine (before 0.30), which computes through cgo
 	numRoles
+	// Build defines llama.cpp's build number and commit (LLAMA_BUILD_NUMBER): an
+	// executable or library that links llama.cpp's common library. It has no code to
+	// probe, so Process.Build keeps it, not Modules.
+	Build = numRoles
 )
 
 // RoleSymbol is the symbol that identifies each role, exported in every release
@@ -35,12 +39,15 @@ const (
 var RoleSymbol = [numRoles]string{"ggml_tensor_overhead", "ggml_graph_compute", "llama_decode",
 	"whisper_full_with_state", OllamaEngineSymbol}
 
+// Classified are the symbols a Classifier looks for: RoleSymbol's, then Build's.
+var Classified = append(RoleSymbol[:], "LLAMA_BUILD_NUMBER")
+
 // OllamaEngineSymbol is the Go function through which Ollama's own engine computes a
 // batch's graph.
 const OllamaEngineSymbol = "github.com/ollama/ollama/ml/backend/ggml.(*Context).Compute"
 
 func (r Role) String() string {
-	return [...]string{"ggml-base", "ggml-cpu", "llama", "whisper", "ollama-engine"}[r]
+	return [...]string{"ggml-base", "ggml-cpu", "llama", "whisper", "ollama-engine", "llama-build"}[r]
 }
 
 // Module is one mapped object file of a process.
@@ -63,14 +70,17 @@ type Process struct {
 	// Libraries holds each one's library.
 	Backends  []string
 	Libraries map[string]*Module
+	// Build is the object that records llama.cpp's build: the first mapped that defines
+	// it, so the executable where it does, whose copy the loader binds the libraries to.
+	Build *Module
 }
 
 // Module returns the object that plays role r, if any.
 func (p *Process) Module(r Role) *Module { return p.Modules[r] }
 
-// Classifier tells which roles an object file plays. It is given the file identity, so
-// that it can answer from a cache by identity, and the host path to open it by, made only
-// when it is called for.
+// Classifier tells which roles (Build among them) an object file plays. It is given the
+// file identity, so that it can answer from a cache by identity, and the host path to open
+// it by, made only when it is called for.
 type Classifier func(dev, inode uint64, hostPath func() string) ([]Role, error)
 
 // Inspect reads /proc/PID/maps and classifies each executable mapping. It returns nil
@@ -133,7 +143,12 @@ func Inspect(fs procfs.FS, root string, pid int, classify Classifier) (*Process,
 		}
 		mod := module()
 		for _, r := range roles {
-			if p.Modules[r] == nil {
+			switch {
+			case r == Build:
+				if p.Build == nil {
+					p.Build = mod
+				}
+			case p.Modules[r] == nil:
 				p.Modules[r] = mod
 			}
 		}
@@ -180,6 +195,21 @@ func backendLibrary(path string) string {
 		return ""
 	}
 	return m[1]
+}
+
+// CPUVariant is the variant of ggml's CPU backend that the library at path holds, from
+// its name as ggml's backend loader looks for it: libggml-cpu-haswell.so gives haswell,
+// libggml-cpu-armv8.2_1.so armv8.2_1. Any other object gives "": a plain libggml-cpu.so
+// (built without GGML_CPU_ALL_VARIANTS, for the build machine's CPU or a default one),
+// libggml.so before the backends had libraries of their own, or an executable that links
+// ggml statically; none of their names says which instruction sets its kernels use.
+func CPUVariant(path string) string {
+	rest, ok := strings.CutPrefix(filepath.Base(path), "libggml-cpu-")
+	v, _, so := strings.Cut(rest, ".so")
+	if !ok || !so {
+		return ""
+	}
+	return v
 }
 
 // nsPID returns the PID of pid in its innermost PID namespace (NSpid in status).

@@ -89,21 +89,32 @@ func TestNBytes(t *testing.T) {
 	}
 }
 
-// A llama_context's fields are read at the getters' offsets; values no live context holds
-// (one freed and its memory reused) are an error, not a resource attribute.
+// A llama_context's fields are read at the getters' offsets, the batch sizes where the
+// layout has them; values no live context holds (one freed and its memory reused) are an
+// error, not a resource attribute.
 func TestContextRead(t *testing.T) {
 	c := Context{NCtx: 8, NThreads: 16}
 	mem := make([]byte, 64)
 	binary.LittleEndian.PutUint32(mem[0x10+8:], 4096)
 	binary.LittleEndian.PutUint32(mem[0x10+16:], 4)
-	if size, threads, err := c.Read(bytes.NewReader(mem), 0x10); err != nil || size != 4096 || threads != 4 {
-		t.Errorf("read %d, %d, %v; want 4096, 4", size, threads, err)
+	binary.LittleEndian.PutUint32(mem[0x10+24:], 2048)
+	binary.LittleEndian.PutUint32(mem[0x10+28:], 512)
+	if p, err := c.Read(bytes.NewReader(mem), 0x10); err != nil || p != (Params{Size: 4096, Threads: 4}) {
+		t.Errorf("without the batch getters: read %+v, %v; want 4096, 4 and no batch sizes", p, err)
+	}
+	c.NBatch, c.NUbatch, c.Batches = 24, 28, true
+	if p, err := c.Read(bytes.NewReader(mem), 0x10); err != nil || p != (Params{4096, 4, 2048, 512}) {
+		t.Errorf("read %+v, %v; want 4096, 4, 2048, 512", p, err)
+	}
+	binary.LittleEndian.PutUint32(mem[0x10+28:], 0xffffffff)
+	if _, err := c.Read(bytes.NewReader(mem), 0x10); err == nil {
+		t.Error("an n_ubatch of -1 was taken for a live context's")
 	}
 	binary.LittleEndian.PutUint32(mem[0x10+8:], 244727971) // seen once, read after the free
-	if _, _, err := c.Read(bytes.NewReader(mem), 0x10); err == nil {
+	if _, err := c.Read(bytes.NewReader(mem), 0x10); err == nil {
 		t.Error("an n_ctx of 244727971 was taken for a live context's")
 	}
-	if _, _, err := c.Read(bytes.NewReader(mem[:20]), 0x10); err == nil {
+	if _, err := c.Read(bytes.NewReader(mem[:20]), 0x10); err == nil {
 		t.Error("a short read gave no error")
 	}
 }

@@ -7,13 +7,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/registry"
 	"github.com/profinfer/profinfer/internal/runtimes"
 )
 
 // What a traced process runs is read by the controller from /proc, and handed to the
-// reader for its spans: its context's size and threads, and its model file.
+// reader for its spans: its context's size, threads and batch sizes, and its model file.
 
 // modelSearch is how often the processes without a model file are looked at again.
 const modelSearch = time.Second
@@ -87,12 +88,14 @@ func (p *Profiler) readContext(pid int, ctx uint64) {
 	}
 	defer p.busy()()
 	// The context first: the process may free it soon (llama-bench makes one per test).
-	size, threads, err := 0, 0, error(nil)
+	var params ggml.Params
+	var err error
 	if t.ctxFields != nil {
-		if size, threads, err = p.reg.ReadContext(pid, t.ctxFields, ctx); err != nil {
+		if params, err = p.reg.ReadContext(pid, t.ctxFields, ctx); err != nil {
 			p.log.Debug("llama_context not read", zap.Int("pid", pid), zap.Error(err))
 		} else {
-			p.log.Info("context", zap.Int("pid", pid), zap.Int("n_ctx", size), zap.Int("n_threads", threads))
+			p.log.Info("context", zap.Int("pid", pid), zap.Int("n_ctx", params.Size), zap.Int("n_threads", params.Threads),
+				zap.Int("n_batch", params.Batch), zap.Int("n_ubatch", params.Ubatch))
 		}
 	}
 	var wm *model.Whisper
@@ -118,7 +121,8 @@ func (p *Profiler) readContext(pid int, ctx uint64) {
 			return
 		}
 		if read {
-			tr.proc.CtxSize, tr.proc.CtxThreads = size, threads
+			tr.proc.CtxSize, tr.proc.CtxThreads = params.Size, params.Threads
+			tr.proc.CtxBatch, tr.proc.CtxUbatch = params.Batch, params.Ubatch
 		}
 		if wm != nil {
 			tr.proc.Whisper = wm

@@ -52,6 +52,7 @@ type Profiler struct {
 	metrics consumer.Metrics
 
 	bpf      *probe.Loaded
+	kernel   string      // its release, read once: every process's os.version
 	tps      []link.Link // the tracepoint programs
 	reader   *ringread.Reader
 	reg      *registry.Registry
@@ -171,6 +172,7 @@ func (p *Profiler) load(types *btf.Cache) error {
 	if err != nil {
 		return fmt.Errorf("profinfer: %w", err)
 	}
+	p.kernel = k.Release
 	// Once, at start: what this kernel cannot serve, and what that costs.
 	for _, d := range k.Degraded() {
 		p.log.Warn("kernel "+k.Release+": "+d, zap.String("kernel", k.Release))

@@ -54,7 +54,9 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		ctxFields: f.Context, whisper: f.Whisper, noModel: !f.Runtime.GGUF} // whisper's model is read from its context
 	in := &inProc{
 		proc: signals.Origin{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: f.BuildID, GGML: f.Target.Version,
-			Container: f.Container, Backends: strings.Join(proc.Backends, ","), Runtime: f.Runtime.Name},
+			Container: f.Container, Backends: strings.Join(proc.Backends, ","), Runtime: f.Runtime.Name,
+			LlamaBuild: f.Build.Number, LlamaCommit: f.Build.Commit, OSVersion: p.kernel,
+			CPUVariant: discover.CPUVariant(proc.Module(discover.CPU).Path)},
 		runtime:   f.Runtime,
 		backends:  backends.NewResolver(p.reg.FS(), "/proc", pid, p.reg.Files.Get, proc.Modules[:]...),
 		describer: describe.New(f.Target),

@@ -117,7 +117,7 @@ func (c *Files) Classify(dev, inode uint64, path func() string) ([]discover.Role
 	if ok {
 		return roles, nil
 	}
-	found, err := symbols.Defines(path(), discover.RoleSymbol[:])
+	found, err := symbols.Defines(path(), discover.Classified)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,12 @@ package registry
 import (
 	"debug/elf"
 	"os"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/profinfer/profinfer/internal/discover"
+	"github.com/profinfer/profinfer/internal/testbench"
 )
 
 // testELF is an ELF file to parse: the test binary itself.
@@ -107,6 +111,28 @@ func TestRolesBounded(t *testing.T) {
 		}
 		if n := len(c.roles); n > c.maxRoles {
 			t.Fatalf("roles of %d files remembered, want at most %d", n, c.maxRoles)
+		}
+	}
+}
+
+// Classify finds the object that records llama.cpp's build besides the roles: the
+// executables and the common library of the test bench's build, the static one that is
+// everything at once, and not libllama.
+func TestClassifyBuild(t *testing.T) {
+	e := testbench.Require(t)
+	c := NewFiles()
+	for i, tc := range []struct {
+		path string
+		want []discover.Role
+	}{
+		{e.Bin("llama-server"), []discover.Role{discover.Build}},
+		{e.Bin("libllama-common.so"), []discover.Role{discover.Build}},
+		{e.Bin("libllama.so"), []discover.Role{discover.Llama}},
+		{e.Portable("llama-server"), []discover.Role{discover.Base, discover.CPU, discover.Llama, discover.Build}},
+	} {
+		got, err := c.Classify(1, uint64(i), func() string { return tc.path })
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: roles %v, %v; want %v", tc.path, got, err, tc.want)
 		}
 	}
 }

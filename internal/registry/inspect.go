@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,6 +28,8 @@ type Found struct {
 	// libllama or the application layer, or when the getters are not plain loads.
 	Context *ggml.Context
 	BuildID string
+	// Build is the llama.cpp build it runs, where an object it maps records it.
+	Build ggml.Build
 	// Container is the id of the container it runs in, from its cgroup; "" outside any.
 	Container string
 	// Runtime is its runtime, chosen by what Process says of it: the symbols it has, its
@@ -108,8 +111,8 @@ func (r *Registry) inspectGGML(pid int) (f *Found, mapped bool, err error) {
 	if err != nil {
 		return nil, true, Refuse(metadata.AttributeProfinferAttachReasonNoAccess, proc.Exe, fmt.Errorf("pid %d (%s): reading its memory: %w", pid, proc.Exe, err))
 	}
+	defer mem.Close()
 	target, err := ggml.Inspect(bf, mem, base.Bias)
-	mem.Close()
 	if errors.Is(err, ggml.ErrNotRelocated) {
 		return nil, false, fmt.Errorf("pid %d (%s): %w", pid, proc.Exe, err)
 	}
@@ -121,7 +124,25 @@ func (r *Registry) inspectGGML(pid int) (f *Found, mapped bool, err error) {
 		ctx = r.contextFields(proc)
 	}
 	return &Found{Proc: proc, Target: target, Context: ctx, Whisper: r.whisperFields(proc), Runtime: rt, Process: rp,
-		BuildID: symbols.BuildIDOf(r.proc(pid, "exe")), Container: container.Of(r.cfg.Root, pid)}, true, nil
+		BuildID: symbols.BuildIDOf(r.proc(pid, "exe")), Build: r.build(proc, mem), Container: container.Of(r.cfg.Root, pid)}, true, nil
+}
+
+// build reads the llama.cpp build that proc runs, whose memory is mem, from the object
+// that records it; what it could not read is left unknown, and said.
+func (r *Registry) build(proc *discover.Process, mem io.ReaderAt) ggml.Build {
+	m := proc.Build
+	if m == nil {
+		return ggml.Build{}
+	}
+	f, err := r.Files.Open(m)
+	var b ggml.Build
+	if err == nil {
+		b, err = ggml.ReadBuild(f, mem, m.Bias)
+	}
+	if err != nil {
+		r.log.Warn("llama.cpp's build number or commit not reported", zap.Int("pid", proc.PID), zap.Error(err))
+	}
+	return b
 }
 
 // parent returns the executable of the process that started process pid; "" where it

@@ -51,12 +51,12 @@ func (r *Registry) ReadWhisper(pid int, fields *runtimes.WhisperFields, ctx uint
 	return fields.Read(mem, ctx)
 }
 
-// ReadContext reads the size and threads of llama_context ctx of process pid, from where
-// fields says they are.
-func (r *Registry) ReadContext(pid int, fields *ggml.Context, ctx uint64) (size, threads int, err error) {
+// ReadContext reads the parameters of llama_context ctx of process pid, from where fields
+// says they are.
+func (r *Registry) ReadContext(pid int, fields *ggml.Context, ctx uint64) (ggml.Params, error) {
 	mem, err := os.Open(r.proc(pid, "mem"))
 	if err != nil {
-		return 0, 0, err
+		return ggml.Params{}, err
 	}
 	defer mem.Close()
 	return fields.Read(mem, ctx)

@@ -29,9 +29,16 @@ type Origin struct {
 	Model     *model.Info // nil until the process has loaded one
 	// Whisper is its whisper.cpp model, nil until its first transcription was read.
 	Whisper *model.Whisper
-	// CtxSize and CtxThreads are its llama_context's n_ctx and n_threads; 0 until a
-	// decode showed them.
-	CtxSize, CtxThreads int
+	// CtxSize, CtxThreads, CtxBatch and CtxUbatch are its llama_context's n_ctx,
+	// n_threads, n_batch and n_ubatch; 0 until a decode showed them, and the batch sizes
+	// where the release has no getters for them.
+	CtxSize, CtxThreads, CtxBatch, CtxUbatch int
+	// LlamaBuild and LlamaCommit are llama.cpp's LLAMA_BUILD_NUMBER and LLAMA_COMMIT; 0
+	// and "" where no object it maps records them.
+	LlamaBuild  int
+	LlamaCommit string
+	CPUVariant  string // ggml.cpu.variant, from its CPU backend's library's name; "" where that names none
+	OSVersion   string // the kernel release (uname -r) of the collector's host, which the process runs on
 }
 
 // Resource is p's resource with the semantic-convention attributes rb's configuration
@@ -92,6 +99,25 @@ func (p *Origin) Resource(rb *metadata.ResourceBuilder) pcommon.Resource {
 	}
 	if p.CtxThreads > 0 {
 		rb.SetLlamaContextThreads(int64(p.CtxThreads))
+	}
+	if p.CtxBatch > 0 {
+		rb.SetLlamaContextBatchSize(int64(p.CtxBatch))
+	}
+	if p.CtxUbatch > 0 {
+		rb.SetLlamaContextUbatchSize(int64(p.CtxUbatch))
+	}
+	if p.LlamaBuild > 0 {
+		rb.SetLlamaBuildNumber(int64(p.LlamaBuild))
+	}
+	if p.LlamaCommit != "" {
+		rb.SetLlamaBuildCommit(p.LlamaCommit)
+	}
+	if p.CPUVariant != "" {
+		rb.SetGgmlCPUVariant(p.CPUVariant)
+	}
+	rb.SetOsType("linux") // the only OS profinfer runs on
+	if p.OSVersion != "" {
+		rb.SetOsVersion(p.OSVersion)
 	}
 	return rb.Emit()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/schema"
 )
 
 func TestLayer(t *testing.T) {
@@ -377,6 +378,30 @@ func TestResourceAttributeSwitches(t *testing.T) {
 	}
 	if spanScope != metricScope || spanScope != metadata.ScopeName {
 		t.Errorf("scopes: spans %q, metrics %q", spanScope, metricScope)
+	}
+}
+
+// A run's setup is on its resource: the build, the context's batch sizes, the CPU
+// variant and the OS; what is unknown is absent, but os.type, always linux.
+func TestResourceSetup(t *testing.T) {
+	p := &Origin{PID: 1, Exe: "/opt/llama/llama-bench", CtxSize: 256, CtxThreads: 2, CtxBatch: 64, CtxUbatch: 32,
+		LlamaBuild: 7112, LlamaCommit: "de3ff81", CPUVariant: "zen4", OSVersion: "6.8.0-49-generic"}
+	want := map[string]any{
+		schema.ResourceLlamaContextBatchSize: int64(64), schema.ResourceLlamaContextUbatchSize: int64(32),
+		schema.ResourceLlamaBuildNumber: int64(7112), schema.ResourceLlamaBuildCommit: "de3ff81",
+		schema.ResourceGGMLCPUVariant: "zen4", "os.type": "linux", schema.ResourceOSVersion: "6.8.0-49-generic",
+	}
+	got := p.Resource(metadata.NewResourceBuilder(metadata.DefaultResourceAttributesConfig())).Attributes().AsRaw()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	got = (&Origin{PID: 1, Exe: "/usr/bin/node"}).Resource(metadata.NewResourceBuilder(metadata.DefaultResourceAttributesConfig())).Attributes().AsRaw()
+	for k := range want {
+		if _, ok := got[k]; ok != (k == "os.type") {
+			t.Errorf("unknown setup: %s = %v", k, got[k])
+		}
 	}
 }
 
