@@ -346,13 +346,13 @@ make_models() {
     "$LC/bin/llama-quantize" "$MODELS/llama-1b-f16.gguf" "$MODELS/llama-1b-$q.gguf" "${q^^}" >/dev/null 2>&1
   done
   "$LC/bin/llama-quantize" "$MODELS/moe-f16.gguf" "$MODELS/moe-q4_0.gguf" Q4_0 >/dev/null 2>&1
-  rm -f "$MODELS"/*-f16.gguf
+  rm -f "$MODELS/moe-f16.gguf" # llama-1b-f16 stays: a comparison's other quantisation
   for m in whisper-micro whisper-tiny; do
     (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -arch "$m" -o "$MODELS/$m.bin")
   done
   (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -wav 3 -o "$MODELS/speech-3s.wav")
 }
-cached models "$KEY $SRC_KEY v2 $(cd "$ROOT" && cat internal/testbench/model.go internal/testbench/whisper.go internal/testbench/cmd/mkmodel/main.go internal/gguf/*.go | sha256sum | cut -c1-16)" \
+cached models "$KEY $SRC_KEY v3 $(cd "$ROOT" && cat internal/testbench/model.go internal/testbench/whisper.go internal/testbench/cmd/mkmodel/main.go internal/gguf/*.go | sha256sum | cut -c1-16)" \
   "$MODELS" make_models
 
 

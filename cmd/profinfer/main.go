@@ -4,6 +4,9 @@
 //	profinfer report [-o DIR] FILE...   the op table and findings on the terminal;
 //	                                    DIR/report.html and DIR/trace.json (Perfetto)
 //	profinfer dot [-graph N] FILE...    traced graphs as Graphviz DOT
+//	profinfer compare [-o DIR] [-phase P] A B
+//	                                    what changed from recording A to B, per token,
+//	                                    split over the ops (docs/compare.md)
 //
 // Run it with `go run ./cmd/profinfer report profinfer-output.jsonl`.
 package main
@@ -16,7 +19,16 @@ import (
 const usage = `usage:
   profinfer report [-o DIR] FILE...   op table and findings; DIR/report.html, DIR/trace.json
   profinfer dot [-graph N] FILE...    traced graphs as Graphviz DOT on standard output
+  profinfer compare [-o DIR] [-phase decode|prefill] [-floor F] A B
+                                      B against A: what differs in the setup, the time
+                                      per token, its change split over the ops with an
+                                      interval and a verdict; DIR/compare.json
 FILE is the collector's file exporter output (format: json); - reads standard input.
+A and B are each FILE[,FILE...][@pid=N|exe=NAME][,from=T][,to=T]: files of one
+recording, and optionally a process and a time range of them; T is an RFC 3339 time
+or an offset from the side's first span (30s, 2m). Both may name the same files:
+  profinfer compare out.jsonl@pid=101 out.jsonl@pid=202
+  profinfer compare run.jsonl@to=1m run.jsonl@from=1m
 `
 
 func main() {
@@ -30,6 +42,8 @@ func main() {
 		err = reportCmd(os.Args[2:])
 	case "dot":
 		err = dotCmd(os.Args[2:])
+	case "compare":
+		err = compareCmd(os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
