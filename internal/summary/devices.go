@@ -67,6 +67,11 @@ func (a *Aggregator) device(p *proc, s ptrace.Span) {
 	b.DeviceSplits++
 	b.DeviceSeconds += dur(s)
 	b.WaitSeconds += float64(intAttr(s.Attributes(), schema.GGMLDeviceWaitNS)) / 1e9
+	// llama_decode returns once a GPU's work is queued, and the CPU waits for it after
+	// (reading the logits): the token takes until the device's work was seen done.
+	if name, late := a.phases.extend(s.TraceID(), int64(s.EndTimestamp())); late > 0 {
+		p.phase(name).DecodeSeconds += late
+	}
 	_, tokens := a.phaseOf(s)
 	small := tokens > 0 && tokens < opOffloadTokens
 	evs := s.Events()

@@ -18,13 +18,14 @@ type phaseMemo struct {
 type memo struct {
 	phase  string
 	tokens int64
+	end    int64 // unix ns: the decode's end, or its device work's where that ended later
 }
 
 func newPhaseMemo(n int) *phaseMemo {
 	return &phaseMemo{byTrace: make(map[pcommon.TraceID]memo, n), ring: make([]pcommon.TraceID, 0, n)}
 }
 
-func (m *phaseMemo) put(id pcommon.TraceID, phase string, tokens int64) {
+func (m *phaseMemo) put(id pcommon.TraceID, phase string, tokens, end int64) {
 	if _, ok := m.byTrace[id]; !ok {
 		if len(m.ring) < cap(m.ring) {
 			m.ring = append(m.ring, id)
@@ -34,7 +35,20 @@ func (m *phaseMemo) put(id pcommon.TraceID, phase string, tokens int64) {
 			m.next = (m.next + 1) % len(m.ring)
 		}
 	}
-	m.byTrace[id] = memo{phase, tokens}
+	m.byTrace[id] = memo{phase, tokens, end}
+}
+
+// extend moves the end of trace id's decode to end, where that is later, and returns by
+// how much, in seconds: its device's work that outlasted it.
+func (m *phaseMemo) extend(id pcommon.TraceID, end int64) (string, float64) {
+	e, ok := m.byTrace[id]
+	if !ok || end <= e.end {
+		return "", 0
+	}
+	late := float64(end-e.end) / 1e9
+	e.end = end
+	m.byTrace[id] = e
+	return e.phase, late
 }
 
 // get returns the phase of trace id's decode; graphs with none ran outside a decode.

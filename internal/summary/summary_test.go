@@ -527,3 +527,23 @@ func TestDeviceLayers(t *testing.T) {
 		t.Errorf("software %q", p.Software)
 	}
 }
+
+// llama_decode returns once a GPU's work is queued: a token's time runs until the CPU saw
+// that work done, and the phase's time and tokens per second say so.
+func TestDecodeUntilDeviceDone(t *testing.T) {
+	d := decodeOf(1, 1000, node("GET_ROWS", "inp_embd", "", 1010, 1020, 1, 1))
+	d.Splits = []assemble.Split{{TID: 1, Backend: "Vulkan0", NNodes: 95, Start: 1050, End: 1060, Device: true, Done: 5000, Wait: 3000},
+		{TID: 1, Backend: "Vulkan0", NNodes: 2, Start: 1070, End: 1080, Device: true, Done: 4000}} // seen done before the other
+	d.End = 1100
+	a := New()
+	a.Traces(traces(server, d))
+	var secs float64
+	for _, ph := range a.Snapshot().Processes[0].Phases {
+		if ph.Name == "decode" {
+			secs = ph.DecodeSeconds
+		}
+	}
+	if math.Abs(secs-4000e-9) > 1e-12 {
+		t.Errorf("decode phase %.0f ns, want 4000: from the decode's start until its device work was seen done", secs*1e9)
+	}
+}
