@@ -181,8 +181,8 @@ func TestE2ECompareThreads(t *testing.T) {
 // and decode is slower, by the weights it reads.
 func TestE2ECompareQuantisation(t *testing.T) {
 	e := testbench.Require(t)
-	c, results := benchPair(t, bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 32, 16, 2, 3)},
-		bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-f16", 32, 16, 2, 3)})
+	c, results := benchPair(t, bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 32, 32, 2, 5)},
+		bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-f16", 32, 32, 2, 5)})
 	dec := phaseOf(t, c, "decode")
 	if dec.Verdict != "slower" || !dec.Beyond {
 		t.Errorf("decode: %s, beyond noise %v (%+.1f%%), want slower", dec.Verdict, dec.Beyond, 100*dec.Relative.Value)

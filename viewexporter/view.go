@@ -32,6 +32,8 @@ type view struct {
 	mu  sync.Mutex // guards agg: pipelines consume while the server snapshots
 	agg *summary.Aggregator
 
+	sides *sides // the live comparison's, under a lock of their own (compare.go)
+
 	startOnce, stopOnce sync.Once
 	startErr, stopErr   error
 	srv                 *http.Server
@@ -39,7 +41,7 @@ type view struct {
 }
 
 func newView(set exporter.Settings, cfg *Config, forget func(*view)) *view {
-	return &view{cfg: cfg, log: set.Logger, forget: forget, agg: summary.New()}
+	return &view{cfg: cfg, log: set.Logger, forget: forget, agg: summary.New(), sides: newSides()}
 }
 
 func (v *view) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
@@ -52,17 +54,23 @@ const forgetAfter = time.Hour
 
 func (v *view) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	v.agg.Traces(td)
 	v.agg.Expire(time.Now().Add(-forgetAfter))
+	v.mu.Unlock()
+	if err := v.sides.traces(td, v.sides.now().Add(-forgetAfter)); err != nil {
+		v.log.Debug("profinferview: folding spans for comparing", zap.Error(err))
+	}
 	return nil
 }
 
 func (v *view) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	v.agg.Metrics(md)
 	v.agg.Expire(time.Now().Add(-forgetAfter))
+	v.mu.Unlock()
+	if err := v.sides.metrics(md, v.sides.now().Add(-forgetAfter)); err != nil {
+		v.log.Debug("profinferview: folding metrics for comparing", zap.Error(err))
+	}
 	return nil
 }
 
@@ -82,10 +90,7 @@ func (v *view) Start(_ context.Context, _ component.Host) error {
 			v.startErr = fmt.Errorf("profinferview: serving the page on %s: %w", v.cfg.Endpoint, err)
 			return
 		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /{$}", v.servePage)
-		mux.HandleFunc("GET /api/view", v.serveView)
-		v.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		v.srv = &http.Server{Handler: v.routes(), ReadHeaderTimeout: 10 * time.Second}
 		v.done = make(chan struct{})
 		go func() {
 			defer close(v.done)
@@ -96,6 +101,14 @@ func (v *view) Start(_ context.Context, _ component.Host) error {
 		v.log.Info("profinfer view at http://" + ln.Addr().String() + "/")
 	})
 	return v.startErr
+}
+
+func (v *view) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", v.servePage)
+	mux.HandleFunc("GET /api/view", v.serveView)
+	v.sides.route(mux)
+	return mux
 }
 
 func (v *view) servePage(w http.ResponseWriter, _ *http.Request) {

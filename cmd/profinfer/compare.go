@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/profinfer/profinfer/internal/compare"
+	"github.com/profinfer/profinfer/internal/page"
 	"github.com/profinfer/profinfer/internal/report"
 )
 
@@ -17,7 +18,7 @@ const sideSyntax = "FILE[,FILE...][@pid=N|exe=NAME][,from=T][,to=T]"
 
 func compareCmd(args []string) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	dir := fs.String("o", "", "directory to write compare.json into (none by default)")
+	dir := fs.String("o", "", "directory to write compare.json and compare.html into (none by default)")
 	phase := fs.String("phase", "", "compare this phase alone: prefill or decode (encode, compute for other runtimes)")
 	floor := fs.Float64("floor", 0, "the noise floor, the relative change two runs of the same thing show, for every phase (default: calibrated, 25% prefill, 15% others)")
 	if err := fs.Parse(args); err != nil {
@@ -59,6 +60,13 @@ func compareCmd(args []string) error {
 		return err
 	}
 	fmt.Printf("wrote %s\n", path)
+
+	// compare.html: the same comparison as a page, self-contained like report.html.
+	html := filepath.Join(*dir, "compare.html")
+	if err := page.WriteCompareFile(html, c); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s\n", html)
 	return nil
 }
 

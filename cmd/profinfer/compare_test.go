@@ -13,13 +13,16 @@ import (
 )
 
 // A recording compared with itself: the same setup, no change, and compare.json holds
-// the comparison.
+// the comparison, beside compare.html.
 func TestCompareSame(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "run.jsonl")
 	unzip(t, "../../testdata/otlp/llama-1b-full.jsonl.gz", in)
 	if err := compareCmd([]string{"-o", dir, in, in}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "compare.html")); err != nil {
+		t.Error(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "compare.json"))
 	if err != nil {

@@ -72,7 +72,10 @@ type PhaseDiff struct {
 	// Floor is the relative change two recordings of the same thing show anyway (run to
 	// run, on the same machine): a change is beyond noise when its interval lies wholly
 	// beyond ±Floor of the larger side's time per unit.
-	Floor   float64 `json:"noise_floor"`
+	Floor float64 `json:"noise_floor"`
+	// Noise is the change, ms per unit, its interval must lie wholly beyond: Floor of the
+	// larger side's time.
+	Noise   float64 `json:"noise_ms"`
 	Beyond  bool    `json:"beyond_noise"`
 	Verdict string  `json:"verdict"` // slower, faster, no change beyond noise, too few steps to tell, only in A/B
 	// Rows split Change, largest first; the last is what the ops do not explain.
@@ -121,9 +124,11 @@ type Row struct {
 	B            float64  `json:"b_ms"`
 	Change       Estimate `json:"change_ms"`
 	Share        float64  `json:"share"` // of the phase's change
-	// Beyond: the interval lies wholly beyond the phase's floor of the row's larger
-	// side, and Method.MinShare (or FewGraphsShare) of the phase's time.
-	Beyond bool `json:"beyond_noise"`
+	// Noise is the change, ms per unit, the row's interval must lie wholly beyond to be
+	// Beyond: the phase's floor of the row's larger side, and Method.MinShare (or
+	// FewGraphsShare) of the phase's time.
+	Noise  float64 `json:"noise_ms"`
+	Beyond bool    `json:"beyond_noise"`
 }
 
 // Move is nodes that ran on one backend in A and on another in B: layers offloaded.

@@ -44,6 +44,7 @@ func diffPhase(name string, pa, pb *phaseFold, opt Options) PhaseDiff {
 	d.Floor = cmp.Or(opt.Floor, DefaultFloor(name))
 	stepsJudged := min(d.A.Blocks, d.B.Blocks) >= minBlocks
 	fewGraphs := min(d.A.GraphBlocks, d.B.GraphBlocks) < minBlocks
+	d.Noise = 1e3 * d.Floor * max(va[0], vb[0])
 	d.Beyond = stepsJudged && beyond(total, d.Floor*max(va[0], vb[0]))
 	switch {
 	case d.Beyond && total.Value > 0:
@@ -54,6 +55,10 @@ func diffPhase(name string, pa, pb *phaseFold, opt Options) PhaseDiff {
 		d.Verdict = "too few steps to tell"
 	default:
 		d.Verdict = "no change beyond noise"
+		if math.Abs(total.Value) > d.Floor*max(va[0], vb[0]) {
+			d.Notes = append(d.Notes, fmt.Sprintf("the estimate, %+.1f%%, passes the noise floor, but its interval (%+.3g … %+.3g ms) reaches within it: "+
+				"a side's steps were uneven (a slow repetition, a busy neighbour); longer runs, or more of them, would tell", 100*rel.Value, 1e3*total.Low, 1e3*total.High))
+		}
 	}
 	nodes := slices.Contains(sa.roles, roleNode) || slices.Contains(sb.roles, roleNode)
 	row := func(r Row, i int, ofNodes bool) Row {
@@ -67,6 +72,7 @@ func diffPhase(name string, pa, pb *phaseFold, opt Options) PhaseDiff {
 			share = fewGraphsShare
 		}
 		band := d.Floor*max(math.Abs(va[i]), math.Abs(vb[i])) + share*max(va[0], vb[0])
+		r.Noise = 1e3 * band
 		r.Beyond = stepsJudged && beyond(diffs[i], band)
 		if total.Value != 0 {
 			r.Share = diffs[i].Value / total.Value

@@ -1,6 +1,8 @@
 // Package page renders a summary.View as one HTML page: the live view the exporter
-// serves and the report.html the report command writes. The page is self-contained: the
-// charting library is embedded, and the data rides in the page as JSON.
+// serves and the report.html the report command writes; and a compare.Comparison as
+// compare.html, whose drawing the live page's compare view shares (compare.go). The page
+// is self-contained: the charting library is embedded, and the data rides in the page as
+// JSON.
 //
 // Model names, paths and tensor names come from the target's memory and from GGUF files
 // anyone can write. They reach the page only as JSON inside a script element, which
@@ -42,13 +44,19 @@ const (
 
 // Write renders v as a page.
 func Write(w io.Writer, v *summary.View, mode Mode) error {
+	// The live page's compare view (comparelive.js) draws as compare.html does.
+	css, cmp := style, ""
+	if mode == Live {
+		css, cmp = style+compareStyle, compareScript+comparelive
+	}
 	return tmpl.Execute(w, struct {
 		View    *summary.View
 		Live    bool
 		ECharts template.JS
+		Compare template.JS
 		Script  template.JS
 		Style   template.CSS
-	}{v, mode == Live, template.JS(echarts), template.JS(script), template.CSS(style)})
+	}{v, mode == Live, template.JS(echarts), template.JS(cmp), template.JS(script), template.CSS(css)})
 }
 
 // WriteFile writes v as a static page, report.html, to path.

@@ -13,6 +13,8 @@
   let charts = [];
   let paused = false; // live: the user holds the page still to zoom or read
   let resourceOpen = false;
+  // live: the compare view (comparelive.js) instead of a process; a link opens it (#compare)
+  let comparing = window.PROFINFER_LIVE && /^#compare/.test(location.hash);
 
   function el(tag, cls, ...children) {
     const e = document.createElement(tag);
@@ -90,11 +92,21 @@
     nav.replaceChildren();
     if (!procs.some((p) => p.id === selected)) selected = (procs.find((p) => pidOf(p) === linked()) || procs[0] || {}).id || null;
     for (const p of procs) {
-      const b = el('button', p.id === selected ? 'active' : null, p.title + (p.model ? ' · ' + p.model : ''));
-      b.addEventListener('click', () => { selected = p.id; history.replaceState(null, '', '#pid=' + pidOf(p)); render(); });
+      const b = el('button', p.id === selected && !comparing ? 'active' : null, p.title + (p.model ? ' · ' + p.model : ''));
+      b.addEventListener('click', () => { selected = p.id; comparing = false; history.replaceState(null, '', '#pid=' + pidOf(p)); render(); });
       nav.append(b);
     }
     const main = document.getElementById('main');
+    if (window.PROFINFER_LIVE && procs.length) {
+      const b = el('button', comparing ? 'active' : null, 'compare');
+      b.id = 'compare-button';
+      b.addEventListener('click', () => { comparing = true; history.replaceState(null, '', '#compare'); render(); });
+      nav.append(b);
+    }
+    if (comparing && procs.length) {
+      window.profinferCompareLive.show(main, procs);
+      return;
+    }
     main.replaceChildren();
     const p = procs.find((x) => x.id === selected);
     if (!p) {
