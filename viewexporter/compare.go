@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/compare"
-	"github.com/profinfer/profinfer/internal/schema"
+	"github.com/profinfer/profinfer/internal/summary"
 )
 
 // maxSides bounds the comparison's memory: a side takes about 2 MB made and 4.4 MB after
@@ -44,19 +43,13 @@ type procSides struct {
 
 func newSides() *sides { return &sides{procs: map[string]*procSides{}, now: time.Now} }
 
-// processID is the summary's id of a resource's process (host, collector instance, pid,
-// executable path), so that a side answers to the id api/view gives the process. A
-// resource without a pid, the receiver's own, has no side.
+// processID is the summary's id of a resource's process, so that a side answers to the
+// id api/view gives the process, and its pid. A resource without a pid, the receiver's
+// own, has none.
 func processID(attrs pcommon.Map) (id string, pid int64) {
-	str := func(k string) string {
-		if v, ok := attrs.Get(k); ok {
-			return v.AsString()
-		}
-		return ""
-	}
-	pid, _ = strconv.ParseInt(str(schema.ResourceProcessPID), 10, 64)
-	return strings.Join([]string{str(schema.ResourceHostName), str(schema.ResourceServiceInstanceID), str(schema.ResourceProcessPID),
-		str(schema.ResourceProcessExecutablePath)}, "\x00"), pid
+	id, p := summary.ProcessID(attrs)
+	pid, _ = strconv.ParseInt(p, 10, 64)
+	return id, pid
 }
 
 // process returns the sides of a resource's process, making them; nil for a resource

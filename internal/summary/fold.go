@@ -61,9 +61,9 @@ func (a *Aggregator) Expire(cutoff time.Time) int {
 	return n
 }
 
-// procID identifies the process a resource describes: its host, collector, pid and
-// executable.
-func procID(attrs pcommon.Map) (id, pid string) {
+// ProcessID identifies the process a resource describes, as a Process's ID: its host,
+// collector, pid and executable.
+func ProcessID(attrs pcommon.Map) (id, pid string) {
 	str := func(k string) string {
 		if v, ok := attrs.Get(k); ok {
 			return v.AsString()
@@ -77,7 +77,7 @@ func procID(attrs pcommon.Map) (id, pid string) {
 // touch notes that a process the view has is still seen, by its resource: a process
 // sends metrics every collection interval whether or not it computes.
 func (a *Aggregator) touch(res pcommon.Resource) {
-	id, _ := procID(res.Attributes())
+	id, _ := ProcessID(res.Attributes())
 	if p := a.procs[id]; p != nil {
 		p.lastSeen = a.now()
 	}
@@ -131,7 +131,7 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 		}
 		return ""
 	}
-	id, pid := procID(attrs)
+	id, pid := ProcessID(attrs)
 	p := a.procs[id]
 	if p == nil {
 		if len(a.procs) >= maxProcesses {
