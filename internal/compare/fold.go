@@ -36,17 +36,17 @@ func stepOf(sp ptrace.Span) (phase string, tokens int64, ok bool) {
 	attrs := sp.Attributes()
 	switch {
 	case sp.Name() == schema.SpanDecode:
-		phase = strAttr(attrs, schema.LlamaPhase)
+		phase = schema.Str(attrs, schema.LlamaPhase)
 		if phase != "prefill" {
 			phase = "decode"
 		}
-		return phase, intAttr(attrs, schema.LlamaBatchTokens), true
+		return phase, schema.Int(attrs, schema.LlamaBatchTokens), true
 	case stepNames[sp.Name()]:
 		v, has := attrs.Get(schema.GGMLPhase)
 		if !has {
 			return "", 0, false // an older collector's scheduler span, not a step
 		}
-		return cmp.Or(v.AsString(), "compute"), intAttr(attrs, schema.GGMLStepTokens), true
+		return cmp.Or(v.AsString(), "compute"), schema.Int(attrs, schema.GGMLStepTokens), true
 	}
 	return "", 0, false
 }
@@ -57,7 +57,7 @@ func (s *Side) fold(rs ptrace.ResourceSpans, p process) {
 	if s.origin == 0 {
 		s.setOrigin(rs)
 	}
-	each(rs, func(sp ptrace.Span) {
+	schema.EachSpan(rs, func(sp ptrace.Span) {
 		phase, tokens, ok := stepOf(sp)
 		if !ok {
 			return
@@ -76,11 +76,11 @@ func (s *Side) fold(rs ptrace.ResourceSpans, p process) {
 		b := r.block()
 		b.tokens += tokens
 		b.steps++
-		b.seconds += dur(sp)
+		b.seconds += schema.Seconds(sp)
 		s.spans.put(sp.SpanID(), r)
 		s.traces.put(sp.TraceID(), r)
 	})
-	each(rs, func(sp ptrace.Span) {
+	schema.EachSpan(rs, func(sp ptrace.Span) {
 		if sp.Name() == schema.SpanSplit {
 			if r := s.recordOf(sp); r != nil {
 				s.spans.put(sp.SpanID(), r)
@@ -88,7 +88,7 @@ func (s *Side) fold(rs ptrace.ResourceSpans, p process) {
 		}
 	})
 	clear(s.graphs)
-	each(rs, func(sp ptrace.Span) {
+	schema.EachSpan(rs, func(sp ptrace.Span) {
 		switch sp.Name() {
 		case schema.SpanGraph:
 			s.graph(sp)
@@ -98,7 +98,7 @@ func (s *Side) fold(rs ptrace.ResourceSpans, p process) {
 			s.copySpan(sp)
 		}
 	})
-	each(rs, func(sp ptrace.Span) {
+	schema.EachSpan(rs, func(sp ptrace.Span) {
 		if g, ok := s.graphs[sp.ParentSpanID()]; ok {
 			if g != nil {
 				s.node(g, sp)
@@ -117,7 +117,7 @@ func (s *Side) fold(rs ptrace.ResourceSpans, p process) {
 // setOrigin takes the earliest span of the side's first batch as the origin its offsets
 // count from, and resolves its time range.
 func (s *Side) setOrigin(rs ptrace.ResourceSpans) {
-	each(rs, func(sp ptrace.Span) {
+	schema.EachSpan(rs, func(sp ptrace.Span) {
 		if t := int64(sp.StartTimestamp()); t > 0 && (s.origin == 0 || t < s.origin) {
 			s.origin = t
 		}
@@ -184,11 +184,11 @@ func (s *Side) graph(sp ptrace.Span) {
 		return
 	}
 	attrs := sp.Attributes()
-	if t := intAttr(attrs, schema.GGMLThreads); t > 0 && !slices.Contains(s.threads, t) && len(s.threads) < maxThreads {
+	if t := schema.Int(attrs, schema.GGMLThreads); t > 0 && !slices.Contains(s.threads, t) && len(s.threads) < maxThreads {
 		s.threads = append(s.threads, t)
 	}
-	backend := cmp.Or(strAttr(attrs, schema.GGMLBackend), "CPU")
-	r.block().add(r.ph.table.id(idKey{kind: kindGraph, backend: backend, layer: -1}), dur(sp))
+	backend := cmp.Or(schema.Str(attrs, schema.GGMLBackend), "CPU")
+	r.block().add(r.ph.table.id(idKey{kind: kindGraph, backend: backend, layer: -1}), schema.Seconds(sp))
 	if v, ok := attrs.Get(schema.GGMLGraphTraced); !ok || v.Type() != pcommon.ValueTypeBool || !v.Bool() {
 		return
 	}
@@ -198,7 +198,7 @@ func (s *Side) graph(sp ptrace.Span) {
 		b.tokens += r.tokens
 		b.steps++
 	}
-	r.ph.graphs.at(r.g).seconds += dur(sp)
+	r.ph.graphs.at(r.g).seconds += schema.Seconds(sp)
 	s.graphs[sp.SpanID()] = &graphCtx{r: r, backend: backend, end: int64(sp.EndTimestamp())}
 }
 
@@ -226,8 +226,8 @@ func (s *Side) device(sp ptrace.Span) {
 	if r == nil {
 		return
 	}
-	backend := cmp.Or(strAttr(sp.Attributes(), schema.GGMLBackend), "unknown")
-	d, b := dur(sp), r.block()
+	backend := cmp.Or(schema.Str(sp.Attributes(), schema.GGMLBackend), "unknown")
+	d, b := schema.Seconds(sp), r.block()
 	if end := int64(sp.EndTimestamp()); end > r.end {
 		b.seconds += float64(end-r.end) / 1e9
 		r.end = end
@@ -258,8 +258,8 @@ func (s *Side) copySpan(sp ptrace.Span) {
 		return
 	}
 	attrs := sp.Attributes()
-	route := cmp.Or(strAttr(attrs, schema.GGMLBackendSource), "unknown") + "→" + cmp.Or(strAttr(attrs, schema.GGMLBackendDestination), "unknown")
-	r.block().add(r.ph.table.id(idKey{kind: kindCopy, backend: route, layer: -1}), dur(sp))
+	route := cmp.Or(schema.Str(attrs, schema.GGMLBackendSource), "unknown") + "→" + cmp.Or(schema.Str(attrs, schema.GGMLBackendDestination), "unknown")
+	r.block().add(r.ph.table.id(idKey{kind: kindCopy, backend: route, layer: -1}), schema.Seconds(sp))
 }
 
 // ident returns a node's identity in its phase, noting what the setup reads of it;
@@ -348,48 +348,18 @@ func (n *nodeDesc) read(attrs pcommon.Map) {
 		case schema.GGMLTensorType:
 			n.typ = v.AsString()
 		case schema.GGMLLayer:
-			n.layer, n.hasLayer = intValue(v), true
+			n.layer, n.hasLayer = schema.Integer(v), true
 		case schema.GGMLDeviceNodeNS:
-			n.ns = intValue(v)
+			n.ns = schema.Integer(v)
 		case schema.GGMLTensorShape:
 			if v.Type() == pcommon.ValueTypeSlice {
 				sl := v.Slice()
 				n.dims = min(sl.Len(), len(n.shape))
 				for i := range n.dims {
-					n.shape[i] = intValue(sl.At(i))
+					n.shape[i] = schema.Integer(sl.At(i))
 				}
 			}
 		}
 		return true
 	})
-}
-
-func each(rs ptrace.ResourceSpans, f func(ptrace.Span)) {
-	for j := range rs.ScopeSpans().Len() {
-		spans := rs.ScopeSpans().At(j).Spans()
-		for k := range spans.Len() {
-			f(spans.At(k))
-		}
-	}
-}
-
-func dur(sp ptrace.Span) float64 {
-	if sp.EndTimestamp() < sp.StartTimestamp() {
-		return 0
-	}
-	return float64(sp.EndTimestamp()-sp.StartTimestamp()) / 1e9
-}
-
-func strAttr(m pcommon.Map, k string) string {
-	if v, ok := m.Get(k); ok {
-		return v.AsString()
-	}
-	return ""
-}
-
-func intAttr(m pcommon.Map, k string) int64 {
-	if v, ok := m.Get(k); ok {
-		return intValue(v)
-	}
-	return 0
 }

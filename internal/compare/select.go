@@ -142,7 +142,7 @@ type process struct {
 func processOf(attrs pcommon.Map) process {
 	var p process
 	if v, ok := attrs.Get(schema.ResourceProcessPID); ok {
-		p.pid = intValue(v)
+		p.pid = schema.Integer(v)
 	}
 	if v, ok := attrs.Get(schema.ResourceProcessExecutableName); ok {
 		p.exe = v.AsString()
@@ -184,17 +184,3 @@ func (s Selection) matches(p process) bool {
 func (s Selection) picksProcess() bool { return s.PID > 0 || s.Exe != "" }
 
 func (s Selection) picksTime() bool { return !s.From.IsZero() || !s.To.IsZero() }
-
-// intValue reads an int attribute, or one written as a decimal string.
-func intValue(v pcommon.Value) int64 {
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return v.Int()
-	case pcommon.ValueTypeDouble:
-		return int64(v.Double())
-	case pcommon.ValueTypeStr:
-		n, _ := strconv.ParseInt(v.Str(), 10, 64)
-		return n
-	}
-	return 0
-}

@@ -16,23 +16,23 @@ func (a *Aggregator) deviceWork(rs ptrace.ResourceSpans, g *graphRef) {
 	tl := g.timeline
 	trace := g.trace
 	at := func(ts pcommon.Timestamp) float64 { return float64(int64(ts)-int64(g.start)) / 1e3 }
-	a.eachSpan(rs, func(s ptrace.Span) {
+	schema.EachSpan(rs, func(s ptrace.Span) {
 		if len(tl.Device) >= maxWork || s.TraceID() != trace {
 			return
 		}
 		attrs := s.Attributes()
-		w := Work{Start: at(s.StartTimestamp()), Duration: dur(s) * 1e6}
+		w := Work{Start: at(s.StartTimestamp()), Duration: schema.Seconds(s) * 1e6}
 		switch {
 		case s.Name() == schema.SpanDevice:
-			w.Backend = strAttr(attrs, schema.GGMLBackend)
-			w.Wait = float64(intAttr(attrs, schema.GGMLDeviceWaitNS)) / 1e3
+			w.Backend = schema.Str(attrs, schema.GGMLBackend)
+			w.Wait = float64(schema.Int(attrs, schema.GGMLDeviceWaitNS)) / 1e3
 			w.Bound = boolAttr(attrs, schema.GGMLDeviceEndBound)
-			w.Nodes = intAttr(attrs, schema.GGMLGraphNodes)
+			w.Nodes = schema.Int(attrs, schema.GGMLGraphNodes)
 		case s.Name() == schema.SpanCopy && boolAttr(attrs, schema.GGMLCopyQueued):
-			w.Backend = strAttr(attrs, schema.GGMLBackendDestination)
+			w.Backend = schema.Str(attrs, schema.GGMLBackendDestination)
 			w.Copy = true
-			w.Bytes = intAttr(attrs, schema.GGMLCopyBytes)
-			w.Tensor = strAttr(attrs, schema.GGMLTensorName)
+			w.Bytes = schema.Int(attrs, schema.GGMLCopyBytes)
+			w.Tensor = schema.Str(attrs, schema.GGMLTensorName)
 		default:
 			return
 		}
@@ -43,7 +43,7 @@ func (a *Aggregator) deviceWork(rs ptrace.ResourceSpans, g *graphRef) {
 
 // backend returns the sums of the backend s names; nil past 64 backends.
 func (p *proc) backend(s ptrace.Span) *Backend {
-	name := cmp.Or(strAttr(s.Attributes(), schema.GGMLBackend), unknownValue)
+	name := cmp.Or(schema.Str(s.Attributes(), schema.GGMLBackend), unknownValue)
 	b := p.backends[name]
 	if b == nil && len(p.backends) < 64 {
 		b = &Backend{Backend: name}
@@ -65,8 +65,8 @@ func (a *Aggregator) device(p *proc, s ptrace.Span) {
 		return
 	}
 	b.DeviceSplits++
-	b.DeviceSeconds += dur(s)
-	b.WaitSeconds += float64(intAttr(s.Attributes(), schema.GGMLDeviceWaitNS)) / 1e9
+	b.DeviceSeconds += schema.Seconds(s)
+	b.WaitSeconds += float64(schema.Int(s.Attributes(), schema.GGMLDeviceWaitNS)) / 1e9
 	// llama_decode returns once a GPU's work is queued, and the CPU waits for it after
 	// (reading the logits): the token takes until the device's work was seen done.
 	if name, late := a.phases.extend(s.TraceID(), int64(s.EndTimestamp())); late > 0 {
@@ -82,7 +82,7 @@ func (a *Aggregator) device(p *proc, s ptrace.Span) {
 		op, attrs := evs.At(i).Name(), evs.At(i).Attributes()
 		if _, weights := attrs.Get(schema.GGMLWeightType); small && weights {
 			if l, ok := attrs.Get(schema.GGMLLayer); ok {
-				b.addLayer(int(integer(l)))
+				b.addLayer(int(schema.Integer(l)))
 			}
 		}
 		if b.Ops[op] == 0 && len(b.Ops) >= 128 {
@@ -112,16 +112,16 @@ func (a *Aggregator) split(p *proc, s ptrace.Span) {
 	}
 	backend := b.Backend
 	b.Splits++
-	b.Seconds += dur(s)
+	b.Seconds += schema.Seconds(s)
 	if backend != "CPU" {
 		name, _ := a.phaseOf(s)
-		p.phase(name).SplitSeconds += dur(s)
+		p.phase(name).SplitSeconds += schema.Seconds(s)
 	}
 }
 
 func (a *Aggregator) copy(p *proc, s ptrace.Span) {
 	attrs := s.Attributes()
-	k := [2]string{cmp.Or(strAttr(attrs, schema.GGMLBackendSource), unknownValue), cmp.Or(strAttr(attrs, schema.GGMLBackendDestination), unknownValue)}
+	k := [2]string{cmp.Or(schema.Str(attrs, schema.GGMLBackendSource), unknownValue), cmp.Or(schema.Str(attrs, schema.GGMLBackendDestination), unknownValue)}
 	c := p.copies[k]
 	if c == nil {
 		if len(p.copies) >= 64 {
@@ -131,8 +131,8 @@ func (a *Aggregator) copy(p *proc, s ptrace.Span) {
 		p.copies[k] = c
 	}
 	c.Copies++
-	c.Bytes += intAttr(attrs, schema.GGMLCopyBytes)
-	c.Seconds += dur(s)
+	c.Bytes += schema.Int(attrs, schema.GGMLCopyBytes)
+	c.Seconds += schema.Seconds(s)
 	name, _ := a.phaseOf(s)
-	p.phase(name).CopySeconds += dur(s)
+	p.phase(name).CopySeconds += schema.Seconds(s)
 }

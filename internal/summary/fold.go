@@ -3,7 +3,6 @@ package summary
 import (
 	"cmp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -205,20 +204,20 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 		rs := td.ResourceSpans().At(i)
 		p := a.process(rs.Resource())
 		// Decodes first: their phase is their nodes' phase.
-		a.eachSpan(rs, func(s ptrace.Span) {
+		schema.EachSpan(rs, func(s ptrace.Span) {
 			switch {
 			case s.Name() == schema.SpanDecode:
 				a.decode(p, s)
 			case s.Name() == schema.SpanTranscription:
 				p.job(s)
-			case strAttr(s.Attributes(), schema.GenAIOperationName) != "":
+			case schema.Str(s.Attributes(), schema.GenAIOperationName) != "":
 				p.request(s)
 			case isStep(s):
 				a.step(p, s)
 			}
 		})
 		graphs := map[pcommon.SpanID]*graphRef{}
-		a.eachSpan(rs, func(s ptrace.Span) {
+		schema.EachSpan(rs, func(s ptrace.Span) {
 			switch s.Name() {
 			case schema.SpanDecode, schema.SpanTranscription:
 			case schema.SpanGraph:
@@ -245,54 +244,9 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 	}
 }
 
-func (a *Aggregator) eachSpan(rs ptrace.ResourceSpans, f func(ptrace.Span)) {
-	for j := 0; j < rs.ScopeSpans().Len(); j++ {
-		spans := rs.ScopeSpans().At(j).Spans()
-		for k := 0; k < spans.Len(); k++ {
-			f(spans.At(k))
-		}
-	}
-}
-
-func dur(s ptrace.Span) float64 {
-	if s.EndTimestamp() < s.StartTimestamp() {
-		return 0
-	}
-	return float64(s.EndTimestamp()-s.StartTimestamp()) / 1e9
-}
-
-func strAttr(m pcommon.Map, k string) string {
-	if v, ok := m.Get(k); ok {
-		return v.AsString()
-	}
-	return ""
-}
-
-func intAttr(m pcommon.Map, k string) int64 {
-	if v, ok := m.Get(k); ok {
-		return integer(v)
-	}
-	return 0
-}
-
 func floatAttr(m pcommon.Map, k string) float64 {
 	if v, ok := m.Get(k); ok {
 		return number(v)
-	}
-	return 0
-}
-
-// integer reads an int attribute, or a double one, or a decimal string (OTLP JSON may
-// carry ints as strings).
-func integer(v pcommon.Value) int64 {
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return v.Int()
-	case pcommon.ValueTypeDouble:
-		return int64(v.Double())
-	case pcommon.ValueTypeStr:
-		n, _ := strconv.ParseInt(v.Str(), 10, 64)
-		return n
 	}
 	return 0
 }

@@ -65,28 +65,28 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 	name, tokens := a.phaseOf(s)
 	ph := p.phase(name)
 	g := &graphRef{phase: ph, trace: s.TraceID(), start: s.StartTimestamp(), end: s.EndTimestamp()}
-	threads := intAttr(attrs, schema.GGMLThreads)
+	threads := schema.Int(attrs, schema.GGMLThreads)
 	p.threads = max(p.threads, threads)
 	if v, ok := attrs.Get(schema.GGMLGraphOnCPUNS); ok && threads > 0 {
 		if boolAttr(attrs, schema.GGMLGraphOnCPUPerturbed) {
 			ph.cpu.Perturbed++
 		} else {
-			ph.addCPU(dur(s), threads, float64(integer(v))/1e9, float64(intAttr(attrs, schema.GGMLGraphRunqueueNS))/1e9, max(tokens, 1))
+			ph.addCPU(schema.Seconds(s), threads, float64(schema.Integer(v))/1e9, float64(schema.Int(attrs, schema.GGMLGraphRunqueueNS))/1e9, max(tokens, 1))
 		}
 	}
 	if !boolAttr(attrs, schema.GGMLGraphTraced) {
 		return g
 	}
 	ph.TracedGraphs++
-	ph.GraphSeconds += dur(s)
+	ph.GraphSeconds += schema.Seconds(s)
 	// A decode's graph is the best example of a token, and a new one a second will do.
 	if tl := p.timeline; tl != nil && !(name == decode && tl.Phase != decode) &&
 		(name == outside || name != decode && tl.Phase == decode || int64(s.StartTimestamp())-tl.Start < timelineEvery) {
 		return g
 	}
 	g.timeline = &Timeline{Phase: name, Tokens: tokens, Start: int64(s.StartTimestamp()),
-		Duration: dur(s) * 1e6, Threads: int(intAttr(attrs, schema.GGMLThreads)),
-		Critical: float64(intAttr(attrs, schema.GGMLCriticalPathDurationNS)) / 1e3}
+		Duration: schema.Seconds(s) * 1e6, Threads: int(schema.Int(attrs, schema.GGMLThreads)),
+		Critical: float64(schema.Int(attrs, schema.GGMLCriticalPathDurationNS)) / 1e3}
 	return g
 }
 

@@ -51,7 +51,7 @@ func (p *proc) roof(dps pmetric.NumberDataPointSlice) {
 		dp := dps.At(i)
 		attrs := dp.Attributes()
 		v := dp.DoubleValue()
-		switch strAttr(attrs, schema.GGMLRooflineRoof) {
+		switch schema.Str(attrs, schema.GGMLRooflineRoof) {
 		case "flops":
 			p.roofs.FLOPS = v
 		case "bandwidth":
@@ -59,16 +59,16 @@ func (p *proc) roof(dps pmetric.NumberDataPointSlice) {
 		case "int8":
 			p.roofs.Int8 = v
 		}
-		p.roofs.Source = strAttr(attrs, schema.ProfinferRooflineSource)
-		p.roofs.Measured = strAttr(attrs, schema.ProfinferRooflineMeasured)
+		p.roofs.Source = schema.Str(attrs, schema.ProfinferRooflineSource)
+		p.roofs.Measured = schema.Str(attrs, schema.ProfinferRooflineMeasured)
 	}
 }
 
 func (p *proc) selections(dps pmetric.NumberDataPointSlice) {
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
-		layer := int(intAttr(dp.Attributes(), schema.GGMLLayer))
-		e := int(intAttr(dp.Attributes(), schema.GGMLMoEExpert))
+		layer := int(schema.Int(dp.Attributes(), schema.GGMLLayer))
+		e := int(schema.Int(dp.Attributes(), schema.GGMLMoEExpert))
 		if e < 0 || e >= maxExperts || layer < 0 || layer >= maxLayers {
 			continue
 		}
@@ -96,7 +96,7 @@ func (p *proc) quotaMetric(m pmetric.Metric) {
 	q := &p.quota
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
-		if path := strAttr(dp.Attributes(), schema.ProfinferCgroupPath); path != q.cgroup {
+		if path := schema.Str(dp.Attributes(), schema.ProfinferCgroupPath); path != q.cgroup {
 			*q = quotaState{cgroup: path}
 		}
 		v := dp.DoubleValue()

@@ -55,19 +55,19 @@ func (n *nodeAttrs) read(attrs pcommon.Map) {
 		case schema.GGMLRooflineBytesPerSecond:
 			n.byteRate = number(v)
 		case schema.GGMLThreads:
-			n.threads = integer(v)
+			n.threads = schema.Integer(v)
 		case schema.GGMLLayer:
-			n.layer, n.hasLayer = integer(v), true
+			n.layer, n.hasLayer = schema.Integer(v), true
 		case schema.GGMLSchedOffCPUNS:
-			n.offCPU = integer(v)
+			n.offCPU = schema.Integer(v)
 		case schema.GGMLSchedRunqueueNS:
-			n.runq = integer(v)
+			n.runq = schema.Integer(v)
 		case schema.GGMLBarrierWaitNS:
-			n.barrier = integer(v)
+			n.barrier = schema.Integer(v)
 		case schema.GGMLSchedPreemptions:
-			n.preemptions = integer(v)
+			n.preemptions = schema.Integer(v)
 		case schema.GGMLSchedMigrations:
-			n.migrations = integer(v)
+			n.migrations = schema.Integer(v)
 		case schema.GGMLCriticalPath:
 			n.critical = v.Type() == pcommon.ValueTypeBool && v.Bool()
 		case schema.GGMLMoEExperts:
@@ -112,7 +112,7 @@ func (a *Aggregator) node(p *proc, s ptrace.Span, g *graphRef) {
 			ph.ops[k] = o
 		}
 	}
-	d := dur(s)
+	d := schema.Seconds(s)
 	o.Calls++
 	o.flops += n.flops
 	o.byt += n.bytes

@@ -11,11 +11,11 @@ import (
 
 func (a *Aggregator) decode(p *proc, s ptrace.Span) {
 	attrs := s.Attributes()
-	name := strAttr(attrs, schema.LlamaPhase)
+	name := schema.Str(attrs, schema.LlamaPhase)
 	if name != prefill && name != decode {
 		name = decode
 	}
-	tokens := intAttr(attrs, schema.LlamaBatchTokens)
+	tokens := schema.Int(attrs, schema.LlamaBatchTokens)
 	a.phases.put(s.TraceID(), name, tokens, int64(s.EndTimestamp()))
 	p.addStep(s, name, tokens)
 }
@@ -27,9 +27,9 @@ func (p *proc) addStep(s ptrace.Span, name string, tokens int64) {
 	ph := p.phase(name)
 	ph.Decodes++
 	ph.Tokens += tokens
-	ph.DecodeSeconds += dur(s)
+	ph.DecodeSeconds += schema.Seconds(s)
 	if name == decode {
-		p.latency.add(dur(s))
+		p.latency.add(schema.Seconds(s))
 	}
 	if tokens > 0 && (name == prefill || name == decode) {
 		p.addRate(s.EndTimestamp().AsTime().Unix(), name, tokens)
@@ -53,7 +53,7 @@ func isStep(s ptrace.Span) bool {
 // transcription share a trace.
 func (a *Aggregator) step(p *proc, s ptrace.Span) {
 	attrs := s.Attributes()
-	p.addStep(s, cmp.Or(strAttr(attrs, schema.GGMLPhase), compute), intAttr(attrs, schema.GGMLStepTokens))
+	p.addStep(s, cmp.Or(schema.Str(attrs, schema.GGMLPhase), compute), schema.Int(attrs, schema.GGMLStepTokens))
 }
 
 // phaseOf returns the phase and tokens of the step span s is inside: its own ggml.phase,
@@ -72,13 +72,13 @@ func (p *proc) job(s ptrace.Span) {
 	j.Count++
 	audio := floatAttr(attrs, schema.WhisperAudioSeconds)
 	j.AudioSeconds += audio
-	j.Seconds += dur(s)
+	j.Seconds += schema.Seconds(s)
 	if audio > 0 {
-		p.rtf.add(dur(s) / audio)
+		p.rtf.add(schema.Seconds(s) / audio)
 	}
-	j.EncodePasses += intAttr(attrs, schema.WhisperEncodePasses)
+	j.EncodePasses += schema.Int(attrs, schema.WhisperEncodePasses)
 	j.EncodeSeconds += floatAttr(attrs, schema.WhisperEncodeSeconds)
-	j.DecodePasses += intAttr(attrs, schema.WhisperDecodePasses)
+	j.DecodePasses += schema.Int(attrs, schema.WhisperDecodePasses)
 	j.DecodeSeconds += floatAttr(attrs, schema.WhisperDecodeSeconds)
 }
 
@@ -90,10 +90,10 @@ func (p *proc) request(s ptrace.Span) {
 	}
 	r := &p.requests
 	r.Count++
-	r.Input += intAttr(attrs, schema.LlamaRequestPromptTokens)
-	r.Cached += intAttr(attrs, schema.GenAIUsageCacheReadInputTokens)
-	r.Output += intAttr(attrs, schema.GenAIUsageOutputTokens)
-	r.MaxShared = max(r.MaxShared, intAttr(attrs, schema.LlamaRequestSharedSequencesMax))
+	r.Input += schema.Int(attrs, schema.LlamaRequestPromptTokens)
+	r.Cached += schema.Int(attrs, schema.GenAIUsageCacheReadInputTokens)
+	r.Output += schema.Int(attrs, schema.GenAIUsageOutputTokens)
+	r.MaxShared = max(r.MaxShared, schema.Int(attrs, schema.LlamaRequestSharedSequencesMax))
 	if v, ok := attrs.Get(schema.LlamaRequestTimeToFirstToken); ok {
 		p.ttft.add(v.Double())
 	}
