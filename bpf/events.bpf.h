@@ -41,6 +41,7 @@ enum kind {
 	EV_STEP_EXIT = 23,
 	EV_JOB_ENTER = 24,
 	EV_JOB_EXIT = 25,
+	EV_THREAD_NAME = 26,
 };
 
 /* Flags on events. */

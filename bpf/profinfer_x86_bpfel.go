@@ -114,6 +114,7 @@ const (
 	ProfinferKindEV_STEP_EXIT    ProfinferKind = 23
 	ProfinferKindEV_JOB_ENTER    ProfinferKind = 24
 	ProfinferKindEV_JOB_EXIT     ProfinferKind = 25
+	ProfinferKindEV_THREAD_NAME  ProfinferKind = 26
 )
 
 type ProfinferLabelSlot struct {
@@ -222,6 +223,7 @@ const (
 	ProfinferProgSyncEnter                = "sync_enter"
 	ProfinferProgSyncExit                 = "sync_exit"
 	ProfinferProgThreadExit               = "thread_exit"
+	ProfinferProgThreadName               = "thread_name"
 	ProfinferProgThreadStart              = "thread_start"
 	ProfinferProgTimesPrint               = "times_print"
 	ProfinferVarAllThreads                = "all_threads"
@@ -336,6 +338,7 @@ type ProfinferProgramSpecs struct {
 	SyncEnter                *ebpf.ProgramSpec `ebpf:"sync_enter"`
 	SyncExit                 *ebpf.ProgramSpec `ebpf:"sync_exit"`
 	ThreadExit               *ebpf.ProgramSpec `ebpf:"thread_exit"`
+	ThreadName               *ebpf.ProgramSpec `ebpf:"thread_name"`
 	ThreadStart              *ebpf.ProgramSpec `ebpf:"thread_start"`
 	TimesPrint               *ebpf.ProgramSpec `ebpf:"times_print"`
 }
@@ -531,6 +534,7 @@ type ProfinferPrograms struct {
 	SyncEnter                *ebpf.Program `ebpf:"sync_enter"`
 	SyncExit                 *ebpf.Program `ebpf:"sync_exit"`
 	ThreadExit               *ebpf.Program `ebpf:"thread_exit"`
+	ThreadName               *ebpf.Program `ebpf:"thread_name"`
 	ThreadStart              *ebpf.Program `ebpf:"thread_start"`
 	TimesPrint               *ebpf.Program `ebpf:"times_print"`
 }
@@ -573,6 +577,7 @@ func (p *ProfinferPrograms) Close() error {
 		p.SyncEnter,
 		p.SyncExit,
 		p.ThreadExit,
+		p.ThreadName,
 		p.ThreadStart,
 		p.TimesPrint,
 	)

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* The scheduler layer: tp_btf programs, so no tracefs is needed. They return at once for
- * tasks outside the traced processes; for the others they keep a struct thread, whose
- * sched fill copies into every record. */
+/* The scheduler layer, and the names threads take: tp_btf programs, so no tracefs is
+ * needed. They return at once for tasks outside the traced processes; for the others the
+ * scheduler's keep a struct thread, whose sched fill copies into every record. */
 #pragma once
 
 #include "maps.bpf.h"
+#include "helpers.bpf.h"
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
@@ -82,5 +83,28 @@ int BPF_PROG(sched_wakeup, struct task_struct *task)
 	struct thread *t = thread_of(task);
 	if (t && t->out_ts && !t->ready_ts)
 		t->ready_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* A traced process's thread takes a name (prctl, pthread_setname_np, exec). A software
+ * device runs in threads of the process's own that it names, lavapipe's llvmpipe-N: read
+ * here, a short job's are known though it exits before its records are read. A few
+ * records a process, attached with the runtime layer; a and b hold the name. */
+SEC("tp_btf/task_rename")
+int BPF_PROG(thread_name, struct task_struct *task, const char *comm)
+{
+	u32 tgid = task->tgid;
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		dropped();
+		return 0;
+	}
+	fill(e, EV_THREAD_NAME, 0, 0, 0, 0, 0);
+	e->pid = tgid;
+	e->tid = task->pid;
+	bpf_probe_read_kernel_str(&e->a, sizeof(e->a) + sizeof(e->b), comm);
+	bpf_ringbuf_submit(e, wakeup());
 	return 0;
 }

@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"math"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,6 +41,12 @@ func vulkanRun(t *testing.T, v testbench.Vulkan, settings string) ([]ptrace.Trac
 // vulkanRunStderr is vulkanRun, returning the driver's stderr too.
 func vulkanRunStderr(t *testing.T, v testbench.Vulkan, settings string) ([]ptrace.Traces, []pmetric.Metrics, *summary.Process, []byte) {
 	t.Helper()
+	return vulkanRunThen(t, v, settings, nil)
+}
+
+// vulkanRunThen is vulkanRunStderr, calling opened, where not nil, once the gate is open.
+func vulkanRunThen(t *testing.T, v testbench.Vulkan, settings string, opened func(*collector, *testbench.Process)) ([]ptrace.Traces, []pmetric.Metrics, *summary.Process, []byte) {
+	t.Helper()
 	e := testbench.Require(t)
 	e.RequireVulkan(t)
 	node, err := exec.LookPath("node")
@@ -52,6 +60,9 @@ func vulkanRunStderr(t *testing.T, v testbench.Vulkan, settings string) ([]ptrac
 		v.Gate = filepath.Join(t.TempDir(), "go")
 		started = func(c *collector, p *testbench.Process) {
 			openGate(t, c, p.PID(), v.Gate) // env execs node
+			if opened != nil {
+				opened(c, p)
+			}
 		}
 	}
 	name, args := v.Command(e, node)
@@ -213,6 +224,54 @@ func TestE2EVulkanShortJob(t *testing.T) {
 		t.Errorf("ggml.device.software %v, want lavapipe", software)
 	}
 	checkTimelineDevice(t, p, false)
+}
+
+// A short job's device is known for lavapipe though the job has exited when its records
+// are read: the collector is stopped (SIGSTOP) from the attach until the job's exit,
+// its threads gone. The device is made (lavapipe's threads named) before the attach,
+// read then, or after it, sent as each thread takes its name. Both came from the
+// threads of a live process once, and a short job's spans could carry neither.
+func TestE2EVulkanShortJobReadLate(t *testing.T) {
+	for _, before := range []bool{false, true} {
+		name := "device made before attach"
+		if before {
+			name = "device made after attach"
+		}
+		t.Run(name, func(t *testing.T) {
+			v := testbench.Vulkan{Model: "tiny-dense", Tokens: 16, Runs: 1, Layers: -1, Threads: 2, GateBeforeLoad: before}
+			var late error
+			traces, _, _, _ := vulkanRunThen(t, v, "", func(c *collector, p *testbench.Process) {
+				if late = c.proc.Cmd.Process.Signal(syscall.SIGSTOP); late != nil {
+					return
+				}
+				defer func() { late = errors.Join(late, c.proc.Cmd.Process.Signal(syscall.SIGCONT)) }()
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				late = p.Wait(ctx)
+			})
+			if late != nil {
+				t.Fatal(late)
+			}
+			splits := 0
+			for _, s := range spans(traces) {
+				if s.name == "ggml.backend.graph_compute" && s.attrs["ggml.backend"] == "VK" {
+					splits++
+				}
+			}
+			software := map[string]bool{}
+			for _, td := range traces {
+				for i := 0; i < td.ResourceSpans().Len(); i++ {
+					if v, ok := td.ResourceSpans().At(i).Resource().Attributes().Get("ggml.device.software"); ok {
+						software[v.AsString()] = true
+					}
+				}
+			}
+			t.Logf("%d Vulkan splits read after the job's exit; ggml.device.software %v", splits, software)
+			if splits < 16 || !software["lavapipe"] || len(software) != 1 {
+				t.Errorf("%d Vulkan splits for 16 tokens, ggml.device.software %v; want each token's and lavapipe", splits, software)
+			}
+		})
+	}
 }
 
 // checkTimelineDevice checks that the view's timeline shows its decode's Vulkan splits

@@ -68,13 +68,14 @@ var guestArches = []guestArch{
 
 // The kernel matrix: Debian's x86-64 5.10, 6.1 and 6.12, and its arm64 6.1 and 6.12,
 // booted under qemu, each running the real collector built for its machine against a real
-// (portable, static) llama.cpp built for it. In each kernel: the eBPF verifier test, then
-// the default configuration (config/otelcol.yaml, unedited) and full tracing with the
-// scheduler layer and a software counter, each against llama-bench and against
-// llama-server serving a request; on arm64 also full tracing of the MoE model. Each must
-// yield decodes, graphs, node spans, the request and metrics (and MoE routing), with no
-// error logged and exactly the kernel's degradation warnings. Guests run two at a time
-// (go test's -parallel, GOMAXPROCS).
+// (portable, static) llama.cpp built for it. In each kernel: the eBPF verifier test and
+// the thread-name record's (TestE2EThreadName), then the default configuration
+// (config/otelcol.yaml, unedited) and full tracing with the scheduler layer and a
+// software counter, each against llama-bench and against llama-server serving a request;
+// on arm64 also full tracing of the MoE model. Each must yield decodes, graphs, node
+// spans, the request and metrics (and MoE routing), with no error logged and exactly the
+// kernel's degradation warnings. Guests run two at a time (go test's -parallel,
+// GOMAXPROCS).
 func TestE2EKernels(t *testing.T) {
 	defaultCfg, err := os.ReadFile("../config/otelcol.yaml")
 	if err != nil {
@@ -149,7 +150,7 @@ func TestE2EKernels(t *testing.T) {
 					t.Fatalf("guest script exited %d:\n%s", r.Status, r.Output)
 				}
 				verifierOut, _ := os.ReadFile(filepath.Join(r.Out, "verifier.txt"))
-				if !strings.Contains(string(verifierOut), "\nPASS") {
+				if !strings.Contains(string(verifierOut), "\nPASS") || !strings.Contains(string(verifierOut), "--- PASS: TestE2EThreadName") {
 					t.Errorf("verifier test on Linux %s:\n%s", k.Release, verifierOut)
 				} else if m := regexp.MustCompile(`Linux [^:]*: .*`).Find(verifierOut); m != nil {
 					t.Logf("%s", m)
@@ -360,7 +361,7 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []s
 // decode it makes as it starts, even without its warm-up, which the checks allow.
 const guestScript = `
 set -u
-/usr/bin/probe.test -test.run 'TestE2EVerifier' -test.v >/out/verifier.txt 2>&1
+/usr/bin/probe.test -test.run 'TestE2EVerifier|TestE2EThreadName' -test.v >/out/verifier.txt 2>&1
 echo "verifier test exited $?"
 
 # A cgroup v2 with a CPU quota of 2 CPUs, which does not slow the server it holds.

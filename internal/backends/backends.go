@@ -61,19 +61,26 @@ func Registered(f *symbols.File) string {
 // is named; BLAS computes on the CPU.
 func OnDevice(library string) bool { return library != "rpc" && library != "blas" }
 
-// Software returns the software driver that process pid's device of backend runs on in
-// the process's own threads, read from their names: Mesa's lavapipe starts a thread
-// llvmpipe-N per core for each Vulkan device it makes. "" for a hardware device, or
-// where the threads cannot be read.
-func Software(root string, pid int, backend string) string {
-	if backend != Vulkan {
-		return ""
-	}
+// Software returns the software driver whose device threads process pid runs, read from
+// their names (SoftwareThread); "" for none, or where the threads cannot be read.
+func Software(root string, pid int) string {
 	comms, _ := filepath.Glob(filepath.Join(root, strconv.Itoa(pid), "task", "*", "comm"))
 	for _, c := range comms {
-		if b, err := os.ReadFile(c); err == nil && strings.HasPrefix(string(b), "llvmpipe-") {
-			return "lavapipe"
+		if b, err := os.ReadFile(c); err == nil {
+			if sw := SoftwareThread(strings.TrimSuffix(string(b), "\n")); sw != "" {
+				return sw
+			}
 		}
+	}
+	return ""
+}
+
+// SoftwareThread returns the software driver that names a thread so, or "": Mesa's
+// lavapipe starts a thread llvmpipe-N per core for each Vulkan device it makes, in the
+// process that makes it.
+func SoftwareThread(name string) string {
+	if strings.HasPrefix(name, "llvmpipe-") {
+		return "lavapipe"
 	}
 	return ""
 }

@@ -40,12 +40,13 @@ const (
 	StepExit    = Kind(bpf.ProfinferKindEV_STEP_EXIT)
 	JobEnter    = Kind(bpf.ProfinferKindEV_JOB_ENTER)
 	JobExit     = Kind(bpf.ProfinferKindEV_JOB_EXIT)
-	lastKind    = JobExit
+	ThreadName  = Kind(bpf.ProfinferKindEV_THREAD_NAME)
+	lastKind    = ThreadName
 )
 
 var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "thread_exit", "experts",
 	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start", "split_node", "sync_enter", "sync_exit", "timed_node", "device_times", "sched_new",
-	"step_enter", "step_exit", "job_enter", "job_exit"}
+	"step_enter", "step_exit", "job_enter", "job_exit", "thread_name"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -203,6 +204,14 @@ func (e *Event) StepNodes() int    { return int(e.Nth) }
 // Samples and JobContext are a JobEnter's audio samples (16 kHz) and whisper_context.
 func (e *Event) Samples() int       { return int(int32(e.a)) }
 func (e *Event) JobContext() uint64 { return e.b }
+
+// Name is the name a ThreadName's thread (TID) took.
+func (e *Event) Name() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:], e.a)
+	binary.LittleEndian.PutUint64(b[8:], e.b)
+	return string(cstring(b[:]))
+}
 
 // SeqRemoved is a SeqRm's sequence (-1: every one) and the positions [p0, p1) it
 // removed; p1 < 0 removes every position from p0 on.

@@ -40,14 +40,19 @@ func PrepareMulti(spec *ebpf.CollectionSpec) {
 }
 
 // Tracepoints attaches the tracepoint programs the layers need, which serve every traced
-// process; the processes are chosen by Trace. Scheduler: sched_switch and sched_wakeup.
-// Counters: thread starts, so that a new thread's counters open before it computes.
+// process; the processes are chosen by Trace. Runtime: the names threads take, for a
+// device that runs in threads of the process's own (lavapipe's). Scheduler: sched_switch
+// and sched_wakeup. Counters: thread starts, so that a new thread's counters open before
+// it computes.
 func Tracepoints(progs *bpf.ProfinferPrograms, l Layers) ([]link.Link, error) {
 	type tracepoint struct {
 		name string
 		prog *ebpf.Program
 	}
 	var want []tracepoint
+	if l.Runtime {
+		want = append(want, tracepoint{"task_rename", progs.ThreadName})
+	}
 	if l.Scheduler {
 		want = append(want, tracepoint{"sched_switch", progs.SchedSwitch}, tracepoint{"sched_wakeup", progs.SchedWakeup})
 	}

@@ -55,6 +55,7 @@ type inProc struct {
 	whisper     bool   // whisper.cpp: its jobs carry their context
 	ctx         uint64 // the llama_context (or whisper_context) of its latest decode
 	device      bool   // a split ran on a backend other than the CPU: the device probes were asked for
+	software    string // the software driver whose device threads it runs: read at attach, or from the names its threads took since
 	schedSeen   bool   // a backend scheduler was seen made
 	schedRead   bool   // a read of its scheduler was asked for
 	quotaWarned bool   // a failure to read its cgroup CPU quota was logged

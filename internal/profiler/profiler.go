@@ -198,7 +198,7 @@ func (p *Profiler) load(types *btf.Cache) error {
 			return fmt.Errorf("profinfer: %w", err)
 		}
 	}
-	layers := probe.Layers{Scheduler: p.cfg.Layers.Scheduler, Counters: p.cfg.Layers.Counters}
+	layers := probe.Layers{Runtime: p.cfg.Layers.Runtime, Scheduler: p.cfg.Layers.Scheduler, Counters: p.cfg.Layers.Counters}
 	if p.tps, err = probe.Tracepoints(&l.ProfinferPrograms, layers); err != nil {
 		p.close()
 		return fmt.Errorf("profinfer: %w", err)

@@ -115,15 +115,19 @@ func (in *ingest) dispatch(ev *events.Event) {
 			tr.device = true
 			in.effects = append(in.effects, effect{kind: deviceSeen, pid: int(ev.PID),
 				module: tr.backends.Module(ev.Backend()), backend: name})
-			// Once a process, before its first device split's spans are made: a short
-			// job's are all read at once.
-			if sw := backends.Software("/proc", int(ev.PID), name); sw != "" {
-				tr.proc.Software = sw
+			// Known before the split's spans are made, though a short job has exited by
+			// the time they are read.
+			if name == backends.Vulkan && tr.software != "" {
+				tr.proc.Software = tr.software
 				in.log.Info("the device is a software driver, in the process's own threads", zap.Int("pid", int(ev.PID)),
-					zap.String("backend", name), zap.String("driver", sw))
+					zap.String("backend", name), zap.String("driver", tr.software))
 			}
 		}
 		a.SplitEnter(ev.PID, ev.TID, ev.TS, name, ev.BackendAddr(), ev.SplitNodes(), device)
+	case events.ThreadName:
+		if tr.software == "" {
+			tr.software = backends.SoftwareThread(ev.Name())
+		}
 	case events.SchedNew:
 		in.schedMade(tr, ev.Backends())
 	case events.SplitNode:

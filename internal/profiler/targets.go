@@ -75,6 +75,9 @@ func (p *Profiler) Trace(f *registry.Found) error {
 				_ = probe.Trace(&p.bpf.ProfinferMaps, pid, false)
 				return
 			}
+			// Traced, its threads' names come as they take them; those taken before
+			// are read here.
+			in.software = backends.Software("/proc", pid)
 			ig.procs[pid] = in
 			if holds {
 				ig.asm.Steps(uint32(pid))

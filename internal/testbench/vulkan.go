@@ -33,6 +33,8 @@ type Vulkan struct {
 	Gate string
 	// Ungated runs it with no gate, as a job that starts and ends on its own would run.
 	Ungated bool
+	// GateBeforeLoad places the gate before the model's load, which makes the device.
+	GateBeforeLoad bool
 }
 
 // RequireVulkan ends the test unless lavapipe and the Vulkan prebuilt are installed.
@@ -62,6 +64,9 @@ func (v Vulkan) Command(e *Env, node string) (string, []string) {
 	}
 	if v.Gate != "" {
 		args = append(args, "WAIT_FILE="+v.Gate)
+		if v.GateBeforeLoad {
+			args = append(args, "WAIT_AT=load")
+		}
 	}
 	if v.HideSoftware {
 		args = append([]string{"-u", "GGML_VK_VISIBLE_DEVICES"}, args...)
