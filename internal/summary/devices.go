@@ -68,9 +68,13 @@ func (a *Aggregator) device(p *proc, s ptrace.Span) {
 	b.DeviceSeconds += schema.Seconds(s)
 	b.WaitSeconds += float64(schema.Int(s.Attributes(), schema.GGMLDeviceWaitNS)) / 1e9
 	// llama_decode returns once a GPU's work is queued, and the CPU waits for it after
-	// (reading the logits): the token takes until the device's work was seen done.
-	if name, late := a.phases.extend(s.TraceID(), int64(s.EndTimestamp())); late > 0 {
-		p.phase(name).DecodeSeconds += late
+	// (reading the logits): the token takes until the device's work was seen done, in
+	// the phase's time and in the decode's latency.
+	if name, was, now := a.phases.extend(s.TraceID(), int64(s.EndTimestamp())); now > was {
+		p.phase(name).DecodeSeconds += now - was
+		if name == decode {
+			p.latency.move(was, now)
+		}
 	}
 	_, tokens := a.phaseOf(s)
 	small := tokens > 0 && tokens < opOffloadTokens

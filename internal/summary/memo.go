@@ -16,16 +16,16 @@ type phaseMemo struct {
 }
 
 type memo struct {
-	phase  string
-	tokens int64
-	end    int64 // unix ns: the decode's end, or its device work's where that ended later
+	phase      string
+	tokens     int64
+	start, end int64 // unix ns: the decode's; its end its device work's where that ended later
 }
 
 func newPhaseMemo(n int) *phaseMemo {
 	return &phaseMemo{byTrace: make(map[pcommon.TraceID]memo, n), ring: make([]pcommon.TraceID, 0, n)}
 }
 
-func (m *phaseMemo) put(id pcommon.TraceID, phase string, tokens, end int64) {
+func (m *phaseMemo) put(id pcommon.TraceID, phase string, tokens, start, end int64) {
 	if _, ok := m.byTrace[id]; !ok {
 		if len(m.ring) < cap(m.ring) {
 			m.ring = append(m.ring, id)
@@ -35,20 +35,21 @@ func (m *phaseMemo) put(id pcommon.TraceID, phase string, tokens, end int64) {
 			m.next = (m.next + 1) % len(m.ring)
 		}
 	}
-	m.byTrace[id] = memo{phase, tokens, end}
+	m.byTrace[id] = memo{phase, tokens, start, end}
 }
 
-// extend moves the end of trace id's decode to end, where that is later, and returns by
-// how much, in seconds: its device's work that outlasted it.
-func (m *phaseMemo) extend(id pcommon.TraceID, end int64) (string, float64) {
+// extend moves the end of trace id's decode to end, where that is later (its device's
+// work outlasted it), and returns its phase and its time before and after, in seconds;
+// was == now where it did not move.
+func (m *phaseMemo) extend(id pcommon.TraceID, end int64) (phase string, was, now float64) {
 	e, ok := m.byTrace[id]
 	if !ok || end <= e.end {
-		return "", 0
+		return "", 0, 0
 	}
-	late := float64(end-e.end) / 1e9
+	was = float64(e.end-e.start) / 1e9
 	e.end = end
 	m.byTrace[id] = e
-	return e.phase, late
+	return e.phase, was, float64(e.end-e.start) / 1e9
 }
 
 // get returns the phase of trace id's decode; graphs with none ran outside a decode.
@@ -76,13 +77,25 @@ const (
 func newLogHistogram() *logHistogram { return &logHistogram{counts: make([]int64, histBucket+1)} }
 
 func (h *logHistogram) add(secs float64) {
-	i := 0
-	if secs > histMin {
-		i = min(int(math.Log(secs/histMin)/math.Log(histGrowth))+1, histBucket)
-	}
-	h.counts[i]++
+	h.counts[bucket(secs)]++
 	h.total++
 	h.max = max(h.max, secs)
+}
+
+// move moves a duration added as was to now: a decode found to last longer.
+func (h *logHistogram) move(was, now float64) {
+	if i := bucket(was); h.counts[i] > 0 {
+		h.counts[i]--
+		h.total--
+	}
+	h.add(now)
+}
+
+func bucket(secs float64) int {
+	if secs <= histMin {
+		return 0
+	}
+	return min(int(math.Log(secs/histMin)/math.Log(histGrowth))+1, histBucket)
 }
 
 // quantile returns the upper bound of the bucket holding quantile q, in seconds.

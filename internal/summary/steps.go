@@ -16,7 +16,7 @@ func (a *Aggregator) decode(p *proc, s ptrace.Span) {
 		name = decode
 	}
 	tokens := schema.Int(attrs, schema.LlamaBatchTokens)
-	a.phases.put(s.TraceID(), name, tokens, int64(s.EndTimestamp()))
+	a.phases.put(s.TraceID(), name, tokens, int64(s.StartTimestamp()), int64(s.EndTimestamp()))
 	p.addStep(s, name, tokens)
 }
 

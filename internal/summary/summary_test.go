@@ -529,7 +529,8 @@ func TestDeviceLayers(t *testing.T) {
 }
 
 // llama_decode returns once a GPU's work is queued: a token's time runs until the CPU saw
-// that work done, and the phase's time and tokens per second say so.
+// that work done, and the phase's time, its tokens per second and the decode latency say
+// so.
 func TestDecodeUntilDeviceDone(t *testing.T) {
 	d := decodeOf(1, 1000, node("GET_ROWS", "inp_embd", "", 1010, 1020, 1, 1))
 	d.Splits = []assemble.Split{{TID: 1, Backend: "Vulkan0", NNodes: 95, Start: 1050, End: 1060, Device: true, Done: 5000, Wait: 3000},
@@ -538,12 +539,30 @@ func TestDecodeUntilDeviceDone(t *testing.T) {
 	a := New()
 	a.Traces(traces(server, d))
 	var secs float64
-	for _, ph := range a.Snapshot().Processes[0].Phases {
+	p := a.Snapshot().Processes[0]
+	for _, ph := range p.Phases {
 		if ph.Name == "decode" {
 			secs = ph.DecodeSeconds
 		}
 	}
 	if math.Abs(secs-4000e-9) > 1e-12 {
 		t.Errorf("decode phase %.0f ns, want 4000: from the decode's start until its device work was seen done", secs*1e9)
+	}
+	if p.Latency.Count != 1 || math.Abs(p.Latency.Max-4000e-6) > 1e-9 || p.Latency.P50 != p.Latency.Max {
+		t.Errorf("decode latency %+v, want one of 4000 ns", p.Latency)
+	}
+}
+
+// A duration moved in the histogram leaves its old bucket: the count stays.
+func TestLatencyMoved(t *testing.T) {
+	h := newLogHistogram()
+	for range 9 {
+		h.add(1e-3)
+	}
+	h.add(2e-3)
+	h.move(2e-3, 50e-3)
+	q := h.quantiles()
+	if q.Count != 10 || q.Max != 50 || q.P90 > 1.05 || q.P99 < 49 {
+		t.Errorf("quantiles %+v: want 10, nine of 1 ms and one of 50 ms", q)
 	}
 }
