@@ -149,11 +149,11 @@ func TestHelmValues(t *testing.T) {
 // The gateway's pods are associated by container.id, and its pipelines sample traces.
 func TestGatewayConfig(t *testing.T) {
 	g := docs(t, "gateway.yaml")[0]
-	src := at(t, g, "processors", "k8sattributes", "pod_association", 0, "sources", 0)
+	src := at(t, g, "processors", "k8s_attributes", "pod_association", 0, "sources", 0)
 	if at(t, src, "from") != "resource_attribute" || at(t, src, "name") != "container.id" {
 		t.Errorf("pod association %v, want by the container.id resource attribute", src)
 	}
-	if got := strs(at(t, g, "service", "pipelines", "traces", "processors")); !slices.Contains(got, "tail_sampling") || got[0] != "k8sattributes" {
+	if got := strs(at(t, g, "service", "pipelines", "traces", "processors")); !slices.Contains(got, "tail_sampling") || got[0] != "k8s_attributes" {
 		t.Errorf("traces processors %v", got)
 	}
 	kinds := map[string]bool{}

@@ -418,6 +418,7 @@ func byTrace(traces []ptrace.Traces) map[string]map[string]string {
 // Kubernetes API exists here, and its exporters by a file). Every trace the gateway keeps
 // is the agent's, span for span and attribute for attribute; its tail sampling keeps
 // every request and every slow decode; resources arrive enriched; metrics arrive whole.
+// Neither collector warns of a component named by a deprecated alias.
 func TestE2EAgentToGateway(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -431,7 +432,7 @@ func TestE2EAgentToGateway(t *testing.T) {
 	gw := yamlConfig(t, "gateway.yaml")
 	sub(gw, "receivers", "otlp", "protocols", "grpc")["endpoint"] = fmt.Sprintf("127.0.0.1:%d", port)
 	procs := sub(gw, "processors")
-	delete(procs, "k8sattributes")
+	delete(procs, "k8s_attributes")
 	procs["resource/k8s"] = map[string]any{"attributes": []any{
 		map[string]any{"key": "k8s.pod.name", "value": "llama-server-0", "action": "upsert"},
 		map[string]any{"key": "k8s.namespace.name", "value": "inference", "action": "upsert"},
@@ -443,7 +444,7 @@ func TestE2EAgentToGateway(t *testing.T) {
 		pl := p.(map[string]any)
 		ps := pl["processors"].([]any)
 		for i, name := range ps {
-			if name == "k8sattributes" {
+			if name == "k8s_attributes" {
 				ps[i] = "resource/k8s"
 			}
 		}
@@ -454,7 +455,7 @@ func TestE2EAgentToGateway(t *testing.T) {
 	gateway := &collector{proc: runCollector(t, ctx, writeYAML(t, gw)), out: gwOut}
 
 	ag := yamlConfig(t, "agent.yaml")
-	sub(ag, "exporters", "otlp")["endpoint"] = fmt.Sprintf("127.0.0.1:%d", port)
+	sub(ag, "exporters", "otlp_grpc")["endpoint"] = fmt.Sprintf("127.0.0.1:%d", port)
 	sub(ag, "receivers", "profinfer")["collection_interval"] = "1s" // metrics within the test's time
 	agOut := filepath.Join(dir, "agent.jsonl")
 	sub(ag, "exporters")["file"] = map[string]any{"path": agOut}
@@ -481,6 +482,13 @@ func TestE2EAgentToGateway(t *testing.T) {
 	time.Sleep(3 * time.Second) // tail sampling decides after decision_wait
 	gateway.proc.Stop()
 	gwTraces, gwMetrics := gateway.read(t, false)
+	for name, c := range map[string]*collector{"agent": agent, "gateway": gateway} {
+		for _, line := range strings.Split(c.proc.Stderr.String(), "\n") {
+			if strings.Contains(line, "alias is deprecated") {
+				t.Errorf("deploy/%s.yaml names a component by a deprecated alias: %s", name, line)
+			}
+		}
+	}
 
 	sent, kept := byTrace(agentTraces), byTrace(gwTraces)
 	if len(kept) == 0 {

@@ -52,7 +52,7 @@ func startCollectorOf(t *testing.T, ctx context.Context, exes []string, settings
 	return startCollectorTo(t, ctx, exes, settings, "")
 }
 
-// startCollectorTo is startCollectorOf with the spans sent to an otlphttp exporter with
+// startCollectorTo is startCollectorOf with the spans sent to an otlp_http exporter with
 // settings otlp (one YAML flow mapping's contents) instead of the file, when otlp is set.
 func startCollectorTo(t *testing.T, ctx context.Context, exes []string, settings, otlp string) *collector {
 	t.Helper()
@@ -61,7 +61,7 @@ func startCollectorTo(t *testing.T, ctx context.Context, exes []string, settings
 	// time: the kernel hooks alone must find them.
 	spans := "file"
 	if otlp != "" {
-		spans = "otlphttp"
+		spans = "otlp_http"
 	}
 	p := runCollector(t, ctx, fmt.Sprintf(`
 receivers:
@@ -69,7 +69,7 @@ receivers:
 exporters:
   file:
     path: %q
-  otlphttp: {%s}
+  otlp_http: {%s}
 service:
   telemetry:
     metrics:

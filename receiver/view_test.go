@@ -297,12 +297,12 @@ receivers:
   profinfer: {targets: [{executable: %q}], discovery_interval: 1h, collection_interval: 1s, nodes: {mode: all}}
 exporters:
   file: {path: %q}
-  otlp: {endpoint: "127.0.0.1:%d", tls: {insecure: true}}
+  otlp_grpc: {endpoint: "127.0.0.1:%d", tls: {insecure: true}}
 service:
   telemetry: {metrics: {level: none}}
   pipelines:
-    traces: {receivers: [profinfer], exporters: [file, otlp]}
-    metrics: {receivers: [profinfer], exporters: [file, otlp]}
+    traces: {receivers: [profinfer], exporters: [file, otlp_grpc]}
+    metrics: {receivers: [profinfer], exporters: [file, otlp_grpc]}
 `, bench, agentOut, otlp))
 	// A model that takes a moment to load: the agent attaches meanwhile.
 	model := env.Model("moe-q4_0")

@@ -1,5 +1,5 @@
 // Package container names the container a process runs in, from its cgroup: the id the
-// runtime gave it, as the OpenTelemetry container.id convention and the k8sattributes
+// runtime gave it, as the OpenTelemetry container.id convention and the k8s_attributes
 // processor's pod association by container.id expect it.
 package container
 
