@@ -58,3 +58,22 @@ func Integer(v pcommon.Value) int64 {
 	}
 	return 0
 }
+
+// Float reads attribute k of m as Number does; 0 where it is absent.
+func Float(m pcommon.Map, k string) float64 {
+	if v, ok := m.Get(k); ok {
+		return Number(v)
+	}
+	return 0
+}
+
+// Number reads a double attribute, or an int one.
+func Number(v pcommon.Value) float64 {
+	switch v.Type() {
+	case pcommon.ValueTypeDouble:
+		return v.Double()
+	case pcommon.ValueTypeInt:
+		return float64(v.Int())
+	}
+	return 0
+}

@@ -244,24 +244,6 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 	}
 }
 
-func floatAttr(m pcommon.Map, k string) float64 {
-	if v, ok := m.Get(k); ok {
-		return number(v)
-	}
-	return 0
-}
-
-// number reads a double attribute, or an int one.
-func number(v pcommon.Value) float64 {
-	switch v.Type() {
-	case pcommon.ValueTypeDouble:
-		return v.Double()
-	case pcommon.ValueTypeInt:
-		return float64(v.Int())
-	}
-	return 0
-}
-
 func boolAttr(m pcommon.Map, k string) bool {
 	v, ok := m.Get(k)
 	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()

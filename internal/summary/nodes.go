@@ -45,15 +45,15 @@ func (n *nodeAttrs) read(attrs pcommon.Map) {
 		case schema.GGMLTensorName:
 			n.tensor = v.Str()
 		case schema.GGMLFlops:
-			n.flops = number(v)
+			n.flops = schema.Number(v)
 		case schema.GGMLBytes:
-			n.bytes = number(v)
+			n.bytes = schema.Number(v)
 		case schema.GGMLRooflinePeakFraction:
-			n.fraction = number(v)
+			n.fraction = schema.Number(v)
 		case schema.GGMLRooflineFlopsPerSecond:
-			n.flopsRate = number(v)
+			n.flopsRate = schema.Number(v)
 		case schema.GGMLRooflineBytesPerSecond:
-			n.byteRate = number(v)
+			n.byteRate = schema.Number(v)
 		case schema.GGMLThreads:
 			n.threads = schema.Integer(v)
 		case schema.GGMLLayer:

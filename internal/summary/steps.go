@@ -70,16 +70,16 @@ func (p *proc) job(s ptrace.Span) {
 	attrs := s.Attributes()
 	j := &p.jobs
 	j.Count++
-	audio := floatAttr(attrs, schema.WhisperAudioSeconds)
+	audio := schema.Float(attrs, schema.WhisperAudioSeconds)
 	j.AudioSeconds += audio
 	j.Seconds += schema.Seconds(s)
 	if audio > 0 {
 		p.rtf.add(schema.Seconds(s) / audio)
 	}
 	j.EncodePasses += schema.Int(attrs, schema.WhisperEncodePasses)
-	j.EncodeSeconds += floatAttr(attrs, schema.WhisperEncodeSeconds)
+	j.EncodeSeconds += schema.Float(attrs, schema.WhisperEncodeSeconds)
 	j.DecodePasses += schema.Int(attrs, schema.WhisperDecodePasses)
-	j.DecodeSeconds += floatAttr(attrs, schema.WhisperDecodeSeconds)
+	j.DecodeSeconds += schema.Float(attrs, schema.WhisperDecodeSeconds)
 }
 
 // request sums a request span, but llama.cpp's warm-up at load, which no client asked for.
