@@ -77,16 +77,8 @@ int thread_exit(struct pt_regs *ctx)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(thread_start, struct task_struct *parent, struct task_struct *child)
 {
-	u32 tgid = child->tgid;
-	if (!bpf_map_lookup_elem(&traced, &tgid))
-		return 0;
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		dropped();
-		return 0;
-	}
-	fill(e, EV_THREAD_START, 0, 0, 0, 0, 0);
-	e->tid = child->pid;
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	struct event *e = task_record(child, EV_THREAD_START);
+	if (e)
+		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }

@@ -132,6 +132,24 @@ static __always_inline void fill(struct event *e, u16 kind, u64 a, u64 b, u16 it
 	read_sched((u32)id, &e->sched);
 }
 
+/* A record of kind on thread task, of a traced process: 0 where the process is not
+ * traced, or the ring is full (counted as dropped). */
+static __always_inline struct event *task_record(struct task_struct *task, u16 kind)
+{
+	u32 tgid = task->tgid;
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		dropped();
+		return 0;
+	}
+	fill(e, kind, 0, 0, 0, 0, 0);
+	e->pid = tgid;
+	e->tid = task->pid;
+	return e;
+}
+
 /* Flags for submitting e: the exits of graphs and decodes may close a window; a new
  * scheduler may want the split probes placed before its first decode. */
 static __always_inline u64 submit_flags(struct event *e)

@@ -93,17 +93,9 @@ int BPF_PROG(sched_wakeup, struct task_struct *task)
 SEC("tp_btf/task_rename")
 int BPF_PROG(thread_name, struct task_struct *task, const char *comm)
 {
-	u32 tgid = task->tgid;
-	if (!bpf_map_lookup_elem(&traced, &tgid))
+	struct event *e = task_record(task, EV_THREAD_NAME);
+	if (!e)
 		return 0;
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		dropped();
-		return 0;
-	}
-	fill(e, EV_THREAD_NAME, 0, 0, 0, 0, 0);
-	e->pid = tgid;
-	e->tid = task->pid;
 	bpf_probe_read_kernel_str(&e->a, sizeof(e->a) + sizeof(e->b), comm);
 	bpf_ringbuf_submit(e, wakeup());
 	return 0;
