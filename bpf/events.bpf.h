@@ -130,6 +130,7 @@ struct batch {
 struct threads_cpu {
 	u64 run_ns;  /* se.sum_exec_runtime: time on a CPU */
 	u64 wait_ns; /* sched_info.run_delay: runnable, waiting for a CPU; 0 without CONFIG_SCHED_INFO */
+	u64 maj_flt; /* major page faults: each one a wait for the disk */
 	u32 threads; /* threads summed */
 	u32 partial; /* the process had more than THREADS_MAX threads; the rest were not summed */
 };

@@ -67,27 +67,17 @@ static __always_inline u64 wakeup(void)
 #define WINDOW_LAST 0xfffffffe  /* the graph being computed is the window's last */
 #define WINDOW_SPENT 0xffffffff /* the window's graphs are computed */
 
-/* Counts a graph start into the calling process's window; true if the window traces it. */
-static __always_inline bool window_graph(void)
+/* Counts a graph start into the calling process's window. */
+static __always_inline void window_graph(void)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	u32 *left = bpf_map_lookup_elem(&traced, &tgid);
 	if (!left || !*left || *left >= WINDOW_LAST)
-		return 0;
+		return;
 	/* Not atomic: one thread computes a process's graphs. Were two to race, the wakeup
 	 * would come a graph late, or the reader's own tick would close the window. */
 	if (--*left == 0)
 		*left = WINDOW_LAST;
-	return 1;
-}
-
-/* Whether the calling process's window traces the graph ending now: it counted it and
- * has not been closed. */
-static __always_inline bool window_open(void)
-{
-	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	u32 *left = bpf_map_lookup_elem(&traced, &tgid);
-	return left && *left && *left <= WINDOW_LAST;
 }
 
 /* Whether a device's split handed over now has its nodes described: every graph is

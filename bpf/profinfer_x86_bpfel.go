@@ -81,6 +81,7 @@ type ProfinferGraphRecord struct {
 		_       structs.HostLayout
 		RunNs   uint64
 		WaitNs  uint64
+		MajFlt  uint64
 		Threads uint32
 		Partial uint32
 	}

@@ -59,6 +59,7 @@ struct task_struct {
 	struct list_head thread_node; /* in signal->thread_head */
 	struct sched_entity se;
 	struct sched_info sched_info;
+	unsigned long maj_flt; /* major page faults */
 } __attribute__((preserve_access_index));
 
 /* bpf_tracing.h reads pt_regs by kernel field names when this is defined. */

@@ -69,7 +69,7 @@ struct thread_walk {
 	struct threads_cpu sum;
 };
 
-/* Adds the thread at w->pos and steps to the next; false once the list is done: three
+/* Adds the thread at w->pos and steps to the next; false once the list is done: four
  * reads of kernel memory a thread. */
 static __always_inline bool walk_thread(struct thread_walk *w)
 {
@@ -79,6 +79,7 @@ static __always_inline bool walk_thread(struct thread_walk *w)
 	w->sum.run_ns += BPF_CORE_READ(t, se.sum_exec_runtime);
 	if (bpf_core_field_exists(t->sched_info))
 		w->sum.wait_ns += BPF_CORE_READ(t, sched_info.run_delay);
+	w->sum.maj_flt += BPF_CORE_READ(t, maj_flt);
 	w->sum.threads++;
 	w->pos = BPF_CORE_READ(t, thread_node.next);
 	return 1;
@@ -112,9 +113,10 @@ static __always_inline void read_threads_cpu(struct threads_cpu *out, bool loop)
 	*out = w.sum;
 }
 
-/* emit for a graph's entry and exit, with the process's threads' CPU time if cpu (else
- * none summed). */
-static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth, bool cpu, bool loop)
+/* emit for a graph's entry and exit, with the process's threads' CPU time and faults:
+ * every graph carries them, in a sampling window or not, for they cost a walk of the
+ * threads per graph (not per node), and every verdict on a phase stands on them. */
+static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth, bool loop)
 {
 	struct graph_record *g = bpf_ringbuf_reserve(&events, sizeof(*g), 0);
 	if (!g) {
@@ -122,10 +124,7 @@ static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth, bool cpu,
 		return 0;
 	}
 	fill(&g->ev, kind, a, b, 0, nth, 0);
-	if (cpu)
-		read_threads_cpu(&g->cpu, loop);
-	else
-		__builtin_memset(&g->cpu, 0, sizeof(g->cpu));
+	read_threads_cpu(&g->cpu, loop);
 	bpf_ringbuf_submit(g, submit_flags(&g->ev));
 	return 0;
 }
@@ -170,13 +169,13 @@ static __always_inline int graph_start(struct pt_regs *ctx, bool loop)
 	struct split_slot *split = open_split(bpf_get_current_pid_tgid());
 	if (split)
 		split->cpu = 1;
-	bool traced = window_graph();
-	return emit_graph(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, (u16)threads, traced || all_traced, loop);
+	window_graph();
+	return emit_graph(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, (u16)threads, loop);
 }
 
 static __always_inline int graph_end(struct pt_regs *ctx, bool loop)
 {
-	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, all_traced || window_open(), loop);
+	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, loop);
 }
 
 SEC("uprobe/ggml_graph_compute")

@@ -29,9 +29,6 @@ const (
 	contentionShare = 0.1
 	// A quota that throttled the process in this share of its periods holds it back.
 	throttledShare = 0.1
-	// Threads that lacked a CPU and waited for one for this share of their graphs' time
-	// were contended; otherwise they were blocked (asleep, not runnable).
-	waitedShare = 0.05
 	// Backend splits and copies taking this share of the decodes' time.
 	offloadShare = 0.2
 	// In a process that offloads, the CPU's splits taking this share of the compute.
@@ -40,10 +37,8 @@ const (
 	minDecodes = 8
 	// A MoE layer whose expert selections vary this much (coefficient of variation).
 	moeImbalance = 0.5
-	// An op with this share of a phase's graph time running under 10% of its roof.
+	// An overhead-bound op with this share of a phase's graph time.
 	overheadShare = 0.05
-	// A phase needs this many traced graphs before its figures are a verdict.
-	minGraphs = 2
 )
 
 // Annotate sets every process's findings.
@@ -66,14 +61,20 @@ func Findings(p *summary.Process) []summary.Finding {
 	return out
 }
 
-// phase returns p's phase of that name, if it traced enough graphs for a verdict.
+// phase returns p's phase of that name, if its figures are a verdict: its graphs' CPU
+// time judged, and a graph traced node by node that did not run beside the collector's
+// own work.
 func phase(p *summary.Process, name string) *summary.Phase {
 	for _, ph := range p.Phases {
-		if ph.Name == name && ph.TracedGraphs >= minGraphs {
+		if ph.Name == name && judged(ph) {
 			return ph
 		}
 	}
 	return nil
+}
+
+func judged(ph *summary.Phase) bool {
+	return ph.TracedGraphs > ph.TracedPerturbed && (ph.CPU == nil || ph.CPU.Judged)
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
@@ -118,7 +119,7 @@ func worstPhase(p *summary.Process, time func(summary.SchedSums) float64) (*summ
 	var worst *summary.Phase
 	var worstShare float64
 	for _, ph := range p.Phases {
-		if ph.Sched.ThreadTime <= 0 || ph.TracedGraphs < minGraphs {
+		if ph.Sched.ThreadTime <= 0 || !judged(ph) {
 			continue
 		}
 		if share := time(ph.Sched) / ph.Sched.ThreadTime; share > worstShare {
@@ -129,17 +130,16 @@ func worstPhase(p *summary.Process, time func(summary.SchedSums) float64) (*summ
 }
 
 // starved is the phase whose graphs' threads had a CPU for the least share of their
-// time, among the starved ones (the page's and the op table's verdict), where they waited for one (waited) or
-// did not (blocked); nil if none. Where the kernel does not count waits (none at all),
-// a starved phase counts as waiting.
-func starved(p *summary.Process, waited bool) *summary.Phase {
+// time, among the starved ones (the page's and the op table's verdict) whose threads
+// lacked it for one of the reasons (summary.Lacked*); nil if none.
+func starved(p *summary.Process, lacked ...string) *summary.Phase {
 	var worst *summary.Phase
 	for _, ph := range p.Phases {
 		c := ph.CPU
-		if c == nil || !c.Starved {
+		if c == nil || !c.Starved || !slices.Contains(lacked, c.Lacked) {
 			continue
 		}
-		if w := c.Wait == 0 || c.Wait >= waitedShare*c.ThreadSeconds; w == waited && (worst == nil || c.Share < worst.CPU.Share) {
+		if worst == nil || c.Share < worst.CPU.Share {
 			worst = ph
 		}
 	}
@@ -153,7 +153,7 @@ const starvedNote = "While they lack it, ops are judged starved rather than memo
 // every graph measures it; the scheduler layer adds per-node detail where it is on. Where
 // the process computes on a software device, its threads are what took the CPUs.
 func contention(p *summary.Process) (summary.Finding, bool) {
-	worst := starved(p, true)
+	worst := starved(p, summary.LackedCPU)
 	sched, schedShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.OffCPU + s.RunQueue })
 	if sched != nil && schedShare < contentionShare {
 		sched = nil
@@ -219,21 +219,29 @@ func software(p *summary.Process) (string, []string) {
 }
 
 // blocked: the model's threads were off the CPU for a share of their graphs' time without
-// waiting for one: asleep, not runnable.
+// waiting for one: asleep, not runnable, in major page faults or otherwise.
 func blocked(p *summary.Process) (summary.Finding, bool) {
-	ph := starved(p, false)
+	ph := starved(p, summary.LackedDisk, summary.LackedSleep)
 	if ph == nil {
 		return summary.Finding{}, false
 	}
 	c := ph.CPU
-	return summary.Finding{
+	f := summary.Finding{
 		ID: "threads-blocked", Severity: "warning",
 		Title: "The model's threads were blocked off the CPU, not waiting for one",
-		Advice: "The threads slept through part of their graphs without being runnable: page faults that read the model back from disk (a model larger than the free page cache, or swapped out), memory reclaim, or a lock. " +
-			"Keep the model resident (--mlock, enough free memory, no swap) and look for what else holds the process. While they sleep, ops are judged starved.",
+		Advice: "The threads slept through part of their graphs without being runnable: memory reclaim, a lock, or I/O. " +
+			"Look for what else holds the process. While they sleep, ops are judged by that, not by their kernels.",
 		Evidence: []string{fmt.Sprintf("%s: the model's threads had a CPU for %s of their graphs' time over %d graphs, and waited for one for %s of it",
 			ph.Name, pct(c.Share), c.Graphs, pct(c.Wait/c.ThreadSeconds))},
-	}, true
+	}
+	if c.Lacked == summary.LackedDisk {
+		f.Title = "The model's threads waited for the disk: page faults read the weights back every token"
+		f.Advice = "The threads slept in major page faults: the model's pages were not in memory when they were read, so each was read back from the model file. " +
+			"The model does not fit in the memory the process may use (a memory cgroup's limit, or the machine's free memory beside other processes). " +
+			"Give it more memory, use a smaller quantisation, or keep it resident (--mlock, where the limit allows it). While they wait, ops are judged by that, not by their kernels."
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d major page faults over those graphs, %.0f a graph", c.MajorFaults, float64(c.MajorFaults)/float64(max(c.Graphs, 1))))
+	}
+	return f, true
 }
 
 // when says what span a quota's throttling counts cover.
@@ -575,13 +583,13 @@ func uneven(p *summary.Process) (summary.Finding, bool) {
 func overhead(p *summary.Process) (summary.Finding, bool) {
 	var found []string
 	for _, ph := range p.Phases {
-		// Off the CPU, an op runs slow for a reason the contention finding gives.
-		if ph.TracedGraphs < minGraphs || ph.CPU != nil && ph.CPU.Starved ||
-			ph.Sched.ThreadTime > 0 && (ph.Sched.OffCPU+ph.Sched.RunQueue)/ph.Sched.ThreadTime >= contentionShare {
+		// Off the CPU, as the scheduler layer's per-node figures show, an op runs slow for
+		// a reason the contention finding gives.
+		if !judged(ph) || ph.Sched.ThreadTime > 0 && (ph.Sched.OffCPU+ph.Sched.RunQueue)/ph.Sched.ThreadTime >= contentionShare {
 			continue
 		}
 		for _, o := range ph.Ops {
-			if o.Bound == "overhead" && o.Share >= overheadShare {
+			if o.Bound == summary.BoundOverhead && o.Share >= overheadShare {
 				found = append(found, fmt.Sprintf("%s %s (%s): %s of %s graph time at %s of its roof, %.1f µs a call",
 					o.Op, o.Weight, ph.Name, pct(o.Share), ph.Name, pct(o.PeakFrac), o.MeanUS))
 			}
@@ -592,8 +600,8 @@ func overhead(p *summary.Process) (summary.Finding, bool) {
 	}
 	return summary.Finding{
 		ID: "overhead-bound", Severity: "info",
-		Title:    "Ops far below their roof: dispatch and synchronisation dominate",
-		Advice:   "These ops move too little data or do too little work per call to approach the machine's limits; their time is per-call overhead and thread synchronisation. Fewer threads for small batches, larger batches (more parallel sequences), or fused kernels in a newer llama.cpp reduce it.",
+		Title:    "Ops far below their roof in short calls: dispatch and synchronisation dominate",
+		Advice:   "These ops move too little data or do too little work per call to approach the machine's limits, with their threads on their CPUs: their time is per-call overhead and thread synchronisation. Fewer threads for small batches, larger batches (more parallel sequences), or fused kernels in a newer llama.cpp reduce it.",
 		Evidence: found[:min(len(found), 5)],
 	}, true
 }

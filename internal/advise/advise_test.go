@@ -19,7 +19,7 @@ func clean() *summary.Process {
 				{Op: "ADD", Weight: "none", TotalMS: 20, Share: 0.02, Bound: "overhead", PeakFrac: 0.05},
 			},
 			Sched: summary.SchedSums{ThreadTime: 2, OffCPU: 0.01, BarrierWait: 0.1},
-			CPU:   &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.96, Share: 0.98},
+			CPU:   &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.96, Share: 0.98, Judged: true},
 		}},
 		Quota: &summary.Quota{Cgroup: "/pod", CPUs: 4, Periods: 100, Throttled: 1, Threads: 2},
 		MoE:   []summary.MoELayer{{Layer: 0, Selections: []int64{10, 11, 9, 10}, Imbalance: 0.07}},
@@ -58,13 +58,13 @@ func TestRules(t *testing.T) {
 		}},
 		{"threads-contended", func(p *summary.Process) { // the default config: no scheduler layer
 			p.Phases[0].Sched = summary.SchedSums{}
-			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Starved: true, Contended: 6, ContendedSeconds: 0.8, Cost: 0.5}
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU, Contended: 6, ContendedSeconds: 0.8, Cost: 0.5}
 		}},
 		{"threads-blocked", func(p *summary.Process) { // off the CPU, not waiting for one
-			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.4, Wait: 0.02, Share: 0.7, Starved: true}
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.4, Wait: 0.02, Share: 0.7, Judged: true, Starved: true, Lacked: summary.LackedSleep}
 		}},
 		{"threads-contended", func(p *summary.Process) { // a kernel that does not count waits
-			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.4, Share: 0.7, Starved: true}
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.4, Share: 0.7, Judged: true, Starved: true, Lacked: summary.LackedCPU}
 		}},
 		{"cpu-quota", func(p *summary.Process) { // more threads than the quota's CPUs
 			p.Quota.CPUs = 1.5
@@ -98,7 +98,7 @@ func TestRules(t *testing.T) {
 		{"threads-contended", func(p *summary.Process) { // a software device's threads took the CPUs
 			p.Software = "lavapipe"
 			p.Backends = []summary.Backend{{Backend: "CPU", Splits: 20, Seconds: 1}, {Backend: "VK", Splits: 20, Seconds: 0.01}}
-			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Starved: true}
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU}
 		}},
 		{"moe-uneven", func(p *summary.Process) {
 			p.MoE = append(p.MoE, summary.MoELayer{Layer: 1, Selections: []int64{40, 0, 0, 0}, Imbalance: 1.7})
@@ -149,18 +149,25 @@ func TestRulesNeedEvidence(t *testing.T) {
 	if got := fired(p); got["overhead-bound"] || !got["threads-contended"] {
 		t.Errorf("overhead beside contention: %v", got)
 	}
-	// Likewise when the default config's per-graph figures show it.
+	// Likewise when the default config's per-graph figures show it, and the summary's
+	// verdict on the op says so.
 	p = clean()
-	p.Phases[0].Ops[1].Share = 0.12
-	p.Phases[0].CPU.Share, p.Phases[0].CPU.Starved = 0.6, true
+	p.Phases[0].Ops[1].Share, p.Phases[0].Ops[1].Bound = 0.12, summary.BoundStarved
+	p.Phases[0].CPU.Share, p.Phases[0].CPU.Starved, p.Phases[0].CPU.Lacked = 0.6, true, summary.LackedCPU
 	if got := fired(p); got["overhead-bound"] || !got["threads-contended"] {
 		t.Errorf("overhead beside contention: %v", got)
 	}
 	p = clean()
-	p.Phases[0].TracedGraphs = 1
+	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 1, ThreadSeconds: 0.05, OnCPU: 0.01, Share: 0.2, Thin: "not judged: 1 graph"}
 	p.Phases[0].Sched.OffCPU = 1
 	if f := Findings(p); len(f) != 0 {
 		t.Errorf("a verdict from one graph: %+v", f)
+	}
+	p = clean()
+	p.Phases[0].TracedPerturbed = p.Phases[0].TracedGraphs
+	p.Phases[0].Sched.OffCPU = 1
+	if f := Findings(p); len(f) != 0 {
+		t.Errorf("a verdict from graphs traced beside the collector's attach: %+v", f)
 	}
 }
 
@@ -168,7 +175,7 @@ func TestRulesNeedEvidence(t *testing.T) {
 // quota and the -t it supports.
 func TestContentionAndQuotaEvidence(t *testing.T) {
 	p := clean()
-	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 40, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Starved: true, Contended: 30, ContendedSeconds: 0.8, Cost: 0.5}
+	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 40, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU, Contended: 30, ContendedSeconds: 0.8, Cost: 0.5}
 	p.Quota = &summary.Quota{Cgroup: "/job", CPUs: 1, Periods: 50, Throttled: 40, ThrottledSeconds: 3.2, Threads: 2}
 	want := map[string][]string{
 		"threads-contended": {
@@ -270,7 +277,7 @@ func TestSoftwareDevice(t *testing.T) {
 	p := clean()
 	p.Software = "lavapipe"
 	p.Backends = []summary.Backend{{Backend: "CPU", Splits: 20, Seconds: 1}, {Backend: "VK", Splits: 20, Seconds: 0.01}}
-	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Starved: true}
+	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU}
 	p.Phases[0].Sched.BarrierWait = 0.6
 	p.Phases[0].Ops[0].Sched = summary.SchedSums{BarrierWait: 0.5, ThreadTime: 1.4}
 	want := map[string][]string{

@@ -10,6 +10,9 @@ type GraphCPU struct {
 	Known bool   // read at both ends, every thread summed
 	Run   uint64 // ns on a CPU
 	Wait  uint64 // ns runnable, waiting for a CPU; 0 where the kernel does not count it
+	// MajFlt are the major page faults the threads took: each a wait for the disk
+	// (weights read back from a model file the page cache did not hold).
+	MajFlt uint64
 	// Perturbed says that the graph ran while the collector itself was busy (Busy): its
 	// share says as much about profinfer as about the machine, and no verdict uses it.
 	Perturbed bool

@@ -120,10 +120,12 @@ func cpuSplit(g *Graph) Split {
 // takes its runtime out of the sum, which then may fall: unknown.
 func (p *process) graphCPU(g *Graph, exit events.ThreadsCPU, busy *busy) {
 	enter := g.cpuEnter
-	if enter.Threads == 0 || exit.Threads == 0 || enter.Partial || exit.Partial || exit.Run < enter.Run || exit.Wait < enter.Wait || g.NThreads <= 0 {
+	if enter.Threads == 0 || exit.Threads == 0 || enter.Partial || exit.Partial || exit.Run < enter.Run || exit.Wait < enter.Wait ||
+		exit.MajFlt < enter.MajFlt || g.NThreads <= 0 {
 		return
 	}
-	g.CPU = GraphCPU{Known: true, Run: exit.Run - enter.Run, Wait: exit.Wait - enter.Wait, Perturbed: busy.overlaps(g.Start, g.End)}
+	g.CPU = GraphCPU{Known: true, Run: exit.Run - enter.Run, Wait: exit.Wait - enter.Wait, MajFlt: exit.MajFlt - enter.MajFlt,
+		Perturbed: busy.overlaps(g.Start, g.End)}
 	if !g.CPU.Perturbed {
 		p.recent.add(g.CPU.Run, uint64(g.NThreads)*(g.End-g.Start))
 	}

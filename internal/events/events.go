@@ -84,7 +84,7 @@ const (
 	srcViewSize  = NumSrc * 8
 	DetailSize   = HeaderSize + TensorMax + NumSrc*SrcHead + srcViewSize + countersSize
 	CountedSize  = HeaderSize + countersSize
-	GraphSize    = HeaderSize + 24
+	GraphSize    = HeaderSize + 32
 	TimesChunk   = 32  // times in a DeviceTimes record
 	TimesKept    = 256 // times of one label a print sends: the newest
 	LabelMax     = 256 // bytes of a label, its NUL among them
@@ -243,6 +243,7 @@ func (b *Batch) Sequences() []SeqTokens { return b.Seqs[:b.N] }
 type ThreadsCPU struct {
 	Run     uint64 // nanoseconds on a CPU
 	Wait    uint64 // nanoseconds runnable, waiting for a CPU; 0 where the kernel does not count it
+	MajFlt  uint64 // major page faults: each a wait for the disk
 	Threads uint32 // threads summed
 	Partial bool   // the process had more threads than the probe sums
 }
@@ -306,8 +307,8 @@ func Parse(b []byte, e *Event) error {
 		if len(b) < GraphSize {
 			return fmt.Errorf("events: %s of %d bytes, want %d", e.Kind, len(b), GraphSize)
 		}
-		e.CPU = ThreadsCPU{Run: le.Uint64(b[HeaderSize:]), Wait: le.Uint64(b[HeaderSize+8:]),
-			Threads: le.Uint32(b[HeaderSize+16:]), Partial: le.Uint32(b[HeaderSize+20:]) != 0}
+		e.CPU = ThreadsCPU{Run: le.Uint64(b[HeaderSize:]), Wait: le.Uint64(b[HeaderSize+8:]), MajFlt: le.Uint64(b[HeaderSize+16:]),
+			Threads: le.Uint32(b[HeaderSize+24:]), Partial: le.Uint32(b[HeaderSize+28:]) != 0}
 		return nil
 	}
 	if e.Kind == Experts {

@@ -152,13 +152,14 @@ func TestParseGraph(t *testing.T) {
 	le.PutUint16(b[16:], uint16(GraphExit))
 	le.PutUint64(b[HeaderSize:], 9000)
 	le.PutUint64(b[HeaderSize+8:], 300)
-	le.PutUint32(b[HeaderSize+16:], 3)
-	le.PutUint32(b[HeaderSize+20:], 1)
+	le.PutUint64(b[HeaderSize+16:], 7)
+	le.PutUint32(b[HeaderSize+24:], 3)
+	le.PutUint32(b[HeaderSize+28:], 1)
 	var e Event
-	if err := Parse(b, &e); err != nil || e.CPU != (ThreadsCPU{Run: 9000, Wait: 300, Threads: 3, Partial: true}) {
+	if err := Parse(b, &e); err != nil || e.CPU != (ThreadsCPU{Run: 9000, Wait: 300, MajFlt: 7, Threads: 3, Partial: true}) {
 		t.Fatalf("decoded %+v, %v", e.CPU, err)
 	}
-	want := "events: graph_exit of 64 bytes, want 88"
+	want := "events: graph_exit of 64 bytes, want 96"
 	if err := Parse(b[:HeaderSize], &e); err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}

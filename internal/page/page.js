@@ -38,11 +38,18 @@
     for (const [v, p] of steps) if (Math.abs(x) >= v) return (x / v).toFixed(1) + ' ' + p + unit;
     return x.toFixed(1) + ' ' + unit;
   }
-  // rate names an op's achieved rate by what bounds it, as the terminal report does.
+  // rate names an op's achieved rate against the roof that bounds it, as the terminal report does.
   function rate(o) {
-    if (!o.bound) return '–';
-    const r = o.bound === 'compute' ? si(o.flops_per_second, 'FLOP/s') : si(o.bytes_per_second, 'B/s');
+    if (!o.roof) return '–';
+    const r = o.roof === 'compute' ? si(o.flops_per_second, 'FLOP/s') : si(o.bytes_per_second, 'B/s');
     return o.peak_fraction ? r + ' (' + pct(o.peak_fraction) + ' of roof)' : r;
+  }
+  // verdict is an op's bound, with what it stands on (or lacks) on hover.
+  function verdict(o) {
+    const text = o.bound || (o.why && o.why.startsWith('not judged') ? 'not judged' : '–');
+    const v = el('span', 'bound-' + (o.bound || 'none'), text);
+    if (o.why) v.title = o.why;
+    return v;
   }
   function chart(container, option, cls) {
     const div = el('div', 'chart' + (cls ? ' ' + cls : ''));
@@ -280,11 +287,24 @@
     return c.perturbed ? ' (' + c.perturbed + ' left out: they ran while profinfer attached or placed probes)' : '';
   }
 
+  // What starved threads lacked their CPUs for.
+  const lacked = { cpu: 'waiting for a CPU', disk: 'waiting for the disk', blocked: 'asleep' };
+
+  // cpuShare is a phase's threads' share of a CPU as a phrase, or why it is no verdict.
+  function cpuShare(c) {
+    if (!c.judged) return c.thin;
+    return 'threads on a CPU ' + pct(c.share) + ' of graph time' + (c.starved ? ' (starved, ' + lacked[c.lacked] + ': ops are judged by that, not by their wall time)' : '') + perturbed(c);
+  }
+
   // Whether the model's threads had their CPUs: the machine, not the model, may be the bottleneck.
   function cpuTiles(tiles, p) {
     for (const ph of p.phases || []) {
       if (!ph.cpu) continue;
-      const t = tile(pct(ph.cpu.share), ph.name + ' threads on a CPU, of ' + ph.cpu.graphs + ' traced graphs\' time' + (ph.cpu.starved ? ': starved' : '') + perturbed(ph.cpu));
+      if (!ph.cpu.judged) {
+        tiles.append(tile('–', ph.name + ' threads on a CPU: ' + ph.cpu.thin));
+        continue;
+      }
+      const t = tile(pct(ph.cpu.share), ph.name + ' threads on a CPU, of ' + ph.cpu.graphs + ' graphs\' time' + (ph.cpu.starved ? ': starved, ' + lacked[ph.cpu.lacked] : '') + perturbed(ph.cpu));
       t.dataset.oncpu = ph.name;
       if (ph.cpu.starved) t.classList.add('starved');
       tiles.append(t);
@@ -351,14 +371,14 @@
     if (offloads) s.append(el('p', null, 'The CPU\'s part: the nodes of its graphs. Each backend\'s part is at the top.'));
     s.append(el('p', null, ph.traced_graphs + ' graphs traced node by node, ' + num(ph.graph_seconds * 1e3, 1) + ' ms of graph time' +
       (ph.tokens ? '; ' + ph.tokens + ' tokens in ' + ph.decodes + ' ' + runtimeOf(p).step : ph.decodes ? '; ' + ph.decodes + ' ' + runtimeOf(p).step : '') +
-      (ph.cpu ? '; threads on a CPU ' + pct(ph.cpu.share) + ' of graph time' + (ph.cpu.starved ? ' (starved: ops are not judged by their wall time)' : '') + perturbed(ph.cpu) : '')));
+      (ph.cpu ? '; ' + cpuShare(ph.cpu) : '')));
     if (!ph.traced_graphs) {
       s.append(el('p', 'empty waiting', waitingFor(p, ph)));
       main.append(s);
       return;
     }
     const rows = (ph.ops || []).map((o) => [o.op, o.weight, o.calls, num(o.total_ms, 2), num(o.mean_us, 1), pct(o.share),
-      el('span', 'bound-' + (o.bound || 'none'), o.bound || '–'), rate(o)]);
+      verdict(o), rate(o)]);
     s.append(table(['op', 'weight type', 'calls', 'total ms', 'mean µs', '% of graph time', 'bound', 'achieved rate'], rows, 'ops-' + ph.name.replace(/ /g, '-')));
     const grid = el('div', 'grid2');
     s.append(grid);

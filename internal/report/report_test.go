@@ -126,7 +126,11 @@ func TestTableShared(t *testing.T) {
 	v := &summary.View{Processes: []*summary.Process{{
 		Title:  "llama-server (pid 7)",
 		Quota:  &summary.Quota{Cgroup: "/job\x1b[2J", CPUs: 1, Periods: 10, Throttled: 9, ThrottledSeconds: 0.8, Threads: 2, SinceMade: true},
-		Phases: []*summary.Phase{{Name: "decode", CPU: &summary.ThreadsCPU{Graphs: 4, Share: 0.5, Starved: true}}, {Name: "prefill", CPU: &summary.ThreadsCPU{Graphs: 2, Share: 0.97}}},
+		Phases: []*summary.Phase{
+			{Name: "decode", CPU: &summary.ThreadsCPU{Graphs: 4, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedDisk}},
+			{Name: "prefill", CPU: &summary.ThreadsCPU{Graphs: 2, Share: 0.97, Judged: true, Perturbed: 1}},
+			{Name: "outside decode", CPU: &summary.ThreadsCPU{Perturbed: 1, Thin: "not judged: 1 graph left out, run while profinfer attached or placed probes"}},
+		},
 	}}}
 	var b strings.Builder
 	if err := Table(&b, v); err != nil {
@@ -134,8 +138,9 @@ func TestTableShared(t *testing.T) {
 	}
 	for _, want := range []string{
 		`CPU quota: 1.00 CPUs (cgroup /job\x1b[2J) for 2 threads; throttled in 9 of 10 periods (90%), 0.8 s held back, since the cgroup was made`,
-		"threads on a CPU 50% of graph time (starved: the machine, not the model, is the bottleneck)",
-		"threads on a CPU 97% of graph time\n",
+		"threads on a CPU 50% of the time of 4 graphs (starved, waiting for the disk: ops are judged by that, not by their wall time)\n",
+		"threads on a CPU 97% of the time of 2 graphs; 1 left out, run while profinfer attached or placed probes\n",
+		"threads on a CPU not judged: 1 graph left out, run while profinfer attached or placed probes\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, b.String())

@@ -64,7 +64,7 @@ func Table(w io.Writer, v *summary.View) error {
 			fmt.Fprintln(tw, "op\tweight\tcalls\ttotal ms\tmean µs\t% graph\tbound\tachieved rate\t")
 			for _, o := range ph.Ops {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.1f\t%.1f%%\t%s\t%s\t\n", Text(o.Op), Text(o.Weight), o.Calls, o.TotalMS, o.MeanUS,
-					100*o.Share, orDash(o.Bound), Rate(o))
+					100*o.Share, Bound(o), Rate(o))
 			}
 		}
 		if len(p.Findings) > 0 {
@@ -92,17 +92,26 @@ func steps(runtime string) string {
 	return "decodes"
 }
 
-// onCPU is a phase's threads' share of a CPU, for its heading.
+// onCPU is a phase's threads' share of a CPU, for its heading, or why it is no verdict.
 func onCPU(c *summary.ThreadsCPU) string {
 	if c == nil {
 		return ""
 	}
-	s := fmt.Sprintf("; threads on a CPU %.0f%% of graph time", 100*c.Share)
+	if !c.Judged {
+		return "; threads on a CPU " + c.Thin
+	}
+	s := fmt.Sprintf("; threads on a CPU %.0f%% of the time of %d graphs", 100*c.Share, c.Graphs)
 	if c.Starved {
-		s += " (starved: the machine, not the model, is the bottleneck)"
+		s += " (starved, " + lacked[c.Lacked] + ": ops are judged by that, not by their wall time)"
+	}
+	if c.Perturbed > 0 {
+		s += fmt.Sprintf("; %d left out, run while profinfer attached or placed probes", c.Perturbed)
 	}
 	return s
 }
+
+// lacked says what starved threads lacked their CPUs for.
+var lacked = map[string]string{summary.LackedCPU: "waiting for a CPU", summary.LackedDisk: "waiting for the disk", summary.LackedSleep: "asleep"}
 
 // quotaLine says what CPU quota a process runs under and how often it was throttled.
 func quotaLine(q *summary.Quota) string {
@@ -126,6 +135,15 @@ func measured(at string) string {
 	return ", " + Text(at)
 }
 
+// Bound is an op's verdict for a table's column: "not judged" where its evidence is
+// too thin, the reason beside the table's.
+func Bound(o *summary.Op) string {
+	if o.Bound == "" && strings.HasPrefix(o.Why, "not judged") {
+		return "not judged"
+	}
+	return orDash(o.Bound)
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "–"
@@ -133,13 +151,13 @@ func orDash(s string) string {
 	return s
 }
 
-// Rate is an op's achieved rate, named by what bounds it, as the page shows it.
+// Rate is an op's achieved rate against the roof that bounds it, as the page shows it.
 func Rate(o *summary.Op) string {
-	if o.Bound == "" {
+	if o.Roof == "" {
 		return "–"
 	}
 	r := si(o.Bandwidth, "B/s")
-	if o.Bound == "compute" {
+	if o.Roof == summary.BoundCompute {
 		r = si(o.FLOPS, "FLOP/s")
 	}
 	if o.PeakFrac > 0 {

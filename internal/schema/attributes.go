@@ -170,6 +170,9 @@ const (
 	GGMLGraphOnCPUNS = "ggml.graph.on_cpu_ns"
 	// GGMLGraphRunqueueNS (int; [SpanGraph]): their time runnable, waiting for a CPU, ns.
 	GGMLGraphRunqueueNS = "ggml.graph.runqueue_ns"
+	// GGMLGraphMajorFaults (int; [SpanGraph]): the major page faults its process's
+	// threads took during the graph: each a wait for the disk.
+	GGMLGraphMajorFaults = "ggml.graph.major_faults"
 	// GGMLGraphOnCPUShare (double; [SpanGraph]): on-CPU time over threads × wall time,
 	// at most 1.
 	GGMLGraphOnCPUShare = "ggml.graph.on_cpu_share"

@@ -35,6 +35,7 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 	if g.CPU.Known {
 		a.PutInt(schema.GGMLGraphOnCPUNS, int64(g.CPU.Run))
 		a.PutInt(schema.GGMLGraphRunqueueNS, int64(g.CPU.Wait))
+		a.PutInt(schema.GGMLGraphMajorFaults, int64(g.CPU.MajFlt))
 		a.PutDouble(schema.GGMLGraphOnCPUShare, min(float64(g.CPU.Run)/float64(max(g.End-g.Start, 1))/float64(g.NThreads), 1))
 		if g.CPU.Perturbed {
 			a.PutBool(schema.GGMLGraphOnCPUPerturbed, true)

@@ -206,7 +206,7 @@ func (s *Spans) scope(td ptrace.Traces, p *Origin) ptrace.SpanSlice {
 // node spans get, so that each map is allocated once: every token makes one of each.
 const (
 	decodeAttrs = 8
-	graphAttrs  = 9
+	graphAttrs  = 10
 )
 
 // begin gives sp its identity, name and extent.

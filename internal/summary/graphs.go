@@ -19,10 +19,10 @@ type graphRef struct {
 
 // timed is a node whose time is added once the next node's start is known.
 type timed struct {
-	op           *Op
-	phase        *phase
-	layer, bound int // -1: none
-	start, end   pcommon.Timestamp
+	op         *Op
+	phase      *phase
+	layer      int // -1: none
+	start, end pcommon.Timestamp
 }
 
 // add counts the node's time up to until: a node's span runs until its last thread
@@ -34,9 +34,6 @@ func (t *timed) add(until pcommon.Timestamp) {
 	d := float64(end-t.start) / 1e9
 	t.op.TotalMS += d * 1e3
 	t.phase.NodeSeconds += d
-	if t.bound >= 0 {
-		t.op.boundNS[t.bound] += int64(d * 1e9)
-	}
 	if t.layer >= 0 {
 		t.phase.layers[t.layer] += d
 		byOp := t.phase.opLayer[t.op.Op]
@@ -71,13 +68,17 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 		if boolAttr(attrs, schema.GGMLGraphOnCPUPerturbed) {
 			ph.cpu.Perturbed++
 		} else {
-			ph.addCPU(schema.Seconds(s), threads, float64(schema.Integer(v))/1e9, float64(schema.Int(attrs, schema.GGMLGraphRunqueueNS))/1e9, max(tokens, 1))
+			ph.addCPU(schema.Seconds(s), threads, float64(schema.Integer(v))/1e9, float64(schema.Int(attrs, schema.GGMLGraphRunqueueNS))/1e9,
+				schema.Int(attrs, schema.GGMLGraphMajorFaults), max(tokens, 1))
 		}
 	}
 	if !boolAttr(attrs, schema.GGMLGraphTraced) {
 		return g
 	}
 	ph.TracedGraphs++
+	if boolAttr(attrs, schema.GGMLGraphOnCPUPerturbed) {
+		ph.TracedPerturbed++
+	}
 	ph.GraphSeconds += schema.Seconds(s)
 	// A decode's graph is the best example of a token, and a new one a second will do.
 	if tl := p.timeline; tl != nil && !(name == decode && tl.Phase != decode) &&
@@ -95,13 +96,16 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 const minQuiet = 3
 
 // addCPU counts a graph of secs computed by threads threads, which had a CPU for onCPU
-// seconds (summed over the process's threads) and waited for one wait seconds.
-func (ph *phase) addCPU(secs float64, threads int64, onCPU, wait float64, tokens int64) {
+// seconds (summed over the process's threads), waited for one wait seconds and took
+// faults major page faults.
+func (ph *phase) addCPU(secs float64, threads int64, onCPU, wait float64, faults, tokens int64) {
 	c := &ph.cpu
 	c.Graphs++
+	c.Seconds += secs
 	c.ThreadSeconds += secs * float64(threads)
 	c.OnCPU += onCPU
 	c.Wait += wait
+	c.MajorFaults += faults
 	if onCPU < roofline.StarvedBelow*secs*float64(threads) {
 		c.Contended++
 		c.ContendedSeconds += secs

@@ -10,11 +10,6 @@ import (
 	"github.com/profinfer/profinfer/internal/schema"
 )
 
-var boundIndex = map[string]int{"memory": 0, "compute": 1, "overhead": 2, "starved": 3}
-
-// BoundNames are the verdicts by index.
-var boundNames = [4]string{"memory", "compute", "overhead", "starved"}
-
 // nodeAttrs is what the summary reads of a node span, gathered in one pass over its
 // attributes: at full tracing the view folds some 14 000 spans a second, on the cores
 // the model uses.
@@ -116,11 +111,8 @@ func (a *Aggregator) node(p *proc, s ptrace.Span, g *graphRef) {
 	o.Calls++
 	o.flops += n.flops
 	o.byt += n.bytes
-	t := timed{op: o, phase: ph, layer: -1, bound: -1, start: s.StartTimestamp(), end: s.EndTimestamp()}
-	if b, ok := boundIndex[n.bound]; ok {
-		t.bound = b
-		p.derive(&n, b)
-	}
+	t := timed{op: o, phase: ph, layer: -1, start: s.StartTimestamp(), end: s.EndTimestamp()}
+	p.derive(&n)
 	sc := SchedSums{
 		OffCPU:      float64(n.offCPU) / 1e9,
 		RunQueue:    float64(n.runq) / 1e9,
@@ -190,14 +182,14 @@ func (s *SchedSums) add(o SchedSums) {
 
 // derive recovers a roof from a classified node (its achieved rate over the fraction of
 // the roof it reached), for input that lacks profinfer.roofline.peak.
-func (p *proc) derive(n *nodeAttrs, bound int) {
+func (p *proc) derive(n *nodeAttrs) {
 	if n.fraction <= 0 {
 		return
 	}
-	switch bound {
-	case 0:
+	switch n.bound {
+	case BoundMemory:
 		p.derived.Bandwidth = n.byteRate / n.fraction
-	case 1:
+	case BoundCompute:
 		p.derived.FLOPS = n.flopsRate / n.fraction
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/signals"
 )
 
@@ -56,7 +55,7 @@ func (p *proc) snapshot() *Process {
 	}
 	for _, name := range []string{prefill, encode, decode, compute, outside} {
 		if ph := p.phases[name]; ph != nil {
-			out.Phases = append(out.Phases, ph.snapshot(out.Roofs))
+			out.Phases = append(out.Phases, ph.snapshot(out.Roofs, out.SIMD))
 		}
 	}
 	moe := p.moeMetric
@@ -96,15 +95,14 @@ func (p *proc) snapshot() *Process {
 	return out
 }
 
-func (ph *phase) snapshot(roofs Roofs) *Phase {
+func (ph *phase) snapshot(roofs Roofs, simd SIMD) *Phase {
 	out := ph.Phase
 	out.Ops = nil
 	if out.DecodeSeconds > 0 {
 		out.TokensPerSec = float64(out.Tokens) / out.DecodeSeconds
 	}
 	if c := ph.cpu; c.Graphs > 0 || c.Perturbed > 0 {
-		c.Share = min(c.OnCPU/max(c.ThreadSeconds, 1e-12), 1)
-		c.Starved = roofline.IsStarved(c.Share, c.Graphs, c.ThreadSeconds)
+		c.judge()
 		if ph.quietGraphs >= minQuiet && ph.contendedTokens > 0 {
 			c.Cost = max(c.ContendedSeconds-float64(ph.contendedTokens)*ph.quietSeconds/float64(ph.quietTokens), 0)
 		}
@@ -125,7 +123,8 @@ func (ph *phase) snapshot(roofs Roofs) *Phase {
 		if r.byt > 0 {
 			r.Intensity = r.flops / r.byt
 		}
-		r.Bound, r.PeakFrac = verdict(&r, roofs, out.CPU != nil && out.CPU.Starved)
+		r.Roof, r.PeakFrac = roof(&r, roofs)
+		r.Bound, r.Why = out.judgeOp(&r, simd)
 		out.Ops = append(out.Ops, &r)
 	}
 	slices.SortFunc(out.Ops, func(x, y *Op) int {
@@ -137,34 +136,6 @@ func (ph *phase) snapshot(roofs Roofs) *Phase {
 	slices.SortFunc(out.Layers, func(x, y Layer) int { return cmp.Compare(x.Layer, y.Layer) })
 	out.OpLayer = ph.opLayerMatrix(out.Layers)
 	return &out
-}
-
-// verdict is the bound that held for most of an op's time, as the receiver classified
-// its nodes, and how close its aggregate rate came to that roof. Whether its threads
-// were starved is the phase's verdict (starved), over all the phase's graphs, so that an
-// op is never judged by other evidence than its phase: nodes judged starved over their
-// process's latest graphs count for no roof where the phase as a whole was not.
-func verdict(o *Op, roofs Roofs, starved bool) (string, float64) {
-	if starved {
-		return boundNames[boundIndex["starved"]], 0
-	}
-	best := -1
-	for i, ns := range o.boundNS {
-		if ns > 0 && boundNames[i] != "starved" && (best < 0 || ns > o.boundNS[best]) {
-			best = i
-		}
-	}
-	if best < 0 {
-		return "", 0
-	}
-	frac := 0.0
-	switch {
-	case o.Intensity > 0 && roofs.Bandwidth > 0 && roofs.FLOPS > 0 && o.Intensity < roofs.FLOPS/roofs.Bandwidth:
-		frac = o.Bandwidth / roofs.Bandwidth
-	case roofs.FLOPS > 0:
-		frac = o.FLOPS / roofs.FLOPS
-	}
-	return boundNames[best], frac
 }
 
 // opLayerMatrix keeps the ops that took the most layer time, at most 16 rows.

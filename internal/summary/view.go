@@ -43,6 +43,7 @@ type Process struct {
 	Copies   []Copy    `json:"copies,omitempty"`
 	Counters []string  `json:"counters,omitempty"` // perf counter names the ops carry
 	Quota    *Quota    `json:"quota,omitempty"`    // the cgroup CPU quota it runs under
+	SIMD     SIMD      `json:"simd,omitzero"`      // the vector instructions its GGML code was built for, and its CPU's
 	Findings []Finding `json:"findings"`
 	LastSeen time.Time `json:"last_seen"`
 	// NextWindow is when its next node-sampling window opens (nodes.mode sampled); zero
@@ -73,10 +74,12 @@ type Phase struct {
 	Tokens        int64   `json:"tokens"`
 	DecodeSeconds float64 `json:"decode_seconds"`
 	TokensPerSec  float64 `json:"tokens_per_second"`
-	// Graphs traced node by node and their time, the denominator of every share.
-	TracedGraphs int64   `json:"traced_graphs"`
-	GraphSeconds float64 `json:"graph_seconds"`
-	NodeSeconds  float64 `json:"node_seconds"`
+	// Graphs traced node by node and their time, the denominator of every share;
+	// TracedPerturbed of them ran while the collector itself was busy.
+	TracedGraphs    int64   `json:"traced_graphs"`
+	TracedPerturbed int64   `json:"traced_perturbed,omitempty"`
+	GraphSeconds    float64 `json:"graph_seconds"`
+	NodeSeconds     float64 `json:"node_seconds"`
 	// Time the phase's decodes spent in backend splits other than the CPU's, and
 	// copying tensors between backends.
 	SplitSeconds float64 `json:"split_seconds,omitempty"`
@@ -90,16 +93,25 @@ type Phase struct {
 	Sched   SchedSums   `json:"sched"`
 }
 
-// ThreadsCPU is how much of a phase's graph time its process's threads had a CPU.
+// ThreadsCPU is how much of a phase's graph time its process's threads had a CPU, over
+// every graph the phase computed (each carries it, traced node by node or not).
 type ThreadsCPU struct {
 	Graphs        int64   `json:"graphs"`
+	Seconds       float64 `json:"seconds"`        // the graphs' wall time
 	ThreadSeconds float64 `json:"thread_seconds"` // the graphs' wall time times their threads
 	OnCPU         float64 `json:"on_cpu"`         // seconds the process's threads ran meanwhile
 	Wait          float64 `json:"wait"`           // seconds they were runnable, waiting for a CPU
+	MajorFaults   int64   `json:"major_faults"`   // page faults that waited for the disk
 	Share         float64 `json:"share"`          // OnCPU over ThreadSeconds, at most 1
+	// Judged says that the graphs are evidence enough for a verdict; where they are not,
+	// Thin says what there was ("not judged: 1 graph, 38 ms").
+	Judged bool   `json:"judged"`
+	Thin   string `json:"thin,omitempty"`
 	// Starved is the verdict on Share (roofline.IsStarved): the page's tile and phase
-	// line, the op table and the findings all read it.
-	Starved bool `json:"starved"`
+	// line, the op table and the findings all read it. Lacked says what the threads
+	// lacked the CPU for: LackedCPU, LackedDisk or LackedSleep.
+	Starved bool   `json:"starved"`
+	Lacked  string `json:"lacked,omitempty"`
 	// Perturbed graphs, not counted above, ran while the collector itself was busy.
 	Perturbed int64 `json:"perturbed,omitempty"`
 	// Contended graphs are those whose threads had a CPU for less than roofline.StarvedBelow
@@ -133,15 +145,16 @@ type Op struct {
 	Calls      int64            `json:"calls"`
 	TotalMS    float64          `json:"total_ms"`
 	MeanUS     float64          `json:"mean_us"`
-	Share      float64          `json:"share"` // of the phase's traced graph time
-	Bound      string           `json:"bound,omitempty"`
+	Share      float64          `json:"share"`                      // of the phase's traced graph time
+	Bound      string           `json:"bound,omitempty"`            // a Bound*; "" where not judged
+	Why        string           `json:"why,omitempty"`              // what the verdict stands on, or what it lacks
 	FLOPS      float64          `json:"flops_per_second,omitempty"` // achieved, over its time
 	Bandwidth  float64          `json:"bytes_per_second,omitempty"`
 	Intensity  float64          `json:"intensity,omitempty"`     // FLOPs per byte
 	PeakFrac   float64          `json:"peak_fraction,omitempty"` // of the roof that bounds it
+	Roof       string           `json:"roof,omitempty"`          // that roof: BoundMemory (bandwidth) or BoundCompute
 	Sched      SchedSums        `json:"sched"`
 	Counters   map[string]int64 `json:"counters,omitempty"`
-	boundNS    [4]int64
 	flops, byt float64
 }
 

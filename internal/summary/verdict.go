@@ -1,0 +1,180 @@
+package summary
+
+import (
+	"fmt"
+
+	"github.com/profinfer/profinfer/internal/roofline"
+)
+
+// An op's verdict: what bounds it, or why it is slow where it is far from both roofs.
+// Each names what the evidence shows; an op the evidence does not explain is unexplained,
+// never overhead by default.
+const (
+	BoundMemory   = "memory"  // near the bandwidth roof
+	BoundCompute  = "compute" // near the compute roof
+	BoundOverhead = "overhead"
+	// BoundStarved, BoundDisk and BoundBlocked: the phase's threads lacked their CPUs,
+	// so the ops' wall time says more about that than about the kernels.
+	BoundStarved = "starved" // runnable, waiting for a CPU
+	BoundDisk    = "disk"    // asleep in major page faults
+	BoundBlocked = "blocked" // asleep otherwise
+	// BoundSIMD: far below its roof, in a build without vector instructions the CPU has.
+	BoundSIMD        = "simd"
+	BoundUnexplained = "unexplained"
+)
+
+// What a starved phase's threads lacked their CPUs for (ThreadsCPU.Lacked).
+const (
+	LackedCPU   = "cpu"     // runnable, waiting for one: other load, more threads than cores, a quota
+	LackedDisk  = "disk"    // asleep in major page faults: data read back from disk
+	LackedSleep = "blocked" // asleep otherwise: a lock, other I/O
+)
+
+// Evidence an op's verdict needs besides its phase's: calls enough to average out a
+// call's timing (a timestamp and a barrier each), and time enough to matter.
+const (
+	minOpCalls   = 4
+	minOpSeconds = 200e-6
+)
+
+// overheadCall is the mean call under which an op far below its roofs is overhead-bound:
+// a node's fixed cost, its dispatch and the barrier that ends it, is some microseconds a
+// call, so in calls this short it is most of the time. A longer call far below its roofs
+// spends its time on something else, which the verdict then names or calls unexplained.
+const overheadCall = 50e-6
+
+// overheadBelow is the fraction of its roof under which an op's time is not its kernel's
+// work: below it, the verdict names what else the time went to.
+const overheadBelow = 0.1
+
+// SIMD is what vector instructions a process's GGML CPU code was built for, against those
+// its CPU has, on one scale (sse3 < avx < avx2 < avx512 …); "" where unknown.
+type SIMD struct {
+	Build string `json:"build,omitempty"`
+	Host  string `json:"host,omitempty"`
+}
+
+// lacks says whether the build leaves out vector instructions the CPU has: a build can
+// use no more than its CPU has, so one that differs has less.
+func (s SIMD) lacks() bool { return s.Build != "" && s.Host != "" && s.Build != s.Host }
+
+// judge gives the threads' figures their verdict, or says they are too thin for one.
+func (c *ThreadsCPU) judge() {
+	c.Share = min(c.OnCPU/max(c.ThreadSeconds, 1e-12), 1)
+	c.Judged = c.Graphs >= roofline.MinGraphs && c.ThreadSeconds >= roofline.MinThreadSeconds
+	if !c.Judged {
+		c.Thin = c.thin()
+		return
+	}
+	c.Starved = roofline.IsStarved(c.Share, c.Graphs, c.ThreadSeconds)
+	if c.Starved {
+		c.Lacked = c.lacked()
+	}
+}
+
+// thin says what a phase's threads' figures had where they are too few for a verdict.
+func (c *ThreadsCPU) thin() string {
+	if c.Graphs == 0 {
+		return fmt.Sprintf("not judged: %s left out, run while profinfer attached or placed probes", count(c.Perturbed, "graph"))
+	}
+	return fmt.Sprintf("not judged: %s, %.0f ms of thread time (a verdict needs %d graphs and %.0f ms)",
+		count(c.Graphs, "graph"), c.ThreadSeconds*1e3, roofline.MinGraphs, roofline.MinThreadSeconds*1e3)
+}
+
+// lacked is what starved threads lacked their CPUs for: the larger of the time they were
+// runnable and waiting, and the time they slept; a sleep with a major fault a graph or
+// more is a wait for the disk. A kernel that does not count waits (Wait 0 throughout)
+// cannot tell waiting from sleeping, and other load is the commoner.
+func (c *ThreadsCPU) lacked() string {
+	slept := c.ThreadSeconds - c.OnCPU - c.Wait
+	switch {
+	case c.Wait >= slept || c.Wait == 0 && c.MajorFaults < c.Graphs:
+		return LackedCPU
+	case c.MajorFaults >= c.Graphs:
+		return LackedDisk
+	}
+	return LackedSleep
+}
+
+// count is "1 graph" or "3 graphs".
+func count(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// judgeOp gives op o of phase ph its verdict and what it stands on; "" and what is
+// missing where the evidence is too thin.
+func (ph *Phase) judgeOp(o *Op, simd SIMD) (bound, why string) {
+	c := ph.CPU
+	switch {
+	case c != nil && !c.Judged:
+		return "", c.Thin
+	case c != nil && c.Starved:
+		return starvedBound[c.Lacked], fmt.Sprintf("the phase's threads had a CPU for %.0f%% of their graphs' time (%s)", 100*c.Share, lackedWhat[c.Lacked])
+	case o.Sched.ThreadTime > 0 && o.Sched.OffCPU >= (1-roofline.StarvedBelow)*o.Sched.ThreadTime:
+		// The scheduler layer's figures, per node, where it is on.
+		lacked := LackedCPU
+		if o.Sched.RunQueue < o.Sched.OffCPU/2 {
+			lacked = LackedSleep
+			if c != nil && c.MajorFaults >= c.Graphs {
+				lacked = LackedDisk
+			}
+		}
+		return starvedBound[lacked], fmt.Sprintf("its threads were off the CPU for %.0f%% of its time (%s)", 100*o.Sched.OffCPU/o.Sched.ThreadTime, lackedWhat[lacked])
+	case ph.TracedGraphs > 0 && ph.TracedPerturbed == ph.TracedGraphs:
+		return "", fmt.Sprintf("not judged: its %s ran while profinfer attached or placed probes", count(ph.TracedGraphs, "traced graph"))
+	case o.Calls < minOpCalls || o.TotalMS/1e3 < minOpSeconds:
+		return "", fmt.Sprintf("not judged: %s, %.2f ms (a verdict needs %d calls and %.1f ms)", count(o.Calls, "call"), o.TotalMS, minOpCalls, minOpSeconds*1e3)
+	case o.PeakFrac <= 0:
+		return "", "not judged: no roof to judge it against"
+	}
+	at := fmt.Sprintf("%.1f%% of the %s roof", 100*o.PeakFrac, roofName[o.Roof])
+	if o.PeakFrac >= overheadBelow {
+		return o.Roof, at
+	}
+	call := o.MeanUS / 1e6
+	switch {
+	case simd.lacks():
+		return BoundSIMD, fmt.Sprintf("%s, in a build for %s on a CPU with %s", at, simd.Build, simd.Host)
+	case call < overheadCall:
+		return BoundOverhead, fmt.Sprintf("%s in calls of %.1f µs: a node's dispatch and barrier are most of such a call", at, o.MeanUS)
+	}
+	return BoundUnexplained, fmt.Sprintf("%s in calls of %.0f µs; checked: %s", at, o.MeanUS, checked(c, simd))
+}
+
+var starvedBound = map[string]string{LackedCPU: BoundStarved, LackedDisk: BoundDisk, LackedSleep: BoundBlocked}
+
+var lackedWhat = map[string]string{
+	LackedCPU:   "runnable, waiting for one",
+	LackedDisk:  "asleep in major page faults, waiting for the disk",
+	LackedSleep: "asleep, not for the disk",
+}
+
+// checked says what an unexplained op's phase was cleared of.
+func checked(c *ThreadsCPU, simd SIMD) string {
+	s := "the threads' CPU time not read"
+	if c != nil {
+		s = fmt.Sprintf("threads on a CPU %.0f%% of graph time, %d major faults", 100*c.Share, c.MajorFaults)
+	}
+	if simd.Build == "" {
+		return s + ", the build's vector instructions not known"
+	}
+	return s + fmt.Sprintf(", built for %s as the CPU has", simd.Build)
+}
+
+var roofName = map[string]string{BoundMemory: "bandwidth", BoundCompute: "compute"}
+
+// roof places an op under the roof that bounds it, BoundMemory or BoundCompute: the
+// bandwidth roof below the ridge point (peak FLOP/s over bandwidth), the compute roof
+// above; and says how close its aggregate rate came to it.
+func roof(o *Op, roofs Roofs) (string, float64) {
+	switch {
+	case o.Intensity > 0 && roofs.Bandwidth > 0 && roofs.FLOPS > 0 && o.Intensity < roofs.FLOPS/roofs.Bandwidth:
+		return BoundMemory, o.Bandwidth / roofs.Bandwidth
+	case roofs.FLOPS > 0:
+		return BoundCompute, o.FLOPS / roofs.FLOPS
+	}
+	return "", 0
+}
