@@ -1,0 +1,145 @@
+//go:build e2e
+
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/profinfer/profinfer/internal/advise"
+	"github.com/profinfer/profinfer/internal/report"
+	"github.com/profinfer/profinfer/internal/summary"
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// Short runs under the default config (a sampling window every 10 s, so a phase has one
+// graph traced node by node, or two), each with one cause planted or none: every phase is
+// judged over all its graphs, no figure is printed for graphs left out, and an op slow for
+// a reason the graphs show is called by it, never overhead-bound.
+func TestE2EVerdictsShortRuns(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	bench := e.Bin("llama-bench")
+	runCollector(t, ctx, viewConfig("profinfer", fmt.Sprintf("{targets: [{executable: %q}]}", bench), out, freePort(t)))
+	run := func(args ...string) int {
+		p, err := testbench.Start(bench, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(ctx); err != nil {
+			t.Fatalf("%v\n%s", err, p.Stderr.String())
+		}
+		return p.PID()
+	}
+	healthy := run(e.BenchArgs("llama-1b-q4_0", 64, 64, 2, 3)...)
+	over := run(e.BenchArgs("llama-1b-q4_0", 64, 32, 8, 1)...) // 8 threads on 2 cores
+	settle(t, ctx, out)
+	v := summarize(t, out)
+	advise.Annotate(v)
+
+	p := byPID(t, v, healthy)
+	text := table(t, p)
+	for _, name := range []string{"prefill", "decode"} {
+		ph := phaseNamed(t, p, name)
+		if c := ph.CPU; c == nil || !c.Judged || c.Starved {
+			t.Errorf("healthy %s: threads' CPU %+v, want judged and not starved", name, c)
+		}
+		for _, o := range ph.Ops {
+			if strings.HasPrefix(o.Op, "MUL_MAT") && o.Bound != summary.BoundMemory && o.Bound != summary.BoundCompute {
+				t.Errorf("healthy %s: %s %s judged %q (%s), want memory or compute", name, o.Op, o.Weight, o.Bound, o.Why)
+			}
+			if o.Bound == summary.BoundStarved || o.Bound == summary.BoundDisk || o.Bound == summary.BoundBlocked || o.Bound == summary.BoundSIMD {
+				t.Errorf("healthy %s: %s %s judged %q: %s", name, o.Op, o.Weight, o.Bound, o.Why)
+			}
+		}
+	}
+	noFalseShare(t, "healthy", text)
+	for _, f := range p.Findings {
+		if f.Severity == "warning" {
+			t.Errorf("healthy: a warning: %s", f.Title)
+		}
+	}
+
+	p = byPID(t, v, over)
+	text = table(t, p)
+	dec := phaseNamed(t, p, "decode")
+	if c := dec.CPU; c == nil || !c.Starved || c.Lacked != summary.LackedCPU {
+		t.Errorf("8 threads on 2 cores: decode's threads %+v, want starved, waiting for a CPU", c)
+	}
+	for _, ph := range p.Phases {
+		for _, o := range ph.Ops {
+			if o.Bound == summary.BoundOverhead || o.Bound == summary.BoundUnexplained {
+				t.Errorf("8 threads on 2 cores: %s %s %s judged %q: %s", ph.Name, o.Op, o.Weight, o.Bound, o.Why)
+			}
+		}
+	}
+	if f := finding(p, "threads-contended"); f == nil {
+		t.Errorf("8 threads on 2 cores: no contention finding: %v", findingIDs(p))
+	}
+	if f := finding(p, "overhead-bound"); f != nil {
+		t.Errorf("8 threads on 2 cores: %s", f.Title)
+	}
+	noFalseShare(t, "8 threads", text)
+}
+
+// table is the text report of p, as `profinfer report` prints it.
+func table(t *testing.T, p *summary.Process) string {
+	t.Helper()
+	var b strings.Builder
+	if err := report.Table(&b, &summary.View{Processes: []*summary.Process{p}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", b.String())
+	return b.String()
+}
+
+// zeroShare is a share of 0% of graph time, which no phase with graphs ran at.
+var zeroShare = regexp.MustCompile(`threads on a CPU 0% `)
+
+func noFalseShare(t *testing.T, name, text string) {
+	t.Helper()
+	if zeroShare.MatchString(text) {
+		t.Errorf("%s: the report prints a share of 0%%", name)
+	}
+}
+
+func byPID(t *testing.T, v *summary.View, pid int) *summary.Process {
+	t.Helper()
+	for _, p := range v.Processes {
+		for _, kv := range p.Resource {
+			if kv.Key == "process.pid" && kv.Value == strconv.Itoa(pid) {
+				return p
+			}
+		}
+	}
+	t.Fatalf("no process %d in the summary", pid)
+	return nil
+}
+
+func phaseNamed(t *testing.T, p *summary.Process, name string) *summary.Phase {
+	t.Helper()
+	for _, ph := range p.Phases {
+		if ph.Name == name {
+			return ph
+		}
+	}
+	t.Fatalf("%s: no %s phase", p.Title, name)
+	return nil
+}
+
+func finding(p *summary.Process, id string) *summary.Finding {
+	for i := range p.Findings {
+		if p.Findings[i].ID == id {
+			return &p.Findings[i]
+		}
+	}
+	return nil
+}
