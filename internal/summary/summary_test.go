@@ -150,14 +150,14 @@ func TestMetrics(t *testing.T) {
 	server.Resource(metadata.NewResourceBuilder(metadata.DefaultResourceAttributesConfig())).MoveTo(rm.Resource())
 	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
 	g := ms.AppendEmpty()
-	g.SetName("profinfer.Roofline.peak")
+	g.SetName("profinfer.roofline.peak")
 	g.SetEmptyGauge()
 	for roof, v := range map[string]float64{"flops": 2e11, "bandwidth": 5e10} {
 		dp := g.Gauge().DataPoints().AppendEmpty()
 		dp.SetDoubleValue(v)
 		dp.Attributes().PutStr("ggml.roofline.roof", roof)
-		dp.Attributes().PutStr("profinfer.Roofline.source", "stored")
-		dp.Attributes().PutStr("profinfer.Roofline.measured", "2026-11-23T10:00:00Z")
+		dp.Attributes().PutStr("profinfer.roofline.source", "stored")
+		dp.Attributes().PutStr("profinfer.roofline.measured", "2026-11-23T10:00:00Z")
 	}
 	sel := ms.AppendEmpty()
 	sel.SetName("ggml.moe.expert.selections")
@@ -384,6 +384,25 @@ func TestThreadsCPU(t *testing.T) {
 	for _, o := range ph.Ops {
 		if o.Bound == "starved" {
 			t.Errorf("op %s judged starved in a phase that is not", o.Op)
+		}
+	}
+	// Threads asleep half of each graph, not waiting for a CPU, with major page faults:
+	// waiting for the disk, and every op is judged so.
+	a = New()
+	for i := range 4 {
+		st := uint64(i+1) * 100 * ms
+		d := decodeOf(1, st, node("MUL_MAT", "Qcur-1", "q4_0", st+10, st+30*ms-20, 1e6, 18e9*1e-3))
+		d.Graphs[0].End = st + 30*ms
+		d.Graphs[0].CPU = assemble.GraphCPU{Known: true, Run: 30 * ms, Wait: ms, MajFlt: 300}
+		a.Traces(traces(server, d))
+	}
+	ph = a.Snapshot().Processes[0].Phases[0]
+	if c := ph.CPU; c.MajorFaults != 1200 || !c.Starved || c.Lacked != LackedDisk {
+		t.Errorf("phase CPU %+v, want 1200 major faults, starved, waiting for the disk", c)
+	}
+	for _, o := range ph.Ops {
+		if o.Bound != BoundDisk {
+			t.Errorf("op %s judged %q (%s) in a phase waiting for the disk", o.Op, o.Bound, o.Why)
 		}
 	}
 }
