@@ -380,6 +380,13 @@
     const rows = (ph.ops || []).map((o) => [o.op, o.weight, o.calls, num(o.total_ms, 2), num(o.mean_us, 1), pct(o.share),
       verdict(o), rate(o)]);
     s.append(table(['op', 'weight type', 'calls', 'total ms', 'mean µs', '% of graph time', 'bound', 'achieved rate'], rows, 'ops-' + ph.name.replace(/ /g, '-')));
+    // Where profinfer does not know why an op is slow, or knows for a reason of its own,
+    // what it checked or lacked, as the terminal report says it under its table.
+    for (const o of ph.ops || []) {
+      if (o.share < 0.01 || !o.why || (ph.cpu && o.why === ph.cpu.thin)) continue;
+      if (o.bound && o.bound !== 'unexplained' && o.bound !== 'simd') continue;
+      s.append(el('p', 'op-why', o.op + ' ' + o.weight + ', ' + verdict(o).textContent + ': ' + o.why));
+    }
     const grid = el('div', 'grid2');
     s.append(grid);
     const top = (ph.ops || []).slice(0, 15).reverse();

@@ -66,6 +66,11 @@ func Table(w io.Writer, v *summary.View) error {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.1f\t%.1f%%\t%s\t%s\t\n", Text(o.Op), Text(o.Weight), o.Calls, o.TotalMS, o.MeanUS,
 					100*o.Share, Bound(o), Rate(o))
 			}
+			for _, o := range ph.Ops {
+				if Noted(ph, o) {
+					fmt.Fprintf(tw, "  %s %s, %s: %s\n", Text(o.Op), Text(o.Weight), Bound(o), o.Why)
+				}
+			}
 		}
 		if len(p.Findings) > 0 {
 			fmt.Fprintln(tw, "\nfindings:")
@@ -142,6 +147,16 @@ func Bound(o *summary.Op) string {
 		return "not judged"
 	}
 	return orDash(o.Bound)
+}
+
+// Noted says whether an op's verdict gets its reason under the table: where profinfer
+// does not know why it is slow, or knows for a reason of its own, what it checked or
+// lacked; a reason the phase's line gives already is not repeated.
+func Noted(ph *summary.Phase, o *summary.Op) bool {
+	if o.Share < 0.01 || o.Why == "" || ph.CPU != nil && o.Why == ph.CPU.Thin {
+		return false
+	}
+	return o.Bound == "" || o.Bound == summary.BoundUnexplained || o.Bound == summary.BoundSIMD
 }
 
 func orDash(s string) string {
