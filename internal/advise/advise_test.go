@@ -1,7 +1,6 @@
 package advise
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/profinfer/profinfer/internal/summary"
@@ -46,6 +45,7 @@ func TestCleanRunIsSilent(t *testing.T) {
 
 // Each rule fires on figures built to trigger it, and only it does.
 func TestRules(t *testing.T) {
+	tested := map[string]bool{}
 	for _, tc := range []struct {
 		rule  string
 		build func(p *summary.Process)
@@ -113,6 +113,12 @@ func TestRules(t *testing.T) {
 		if !got[tc.rule] || len(got) != 1 {
 			t.Errorf("%s: fired %v", tc.rule, got)
 		}
+		tested[tc.rule] = true
+	}
+	for _, r := range Rules {
+		if !tested[r.ID] {
+			t.Errorf("no case fires %s", r.ID)
+		}
 	}
 }
 
@@ -169,136 +175,4 @@ func TestRulesNeedEvidence(t *testing.T) {
 	if f := Findings(p); len(f) != 0 {
 		t.Errorf("a verdict from graphs traced beside the collector's attach: %+v", f)
 	}
-}
-
-// The contention and quota findings say what was measured: the share, the cost, the
-// quota and the -t it supports.
-func TestContentionAndQuotaEvidence(t *testing.T) {
-	p := clean()
-	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 40, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU, Contended: 30, ContendedSeconds: 0.8, Cost: 0.5}
-	p.Quota = &summary.Quota{Cgroup: "/job", CPUs: 1, Periods: 50, Throttled: 40, ThrottledSeconds: 3.2, Threads: 2}
-	want := map[string][]string{
-		"threads-contended": {
-			"decode: the model's threads had a CPU for 50% of their graphs' time over 40 graphs, and were runnable but waiting for one for 45% of it",
-			"its 30 contended graphs took 0.5 s more than at the others' time per token: 50% of decode time"},
-		"cpu-quota": {
-			"cgroup /job may use 1.00 CPUs; the model computes with 2 threads",
-			"throttled in 40 of 50 periods (80%) while profiled, held back 3.2 s in all (summed over CPUs)"},
-	}
-	for _, f := range Findings(p) {
-		if w, ok := want[f.ID]; !ok || strings.Join(f.Evidence, "\n") != strings.Join(w, "\n") {
-			t.Errorf("%s: %q, want %q", f.ID, f.Evidence, w)
-		}
-		if f.ID == "cpu-quota" && !strings.Contains(f.Advice, "supports -t 1") {
-			t.Errorf("quota advice %q names no -t", f.Advice)
-		}
-		delete(want, f.ID)
-	}
-	if len(want) > 0 {
-		t.Errorf("not fired: %v", want)
-	}
-	// With no graph that had its CPUs, no cost is claimed.
-	p.Phases[0].CPU.Cost = 0
-	p.Phases[0].TokensPerSec = 3.5
-	if f := Findings(p); len(f) < 2 || f[1].Evidence[1] != "decode ran at 3.5 tokens/s; no graph had its CPUs to itself to measure the cost against" {
-		t.Errorf("without a baseline: %q", f)
-	}
-}
-
-// offloaded makes p a process that offloads layers to VK, whose nodes were read, and
-// computes a large share on the CPU: the embedding rows, layers 0 to 2, and, in layer 2,
-// a ROPE.
-func offloaded(p *summary.Process, layers []int) {
-	p.Loaded = []string{"vulkan"}
-	p.Backends = []summary.Backend{{Backend: "CPU", Splits: 20, Seconds: 0.5},
-		{Backend: "VK", Splits: 20, DeviceSplits: 20, DeviceSeconds: 0.5, Ops: map[string]int64{"MUL_MAT": 140}, Layers: layers}}
-	ph := p.Phases[0]
-	ph.GraphSeconds = 1
-	ph.Layers = []summary.Layer{{Layer: 0, Seconds: 0.3, Share: 0.3}, {Layer: 1, Seconds: 0.3, Share: 0.3}, {Layer: 2, Seconds: 0.05, Share: 0.05}}
-	ph.OpLayer = &summary.OpLayer{Ops: []string{"MUL_MAT", "ROPE"}, Layers: []int{0, 1, 2},
-		Seconds: [][]float64{{0.3, 0.3, 0}, {0, 0, 0.05}}}
-}
-
-// cpu-fallback tells the layers the GPU layers setting left on the CPU (no matmul of theirs
-// on the device) from ops the device's backend did not run in the layers it computes, and
-// names each with its share; without the device's nodes it cannot, and says both causes.
-func TestFallbackKinds(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		layers   []int // the device's; nil: its nodes not read
-		title    string
-		evidence []string
-		advice   []string // what the advice says
-	}{
-		{"both", []int{2, 3}, "The CPU computes 50% of a token that offloads to Vulkan: layers 0–1 left on the CPU, and ops Vulkan did not run (ROPE)",
-			[]string{"layers 0–1, 60% of the CPU's traced decode time: left on the CPU by the GPU layers setting, with no matmul on Vulkan",
-				"layer 2, 5% of the CPU's traced decode time: ops Vulkan did not run in layers it computes (ROPE 5%)",
-				"the rest, 35%: the input's embedding rows, which the CPU always computes, and nodes whose names give no layer"},
-			[]string{"left layers 0–1 on the CPU: offload more (-ngl, gpuLayers", "the CPU ran ROPE: the backend lacks those ops", "Another quantisation"}},
-		{"left", []int{}, "The CPU computes 50% of a token that offloads to Vulkan: layers 0–2 left on the CPU",
-			[]string{"layers 0–2, 65% of the CPU's traced decode time: left on the CPU by the GPU layers setting, with no matmul on Vulkan",
-				"the rest, 35%: the input's embedding rows, which the CPU always computes, and nodes whose names give no layer"},
-			[]string{"left layers 0–2 on the CPU"}},
-		{"not run", []int{0, 1, 2}, "The CPU computes 50% of a token that offloads to Vulkan: ops Vulkan did not run (MUL_MAT, ROPE)",
-			[]string{"layers 0–2, 65% of the CPU's traced decode time: ops Vulkan did not run in layers it computes (MUL_MAT 60%, ROPE 5%)",
-				"the rest, 35%: the input's embedding rows, which the CPU always computes, and nodes whose names give no layer"},
-			[]string{"the CPU ran MUL_MAT, ROPE"}},
-		{"nodes not read", nil, "The CPU computes 50% of a token that offloads to Vulkan",
-			[]string{"layers computed on the CPU: 0–2"},
-			[]string{"Offload every layer", "ops the GPU backend does not support"}},
-	} {
-		p := clean()
-		offloaded(p, tc.layers)
-		if tc.layers == nil {
-			p.Backends[1].Ops = nil
-		}
-		var f summary.Finding
-		for _, g := range Findings(p) {
-			if g.ID == "cpu-fallback" {
-				f = g
-			}
-		}
-		ev := f.Evidence[min(2, len(f.Evidence)):] // after the milliseconds and the top ops
-		if f.Title != tc.title || strings.Join(ev, "\n") != strings.Join(tc.evidence, "\n") {
-			t.Errorf("%s: %q\n%q, want %q\n%q", tc.name, f.Title, ev, tc.title, tc.evidence)
-		}
-		for _, a := range tc.advice {
-			if !strings.Contains(f.Advice, a) {
-				t.Errorf("%s: advice %q lacks %q", tc.name, f.Advice, a)
-			}
-		}
-	}
-}
-
-// A software device (lavapipe) computes in the process's own threads: the starved
-// finding names it as what took the CPUs, with advice that fits, and the barrier finding
-// counts it as the other load; where every split ran on the CPU, it is not named.
-func TestSoftwareDevice(t *testing.T) {
-	p := clean()
-	p.Software = "lavapipe"
-	p.Backends = []summary.Backend{{Backend: "CPU", Splits: 20, Seconds: 1}, {Backend: "VK", Splits: 20, Seconds: 0.01}}
-	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU}
-	p.Phases[0].Sched.BarrierWait = 0.6
-	p.Phases[0].Ops[0].Sched = summary.SchedSums{BarrierWait: 0.5, ThreadTime: 1.4}
-	want := map[string][]string{
-		"threads-contended": {"the Vulkan device is lavapipe, a software driver", "LP_NUM_THREADS", "hardware GPU", "CPU backend alone", "Vulkan computes on lavapipe"},
-		"barrier-wait":      {"the Vulkan device is lavapipe", "LP_NUM_THREADS"},
-	}
-	check := func(p *summary.Process, named bool) {
-		t.Helper()
-		for _, f := range Findings(p) {
-			text := f.Title + " " + f.Advice + " " + strings.Join(f.Evidence, " ")
-			for _, w := range want[f.ID] {
-				if strings.Contains(text, w) != named {
-					t.Errorf("%s names lavapipe %v: %q", f.ID, !named, text)
-				}
-			}
-			if f.ID == "threads-contended" && strings.Contains(text, "noisy neighbours") == named {
-				t.Errorf("threads-contended points at neighbours %v: %q", !named, text)
-			}
-		}
-	}
-	check(p, true)
-	p.Backends = p.Backends[:1]
-	check(p, false)
 }

@@ -1,0 +1,256 @@
+package advise
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/profinfer/profinfer/internal/backends"
+	"github.com/profinfer/profinfer/internal/summary"
+)
+
+// The CPUs: whether the model's threads had them, and how they shared them.
+
+// Thresholds, each a share of the time the rule is about.
+const (
+	// Threads waiting at barriers for this share of their node time are imbalanced, or
+	// more than the machine serves well.
+	barrierShare = 0.2
+	// Threads off the CPU or waiting for one for this share of their node time are
+	// contended (the scheduler layer's per-node figures; the default config's per-graph
+	// ones are the phase's verdict, summary.ThreadsCPU.Starved).
+	contentionShare = 0.1
+	// A quota that throttled the process in this share of its periods holds it back.
+	throttledShare = 0.1
+)
+
+var quotaRule = Rule{
+	ID:    "cpu-quota",
+	Name:  "CPU quota",
+	Fires: "the process's cgroup quota is below the threads the model computes with, or throttled it in ≥ 10% of its periods",
+	Says:  "the quota, the threads, the throttling, and the `-t` the quota supports",
+	apply: quota,
+}
+
+// when says what span a quota's throttling counts cover.
+func when(q *summary.Quota) string {
+	if q.SinceMade {
+		return "since the cgroup was made"
+	}
+	return "while profiled"
+}
+
+// quota: the process's cgroup CPU quota is below the threads the model computes with, or
+// throttled it.
+func quota(p *summary.Process) (summary.Finding, bool) {
+	q := p.Quota
+	if q == nil || q.CPUs <= 0 {
+		return summary.Finding{}, false
+	}
+	over := float64(q.Threads) > q.CPUs+1e-9
+	throttled := float64(q.Throttled) / float64(max(q.Periods, 1))
+	if !over && throttled < throttledShare {
+		return summary.Finding{}, false
+	}
+	supports := max(int(math.Floor(q.CPUs+1e-9)), 1)
+	f := summary.Finding{
+		ID: "cpu-quota", Severity: "warning",
+		Title: fmt.Sprintf("A CPU quota of %.2g CPUs holds the model back", q.CPUs),
+		Advice: fmt.Sprintf("ggml's threads wait for each other at every node, so one thread the quota holds back stalls them all. "+
+			"The quota supports -t %d: run with it, or raise the quota to the threads the model runs.", supports),
+		Evidence: []string{fmt.Sprintf("cgroup %s may use %.2f CPUs", q.Cgroup, q.CPUs)},
+	}
+	if q.Threads > 0 {
+		f.Evidence[0] += fmt.Sprintf("; the model computes with %d threads", q.Threads)
+	}
+	if q.Periods > 0 {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("throttled in %d of %d periods (%s) %s, held back %.1f s in all (summed over CPUs)",
+			q.Throttled, q.Periods, pct(throttled), when(q), q.ThrottledSeconds))
+	}
+	return f, true
+}
+
+var contentionRule = Rule{
+	ID:    "threads-contended",
+	Name:  "threads contended",
+	Fires: "the phase is [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share) and its threads waited for a CPU for as long as they slept or longer (default config), or were off the CPU ≥ 10% of their node time (scheduler layer, which adds preemptions)",
+	Says:  "the share, what it cost against the graphs that had their CPUs, and where to look: neighbours, a quota, `-t` above the cores available; on a [software device](#a-software-device), that device's threads",
+	apply: contention,
+}
+
+// starved is the phase whose graphs' threads had a CPU for the least share of their
+// time, among the starved ones (the page's and the op table's verdict) whose threads
+// lacked it for one of the reasons (summary.Lacked*); nil if none.
+func starved(p *summary.Process, lacked ...string) *summary.Phase {
+	var worst *summary.Phase
+	for _, ph := range p.Phases {
+		c := ph.CPU
+		if c == nil || !c.Starved || !slices.Contains(lacked, c.Lacked) {
+			continue
+		}
+		if worst == nil || c.Share < worst.CPU.Share {
+			worst = ph
+		}
+	}
+	return worst
+}
+
+// starvedNote ends the advice of a finding that the model's threads lacked the CPU.
+const starvedNote = "While they lack it, ops are judged starved rather than memory-, compute- or overhead-bound, and no advice on kernels or batching applies."
+
+// contention: the model's threads lacked a CPU for a share of their graphs' time, as
+// every graph measures it; the scheduler layer adds per-node detail where it is on. Where
+// the process computes on a software device, its threads are what took the CPUs.
+func contention(p *summary.Process) (summary.Finding, bool) {
+	worst := starved(p, summary.LackedCPU)
+	sched, schedShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.OffCPU + s.RunQueue })
+	if sched != nil && schedShare < contentionShare {
+		sched = nil
+	}
+	if worst == nil && sched == nil {
+		return summary.Finding{}, false
+	}
+	f := summary.Finding{
+		ID: "threads-contended", Severity: "warning",
+		Title: "The model's threads lacked the CPU: the machine, not the model, is the bottleneck",
+		Advice: "Something else had the CPUs the model's threads run on: other processes (noisy neighbours, a batch job), a cgroup CPU quota, or more threads (-t/--threads) than the cores this process really gets. " +
+			"ggml's threads wait for each other at every node, so one thread off its CPU stalls them all. Move the other load away, give the model cores of its own (cpuset, taskset), or lower -t to the cores it gets. " + starvedNote,
+	}
+	if sw, on := software(p); sw != "" {
+		dev := strings.Join(on, ", ")
+		f.Title = fmt.Sprintf("The model's threads lacked the CPU: the %s device is %s, a software driver computing on the same cores", dev, sw)
+		f.Advice = fmt.Sprintf("%s is not a GPU: it computes the %s backend's splits in threads of this process (llvmpipe-0, llvmpipe-1, …: LP_NUM_THREADS of them, by default one per core), "+
+			"on the CPUs ggml's threads compute on. ggml's threads wait for each other at every node, so one that a device thread displaced stalls them all. "+
+			"A hardware GPU is the remedy. On this machine, give the two fewer threads so that together they fit the cores (LP_NUM_THREADS for the device's, -t/--threads for ggml's), "+
+			"or keep the model on the CPU backend alone, usually faster than a software device: a CPU build, or no GGML_VK_VISIBLE_DEVICES, without which ggml-vulkan skips CPU-type devices. ", sw, dev) + starvedNote
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s computes on %s, a software driver in the process's own threads (ggml.device.software)", dev, sw))
+	}
+	if worst != nil {
+		c := worst.CPU
+		line := fmt.Sprintf("%s: the model's threads had a CPU for %s of their graphs' time over %d graphs", worst.Name, pct(c.Share), c.Graphs)
+		if c.Wait > 0 {
+			line += fmt.Sprintf(", and were runnable but waiting for one for %s of it", pct(c.Wait/c.ThreadSeconds))
+		}
+		f.Evidence = append(f.Evidence, line)
+		if c.Cost > 0 && worst.DecodeSeconds > 0 {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("its %d contended graphs took %.1f s more than at the others' time per token: %s of %s time",
+				c.Contended, c.Cost, pct(c.Cost/worst.DecodeSeconds), worst.Name))
+		} else if worst.TokensPerSec > 0 {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("%s ran at %.1f tokens/s; no graph had its CPUs to itself to measure the cost against", worst.Name, worst.TokensPerSec))
+		}
+	}
+	if sched != nil {
+		s := sched.Sched
+		f.Evidence = append(f.Evidence,
+			fmt.Sprintf("%s: %s of thread node time off the CPU (%s of it runnable, waiting for a CPU)", sched.Name, pct(schedShare), pct(s.RunQueue/max(s.OffCPU+s.RunQueue, 1e-12))),
+			fmt.Sprintf("%d preemptions and %d migrations over %d traced graphs", s.Preemptions, s.Migrations, sched.TracedGraphs))
+	}
+	return f, true
+}
+
+// software returns the software driver p's device runs on, in p's own threads on the
+// CPUs its model's threads compute on, and the backends that computed splits on it; ""
+// where p computes on no such device.
+func software(p *summary.Process) (string, []string) {
+	if p.Software == "" {
+		return "", nil
+	}
+	var on []string
+	for _, b := range p.Backends {
+		if b.Backend != backends.CPU && b.Splits > 0 {
+			on = append(on, summary.BackendName(b.Backend))
+		}
+	}
+	if len(on) == 0 {
+		return "", nil
+	}
+	return p.Software, on
+}
+
+var blockedRule = Rule{
+	ID:    "threads-blocked",
+	Name:  "threads blocked",
+	Fires: "the phase is [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share), and its threads slept for longer than they waited for a CPU",
+	Says:  "with a major page fault a graph or more: they waited for the disk, the weights read back from the model file every token (the major faults a graph); the model does not fit the memory the process may use; otherwise reclaim or a lock",
+	apply: blocked,
+}
+
+// blocked: the model's threads were off the CPU for a share of their graphs' time without
+// waiting for one: asleep, not runnable, in major page faults or otherwise.
+func blocked(p *summary.Process) (summary.Finding, bool) {
+	ph := starved(p, summary.LackedDisk, summary.LackedSleep)
+	if ph == nil {
+		return summary.Finding{}, false
+	}
+	c := ph.CPU
+	f := summary.Finding{
+		ID: "threads-blocked", Severity: "warning",
+		Title: "The model's threads were blocked off the CPU, not waiting for one",
+		Advice: "The threads slept through part of their graphs without being runnable: memory reclaim, a lock, or I/O. " +
+			"Look for what else holds the process. While they sleep, ops are judged by that, not by their kernels.",
+		Evidence: []string{fmt.Sprintf("%s: the model's threads had a CPU for %s of their graphs' time over %d graphs, and waited for one for %s of it",
+			ph.Name, pct(c.Share), c.Graphs, pct(c.Wait/c.ThreadSeconds))},
+	}
+	if c.Lacked == summary.LackedDisk {
+		f.Title = "The model's threads waited for the disk: page faults read the weights back every token"
+		f.Advice = "The threads slept in major page faults: the model's pages were not in memory when they were read, so each was read back from the model file. " +
+			"The model does not fit in the memory the process may use (a memory cgroup's limit, or the machine's free memory beside other processes). " +
+			"Give it more memory, use a smaller quantisation, or keep it resident (--mlock, where the limit allows it). While they wait, ops are judged by that, not by their kernels."
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d major page faults over those graphs, %.0f a graph", c.MajorFaults, float64(c.MajorFaults)/float64(max(c.Graphs, 1))))
+	}
+	return f, true
+}
+
+var barriersRule = Rule{
+	ID:    "barrier-wait",
+	Name:  "barrier wait",
+	Fires: "threads wait at `ggml_barrier` (`nodes.barriers`) ≥ 20% of their node time",
+	Says:  "threads imbalanced, or more than the machine serves well; on a software device, its threads share the cores",
+	apply: barriers,
+}
+
+// worstPhase is the phase where time, a part of the threads' node time, is the largest
+// share of it, and that share; nil when no phase has any.
+func worstPhase(p *summary.Process, time func(summary.SchedSums) float64) (*summary.Phase, float64) {
+	var worst *summary.Phase
+	var worstShare float64
+	for _, ph := range p.Phases {
+		if ph.Sched.ThreadTime <= 0 || !judged(ph) {
+			continue
+		}
+		if share := time(ph.Sched) / ph.Sched.ThreadTime; share > worstShare {
+			worst, worstShare = ph, share
+		}
+	}
+	return worst, worstShare
+}
+
+// barriers: threads waited for the slowest at node barriers.
+func barriers(p *summary.Process) (summary.Finding, bool) {
+	worst, worstShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.BarrierWait })
+	if worst == nil || worstShare < barrierShare {
+		return summary.Finding{}, false
+	}
+	top := ""
+	var topShare float64
+	for _, o := range worst.Ops {
+		if o.Sched.ThreadTime > 0 && o.Sched.BarrierWait > topShare*worst.Sched.BarrierWait {
+			top, topShare = o.Op, o.Sched.BarrierWait/worst.Sched.BarrierWait
+		}
+	}
+	f := summary.Finding{
+		ID: "barrier-wait", Severity: "warning",
+		Title:  "Threads spend much of each node waiting for the slowest one",
+		Advice: "The work of a node is split unevenly across threads, or there are more threads than this machine serves well (hyper-threads, other load). Try fewer threads (-t) and compare tokens/s; a thread count that divides the rows evenly helps small ops.",
+		Evidence: []string{
+			fmt.Sprintf("%s: %s of thread node time waiting at ggml_barrier", worst.Name, pct(worstShare)),
+			fmt.Sprintf("most of it at %s nodes (%s of the wait)", top, pct(topShare)),
+		},
+	}
+	if sw, on := software(p); sw != "" {
+		f.Advice += fmt.Sprintf(" Here the other load is the process's own: the %s device is %s, a software driver whose threads compute on the same cores. "+
+			"Give the two fewer threads so that together they fit them (LP_NUM_THREADS for the device's, -t for ggml's), or compute on a hardware GPU.", strings.Join(on, ", "), sw)
+	}
+	return f, true
+}

@@ -1,0 +1,93 @@
+package advise
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/profinfer/profinfer/internal/summary"
+)
+
+// The roofline: ops against this machine's roofs, as the summary judged them.
+
+const (
+	// Decode matmuls streaming weights at this fraction of the measured bandwidth have
+	// little left to gain from more threads.
+	memoryBoundFraction = 0.8
+	// An overhead-bound op with this share of a phase's graph time.
+	overheadShare = 0.05
+)
+
+var memoryBoundRule = Rule{
+	ID:    "decode-memory-bound",
+	Name:  "decode is memory-bound",
+	Fires: "decode matmuls move ≥ 80% of the bandwidth roof",
+	Says:  "more threads will not help; a smaller quantisation or faster memory will",
+	apply: memoryBound,
+}
+
+// memoryBound: decode's matmuls stream the weights near the measured bandwidth.
+func memoryBound(p *summary.Process) (summary.Finding, bool) {
+	ph := phase(p, "decode")
+	if ph == nil || p.Roofs.Bandwidth <= 0 {
+		return summary.Finding{}, false
+	}
+	var secs, bytes, share float64
+	for _, o := range ph.Ops {
+		if strings.HasPrefix(o.Op, "MUL_MAT") && o.Bandwidth > 0 {
+			secs += o.TotalMS / 1e3
+			bytes += o.Bandwidth * o.TotalMS / 1e3
+			share += o.Share
+		}
+	}
+	if secs == 0 {
+		return summary.Finding{}, false
+	}
+	frac := bytes / secs / p.Roofs.Bandwidth
+	if frac < memoryBoundFraction {
+		return summary.Finding{}, false
+	}
+	return summary.Finding{
+		ID: "decode-memory-bound", Severity: "info",
+		Title:  "Decode is memory-bound: more threads will not make it faster",
+		Advice: "Decode matmuls already stream the weights near this machine's memory bandwidth. A smaller quantisation (fewer bytes per weight), a smaller model, or faster memory will speed decode up; extra threads will not.",
+		Evidence: []string{
+			fmt.Sprintf("decode matmuls moved %s, %s of the measured %s roof", gb(bytes/secs), pct(frac), gb(p.Roofs.Bandwidth)),
+			fmt.Sprintf("they take %s of decode graph time over %d traced graphs", pct(share), ph.TracedGraphs),
+		},
+	}, true
+}
+
+var overheadRule = Rule{
+	ID:    "overhead-bound",
+	Name:  "overhead-bound op",
+	Fires: "an op with ≥ 5% of a phase's graph time is [judged](roofline.md#the-roofline) `overhead`: under 10% of its roof in calls of under 50 µs, its threads on their CPUs",
+	Says:  "dispatch and synchronisation dominate",
+	apply: overhead,
+}
+
+// overhead: an op with a real share of the time runs far below its roof.
+func overhead(p *summary.Process) (summary.Finding, bool) {
+	var found []string
+	for _, ph := range p.Phases {
+		// Off the CPU, as the scheduler layer's per-node figures show, an op runs slow for
+		// a reason the contention finding gives.
+		if !judged(ph) || ph.Sched.ThreadTime > 0 && (ph.Sched.OffCPU+ph.Sched.RunQueue)/ph.Sched.ThreadTime >= contentionShare {
+			continue
+		}
+		for _, o := range ph.Ops {
+			if o.Bound == summary.BoundOverhead && o.Share >= overheadShare {
+				found = append(found, fmt.Sprintf("%s %s (%s): %s of %s graph time at %s of its roof, %.1f µs a call",
+					o.Op, o.Weight, ph.Name, pct(o.Share), ph.Name, pct(o.PeakFrac), o.MeanUS))
+			}
+		}
+	}
+	if len(found) == 0 {
+		return summary.Finding{}, false
+	}
+	return summary.Finding{
+		ID: "overhead-bound", Severity: "info",
+		Title:    "Ops far below their roof in short calls: dispatch and synchronisation dominate",
+		Advice:   "These ops move too little data or do too little work per call to approach the machine's limits, with their threads on their CPUs: their time is per-call overhead and thread synchronisation. Fewer threads for small batches, larger batches (more parallel sequences), or fused kernels in a newer llama.cpp reduce it.",
+		Evidence: found[:min(len(found), 5)],
+	}, true
+}
