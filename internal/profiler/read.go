@@ -78,7 +78,7 @@ func (in *ingest) dispatch(ev *events.Event) {
 	a := in.asm
 	switch ev.Kind {
 	case events.DecodeEnter:
-		if ev.Context() != tr.ctx && ev.Context() != 0 {
+		if (ev.Context() != tr.ctx || tr.reread) && ev.Context() != 0 {
 			in.newContext(tr, ev.Context())
 		}
 		in.computes(tr)
@@ -129,6 +129,7 @@ func (in *ingest) dispatch(ev *events.Event) {
 			tr.software = backends.SoftwareThread(ev.Name())
 		}
 	case events.SchedNew:
+		tr.reread = true
 		in.schedMade(tr, ev.Backends())
 	case events.SplitNode:
 		a.SplitNode(ev.PID, ev.TID, int(ev.Ith), in.nodeInfo(tr, ev))
@@ -230,11 +231,12 @@ func (in *ingest) nodeInfo(tr *inProc, ev *events.Event) *assemble.NodeInfo {
 }
 
 // newContext notes that process t decodes with llama_context ctx, new to profinfer. A
-// context means a loaded model: the controller reads the context's size and threads and
-// looks for the model file, and until it has, t's decodes wait, so that their spans name
-// both. Once per context: per decode it would cost every token syscalls.
+// context means a loaded model: the controller reads the context's settings and looks
+// for the model file, and until it has, t's decodes wait, so that their spans name both.
+// Once per context: per decode it would cost every token syscalls.
 func (in *ingest) newContext(t *inProc, ctx uint64) {
 	t.ctx = ctx
+	t.reread = false
 	t.looking = true
 	in.effects = append(in.effects, effect{kind: contextSeen, pid: t.proc.PID, ctx: ctx})
 }
