@@ -144,13 +144,16 @@ func checkAgainstBench(t *testing.T, c *compare.Comparison, results [2][]testben
 }
 
 // setupDiffers says whether the comparison lists the setup item key as differing.
-func setupDiffers(c *compare.Comparison, key string) bool {
+func setupDiffers(c *compare.Comparison, key string) bool { return setupItem(c, key).Differs }
+
+// setupItem is the comparison's setup item key; the zero item where it has none.
+func setupItem(c *compare.Comparison, key string) compare.SetupItem {
 	for _, s := range c.Setup {
 		if s.Key == key {
-			return s.Differs
+			return s
 		}
 	}
-	return false
+	return compare.SetupItem{}
 }
 
 // largest is the phase's row that changed most, the unexplained remainder aside.
@@ -180,6 +183,40 @@ func TestE2ECompareSame(t *testing.T) {
 		}
 	}
 	checkAgainstBench(t, c, results)
+}
+
+// contextKeys are the settings each llama_decode span carries of its llama_context.
+var contextKeys = []string{"llama.context.size", "llama.context.threads", "llama.context.batch_size", "llama.context.ubatch_size"}
+
+// llama-bench makes a context per test, each sized for it (pp16's n_ctx and n_batch 16,
+// tg48's 48): the same run twice differs in no context setting, whichever context was
+// live when profinfer attached, and each side names what each phase used.
+func TestE2ECompareContextPerTest(t *testing.T) {
+	e := testbench.Require(t)
+	run := bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 2)}
+	c, _ := benchPair(t, run, run)
+	for _, k := range contextKeys {
+		if it := setupItem(c, k); it.Differs || it.A != it.B || it.A == "unknown" || it.A == "" {
+			t.Errorf("the same run twice: %s %q against %q, differs %v; want the same, known", k, it.A, it.B, it.Differs)
+		}
+	}
+	// Each test's context has its own batch: the prefill's and the decode's are named.
+	if it := setupItem(c, "llama.context.batch_size"); !strings.Contains(it.A, "prefill") || !strings.Contains(it.A, "decode") {
+		t.Errorf("batch size %q: want prefill's and decode's, each of its own context", it.A)
+	}
+}
+
+// -ub 8 against the default on the same tests: the ubatch differs, the batch does not.
+func TestE2ECompareUbatch(t *testing.T) {
+	e := testbench.Require(t)
+	c, _ := benchPair(t, bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 2)},
+		bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 2, "-ub", "8")})
+	if it := setupItem(c, "llama.context.ubatch_size"); !it.Differs || it.B != "8" {
+		t.Errorf("ubatch %q against %q, differs %v; want 8 on B, differing", it.A, it.B, it.Differs)
+	}
+	if it := setupItem(c, "llama.context.batch_size"); it.Differs {
+		t.Errorf("batch %q against %q differs: -ub leaves it", it.A, it.B)
+	}
 }
 
 // -t 1 against -t 2: decode faster with two threads, most of it in the matmuls, and the
