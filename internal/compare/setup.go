@@ -82,7 +82,7 @@ var contextKeys = [...]string{schema.LlamaContextThreads, schema.LlamaContextBat
 // noteSettings adds a decode's context settings to its phase's.
 func (ph *phaseFold) noteSettings(attrs pcommon.Map) {
 	for i, k := range contextKeys {
-		if v := schema.Int(attrs, k); v > 0 && !slices.Contains(ph.settings[i], v) && len(ph.settings[i]) < maxThreads {
+		if v := schema.Int(attrs, k); v > 0 && !slices.Contains(ph.settings[i], v) && len(ph.settings[i]) < maxSettings {
 			ph.settings[i] = append(ph.settings[i], v)
 		}
 	}

@@ -21,7 +21,8 @@ const (
 	maxSpans     = 1 << 14 // step and split spans remembered, for children in later batches
 	maxTraces    = 1 << 13 // traces' latest steps
 	maxStems     = 1 << 14 // tensor names' stems
-	maxThreads   = 16      // distinct graph thread counts, and distinct values of a context's setting a phase
+	maxThreads   = 16      // distinct graph thread counts
+	maxSettings  = 16      // distinct values of a context's setting, a phase
 )
 
 // Side folds one side of a comparison: the spans and metrics its selection takes, in the
