@@ -193,7 +193,7 @@ var contextKeys = []string{"llama.context.size", "llama.context.threads", "llama
 // live when profinfer attached, and each side names what each phase used.
 func TestE2ECompareContextPerTest(t *testing.T) {
 	e := testbench.Require(t)
-	run := bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 2)}
+	run := bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 1)}
 	c, _ := benchPair(t, run, run)
 	for _, k := range contextKeys {
 		if it := setupItem(c, k); it.Differs || it.A != it.B || it.A == "unknown" || it.A == "" {
@@ -204,18 +204,18 @@ func TestE2ECompareContextPerTest(t *testing.T) {
 	// sizes for each test (n_prompt + n_gen): each phase's is its test's. Decode reading
 	// 16 would be the prefill test's context, not read again when the decode test's took
 	// its address.
-	if it := setupItem(c, "llama.context.batch_size"); it.A != "prefill 16; decode 48" {
-		t.Errorf("batch size %q, want prefill 16; decode 48: each test's context", it.A)
+	if it := setupItem(c, "llama.context.batch_size"); it.A != "prefill 16, decode 48" {
+		t.Errorf("batch size %q, want prefill 16, decode 48: each test's context", it.A)
 	}
 }
 
 // -ub 8 against the default on the same tests: the ubatch differs, the batch does not.
 func TestE2ECompareUbatch(t *testing.T) {
 	e := testbench.Require(t)
-	c, _ := benchPair(t, bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 2)},
-		bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 2, "-ub", "8")})
-	if it := setupItem(c, "llama.context.ubatch_size"); !it.Differs || it.A != "prefill 16; decode 48" || it.B != "8" {
-		t.Errorf("ubatch %q against %q, differs %v; want prefill 16; decode 48 against 8, differing", it.A, it.B, it.Differs)
+	c, _ := benchPair(t, bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 1)},
+		bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 1, "-ub", "8")})
+	if it := setupItem(c, "llama.context.ubatch_size"); !it.Differs || it.A != "prefill 16, decode 48" || it.B != "8" {
+		t.Errorf("ubatch %q against %q, differs %v; want prefill 16, decode 48 against 8, differing", it.A, it.B, it.Differs)
 	}
 	if it := setupItem(c, "llama.context.batch_size"); it.Differs {
 		t.Errorf("batch %q against %q differs: -ub leaves it", it.A, it.B)

@@ -322,7 +322,7 @@ func TestContextSettings(t *testing.T) {
 			t.Errorf("the same run: %+v differs", it)
 		}
 	}
-	if it := items(c)["llama.context.batch_size"]; it.A != "prefill 16; decode 48" {
+	if it := items(c)["llama.context.batch_size"]; it.A != "prefill 16, decode 48" {
 		t.Errorf("batch size %+v, want each phase's", it)
 	}
 	if it := items(c)["llama.context.threads"]; it.A != "2" {
@@ -330,8 +330,8 @@ func TestContextSettings(t *testing.T) {
 	}
 	// -ub 8 against the default: the prefill's ubatch differs, the rest does not.
 	c = diff(t, side(t, "A", "a.jsonl", benchRun(ctx(16, 16), 512, 16)), side(t, "B", "b.jsonl", benchRun(ctx(16, 8), 8, 16)))
-	if it := items(c)["llama.context.ubatch_size"]; !it.Differs || it.A != "prefill 16; decode 48" || it.B != "8" {
-		t.Errorf("-ub 8: ubatch %+v, want prefill 16; decode 48 against 8, differing", it)
+	if it := items(c)["llama.context.ubatch_size"]; !it.Differs || it.A != "prefill 16, decode 48" || it.B != "8" {
+		t.Errorf("-ub 8: ubatch %+v, want prefill 16, decode 48 against 8, differing", it)
 	}
 	if it := items(c)["llama.context.batch_size"]; it.Differs {
 		t.Errorf("-ub 8: batch %+v differs", it)
@@ -339,7 +339,7 @@ func TestContextSettings(t *testing.T) {
 	// Two prompt lengths: the prefill's context varies within the run, the same on both
 	// sides, and differs from a run of one.
 	c = diff(t, side(t, "A", "a.jsonl", benchRun(ctx(16, 16), 512, 16, 32)), side(t, "B", "b.jsonl", benchRun(ctx(32, 32), 512, 16, 32)))
-	if it := items(c)["llama.context.size"]; it.Differs || it.A != "prefill 16, 32 (varies within the run); decode 48" {
+	if it := items(c)["llama.context.size"]; it.Differs || it.A != "prefill 16 or 32 (varies within the run), decode 48" {
 		t.Errorf("-p 16,32 twice: %+v", it)
 	}
 	c = diff(t, side(t, "A", "a.jsonl", benchRun(ctx(16, 16), 512, 16, 32)), side(t, "B", "b.jsonl", benchRun(ctx(16, 16), 512, 16)))
@@ -357,7 +357,7 @@ func TestCompareSettings(t *testing.T) {
 	}{
 		{"one context each, the same", map[string][]int64{"prefill": {512}, "decode": {512}}, map[string][]int64{"prefill": {512}, "decode": {512}}, "512", "512", false},
 		{"a phase only one side computed is left out", map[string][]int64{"prefill": {16}, "decode": {48}}, map[string][]int64{"decode": {48}}, "48", "48", false},
-		{"a set against a value", map[string][]int64{"prefill": {16, 32}}, map[string][]int64{"prefill": {16}}, "16, 32 (varies within the run)", "16", true},
+		{"a set against a value", map[string][]int64{"prefill": {16, 32}}, map[string][]int64{"prefill": {16}}, "16 or 32 (varies within the run)", "16", true},
 		{"no phase in common", map[string][]int64{"prefill": {16}}, map[string][]int64{"decode": {48}}, "16", "48", false},
 		{"an older recording", map[string][]int64{"decode": {48}}, map[string][]int64{}, "48", "", false},
 	} {

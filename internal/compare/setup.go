@@ -185,7 +185,7 @@ func layersOffloaded(p *summary.Process) string {
 	if len(parts) == 0 {
 		return "none: the CPU computed every split"
 	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, ", ")
 }
 
 // Ranges writes sorted numbers as ranges: 0–3, 5, 7–9.
@@ -259,7 +259,7 @@ func compareSettings(a, b map[string][]int64) (ta, tb string, differs bool) {
 }
 
 // settingsText writes a setting's values in phases: the values alone where every phase
-// used the same, else phase by phase ("prefill 16; decode 48").
+// used the same, else phase by phase ("prefill 16, decode 48").
 func settingsText(byPhase map[string][]int64, phases []string) string {
 	slices.SortFunc(phases, byOrder)
 	values := func(vs []int64) string {
@@ -268,9 +268,9 @@ func settingsText(byPhase map[string][]int64, phases []string) string {
 			parts[i] = strconv.FormatInt(v, 10)
 		}
 		if len(vs) > 1 {
-			return strings.Join(parts, ", ") + " (varies within the run)"
+			return strings.Join(parts, " or ") + " (varies within the run)"
 		}
-		return strings.Join(parts, ", ")
+		return parts[0]
 	}
 	var parts []string
 	same := true
@@ -284,7 +284,7 @@ func settingsText(byPhase map[string][]int64, phases []string) string {
 	case same:
 		return values(byPhase[phases[0]])
 	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, ", ")
 }
 
 // roofsDiffer says whether either roof differs by more than frac, both being known.
