@@ -82,3 +82,41 @@ func TestHeldDecodesTheirContext(t *testing.T) {
 		}
 	}
 }
+
+// A context read before is not read again when the process comes back to it (a draft
+// model's and its target's alternate), unless a scheduler was made since: a new context
+// may take a freed one's address.
+func TestContextReadOnce(t *testing.T) {
+	in, _ := testIngest(false)
+	tr := &inProc{proc: signals.Origin{PID: 7, Exe: "/usr/bin/llama-server"}}
+	reads := func() int {
+		n := 0
+		for _, e := range in.effects {
+			if e.kind == contextSeen {
+				n++
+			}
+		}
+		in.effects = in.effects[:0]
+		return n
+	}
+	for _, ctx := range []uint64{0x1000, 0x2000} {
+		in.decodesWith(tr, ctx)
+		tr.contextRead(ctx, ggml.Params{Size: 512, Threads: 2})
+		tr.looking = false
+	}
+	if n := reads(); n != 2 {
+		t.Fatalf("%d reads of two new contexts", n)
+	}
+	for range 3 {
+		in.decodesWith(tr, 0x1000)
+		in.decodesWith(tr, 0x2000)
+	}
+	if n := reads(); n != 0 || tr.ctx != 0x2000 {
+		t.Errorf("%d reads alternating between two contexts read before (latest %#x)", n, tr.ctx)
+	}
+	tr.reread = true // a scheduler made: a new context, at an old address
+	in.decodesWith(tr, 0x1000)
+	if n := reads(); n != 1 || tr.reread || !tr.looking {
+		t.Errorf("after a scheduler was made: %d reads, reread %v, looking %v; want one read", n, tr.reread, tr.looking)
+	}
+}

@@ -78,9 +78,7 @@ func (in *ingest) dispatch(ev *events.Event) {
 	a := in.asm
 	switch ev.Kind {
 	case events.DecodeEnter:
-		if (ev.Context() != tr.ctx || tr.reread) && ev.Context() != 0 {
-			in.newContext(tr, ev.Context())
-		}
+		in.decodesWith(tr, ev.Context())
 		in.computes(tr)
 		a.DecodeEnter(ev.PID, ev.TID, ev.TS, ev.Tokens(), ev.Context(), &ev.Batch)
 	case events.DecodeExit:
@@ -228,6 +226,22 @@ func (in *ingest) nodeInfo(tr *inProc, ev *events.Event) *assemble.NodeInfo {
 		in.effects = append(in.effects, effect{kind: redescribe, pid: int(ev.PID)})
 	}
 	return info
+}
+
+// decodesWith notes the llama_context ctx a decode of t computes with. A context read
+// before is not read again, so that a process that alternates between two (a draft
+// model's and its target's) costs nothing per switch; unless t made a scheduler since,
+// as a new context may take a freed one's address, or a read is under way, which
+// releases t's held decodes once t.ctx is still the context it read.
+func (in *ingest) decodesWith(t *inProc, ctx uint64) {
+	if ctx == 0 || ctx == t.ctx && !t.reread {
+		return
+	}
+	if _, read := t.settings[ctx]; read && !t.reread && !t.looking {
+		t.ctx = ctx
+		return
+	}
+	in.newContext(t, ctx)
 }
 
 // newContext notes that process t decodes with llama_context ctx, new to profinfer. A
