@@ -144,13 +144,16 @@ func checkAgainstBench(t *testing.T, c *compare.Comparison, results [2][]testben
 }
 
 // setupDiffers says whether the comparison lists the setup item key as differing.
-func setupDiffers(c *compare.Comparison, key string) bool {
+func setupDiffers(c *compare.Comparison, key string) bool { return setupItem(c, key).Differs }
+
+// setupItem is the comparison's setup item key; the zero item where it has none.
+func setupItem(c *compare.Comparison, key string) compare.SetupItem {
 	for _, s := range c.Setup {
 		if s.Key == key {
-			return s.Differs
+			return s
 		}
 	}
-	return false
+	return compare.SetupItem{}
 }
 
 // largest is the phase's row that changed most, the unexplained remainder aside.
@@ -180,6 +183,43 @@ func TestE2ECompareSame(t *testing.T) {
 		}
 	}
 	checkAgainstBench(t, c, results)
+}
+
+// contextKeys are the settings each llama_decode span carries of its llama_context.
+var contextKeys = []string{"llama.context.size", "llama.context.threads", "llama.context.batch_size", "llama.context.ubatch_size"}
+
+// llama-bench makes a context per test, each sized for it (pp16's n_ctx and n_batch 16,
+// tg48's 48): the same run twice differs in no context setting, whichever context was
+// live when profinfer attached, and each side names what each phase used.
+func TestE2ECompareContextPerTest(t *testing.T) {
+	e := testbench.Require(t)
+	run := bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 1)}
+	c, _ := benchPair(t, run, run)
+	for _, k := range contextKeys {
+		if it := setupItem(c, k); it.Differs || it.A != it.B || it.A == "unknown" || it.A == "" {
+			t.Errorf("the same run twice: %s %q against %q, differs %v; want the same, known", k, it.A, it.B, it.Differs)
+		}
+	}
+	// llama.cpp caps a context's n_batch at the n_ctx it was asked for, which llama-bench
+	// sizes for each test (n_prompt + n_gen): each phase's is its test's. Decode reading
+	// 16 would be the prefill test's context, not read again when the decode test's took
+	// its address.
+	if it := setupItem(c, "llama.context.batch_size"); it.A != "prefill 16, decode 48" {
+		t.Errorf("batch size %q, want prefill 16, decode 48: each test's context", it.A)
+	}
+}
+
+// -ub 8 against the default on the same tests: the ubatch differs, the batch does not.
+func TestE2ECompareUbatch(t *testing.T) {
+	e := testbench.Require(t)
+	c, _ := benchPair(t, bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 1)},
+		bench{e.Bin("llama-bench"), e.BenchArgs("llama-1b-q4_0", 16, 48, 2, 1, "-ub", "8")})
+	if it := setupItem(c, "llama.context.ubatch_size"); !it.Differs || it.A != "prefill 16, decode 48" || it.B != "8" {
+		t.Errorf("ubatch %q against %q, differs %v; want prefill 16, decode 48 against 8, differing", it.A, it.B, it.Differs)
+	}
+	if it := setupItem(c, "llama.context.batch_size"); it.Differs {
+		t.Errorf("batch %q against %q differs: -ub leaves it", it.A, it.B)
+	}
 }
 
 // -t 1 against -t 2: decode faster with two threads, most of it in the matmuls, and the

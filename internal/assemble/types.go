@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/ggml"
 )
 
 // Src is the type and shape of one source tensor.
@@ -187,6 +188,7 @@ type Step struct {
 	Tokens     int          // LlamaDecode: the batch's tokens; SchedCompute: the rows its first node gets, if it gets rows
 	Context    uint64       // LlamaDecode: the llama_context
 	Batch      events.Batch // LlamaDecode: its tokens per sequence
+	Settings   ggml.Params  // LlamaDecode: its llama_context's, where read; set by the sink
 	Head       *Head        // SchedCompute: what the graph begins with
 	Job        *Job         // the job it is part of (whisper's transcription), or nil
 	Start, End uint64

@@ -187,9 +187,7 @@ func Diff(a, b *Side, opt Options) (*Comparison, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("-phase %s: neither side computed the %s phase (A: %s; B: %s)", opt.Phase, opt.Phase, a.phaseNames(), b.phaseNames())
 	}
-	slices.SortFunc(names, func(x, y string) int {
-		return cmp.Or(cmp.Compare(order(x), order(y)), cmp.Compare(x, y))
-	})
+	slices.SortFunc(names, byOrder)
 	for _, name := range names {
 		c.Phases = append(c.Phases, diffPhase(name, a.phases[name], b.phases[name], opt))
 	}
@@ -203,12 +201,15 @@ func order(phase string) int {
 	return len(phaseOrder)
 }
 
+// byOrder sorts phase names in the order they are shown.
+func byOrder(x, y string) int { return cmp.Or(cmp.Compare(order(x), order(y)), cmp.Compare(x, y)) }
+
 func (s *Side) phaseNames() string {
 	var names []string
 	for name := range s.phases {
 		names = append(names, name)
 	}
-	slices.SortFunc(names, func(x, y string) int { return cmp.Or(cmp.Compare(order(x), order(y)), cmp.Compare(x, y)) })
+	slices.SortFunc(names, byOrder)
 	if len(names) == 0 {
 		return "none"
 	}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/signals"
 )
 
@@ -257,12 +258,14 @@ func TestTimeRange(t *testing.T) {
 // The setup says what differs first, and unknown where a recording does not say.
 func TestSetup(t *testing.T) {
 	old := *bench
-	old.LlamaBuild, old.CtxThreads = 4000, 1
-	td := func(o *signals.Origin) ptrace.Traces {
-		return batch(o, step(1, 1e9, true, 0, spec{op: "FLASH_ATTN_EXT", name: "fattn-0", ns: 1000},
-			spec{op: "SET_ROWS", name: "cache_k_l0 (view)", ns: 1000}))
+	old.LlamaBuild = 4000
+	td := func(o *signals.Origin, threads int) ptrace.Traces {
+		d := step(1, 1e9, true, 0, spec{op: "FLASH_ATTN_EXT", name: "fattn-0", ns: 1000},
+			spec{op: "SET_ROWS", name: "cache_k_l0 (view)", ns: 1000})
+		d.Settings.Threads = threads
+		return batch(o, d)
 	}
-	c := diff(t, side(t, "A", "a.jsonl", td(&old)), side(t, "B", "b.jsonl", td(bench)))
+	c := diff(t, side(t, "A", "a.jsonl", td(&old, 1)), side(t, "B", "b.jsonl", td(bench, 2)))
 	items := map[string]SetupItem{}
 	for _, it := range c.Setup {
 		items[it.Key] = it
@@ -278,6 +281,90 @@ func TestSetup(t *testing.T) {
 	}
 	if it := items[keyKV]; it.A != "K f32, V unknown" {
 		t.Errorf("KV cache %+v", it)
+	}
+}
+
+// A context's settings are compared per phase, as the sets of values each side's decodes
+// used: llama-bench makes a context per test, sized for it, so the same run twice
+// differs in none, whichever context was live when profinfer attached (the resource's).
+func TestContextSettings(t *testing.T) {
+	ctx := func(n, ubatch int) ggml.Params { return ggml.Params{Size: n, Threads: 2, Batch: n, Ubatch: ubatch} }
+	// bench runs llama-bench's tests: each prompt length's prefill, then a decode of 48,
+	// each in a context of its own; attached names the context the resource has.
+	benchRun := func(attached ggml.Params, ubatch int, prompts ...int) ptrace.Traces {
+		o := *bench
+		o.CtxSize, o.CtxBatch, o.CtxUbatch = attached.Size, attached.Batch, attached.Ubatch
+		var steps []*assemble.Step
+		at := uint64(1e9)
+		for _, n := range prompts {
+			d := step(n, at, true, 0, layers(1, "q4_0", 1000)...)
+			d.Settings = ctx(n, min(n, ubatch))
+			steps, at = append(steps, d), d.End+1000
+		}
+		for range 3 {
+			d := step(1, at, true, 0, layers(1, "q4_0", 1000)...)
+			d.Settings = ctx(48, min(48, ubatch))
+			steps, at = append(steps, d), d.End+1000
+		}
+		return batch(&o, steps...)
+	}
+	items := func(c *Comparison) map[string]SetupItem {
+		m := map[string]SetupItem{}
+		for _, it := range c.Setup {
+			m[it.Key] = it
+		}
+		return m
+	}
+	// The same run twice, attached during its prefill and during its decode.
+	c := diff(t, side(t, "A", "a.jsonl", benchRun(ctx(16, 16), 512, 16)), side(t, "B", "b.jsonl", benchRun(ctx(48, 48), 512, 16)))
+	for _, k := range contextKeys {
+		if it := items(c)[k]; it.Differs || it.A != it.B {
+			t.Errorf("the same run: %+v differs", it)
+		}
+	}
+	if it := items(c)["llama.context.batch_size"]; it.A != "prefill 16, decode 48" {
+		t.Errorf("batch size %+v, want each phase's", it)
+	}
+	if it := items(c)["llama.context.threads"]; it.A != "2" {
+		t.Errorf("threads %+v, want the one value both phases used", it)
+	}
+	// -ub 8 against the default: the prefill's ubatch differs, the rest does not.
+	c = diff(t, side(t, "A", "a.jsonl", benchRun(ctx(16, 16), 512, 16)), side(t, "B", "b.jsonl", benchRun(ctx(16, 8), 8, 16)))
+	if it := items(c)["llama.context.ubatch_size"]; !it.Differs || it.A != "prefill 16, decode 48" || it.B != "8" {
+		t.Errorf("-ub 8: ubatch %+v, want prefill 16, decode 48 against 8, differing", it)
+	}
+	if it := items(c)["llama.context.batch_size"]; it.Differs {
+		t.Errorf("-ub 8: batch %+v differs", it)
+	}
+	// Two prompt lengths: the prefill's context varies within the run, the same on both
+	// sides, and differs from a run of one.
+	c = diff(t, side(t, "A", "a.jsonl", benchRun(ctx(16, 16), 512, 16, 32)), side(t, "B", "b.jsonl", benchRun(ctx(32, 32), 512, 16, 32)))
+	if it := items(c)["llama.context.size"]; it.Differs || it.A != "prefill 16 or 32 (varies within the run), decode 48" {
+		t.Errorf("-p 16,32 twice: %+v", it)
+	}
+	c = diff(t, side(t, "A", "a.jsonl", benchRun(ctx(16, 16), 512, 16, 32)), side(t, "B", "b.jsonl", benchRun(ctx(16, 16), 512, 16)))
+	if it := items(c)["llama.context.size"]; !it.Differs {
+		t.Errorf("-p 16,32 against -p 16: %+v, want differing", it)
+	}
+}
+
+func TestCompareSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		a, b    map[string][]int64
+		ta, tb  string
+		differs bool
+	}{
+		{"one context each, the same", map[string][]int64{"prefill": {512}, "decode": {512}}, map[string][]int64{"prefill": {512}, "decode": {512}}, "512", "512", false},
+		{"a phase only one side computed is left out", map[string][]int64{"prefill": {16}, "decode": {48}}, map[string][]int64{"decode": {48}}, "48", "48", false},
+		{"a set against a value", map[string][]int64{"prefill": {16, 32}}, map[string][]int64{"prefill": {16}}, "16 or 32 (varies within the run)", "16", true},
+		{"no phase in common", map[string][]int64{"prefill": {16}}, map[string][]int64{"decode": {48}}, "16", "48", false},
+		{"an older recording", map[string][]int64{"decode": {48}}, map[string][]int64{}, "48", "", false},
+	} {
+		ta, tb, differs := compareSettings(tc.a, tc.b)
+		if ta != tc.ta || tb != tc.tb || differs != tc.differs {
+			t.Errorf("%s: %q, %q, %v; want %q, %q, %v", tc.name, ta, tb, differs, tc.ta, tc.tb, tc.differs)
+		}
 	}
 }
 

@@ -72,6 +72,9 @@ func (s *Side) fold(rs ptrace.ResourceSpans, p process) {
 		}
 		s.first, s.last = min(s.first, start), max(s.last, int64(sp.EndTimestamp()))
 		ph := s.phase(phase)
+		if sp.Name() == schema.SpanDecode {
+			ph.noteSettings(sp.Attributes())
+		}
 		r := &record{ph: ph, n: ph.steps.next(), g: -1, tokens: tokens, end: int64(sp.EndTimestamp())}
 		b := r.block()
 		b.tokens += tokens

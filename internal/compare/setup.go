@@ -3,10 +3,13 @@ package compare
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
@@ -20,6 +23,8 @@ type facts struct {
 	text   map[string]string
 	roofs  summary.Roofs
 	shares map[string]float64 // by phase, the threads' share of a CPU
+	// settings are, by context key and phase, the values its decodes' contexts had.
+	settings map[string]map[string][]int64
 }
 
 // Keys of the setup items that are not resource attributes.
@@ -51,11 +56,11 @@ var setupItems = []struct{ key, label string }{
 	{schema.ResourceLlamaModelPath, "model file"},
 	{schema.ResourceWhisperModelType, "whisper model"},
 	{schema.ResourceWhisperModelFileType, "whisper weights' type"},
-	{schema.ResourceLlamaContextThreads, "threads (context)"},
+	{schema.LlamaContextThreads, "threads (context)"},
 	{keyGraphThreads, "threads (graphs)"},
-	{schema.ResourceLlamaContextBatchSize, "batch size"},
-	{schema.ResourceLlamaContextUbatchSize, "ubatch size"},
-	{schema.ResourceLlamaContextSize, "context size"},
+	{schema.LlamaContextBatchSize, "batch size"},
+	{schema.LlamaContextUbatchSize, "ubatch size"},
+	{schema.LlamaContextSize, "context size"},
 	{keyFlash, "flash attention"},
 	{keyKV, "KV cache type"},
 	{keyLoaded, "backends loaded"},
@@ -68,10 +73,25 @@ var setupItems = []struct{ key, label string }{
 	{keyCPUShare, "threads on a CPU"},
 }
 
+// contextKeys are the settings of its llama_context that each llama_decode span carries.
+// A process may make several contexts (llama-bench one per test, each sized for it), so
+// they are compared phase by phase, as the sets of values each side's decodes used.
+var contextKeys = [...]string{schema.LlamaContextThreads, schema.LlamaContextBatchSize,
+	schema.LlamaContextUbatchSize, schema.LlamaContextSize}
+
+// noteSettings adds a decode's context settings to its phase's.
+func (ph *phaseFold) noteSettings(attrs pcommon.Map) {
+	for i, k := range contextKeys {
+		if v := schema.Int(attrs, k); v > 0 && !slices.Contains(ph.settings[i], v) && len(ph.settings[i]) < maxSettings {
+			ph.settings[i] = append(ph.settings[i], v)
+		}
+	}
+}
+
 // facts reads the side's setup from the summary it fed, over the processes it took, and
 // from its own fold.
 func (s *Side) facts() facts {
-	f := facts{text: map[string]string{}, shares: map[string]float64{}}
+	f := facts{text: map[string]string{}, shares: map[string]float64{}, settings: map[string]map[string][]int64{}}
 	var procs []*summary.Process
 	for _, p := range s.agg.Snapshot().Processes {
 		i := slices.IndexFunc(p.Resource, func(kv summary.KV) bool { return kv.Key == schema.ResourceProcessPID })
@@ -96,7 +116,9 @@ func (s *Side) facts() facts {
 	}
 	for _, p := range procs {
 		for _, kv := range p.Resource {
-			if kv.Key != keyLoaded { // a list: Loaded below
+			// Loaded is a list: below. The context's settings there are one context's,
+			// the first: the decodes carry each their own.
+			if kv.Key != keyLoaded && !slices.Contains(contextKeys[:], kv.Key) {
 				add(kv.Key, kv.Value)
 			}
 		}
@@ -119,6 +141,15 @@ func (s *Side) facts() facts {
 			}
 		}
 		add(keyCPUShare, strings.Join(shares, ", "))
+	}
+	for i, k := range contextKeys {
+		byPhase := map[string][]int64{}
+		for name, ph := range s.phases {
+			if vs := ph.settings[i]; len(vs) > 0 {
+				byPhase[name] = slices.Sorted(slices.Values(vs))
+			}
+		}
+		f.settings[k] = byPhase
 	}
 	var threads []string
 	for _, t := range slices.Sorted(slices.Values(s.threads)) {
@@ -154,7 +185,7 @@ func layersOffloaded(p *summary.Process) string {
 	if len(parts) == 0 {
 		return "none: the CPU computed every split"
 	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, ", ")
 }
 
 // Ranges writes sorted numbers as ranges: 0–3, 5, 7–9.
@@ -184,11 +215,13 @@ func setup(fa, fb facts) []SetupItem {
 			continue // not a whisper.cpp model; no resource detector
 		}
 		differs := a != "" && b != "" && a != b
-		switch it.key {
-		case keyRoofs:
+		switch {
+		case it.key == keyRoofs:
 			differs = roofsDiffer(fa.roofs, fb.roofs, 0.1)
-		case keyCPUShare:
+		case it.key == keyCPUShare:
 			differs = sharesDiffer(fa.shares, fb.shares)
+		case slices.Contains(contextKeys[:], it.key):
+			a, b, differs = compareSettings(fa.settings[it.key], fb.settings[it.key])
 		}
 		items = append(items, SetupItem{Key: it.key, Label: it.label, A: cmp.Or(a, unknown), B: cmp.Or(b, unknown), Differs: differs})
 	}
@@ -202,6 +235,56 @@ func setup(fa, fb facts) []SetupItem {
 		return 1
 	})
 	return items
+}
+
+// compareSettings writes the values of a context's setting each side's phases used, and
+// says whether they differ: like with like, phase by phase, over the phases both sides
+// have values for (every phase of each where they have none in common, then differing
+// in none). A phase whose decodes used several values (a context per test) says that it
+// varies within the run, and differs only where the other side's set is another.
+func compareSettings(a, b map[string][]int64) (ta, tb string, differs bool) {
+	var common []string
+	for ph := range a {
+		if _, ok := b[ph]; ok {
+			common = append(common, ph)
+		}
+	}
+	if len(common) == 0 {
+		return settingsText(a, slices.Collect(maps.Keys(a))), settingsText(b, slices.Collect(maps.Keys(b))), false
+	}
+	for _, ph := range common {
+		differs = differs || !slices.Equal(a[ph], b[ph])
+	}
+	return settingsText(a, common), settingsText(b, common), differs
+}
+
+// settingsText writes a setting's values in phases: the values alone where every phase
+// used the same, else phase by phase ("prefill 16, decode 48").
+func settingsText(byPhase map[string][]int64, phases []string) string {
+	slices.SortFunc(phases, byOrder)
+	values := func(vs []int64) string {
+		parts := make([]string, len(vs))
+		for i, v := range vs {
+			parts[i] = strconv.FormatInt(v, 10)
+		}
+		if len(vs) > 1 {
+			return strings.Join(parts, " or ") + " (varies within the run)"
+		}
+		return parts[0]
+	}
+	var parts []string
+	same := true
+	for _, ph := range phases {
+		parts = append(parts, ph+" "+values(byPhase[ph]))
+		same = same && slices.Equal(byPhase[ph], byPhase[phases[0]])
+	}
+	switch {
+	case len(phases) == 0:
+		return ""
+	case same:
+		return values(byPhase[phases[0]])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // roofsDiffer says whether either roof differs by more than frac, both being known.

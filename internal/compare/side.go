@@ -22,6 +22,7 @@ const (
 	maxTraces    = 1 << 13 // traces' latest steps
 	maxStems     = 1 << 14 // tensor names' stems
 	maxThreads   = 16      // distinct graph thread counts
+	maxSettings  = 16      // distinct values of a context's setting, a phase
 )
 
 // Side folds one side of a comparison: the spans and metrics its selection takes, in the
@@ -70,6 +71,7 @@ func NewSide(name string, sel Selection) *Side {
 type phaseFold struct {
 	steps, graphs series
 	table         table
+	settings      [len(contextKeys)][]int64 // the values of each of contextKeys its decodes' contexts had
 }
 
 func (s *Side) phase(name string) *phaseFold {

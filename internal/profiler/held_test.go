@@ -7,8 +7,10 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/signals"
 )
 
@@ -46,5 +48,75 @@ func TestHeldDecodesBounded(t *testing.T) {
 	}
 	if len(tr.held) != 0 || spans != decodes {
 		t.Errorf("released: %d held, %d spans; want none held and %d spans", len(tr.held), spans, decodes)
+	}
+}
+
+// Decodes held while their contexts were read carry each its own context's settings
+// (llama-bench makes one per test), and the resource the first context's.
+func TestHeldDecodesTheirContext(t *testing.T) {
+	in, _ := testIngest(false)
+	tr := &inProc{proc: signals.Origin{PID: 7, Exe: "/usr/bin/llama-bench"}, looking: true}
+	in.procs[7] = tr
+	s := sink{in}
+	pp, tg := ggml.Params{Size: 16, Threads: 2, Batch: 16, Ubatch: 16}, ggml.Params{Size: 48, Threads: 2, Batch: 48, Ubatch: 48}
+	s.Step(&assemble.Step{PID: 7, TID: 7, Tokens: 16, Context: 0x1000, Start: 10, End: 20})
+	s.Step(&assemble.Step{PID: 7, TID: 7, Tokens: 1, Context: 0x2000, Start: 30, End: 40})
+	tr.contextRead(0x1000, pp)
+	tr.contextRead(0x2000, tg)
+	tr.looking = false
+	in.release(tr)
+	rs := in.pending.ResourceSpans()
+	if rs.Len() != 1 {
+		t.Fatalf("%d resources, want 1: the resource keeps the first context's", rs.Len())
+	}
+	if v, _ := rs.At(0).Resource().Attributes().Get(schema.ResourceLlamaContextBatchSize); v.Int() != 16 {
+		t.Errorf("resource batch size %d, want the first context's 16", v.Int())
+	}
+	spans := rs.At(0).ScopeSpans().At(0).Spans()
+	for i, want := range []ggml.Params{pp, tg} {
+		a := spans.At(i).Attributes()
+		got := ggml.Params{Size: int(schema.Int(a, schema.LlamaContextSize)), Threads: int(schema.Int(a, schema.LlamaContextThreads)),
+			Batch: int(schema.Int(a, schema.LlamaContextBatchSize)), Ubatch: int(schema.Int(a, schema.LlamaContextUbatchSize))}
+		if got != want {
+			t.Errorf("decode %d carries %+v, want its context's %+v", i, got, want)
+		}
+	}
+}
+
+// A context read before is not read again when the process comes back to it (a draft
+// model's and its target's alternate), unless a scheduler was made since: a new context
+// may take a freed one's address.
+func TestContextReadOnce(t *testing.T) {
+	in, _ := testIngest(false)
+	tr := &inProc{proc: signals.Origin{PID: 7, Exe: "/usr/bin/llama-server"}}
+	reads := func() int {
+		n := 0
+		for _, e := range in.effects {
+			if e.kind == contextSeen {
+				n++
+			}
+		}
+		in.effects = in.effects[:0]
+		return n
+	}
+	for _, ctx := range []uint64{0x1000, 0x2000} {
+		in.decodesWith(tr, ctx)
+		tr.contextRead(ctx, ggml.Params{Size: 512, Threads: 2})
+		tr.looking = false
+	}
+	if n := reads(); n != 2 {
+		t.Fatalf("%d reads of two new contexts", n)
+	}
+	for range 3 {
+		in.decodesWith(tr, 0x1000)
+		in.decodesWith(tr, 0x2000)
+	}
+	if n := reads(); n != 0 || tr.ctx != 0x2000 {
+		t.Errorf("%d reads alternating between two contexts read before (latest %#x)", n, tr.ctx)
+	}
+	tr.reread = true // a scheduler made: a new context, at an old address
+	in.decodesWith(tr, 0x1000)
+	if n := reads(); n != 1 || tr.reread || !tr.looking {
+		t.Errorf("after a scheduler was made: %d reads, reread %v, looking %v; want one read", n, tr.reread, tr.looking)
 	}
 }

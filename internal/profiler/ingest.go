@@ -10,6 +10,7 @@ import (
 	"github.com/profinfer/profinfer/internal/backends"
 	"github.com/profinfer/profinfer/internal/describe"
 	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/runtimes"
 	"github.com/profinfer/profinfer/internal/signals"
@@ -59,6 +60,12 @@ type inProc struct {
 	schedSeen   bool   // a backend scheduler was seen made
 	schedRead   bool   // a read of its scheduler was asked for
 	quotaWarned bool   // a failure to read its cgroup CPU quota was logged
+	// reread says that it made a scheduler since: a new llama_context, which may have
+	// the address of one freed before, so its next decode's context is read again.
+	reread bool
+	// settings are its llama_contexts' as the controller read them, for their decodes'
+	// spans; past maxContexts, all are forgotten but the one read.
+	settings map[uint64]ggml.Params
 	// looking says that the controller reads its new context (newContext); held are its
 	// decodes that wait for it.
 	looking  bool

@@ -78,6 +78,19 @@ func (p *Profiler) setModel(t *ctlProc, m registry.ModelLook) {
 	}
 }
 
+// contextRead keeps the settings of t's llama_context ctx for its decodes' spans, and the
+// first context's for the resource: a resource that changed would start t's metrics anew.
+func (t *inProc) contextRead(ctx uint64, params ggml.Params) {
+	if t.proc.CtxSize == 0 {
+		t.proc.CtxSize, t.proc.CtxThreads = params.Size, params.Threads
+		t.proc.CtxBatch, t.proc.CtxUbatch = params.Batch, params.Ubatch
+	}
+	if t.settings == nil || len(t.settings) >= maxContexts {
+		t.settings = map[uint64]ggml.Params{}
+	}
+	t.settings[ctx] = params
+}
+
 // readContext reads llama_context (or whisper_context) ctx that process pid decodes with,
 // and looks for its model if it has none, then has the reader export the decodes that
 // waited for it.
@@ -121,8 +134,7 @@ func (p *Profiler) readContext(pid int, ctx uint64) {
 			return
 		}
 		if read {
-			tr.proc.CtxSize, tr.proc.CtxThreads = params.Size, params.Threads
-			tr.proc.CtxBatch, tr.proc.CtxUbatch = params.Batch, params.Ubatch
+			tr.contextRead(ctx, params)
 		}
 		if wm != nil {
 			tr.proc.Whisper = wm

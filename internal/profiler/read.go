@@ -78,9 +78,7 @@ func (in *ingest) dispatch(ev *events.Event) {
 	a := in.asm
 	switch ev.Kind {
 	case events.DecodeEnter:
-		if ev.Context() != tr.ctx && ev.Context() != 0 {
-			in.newContext(tr, ev.Context())
-		}
+		in.decodesWith(tr, ev.Context())
 		in.computes(tr)
 		a.DecodeEnter(ev.PID, ev.TID, ev.TS, ev.Tokens(), ev.Context(), &ev.Batch)
 	case events.DecodeExit:
@@ -129,6 +127,7 @@ func (in *ingest) dispatch(ev *events.Event) {
 			tr.software = backends.SoftwareThread(ev.Name())
 		}
 	case events.SchedNew:
+		tr.reread = true
 		in.schedMade(tr, ev.Backends())
 	case events.SplitNode:
 		a.SplitNode(ev.PID, ev.TID, int(ev.Ith), in.nodeInfo(tr, ev))
@@ -229,12 +228,29 @@ func (in *ingest) nodeInfo(tr *inProc, ev *events.Event) *assemble.NodeInfo {
 	return info
 }
 
+// decodesWith notes the llama_context ctx a decode of t computes with. A context read
+// before is not read again, so that a process that alternates between two (a draft
+// model's and its target's) costs nothing per switch; unless t made a scheduler since,
+// as a new context may take a freed one's address, or a read is under way, which
+// releases t's held decodes once t.ctx is still the context it read.
+func (in *ingest) decodesWith(t *inProc, ctx uint64) {
+	if ctx == 0 || ctx == t.ctx && !t.reread {
+		return
+	}
+	if _, read := t.settings[ctx]; read && !t.reread && !t.looking {
+		t.ctx = ctx
+		return
+	}
+	in.newContext(t, ctx)
+}
+
 // newContext notes that process t decodes with llama_context ctx, new to profinfer. A
-// context means a loaded model: the controller reads the context's size and threads and
-// looks for the model file, and until it has, t's decodes wait, so that their spans name
-// both. Once per context: per decode it would cost every token syscalls.
+// context means a loaded model: the controller reads the context's settings and looks
+// for the model file, and until it has, t's decodes wait, so that their spans name both.
+// Once per context: per decode it would cost every token syscalls.
 func (in *ingest) newContext(t *inProc, ctx uint64) {
 	t.ctx = ctx
+	t.reread = false
 	t.looking = true
 	in.effects = append(in.effects, effect{kind: contextSeen, pid: t.proc.PID, ctx: ctx})
 }

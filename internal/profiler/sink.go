@@ -43,12 +43,17 @@ func (s sink) Step(d *assemble.Step) {
 // they are exported without.
 const maxHeld = 256
 
+// maxContexts bounds the contexts' settings a process keeps: a decode's context is its
+// latest or one just before (llama-bench frees each test's before it makes the next).
+const maxContexts = 16
+
 // export counts step d of tr and builds its spans, if kept, then follows the requests it
 // carried. A step dropped for lost records counts for its requests alone.
 func (s sink) export(tr *inProc, d *assemble.Step) {
 	in := s.in
 	var link requests.Link
 	if !d.Dropped {
+		d.Settings = tr.settings[d.Context]
 		in.acc.Step(&tr.proc, d)
 		if in.traces && (len(d.Graphs) == 0 || s.keep()) { // graph-less steps are cheap: keep them all
 			link = in.spans.Step(in.pending, &tr.proc, d)

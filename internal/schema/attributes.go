@@ -77,6 +77,21 @@ const (
 	LlamaBatchPartial = "llama.batch.partial"
 )
 
+// The llama_context a llama_decode computed with, read once per context: a process may
+// make several (llama-bench one per test), each with its own. Absent where the context
+// was not read (freed first, or a release without the getters); the batch sizes where
+// the release has no getters for them.
+const (
+	// LlamaContextSize (int; [SpanDecode]): its context's n_ctx.
+	LlamaContextSize = "llama.context.size"
+	// LlamaContextThreads (int; [SpanDecode]): its context's n_threads.
+	LlamaContextThreads = "llama.context.threads"
+	// LlamaContextBatchSize (int; [SpanDecode]): its context's n_batch.
+	LlamaContextBatchSize = "llama.context.batch_size"
+	// LlamaContextUbatchSize (int; [SpanDecode]): its context's n_ubatch.
+	LlamaContextUbatchSize = "llama.context.ubatch_size"
+)
+
 // whisper.cpp's transcriptions.
 const (
 	// WhisperAudioSeconds (double; [SpanTranscription]): the audio given, seconds.

@@ -34,14 +34,16 @@ const (
 	ResourceLlamaBuildNumber = "llama.build.number"
 	// ResourceLlamaBuildCommit: llama.cpp's commit (LLAMA_COMMIT).
 	ResourceLlamaBuildCommit = "llama.build.commit"
-	// ResourceLlamaContextSize: the llama_context's n_ctx.
-	ResourceLlamaContextSize = "llama.context.size"
-	// ResourceLlamaContextThreads: the llama_context's n_threads.
-	ResourceLlamaContextThreads = "llama.context.threads"
-	// ResourceLlamaContextBatchSize: the llama_context's n_batch.
-	ResourceLlamaContextBatchSize = "llama.context.batch_size"
-	// ResourceLlamaContextUbatchSize: the llama_context's n_ubatch.
-	ResourceLlamaContextUbatchSize = "llama.context.ubatch_size"
+	// ResourceLlamaContextSize: the first llama_context's n_ctx, of those profinfer read
+	// (the one live at attach, or the first made after); each [SpanDecode] carries its
+	// own context's. A process may make several (llama-bench one per test).
+	ResourceLlamaContextSize = LlamaContextSize
+	// ResourceLlamaContextThreads: the first llama_context's n_threads.
+	ResourceLlamaContextThreads = LlamaContextThreads
+	// ResourceLlamaContextBatchSize: the first llama_context's n_batch.
+	ResourceLlamaContextBatchSize = LlamaContextBatchSize
+	// ResourceLlamaContextUbatchSize: the first llama_context's n_ubatch.
+	ResourceLlamaContextUbatchSize = LlamaContextUbatchSize
 	// ResourceLlamaModelArchitecture: the model's GGUF general.architecture.
 	ResourceLlamaModelArchitecture = "llama.model.architecture"
 	// ResourceLlamaModelParameters: the model's parameters.

@@ -29,9 +29,9 @@ type Origin struct {
 	Model     *model.Info // nil until the process has loaded one
 	// Whisper is its whisper.cpp model, nil until its first transcription was read.
 	Whisper *model.Whisper
-	// CtxSize, CtxThreads, CtxBatch and CtxUbatch are its llama_context's n_ctx,
-	// n_threads, n_batch and n_ubatch; 0 until a decode showed them, and the batch sizes
-	// where the release has no getters for them.
+	// CtxSize, CtxThreads, CtxBatch and CtxUbatch are its first llama_context's n_ctx,
+	// n_threads, n_batch and n_ubatch (each decode's own are on its span); 0 until a
+	// decode showed them, and the batch sizes where the release has no getters for them.
 	CtxSize, CtxThreads, CtxBatch, CtxUbatch int
 	// LlamaBuild and LlamaCommit are llama.cpp's LLAMA_BUILD_NUMBER and LLAMA_COMMIT; 0
 	// and "" where no object it maps records them.
@@ -205,7 +205,7 @@ func (s *Spans) scope(td ptrace.Traces, p *Origin) ptrace.SpanSlice {
 // decodeAttrs and graphAttrs are the most attributes a decode span and a graph span without
 // node spans get, so that each map is allocated once: every token makes one of each.
 const (
-	decodeAttrs = 8
+	decodeAttrs = 12
 	graphAttrs  = 10
 )
 

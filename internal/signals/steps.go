@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/schema"
 )
@@ -62,10 +63,25 @@ func (s *Spans) decode(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Spa
 	a.PutInt(schema.LlamaDecodeResult, int64(d.Result))
 	a.PutInt(schema.ThreadID, int64(d.TID))
 	putBatch(a, &d.Batch)
+	putSettings(a, &d.Settings)
 	if d.Result != 0 {
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage("llama_decode returned " + strconv.Itoa(d.Result))
 	}
+}
+
+// putSettings puts a decode's llama_context settings on its span, those read: a
+// process may make a context per test (llama-bench), so the resource's are not its.
+func putSettings(a pcommon.Map, c *ggml.Params) {
+	put := func(key string, v int) {
+		if v > 0 {
+			a.PutInt(key, int64(v))
+		}
+	}
+	put(schema.LlamaContextSize, c.Size)
+	put(schema.LlamaContextThreads, c.Threads)
+	put(schema.LlamaContextBatchSize, c.Batch)
+	put(schema.LlamaContextUbatchSize, c.Ubatch)
 }
 
 // compute makes sp the span of a scheduler's computation of a graph, as the process's
