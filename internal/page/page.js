@@ -385,7 +385,7 @@
     for (const o of ph.ops || []) {
       if (o.share < 0.01 || !o.why || (ph.cpu && o.why === ph.cpu.thin)) continue;
       if (o.bound && o.bound !== 'unexplained' && o.bound !== 'simd') continue;
-      s.append(el('p', 'op-why', o.op + ' ' + o.weight + ', ' + verdict(o).textContent + ': ' + o.why));
+      s.append(el('p', 'op-why', o.op + ' ' + o.weight + ': ' + (o.bound ? o.bound + ', ' : '') + o.why));
     }
     const grid = el('div', 'grid2');
     s.append(grid);

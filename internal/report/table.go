@@ -68,7 +68,7 @@ func Table(w io.Writer, v *summary.View) error {
 			}
 			for _, o := range ph.Ops {
 				if Noted(ph, o) {
-					fmt.Fprintf(tw, "  %s %s, %s: %s\n", Text(o.Op), Text(o.Weight), Bound(o), o.Why)
+					fmt.Fprintf(tw, "  %s %s: %s\n", Text(o.Op), Text(o.Weight), strings.TrimPrefix(Bound(o)+", "+o.Why, "not judged, "))
 				}
 			}
 		}

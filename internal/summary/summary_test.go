@@ -87,7 +87,7 @@ func TestFold(t *testing.T) {
 	}
 	// 60 GFLOP/s against a 100 G roof at 6 FLOP/byte, above the ridge of 5: 60% of the
 	// compute roof, but one call of 300 ns is too little for a verdict.
-	if mm.Bound != "" || mm.Why != "not judged: 1 call, 0.00 ms (a verdict needs 4 calls and 0.2 ms)" ||
+	if mm.Bound != "" || mm.Why != "not judged: 1 call, 0.00 ms (a verdict needs 4 calls or 0.2 ms)" ||
 		math.Abs(mm.FLOPS-60e9) > 1 || math.Abs(mm.PeakFrac-0.6) > 1e-9 || mm.Roof != BoundCompute {
 		t.Errorf("prefill matmul verdict %+v", mm)
 	}

@@ -31,7 +31,8 @@ const (
 )
 
 // Evidence an op's verdict needs besides its phase's: calls enough to average out a
-// call's timing (a timestamp and a barrier each), and time enough to matter.
+// call's timing (a timestamp and a barrier each), or time enough that one call's
+// timing is exact.
 const (
 	minOpCalls   = 4
 	minOpSeconds = 200e-6
@@ -77,8 +78,11 @@ func (c *ThreadsCPU) thin() string {
 	if c.Graphs == 0 {
 		return fmt.Sprintf("not judged: %s left out, run while profinfer attached or placed probes", count(c.Perturbed, "graph"))
 	}
-	return fmt.Sprintf("not judged: %s, %.0f ms of thread time (a verdict needs %d graphs and %.0f ms)",
-		count(c.Graphs, "graph"), c.ThreadSeconds*1e3, roofline.MinGraphs, roofline.MinThreadSeconds*1e3)
+	out := fmt.Sprintf("not judged: %s, %.0f ms of thread time", count(c.Graphs, "graph"), c.ThreadSeconds*1e3)
+	if c.Perturbed > 0 {
+		out += fmt.Sprintf(", and %d left out, run while profinfer attached or placed probes", c.Perturbed)
+	}
+	return out + fmt.Sprintf(" (a verdict needs %d graphs and %.0f ms)", roofline.MinGraphs, roofline.MinThreadSeconds*1e3)
 }
 
 // lacked is what starved threads lacked their CPUs for: the larger of the time they were
@@ -125,8 +129,8 @@ func (ph *Phase) judgeOp(o *Op, simd SIMD) (bound, why string) {
 		return starvedBound[lacked], fmt.Sprintf("its threads were off the CPU for %.0f%% of its time (%s)", 100*o.Sched.OffCPU/o.Sched.ThreadTime, lackedWhat[lacked])
 	case ph.TracedGraphs > 0 && ph.TracedPerturbed == ph.TracedGraphs:
 		return "", fmt.Sprintf("not judged: its %s ran while profinfer attached or placed probes", count(ph.TracedGraphs, "traced graph"))
-	case o.Calls < minOpCalls || o.TotalMS/1e3 < minOpSeconds:
-		return "", fmt.Sprintf("not judged: %s, %.2f ms (a verdict needs %d calls and %.1f ms)", count(o.Calls, "call"), o.TotalMS, minOpCalls, minOpSeconds*1e3)
+	case o.Calls < minOpCalls && o.TotalMS/1e3 < minOpSeconds:
+		return "", fmt.Sprintf("not judged: %s, %.2f ms (a verdict needs %d calls or %.1f ms)", count(o.Calls, "call"), o.TotalMS, minOpCalls, minOpSeconds*1e3)
 	case o.PeakFrac <= 0:
 		return "", "not judged: no roof to judge it against"
 	}

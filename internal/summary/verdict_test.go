@@ -51,7 +51,8 @@ func TestJudgeOp(t *testing.T) {
 	}{
 		{"near its roof", quiet, matmul, SIMD{}, BoundMemory, "62.0% of the bandwidth roof"},
 		{"thin phase", thin, matmul, SIMD{}, "", "not judged: 1 graph"},
-		{"few calls", quiet, Op{Calls: 2, TotalMS: 3, MeanUS: 1500, PeakFrac: 0.5, Roof: BoundCompute}, SIMD{}, "", "not judged: 2 calls"},
+		{"few short calls", quiet, Op{Calls: 2, TotalMS: 0.01, MeanUS: 5, PeakFrac: 0.5, Roof: BoundCompute}, SIMD{}, "", "not judged: 2 calls"},
+		{"one long call", quiet, Op{Calls: 1, TotalMS: 1.7, MeanUS: 1700, PeakFrac: 0.5, Roof: BoundMemory}, SIMD{}, BoundMemory, "50.0% of the bandwidth roof"},
 		{"short calls", quiet, small, SIMD{}, BoundOverhead, "calls of 9.0 µs"},
 		{"waited for a CPU", starved, small, SIMD{}, BoundStarved, "22% of their graphs' time (runnable, waiting for one)"},
 		{"disk", disk, matmul, SIMD{}, BoundDisk, "waiting for the disk"},
