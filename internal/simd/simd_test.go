@@ -71,23 +71,28 @@ func TestBuildReal(t *testing.T) {
 	}
 }
 
-// TestBuildBench: the test bench's own builds against this machine's CPU. Its llama.cpp
-// is built for the instruction sets /proc/cpuinfo lists (ggml's options named from
-// them), so it reads as the host does; Ollama's old engine, built by `go build` with no
-// -march, reads as x86-64's baseline.
+// TestBuildBench: the test bench's own builds against this machine's CPU. Those built
+// for it (its llama.cpp, named ggml's options from /proc/cpuinfo; the older releases'
+// static llama-bench, -march=native) read as the host does; the portable static build,
+// for any x86-64 with AVX2, as avx2; Ollama's old engine, which `go build` compiles
+// through cgo with no -march, as x86-64's baseline.
 func TestBuildBench(t *testing.T) {
 	host := Host()
-	if host == "" {
-		t.Skip("no /proc/cpuinfo")
+	if runtime.GOARCH != "amd64" || host == "" {
+		t.Skip("the test bench's builds are x86-64's, read against this CPU")
 	}
-	if got := Build(bench(t, "llama.cpp/bin/libggml-cpu.so")); got != host {
-		t.Errorf("the test bench's llama.cpp: Build = %q, want the host's %q", got, host)
-	}
-	if runtime.GOARCH != "amd64" {
-		return // the test bench builds Ollama's old engine for x86-64's baseline only here
-	}
-	if got := Build(bench(t, "ollama-old/ollama")); got != "sse2" {
-		t.Errorf("Ollama's old engine: Build = %q, want sse2", got)
+	for _, c := range []struct{ file, want string }{
+		{"llama.cpp/bin/libggml-cpu.so", host},
+		{"llama.cpp-b3889/static/llama-bench", host},
+		{"llama.cpp-b4234/static/llama-bench", host},
+		{"llama.cpp/portable/llama-server", "avx2"},
+		{"ollama-old/ollama", "sse2"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			if got := Build(bench(t, c.file)); got != c.want {
+				t.Errorf("Build = %q, want %q", got, c.want)
+			}
+		})
 	}
 }
 
