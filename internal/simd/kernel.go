@@ -11,7 +11,7 @@ import (
 )
 
 // dotKernels are the CPU backend's dot products that its matrix multiplications run
-// on, each compiled for the widest SIMD the build allows: q4_0 weights', then F16's.
+// on, each compiled for the widest SIMD the build allows: q4_0 weights' and F16's.
 var dotKernels = []string{"ggml_vec_dot_q4_0_q8_0", "ggml_vec_dot_f16"}
 
 // maxKernel bounds the code decoded of one kernel; they are a few KB.
