@@ -56,6 +56,10 @@ func TestBuildReal(t *testing.T) {
 		{nlcV8 + "libggml-cpu-armv9.2_2.so", "sme", "i8mm"},
 		// ggml in one library, its has_* functions in ggml.c (b3889's prebuilt).
 		{"npm-3.1.1/" + testbench.PrebuiltBins + "/libggml.so", "avx2", "avx2"},
+		// @fugood's addons: ggml linked into one index.node, found by its dynamic
+		// symbols; built for x86-64's baseline, no AVX anywhere in their code.
+		{"npm-fugood/node_modules/@fugood/node-llama-linux-x64/index.node", "sse2", "sse2"},
+		{"npm-fugood/node_modules/@fugood/node-whisper-linux-x64/index.node", "sse2", "sse2"},
 		// No CPU backend: neither.
 		{nlc + "libggml-base.so", "", ""},
 	} {
