@@ -49,6 +49,8 @@ var setupItems = []struct{ key, label string }{
 	{schema.ResourceLlamaBuildNumber, "llama.cpp build"},
 	{schema.ResourceLlamaBuildCommit, "llama.cpp commit"},
 	{schema.ResourceGGMLCPUVariant, "CPU backend variant"},
+	{schema.ResourceGGMLCPUSIMD, "CPU backend's SIMD"},
+	{schema.ResourceHostCPUSIMD, "CPU's SIMD"},
 	{schema.ResourceLlamaModelName, "model"},
 	{schema.ResourceLlamaModelArchitecture, "architecture"},
 	{schema.ResourceLlamaModelParameters, "parameters"},

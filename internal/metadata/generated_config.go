@@ -238,10 +238,12 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 type ResourceAttributesConfig struct {
 	ContainerID                 ResourceAttributeConfig `mapstructure:"container.id"`
 	GgmlBackendsLoaded          ResourceAttributeConfig `mapstructure:"ggml.backends.loaded"`
+	GgmlCPUSimd                 ResourceAttributeConfig `mapstructure:"ggml.cpu.simd"`
 	GgmlCPUVariant              ResourceAttributeConfig `mapstructure:"ggml.cpu.variant"`
 	GgmlDeviceSoftware          ResourceAttributeConfig `mapstructure:"ggml.device.software"`
 	GgmlRuntime                 ResourceAttributeConfig `mapstructure:"ggml.runtime"`
 	GgmlVersion                 ResourceAttributeConfig `mapstructure:"ggml.version"`
+	HostCPUSimd                 ResourceAttributeConfig `mapstructure:"host.cpu.simd"`
 	LlamaBuildCommit            ResourceAttributeConfig `mapstructure:"llama.build.commit"`
 	LlamaBuildNumber            ResourceAttributeConfig `mapstructure:"llama.build.number"`
 	LlamaContextBatchSize       ResourceAttributeConfig `mapstructure:"llama.context.batch_size"`
@@ -284,6 +286,9 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 		GgmlBackendsLoaded: ResourceAttributeConfig{
 			Enabled: true,
 		},
+		GgmlCPUSimd: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		GgmlCPUVariant: ResourceAttributeConfig{
 			Enabled: true,
 		},
@@ -294,6 +299,9 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		GgmlVersion: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		HostCPUSimd: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		LlamaBuildCommit: ResourceAttributeConfig{

@@ -2872,6 +2872,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["ggml.backends.loaded"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlBackendsLoaded.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.GgmlCPUSimd.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["ggml.cpu.simd"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlCPUSimd.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GgmlCPUSimd.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["ggml.cpu.simd"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlCPUSimd.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.GgmlCPUVariant.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["ggml.cpu.variant"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlCPUVariant.MetricsInclude)
 	}
@@ -2895,6 +2901,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	}
 	if mbc.ResourceAttributes.GgmlVersion.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["ggml.version"] = filter.CreateFilter(mbc.ResourceAttributes.GgmlVersion.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.HostCPUSimd.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["host.cpu.simd"] = filter.CreateFilter(mbc.ResourceAttributes.HostCPUSimd.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.HostCPUSimd.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["host.cpu.simd"] = filter.CreateFilter(mbc.ResourceAttributes.HostCPUSimd.MetricsExclude)
 	}
 	if mbc.ResourceAttributes.LlamaBuildCommit.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["llama.build.commit"] = filter.CreateFilter(mbc.ResourceAttributes.LlamaBuildCommit.MetricsInclude)

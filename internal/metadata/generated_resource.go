@@ -35,6 +35,13 @@ func (rb *ResourceBuilder) SetGgmlBackendsLoaded(val []any) {
 	}
 }
 
+// SetGgmlCPUSimd sets provided value as "ggml.cpu.simd" attribute.
+func (rb *ResourceBuilder) SetGgmlCPUSimd(val string) {
+	if rb.config.GgmlCPUSimd.Enabled {
+		rb.res.Attributes().PutStr("ggml.cpu.simd", val)
+	}
+}
+
 // SetGgmlCPUVariant sets provided value as "ggml.cpu.variant" attribute.
 func (rb *ResourceBuilder) SetGgmlCPUVariant(val string) {
 	if rb.config.GgmlCPUVariant.Enabled {
@@ -60,6 +67,13 @@ func (rb *ResourceBuilder) SetGgmlRuntime(val string) {
 func (rb *ResourceBuilder) SetGgmlVersion(val string) {
 	if rb.config.GgmlVersion.Enabled {
 		rb.res.Attributes().PutStr("ggml.version", val)
+	}
+}
+
+// SetHostCPUSimd sets provided value as "host.cpu.simd" attribute.
+func (rb *ResourceBuilder) SetHostCPUSimd(val string) {
+	if rb.config.HostCPUSimd.Enabled {
+		rb.res.Attributes().PutStr("host.cpu.simd", val)
 	}
 }
 

@@ -15,10 +15,12 @@ func TestResourceBuilder(t *testing.T) {
 			rb := NewResourceBuilder(cfg)
 			rb.SetContainerID("container.id-val")
 			rb.SetGgmlBackendsLoaded([]any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"})
+			rb.SetGgmlCPUSimd("ggml.cpu.simd-val")
 			rb.SetGgmlCPUVariant("ggml.cpu.variant-val")
 			rb.SetGgmlDeviceSoftware("ggml.device.software-val")
 			rb.SetGgmlRuntime("ggml.runtime-val")
 			rb.SetGgmlVersion("ggml.version-val")
+			rb.SetHostCPUSimd("host.cpu.simd-val")
 			rb.SetLlamaBuildCommit("llama.build.commit-val")
 			rb.SetLlamaBuildNumber(18)
 			rb.SetLlamaContextBatchSize(24)
@@ -57,9 +59,9 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 38, res.Attributes().Len())
+				assert.Equal(t, 40, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 38, res.Attributes().Len())
+				assert.Equal(t, 40, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -75,6 +77,11 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, []any{"ggml.backends.loaded-item1", "ggml.backends.loaded-item2"}, ggmlBackendsLoadedAttrVal.Slice().AsRaw())
+			}
+			ggmlCPUSimdAttrVal, ok := res.Attributes().Get("ggml.cpu.simd")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "ggml.cpu.simd-val", ggmlCPUSimdAttrVal.Str())
 			}
 			ggmlCPUVariantAttrVal, ok := res.Attributes().Get("ggml.cpu.variant")
 			assert.True(t, ok)
@@ -95,6 +102,11 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "ggml.version-val", ggmlVersionAttrVal.Str())
+			}
+			hostCPUSimdAttrVal, ok := res.Attributes().Get("host.cpu.simd")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "host.cpu.simd-val", hostCPUSimdAttrVal.Str())
 			}
 			llamaBuildCommitAttrVal, ok := res.Attributes().Get("llama.build.commit")
 			assert.True(t, ok)

@@ -38,6 +38,7 @@ import (
 	"github.com/profinfer/profinfer/internal/ringread"
 	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/signals"
+	"github.com/profinfer/profinfer/internal/simd"
 	"github.com/profinfer/profinfer/internal/timerslack"
 	"github.com/profinfer/profinfer/internal/watch"
 	"github.com/profinfer/profinfer/internal/window"
@@ -53,6 +54,7 @@ type Profiler struct {
 
 	bpf      *probe.Loaded
 	kernel   string      // its release, read once: every process's os.version
+	hostSIMD string      // the CPU's SIMD, read once: every process's host.cpu.simd
 	tps      []link.Link // the tracepoint programs
 	reader   *ringread.Reader
 	reg      *registry.Registry
@@ -110,6 +112,7 @@ func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics cons
 // background loops. Errors about single targets fail Start only when cfg.Propagate is set.
 func (p *Profiler) Start(ctx context.Context) error {
 	slackSet := p.setTimerSlack() // first: the start's own work wakes the runtime's monitor too
+	p.hostSIMD = simd.Host()
 	reg, err := registry.New(registry.Config{Targets: p.cfg.Targets, Root: "/proc",
 		Application: p.cfg.Layers.Application, Propagate: p.cfg.Propagate}, p, p.log)
 	if err != nil {

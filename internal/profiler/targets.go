@@ -21,6 +21,7 @@ import (
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/runtimes"
 	"github.com/profinfer/profinfer/internal/signals"
+	"github.com/profinfer/profinfer/internal/simd"
 )
 
 // The registry's calls, on its own goroutine: it attaches a new process's probes itself,
@@ -56,7 +57,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		proc: signals.Origin{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: f.BuildID, GGML: f.Target.Version,
 			Container: f.Container, Backends: strings.Join(proc.Backends, ","), Runtime: f.Runtime.Name,
 			LlamaBuild: f.Build.Number, LlamaCommit: f.Build.Commit, OSVersion: p.kernel,
-			CPUVariant: discover.CPUVariant(proc.Module(discover.CPU).Path)},
+			CPUVariant: discover.CPUVariant(proc.Module(discover.CPU).Path), SIMD: p.buildSIMD(proc), HostSIMD: p.hostSIMD},
 		runtime:   f.Runtime,
 		backends:  backends.NewResolver(p.reg.FS(), "/proc", pid, p.reg.Files.Get, proc.Modules[:]...),
 		describer: describe.New(f.Target),
@@ -122,6 +123,16 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		zap.String("container", cmp.Or(f.Container, "none")), zap.Int("probes", probes), zap.Int("emulated", a.Emulated()),
 		zap.Bool("split_probes", splits))
 	return nil
+}
+
+// buildSIMD is the SIMD proc's CPU backend was compiled for, read from its code once
+// at attach, from the file its probes were placed by; "" where it cannot be read.
+func (p *Profiler) buildSIMD(proc *discover.Process) string {
+	f, err := p.reg.Files.Open(proc.Module(discover.CPU))
+	if err != nil {
+		return ""
+	}
+	return simd.Build(f)
 }
 
 // Extend adds to a traced process the probes on GGML objects it mapped since profinfer

@@ -24,6 +24,12 @@ const (
 	ResourceGGMLVersion = "ggml.version"
 	// ResourceGGMLCPUVariant: the CPU backend's variant (haswell, …), from its library.
 	ResourceGGMLCPUVariant = "ggml.cpu.variant"
+	// ResourceGGMLCPUSIMD: the SIMD the CPU backend was compiled for (sse2, avx2,
+	// avx512_vnni, neon, …), read from its code; on the scale of internal/simd.
+	ResourceGGMLCPUSIMD = "ggml.cpu.simd"
+	// ResourceHostCPUSIMD: the widest SIMD of the CPU it runs on, on the same scale, from
+	// /proc/cpuinfo.
+	ResourceHostCPUSIMD = "host.cpu.simd"
 	// ResourceProcessExecutableBuildID: the executable's GNU build id.
 	ResourceProcessExecutableBuildID = "process.executable.build_id.gnu"
 	// ResourceContainerID: the container the process runs in.

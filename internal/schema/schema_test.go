@@ -248,6 +248,8 @@ func TestGenerated(t *testing.T) {
 	rb.SetGgmlDeviceSoftware("x")
 	rb.SetGgmlVersion("x")
 	rb.SetGgmlCPUVariant("x")
+	rb.SetGgmlCPUSimd("x")
+	rb.SetHostCPUSimd("x")
 	rb.SetProcessExecutableBuildIDGnu("x")
 	rb.SetContainerID("x")
 	rb.SetOsVersion("x")
@@ -264,7 +266,7 @@ func TestGenerated(t *testing.T) {
 	for _, k := range []string{ResourceProcessPID, ResourceProcessExecutableName, ResourceProcessExecutablePath,
 		ResourceServiceName, ResourceGGMLRuntime, ResourceGGMLBackendsLoaded, ResourceLlamaModelName,
 		ResourceLlamaModelPath, ResourceWhisperModelType, ResourceWhisperModelFileType, ResourceGGMLDeviceSoftware,
-		ResourceGGMLVersion, ResourceGGMLCPUVariant, ResourceProcessExecutableBuildID, ResourceContainerID, ResourceOSVersion,
+		ResourceGGMLVersion, ResourceGGMLCPUVariant, ResourceGGMLCPUSIMD, ResourceHostCPUSIMD, ResourceProcessExecutableBuildID, ResourceContainerID, ResourceOSVersion,
 		ResourceLlamaBuildNumber, ResourceLlamaBuildCommit, ResourceLlamaContextSize, ResourceLlamaContextThreads,
 		ResourceLlamaContextBatchSize, ResourceLlamaContextUbatchSize, ResourceLlamaModelArchitecture,
 		ResourceLlamaModelParameters, ResourceLlamaModelFileType} {

@@ -38,7 +38,10 @@ type Origin struct {
 	LlamaBuild  int
 	LlamaCommit string
 	CPUVariant  string // ggml.cpu.variant, from its CPU backend's library's name; "" where that names none
-	OSVersion   string // the kernel release (uname -r) of the collector's host, which the process runs on
+	// SIMD and HostSIMD are ggml.cpu.simd and host.cpu.simd: the SIMD its CPU backend was
+	// built for and the CPU's, on internal/simd's scale; "" where unknown.
+	SIMD, HostSIMD string
+	OSVersion      string // the kernel release (uname -r) of the collector's host, which the process runs on
 }
 
 // Resource is p's resource with the semantic-convention attributes rb's configuration
@@ -114,6 +117,12 @@ func (p *Origin) Resource(rb *metadata.ResourceBuilder) pcommon.Resource {
 	}
 	if p.CPUVariant != "" {
 		rb.SetGgmlCPUVariant(p.CPUVariant)
+	}
+	if p.SIMD != "" {
+		rb.SetGgmlCPUSimd(p.SIMD)
+	}
+	if p.HostSIMD != "" {
+		rb.SetHostCPUSimd(p.HostSIMD)
 	}
 	rb.SetOsType("linux") // the only OS profinfer runs on
 	if p.OSVersion != "" {

@@ -382,14 +382,17 @@ func TestResourceAttributeSwitches(t *testing.T) {
 }
 
 // A run's setup is on its resource: the build, the context's batch sizes, the CPU
-// variant and the OS; what is unknown is absent, but os.type, always linux.
+// variant, its SIMD and the CPU's, and the OS; what is unknown is absent, but os.type,
+// always linux.
 func TestResourceSetup(t *testing.T) {
 	p := &Origin{PID: 1, Exe: "/opt/llama/llama-bench", CtxSize: 256, CtxThreads: 2, CtxBatch: 64, CtxUbatch: 32,
-		LlamaBuild: 7112, LlamaCommit: "de3ff81", CPUVariant: "zen4", OSVersion: "6.8.0-49-generic"}
+		LlamaBuild: 7112, LlamaCommit: "de3ff81", CPUVariant: "zen4", SIMD: "sse2", HostSIMD: "avx512_vnni",
+		OSVersion: "6.8.0-49-generic"}
 	want := map[string]any{
 		schema.ResourceLlamaContextBatchSize: int64(64), schema.ResourceLlamaContextUbatchSize: int64(32),
 		schema.ResourceLlamaBuildNumber: int64(7112), schema.ResourceLlamaBuildCommit: "de3ff81",
-		schema.ResourceGGMLCPUVariant: "zen4", "os.type": "linux", schema.ResourceOSVersion: "6.8.0-49-generic",
+		schema.ResourceGGMLCPUVariant: "zen4", schema.ResourceGGMLCPUSIMD: "sse2", schema.ResourceHostCPUSIMD: "avx512_vnni",
+		"os.type": "linux", schema.ResourceOSVersion: "6.8.0-49-generic",
 	}
 	got := p.Resource(metadata.NewResourceBuilder(metadata.DefaultResourceAttributesConfig())).Attributes().AsRaw()
 	for k, v := range want {

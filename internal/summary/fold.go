@@ -108,6 +108,7 @@ type proc struct {
 	counters         map[string]bool
 	threads          int64      // the most threads a graph was computed with
 	quota            quotaState // the cgroup CPU quota
+	simd             SIMD
 }
 
 type phase struct {
@@ -149,6 +150,7 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 	p.model = cmp.Or(str(schema.ResourceLlamaModelName), str(schema.ResourceLlamaModelPath), whisperModel(str), p.model)
 	p.runtime = cmp.Or(str(schema.ResourceGGMLRuntime), p.runtime)
 	p.software = cmp.Or(str(schema.ResourceGGMLDeviceSoftware), p.software)
+	p.simd = SIMD{Build: cmp.Or(str(schema.ResourceGGMLCPUSIMD), p.simd.Build), Host: cmp.Or(str(schema.ResourceHostCPUSIMD), p.simd.Host)}
 	if v, ok := attrs.Get(schema.ResourceGGMLBackendsLoaded); ok && v.Type() == pcommon.ValueTypeSlice {
 		p.loaded = p.loaded[:0]
 		for i := 0; i < v.Slice().Len() && i < 16; i++ {

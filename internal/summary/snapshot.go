@@ -34,7 +34,7 @@ func (p *Process) tokens() int64 {
 func (p *proc) snapshot() *Process {
 	out := &Process{ID: p.id, Title: p.title, Model: p.model, Runtime: p.runtime, Resource: slices.Clone(p.resource),
 		Roofs: p.roofs, Rate: slices.Clone(p.rate), Timeline: p.timeline, LastSeen: p.lastSeen.UTC(),
-		Latency: p.latency.quantiles(), Findings: []Finding{}}
+		Latency: p.latency.quantiles(), Findings: []Finding{}, SIMD: p.simd}
 	if !p.nextWindow.IsZero() {
 		out.NextWindow = p.nextWindow.UTC()
 	}

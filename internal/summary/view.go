@@ -49,6 +49,15 @@ type Process struct {
 	// NextWindow is when its next node-sampling window opens (nodes.mode sampled); zero
 	// where none is scheduled.
 	NextWindow time.Time `json:"next_window,omitzero"`
+	// SIMD is the SIMD its CPU backend was built for against its CPU's.
+	SIMD SIMD `json:"simd,omitzero"`
+}
+
+// SIMD is what ggml.cpu.simd and host.cpu.simd say, on internal/simd's scale: Build
+// below Host (simd.Narrower) leaves the CPU's wider vectors unused. "" where unknown.
+type SIMD struct {
+	Build string `json:"build,omitempty"`
+	Host  string `json:"host,omitempty"`
 }
 
 // KV is one resource attribute, as text.

@@ -15,3 +15,6 @@ func BuildIDOf(path string) string {
 	defer ef.Close()
 	return buildID(ef)
 }
+
+// Machine is the architecture the file's code is for.
+func (f *File) Machine() elf.Machine { return f.elf.Machine }
