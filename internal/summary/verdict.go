@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/simd"
 )
 
 // An op's verdict: what bounds it, or why it is slow where it is far from both roofs.
@@ -48,16 +49,8 @@ const overheadCall = 50e-6
 // work: below it, the verdict names what else the time went to.
 const overheadBelow = 0.1
 
-// SIMD is what vector instructions a process's GGML CPU code was built for, against those
-// its CPU has, on one scale (sse3 < avx < avx2 < avx512 …); "" where unknown.
-type SIMD struct {
-	Build string `json:"build,omitempty"`
-	Host  string `json:"host,omitempty"`
-}
-
-// lacks says whether the build leaves out vector instructions the CPU has: a build can
-// use no more than its CPU has, so one that differs has less.
-func (s SIMD) lacks() bool { return s.Build != "" && s.Host != "" && s.Build != s.Host }
+// lacks says whether the build leaves out vector instructions the CPU has.
+func (s SIMD) lacks() bool { return simd.Narrower(s.Build, s.Host) }
 
 // judge gives the threads' figures their verdict, or says they are too thin for one.
 func (c *ThreadsCPU) judge() {

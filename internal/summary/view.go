@@ -43,7 +43,6 @@ type Process struct {
 	Copies   []Copy    `json:"copies,omitempty"`
 	Counters []string  `json:"counters,omitempty"` // perf counter names the ops carry
 	Quota    *Quota    `json:"quota,omitempty"`    // the cgroup CPU quota it runs under
-	SIMD     SIMD      `json:"simd,omitzero"`      // the vector instructions its GGML code was built for, and its CPU's
 	Findings []Finding `json:"findings"`
 	LastSeen time.Time `json:"last_seen"`
 	// NextWindow is when its next node-sampling window opens (nodes.mode sampled); zero
