@@ -128,7 +128,7 @@ struct batch {
  * runtime up to date at scheduler ticks and switches, so a reading is exact to about a
  * tick per thread; over many graphs the errors cancel. */
 struct threads_cpu {
-	u64 run_ns;  /* se.sum_exec_runtime: time on a CPU */
+	u64 run_ns;  /* se.sum_exec_runtime: time on a CPU, the exited threads' included */
 	u64 wait_ns; /* sched_info.run_delay: runnable, waiting for a CPU; 0 without CONFIG_SCHED_INFO */
 	u64 maj_flt; /* major page faults: each one a wait for the disk */
 	u32 threads; /* threads summed */

@@ -48,6 +48,8 @@ struct sched_info {
 /* The list of a process's threads. */
 struct signal_struct {
 	struct list_head thread_head;
+	unsigned long long sum_sched_runtime; /* of the threads that exited */
+	unsigned long maj_flt;                /* likewise */
 } __attribute__((preserve_access_index));
 
 /* The task fields the programs read, relocated against the kernel's BTF. */

@@ -94,7 +94,10 @@ static long walk_thread_cb(u64 i, void *w)
 /* Sums the CPU time of the calling process's threads, walking its thread list under the
  * RCU read lock the program runs in. With bpf_loop (loop) the verifier checks one step;
  * the bounded loop it checks THREADS_MAX times, some 13 000 instructions a program,
- * which is most of the CPU a start spends in the verifier. */
+ * which is most of the CPU a start spends in the verifier. The threads that exited left
+ * their runtime and faults in the signal struct: a graph that makes and ends threads of
+ * its own (ggml's threadpool without OpenMP makes one per graph) counts theirs too. Their
+ * run-queue wait the kernel keeps nowhere. */
 static __always_inline void read_threads_cpu(struct threads_cpu *out, bool loop)
 {
 	struct task_struct *task = (void *)bpf_get_current_task();
@@ -110,6 +113,8 @@ static __always_inline void read_threads_cpu(struct threads_cpu *out, bool loop)
 		for (u32 i = 0; i < THREADS_MAX && walk_thread(&w); i++)
 			;
 	w.sum.partial = w.pos && w.pos != w.head;
+	w.sum.run_ns += BPF_CORE_READ(sig, sum_sched_runtime);
+	w.sum.maj_flt += BPF_CORE_READ(sig, maj_flt);
 	*out = w.sum;
 }
 

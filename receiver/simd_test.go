@@ -51,6 +51,10 @@ func TestE2ESIMD(t *testing.T) {
 		if cmd := ollamaChildren(o.PID())[pid]; !strings.Contains(cmd, "--ollama-engine") {
 			t.Fatalf("the runner is not Ollama's engine: %s", cmd)
 		}
+		// Tokens enough for a sampling window's graphs and a judged phase: some 2 s.
+		if _, err := o.Generate(ctx, "llama-1b", "The capital of France is", 16, ""); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(1500 * time.Millisecond)
 		traces, _ := c.stop(t)
 		var res map[string]any
@@ -71,6 +75,24 @@ func TestE2ESIMD(t *testing.T) {
 		check(t, res, view.Processes[0], "sse2")
 		if b, _ := res["ggml.cpu.simd"].(string); !simd.Narrower(b, host) {
 			t.Errorf("the baseline build is not narrower than this CPU's %s", host)
+		}
+		// Its matmuls, far below the roofs this CPU's vectors reach, are judged by the
+		// build wherever they are judged (a phase whose one graph ran beside the attach
+		// is not), never overhead-bound or unexplained.
+		matmuls := 0
+		for _, ph := range view.Processes[0].Phases {
+			for _, o := range ph.Ops {
+				t.Logf("%s: %s %s, %d calls, %.1f µs a call: %q, %s", ph.Name, o.Op, o.Weight, o.Calls, o.MeanUS, o.Bound, o.Why)
+				if o.Op == "MUL_MAT" && o.Weight == "q4_0" && (o.Bound != "" || !strings.HasPrefix(o.Why, "not judged")) {
+					matmuls++
+					if o.Bound != summary.BoundSIMD {
+						t.Errorf("%s: MUL_MAT q4_0 judged %q (%s), want simd", ph.Name, o.Bound, o.Why)
+					}
+				}
+			}
+		}
+		if matmuls == 0 {
+			t.Error("no MUL_MAT q4_0 of the runner judged")
 		}
 	})
 }

@@ -57,6 +57,8 @@ func TestJudgeOp(t *testing.T) {
 		{"waited for a CPU", starved, small, SIMD{}, BoundStarved, "22% of their graphs' time (runnable, waiting for one)"},
 		{"disk", disk, matmul, SIMD{}, BoundDisk, "waiting for the disk"},
 		{"a build without the CPU's SIMD", quiet, slow, SIMD{Build: "sse3", Host: "avx512"}, BoundSIMD, "a build for sse3 on a CPU with avx512"},
+		{"halfway, in a build without the CPU's SIMD", quiet, Op{Calls: 112, TotalMS: 12, MeanUS: 107, PeakFrac: 0.3, Roof: BoundMemory}, SIMD{Build: "sse2", Host: "avx512"}, BoundSIMD, "30.0% of the bandwidth roof, in a build for sse2"},
+		{"near its roof, in a build without the CPU's SIMD", quiet, matmul, SIMD{Build: "avx2", Host: "avx512"}, BoundMemory, "62.0%"},
 		{"unexplained", quiet, slow, SIMD{Build: "avx512", Host: "avx512"}, BoundUnexplained, "checked: threads on a CPU 97% of graph time, 0 major faults, built for avx512 as the CPU has"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
