@@ -77,3 +77,51 @@ loopsve:
 	SUBS $1, R0, R0
 	BNE loopsve
 	RET
+
+// func dotSDOT(n int64)
+// n iterations of 16 independent SDOTs of 16 byte pairs into V0-V15: 512 operations. The
+// Go assembler has no SDOT: sdot vD.4s, v16.16b, v17.16b is 0x4e919600|D (llvm-mc).
+TEXT ·dotSDOT(SB), NOSPLIT, $0-8
+	MOVD n+0(FP), R0
+	ZERO
+loopsdot:
+	WORD $0x4e919600
+	WORD $0x4e919601
+	WORD $0x4e919602
+	WORD $0x4e919603
+	WORD $0x4e919604
+	WORD $0x4e919605
+	WORD $0x4e919606
+	WORD $0x4e919607
+	WORD $0x4e919608
+	WORD $0x4e919609
+	WORD $0x4e91960a
+	WORD $0x4e91960b
+	WORD $0x4e91960c
+	WORD $0x4e91960d
+	WORD $0x4e91960e
+	WORD $0x4e91960f
+	SUBS $1, R0, R0
+	BNE loopsdot
+	RET
+
+// func dotSMULL(n int64)
+// n iterations of two SMULL and two SMULL2 (8 byte products each), each pairwise added
+// into one of V0-V3 by SADALP, ggml's sequence without the dot product: 64 operations. Encoded as
+// llvm-mc does: smull v18.8h, v16.8b, v17.8b is 0x0e31c212, smull2 v19.8h, v16.16b,
+// v17.16b 0x4e31c213, sadalp vD.4s, v18.8h 0x4e606a40|D, and from v19 0x4e606a60|D.
+TEXT ·dotSMULL(SB), NOSPLIT, $0-8
+	MOVD n+0(FP), R0
+	ZERO
+loopsmull:
+	WORD $0x0e31c212
+	WORD $0x4e31c213
+	WORD $0x4e606a40
+	WORD $0x4e606a61
+	WORD $0x0e31c212
+	WORD $0x4e31c213
+	WORD $0x4e606a42
+	WORD $0x4e606a63
+	SUBS $1, R0, R0
+	BNE loopsmull
+	RET

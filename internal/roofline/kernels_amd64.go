@@ -4,7 +4,12 @@ import "golang.org/x/sys/cpu"
 
 func fmaAVX512(n int64)
 func fmaAVX2(n int64)
+func dotVNNI512(n int64)
+func dotVNNI256(n int64)
+func dotBW512(n int64)
+func dotAVX2(n int64)
 func readAVX2(p *uint64, n int64)
+func readAVX512(p *uint64, n int64)
 
 func fmaKernel() (string, func(int64), float64) {
 	switch {
@@ -16,9 +21,29 @@ func fmaKernel() (string, func(int64), float64) {
 	return "scalar", scalarFMA, 4 * 2
 }
 
+// dotKernel is the widest int8 dot product ggml's quantised matmuls use on this CPU
+// (ggml-cpu's x86 quants and repack kernels): VPDPBUSD with AVX512-VNNI or AVX-VNNI,
+// else VPMADDUBSW and VPMADDWD.
+func dotKernel() (string, func(int64), float64) {
+	switch {
+	case cpu.X86.HasAVX512VNNI:
+		return "avx512-vnni", dotVNNI512, 10 * 64 * 2
+	case cpu.X86.HasAVXVNNI:
+		return "avx-vnni", dotVNNI256, 10 * 32 * 2
+	case cpu.X86.HasAVX512BW:
+		return "avx512bw", dotBW512, 4 * 64 * 2
+	case cpu.X86.HasAVX2:
+		return "avx2", dotAVX2, 4 * 32 * 2
+	}
+	return "scalar", scalarDot, 4 * 2
+}
+
 // readKernel's loops take a multiple of 256 bytes.
 func readKernel() func([]uint64) {
-	if cpu.X86.HasAVX2 {
+	switch {
+	case cpu.X86.HasAVX512F:
+		return func(w []uint64) { readAVX512(&w[0], int64(len(w))*8) }
+	case cpu.X86.HasAVX2:
 		return func(w []uint64) { readAVX2(&w[0], int64(len(w))*8) }
 	}
 	return readWords

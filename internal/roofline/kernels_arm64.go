@@ -11,6 +11,8 @@ import (
 // be wider (A64FX's 512 bits), and ggml uses them where the CPU has them.
 func fmaNEON(n int64)
 func fmaSVE(n int64)
+func dotSDOT(n int64)
+func dotSMULL(n int64)
 func readNEON(p *uint64, n int64)
 
 func fmaKernel() (string, func(int64), float64) {
@@ -22,6 +24,15 @@ func fmaKernel() (string, func(int64), float64) {
 		}
 	}
 	return "neon", fmaNEON, 16 * 4 * 2
+}
+
+// dotKernel is the int8 dot product ggml's quantised matmuls use on this CPU: SDOT
+// where it has the dot-product extension (x/sys/cpu's ASIMDDP), else SMULL and SADALP.
+func dotKernel() (string, func(int64), float64) {
+	if cpu.ARM64.HasASIMDDP {
+		return "neon-dotprod", dotSDOT, 16 * 16 * 2
+	}
+	return "neon", dotSMULL, 4 * 8 * 2
 }
 
 // readKernel's loop takes a multiple of 256 bytes.

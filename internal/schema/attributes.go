@@ -242,8 +242,12 @@ const (
 	// GGMLRooflineBound (string; [SpanNode]): memory, compute, overhead or starved.
 	GGMLRooflineBound = "ggml.roofline.bound"
 	// GGMLRooflinePeakFraction (double; [SpanNode]): the fraction of its roof the node
-	// reached.
+	// reached: of its kernel class's compute peak (fp32 FMA, or int8 dot products for
+	// quantised matmuls), or of the bandwidth of the cache levels its bytes come from.
 	GGMLRooflinePeakFraction = "ggml.roofline.peak_fraction"
+	// GGMLRooflineLevel (string; [SpanNode]): where most of the node's bytes come from
+	// under the cache-aware roofline: L1, L2, L3, or DRAM (also where no cache is known).
+	GGMLRooflineLevel = "ggml.roofline.level"
 	// GGMLRooflineFlopsPerSecond (double; [SpanNode]): its achieved FLOP/s.
 	GGMLRooflineFlopsPerSecond = "ggml.roofline.flops_per_second"
 	// GGMLRooflineBytesPerSecond (double; [SpanNode]): its achieved bytes/s.

@@ -37,6 +37,11 @@ const (
 	ProfinferRooflineSource = "profinfer.roofline.source"
 	// ProfinferRooflineMeasured: when the roofs were measured.
 	ProfinferRooflineMeasured = "profinfer.roofline.measured"
+	// ProfinferRooflineCacheLevel: the cache level of a profinfer.roofline.cache.bandwidth
+	// point, L1, L2 or L3.
+	ProfinferRooflineCacheLevel = "profinfer.roofline.cache.level"
+	// ProfinferRooflineCacheSize: the bytes that cache level holds.
+	ProfinferRooflineCacheSize = "profinfer.roofline.cache.size"
 	// GGMLMoEExpert: the expert of a ggml.moe.expert.selections point.
 	GGMLMoEExpert = "ggml.moe.expert"
 	// ProfinferCgroupPath: the cgroup of the profinfer.cgroup.cpu.* points.

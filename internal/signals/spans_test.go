@@ -49,7 +49,7 @@ func TestDecodeSpans(t *testing.T) {
 		TID: 1, NNodes: 5, NThreads: 2, Start: 20, End: 90, Traced: true,
 		Nodes: []*assemble.Node{{
 			Info: &assemble.NodeInfo{Op: "MUL_MAT", Name: "Qcur-1", Type: "f32", Shape: [4]int64{2048, 32, 1, 1}, Srcs: []assemble.Src{assemble.NewSrc("q4_0", [4]int64{2048, 2048, 1, 1})},
-				FLOPs: 8e6, Bytes: 2.4e6},
+				Work: roofline.Work{FLOPs: 8e6, Bytes: 2.4e6}},
 			Sched: events.CPUSched{OffCPU: 12, Preemptions: 1},
 			Start: 30, End: 80,
 			Threads: []assemble.ThreadTime{{Ith: 1, Start: 31, Busy: 70, End: 80}, {Ith: 0, Start: 30, Busy: 75, End: 79}},
@@ -446,7 +446,7 @@ func TestResourceOncePerBatch(t *testing.T) {
 // that ran while the collector was busy is marked, and left out of the metrics.
 func TestGraphCPU(t *testing.T) {
 	peaks := roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}
-	node := &assemble.Node{Info: &assemble.NodeInfo{Op: "ADD", Name: "x", Type: "f32", FLOPs: 1e6, Bytes: 1e6}, Start: 1000, End: 2000}
+	node := &assemble.Node{Info: &assemble.NodeInfo{Op: "ADD", Name: "x", Type: "f32", Work: roofline.Work{FLOPs: 1e6, Bytes: 1e6}}, Start: 1000, End: 2000}
 	d := &assemble.Step{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 12000, Graphs: []*assemble.Graph{{
 		TID: 1, NNodes: 1, NThreads: 2, Start: 100, End: 10100, Traced: true, Nodes: []*assemble.Node{node},
 		CPU: assemble.GraphCPU{Known: true, Run: 12000, Wait: 7000, Starved: true},

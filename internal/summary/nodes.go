@@ -19,7 +19,7 @@ var boundNames = [4]string{"memory", "compute", "overhead", "starved"}
 // attributes: at full tracing the view folds some 14 000 spans a second, on the cores
 // the model uses.
 type nodeAttrs struct {
-	op, weight, bound, tensor                   string
+	op, weight, bound, tensor, level            string
 	flops, bytes, fraction, flopsRate, byteRate float64
 	threads, layer, offCPU, runq, barrier       int64
 	preemptions, migrations                     int64
@@ -42,6 +42,8 @@ func (n *nodeAttrs) read(attrs pcommon.Map) {
 			n.weight = v.Str()
 		case schema.GGMLRooflineBound:
 			n.bound = v.Str()
+		case schema.GGMLRooflineLevel:
+			n.level = v.Str()
 		case schema.GGMLTensorName:
 			n.tensor = v.Str()
 		case schema.GGMLFlops:
@@ -119,6 +121,7 @@ func (a *Aggregator) node(p *proc, s ptrace.Span, g *graphRef) {
 	t := timed{op: o, phase: ph, layer: -1, bound: -1, start: s.StartTimestamp(), end: s.EndTimestamp()}
 	if b, ok := boundIndex[n.bound]; ok {
 		t.bound = b
+		o.attained.Add(n.fraction, d)
 		p.derive(&n, b)
 	}
 	sc := SchedSums{
@@ -189,15 +192,28 @@ func (s *SchedSums) add(o SchedSums) {
 }
 
 // derive recovers a roof from a classified node (its achieved rate over the fraction of
-// the roof it reached), for input that lacks profinfer.roofline.peak.
+// the roof it reached), for input that lacks profinfer.roofline.peak: memory's from a
+// node whose bytes came from memory (older collectors name no level), the int8 roof
+// from a quantised matmul's where the level says the collector has that roof.
 func (p *proc) derive(n *nodeAttrs, bound int) {
 	if n.fraction <= 0 {
 		return
 	}
-	switch bound {
-	case 0:
+	switch {
+	case bound == 0 && (n.level == "" || n.level == "DRAM"):
 		p.derived.Bandwidth = n.byteRate / n.fraction
-	case 1:
+	case bound == 1 && n.level != "" && quantised(n.weight):
+		p.derived.Int8 = n.flopsRate / n.fraction
+	case bound == 1:
 		p.derived.FLOPS = n.flopsRate / n.fraction
 	}
+}
+
+// quantised is true for a matmul's weight type that ggml multiplies as int8.
+func quantised(weight string) bool {
+	switch weight {
+	case "", "none", "f32", "f16", "bf16":
+		return false
+	}
+	return true
 }

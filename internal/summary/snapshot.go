@@ -50,13 +50,13 @@ func (p *proc) snapshot() *Process {
 		j.RTF = Quantiles{Count: q.Count, P50: q.P50 / 1e3, P90: q.P90 / 1e3, P99: q.P99 / 1e3, Max: q.Max / 1e3}
 		out.Jobs = &j
 	}
-	if out.Roofs.FLOPS == 0 && out.Roofs.Bandwidth == 0 && p.derived != (Roofs{}) {
+	if out.Roofs.FLOPS == 0 && out.Roofs.Bandwidth == 0 && (p.derived.FLOPS > 0 || p.derived.Bandwidth > 0 || p.derived.Int8 > 0) {
 		out.Roofs = p.derived
 		out.Roofs.Source = "derived from the spans' peak fractions"
 	}
 	for _, name := range []string{prefill, encode, decode, compute, outside} {
 		if ph := p.phases[name]; ph != nil {
-			out.Phases = append(out.Phases, ph.snapshot(out.Roofs))
+			out.Phases = append(out.Phases, ph.snapshot())
 		}
 	}
 	moe := p.moeMetric
@@ -96,7 +96,7 @@ func (p *proc) snapshot() *Process {
 	return out
 }
 
-func (ph *phase) snapshot(roofs Roofs) *Phase {
+func (ph *phase) snapshot() *Phase {
 	out := ph.Phase
 	out.Ops = nil
 	if out.DecodeSeconds > 0 {
@@ -125,7 +125,7 @@ func (ph *phase) snapshot(roofs Roofs) *Phase {
 		if r.byt > 0 {
 			r.Intensity = r.flops / r.byt
 		}
-		r.Bound, r.PeakFrac = verdict(&r, roofs, out.CPU != nil && out.CPU.Starved)
+		r.Bound, r.PeakFrac = verdict(&r, out.CPU != nil && out.CPU.Starved)
 		out.Ops = append(out.Ops, &r)
 	}
 	slices.SortFunc(out.Ops, func(x, y *Op) int {
@@ -140,11 +140,14 @@ func (ph *phase) snapshot(roofs Roofs) *Phase {
 }
 
 // verdict is the bound that held for most of an op's time, as the receiver classified
-// its nodes, and how close its aggregate rate came to that roof. Whether its threads
-// were starved is the phase's verdict (starved), over all the phase's graphs, so that an
-// op is never judged by other evidence than its phase: nodes judged starved over their
-// process's latest graphs count for no roof where the phase as a whole was not.
-func verdict(o *Op, roofs Roofs, starved bool) (string, float64) {
+// its nodes, and how close the op came to the roofline: its nodes' time at their roofs
+// over the time they took (roofline.Attained), each node against the roofs of its own
+// kernel class and cache level, so that no op reads above its roof unless a node did.
+// Whether its threads were starved is the phase's verdict (starved), over all the
+// phase's graphs, so that an op is never judged by other evidence than its phase: nodes
+// judged starved over their process's latest graphs count for no roof where the phase
+// as a whole was not.
+func verdict(o *Op, starved bool) (string, float64) {
 	if starved {
 		return boundNames[boundIndex["starved"]], 0
 	}
@@ -157,14 +160,7 @@ func verdict(o *Op, roofs Roofs, starved bool) (string, float64) {
 	if best < 0 {
 		return "", 0
 	}
-	frac := 0.0
-	switch {
-	case o.Intensity > 0 && roofs.Bandwidth > 0 && roofs.FLOPS > 0 && o.Intensity < roofs.FLOPS/roofs.Bandwidth:
-		frac = o.Bandwidth / roofs.Bandwidth
-	case roofs.FLOPS > 0:
-		frac = o.FLOPS / roofs.FLOPS
-	}
-	return boundNames[best], frac
+	return boundNames[best], o.attained.Fraction()
 }
 
 // opLayerMatrix keeps the ops that took the most layer time, at most 16 rows.

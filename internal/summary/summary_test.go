@@ -25,7 +25,7 @@ import (
 var peaks = roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}
 
 func node(op, name, weight string, start, end uint64, flops, bytes float64) *assemble.Node {
-	info := &assemble.NodeInfo{Op: op, Name: name, Type: "f32", Shape: [4]int64{2048, 1, 1, 1}, FLOPs: flops, Bytes: bytes}
+	info := &assemble.NodeInfo{Op: op, Name: name, Type: "f32", Shape: [4]int64{2048, 1, 1, 1}, Work: roofline.Work{FLOPs: flops, Bytes: bytes}}
 	if weight != "" {
 		info.Srcs = []assemble.Src{assemble.NewSrc(weight, [4]int64{2048, 2048, 1, 1})}
 	}
