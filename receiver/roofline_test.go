@@ -13,8 +13,8 @@ import (
 )
 
 // Roofline classification without a PMU: decode matmuls stream their quantised weights
-// and are memory-bound, at or near the measured bandwidth; prefill matmuls reach a far
-// higher FLOP rate.
+// and are memory-bound, at most at the measured bandwidth; prefill matmuls reach a far
+// higher rate, under the int8 roof.
 func TestE2ERoofline(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -43,13 +43,9 @@ func TestE2ERoofline(t *testing.T) {
 			continue
 		}
 		decode++
+		// No node above its roof: checkRoofs, for every scenario.
 		if s.attrs["ggml.roofline.bound"] == "memory" {
 			memory++
-			// The peak is the start-up probe's copies; a kernel that only reads can beat
-			// them by a few percent.
-			if f := s.attrs["ggml.roofline.peak_fraction"].(float64); f > 1.1 {
-				t.Errorf("decode %s moved %.2f times the measured peak bandwidth", s.attrs["ggml.tensor.name"], f)
-			}
 		}
 	}
 	if decode == 0 || len(flops["prefill"]) == 0 {

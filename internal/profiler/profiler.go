@@ -252,9 +252,10 @@ func (p *Profiler) roofs() roofline.Roofs {
 		return roofline.Roofs{}
 	}
 	roofs := roofline.Establish(roofline.EstablishConfig{Peaks: r.Peaks, Probe: r.Probe, StateFile: r.StateFile}, p.log)
-	p.log.Info("roofline", zap.Float64("peak_flops", roofs.FLOPS), zap.Float64("peak_bandwidth", roofs.Bandwidth),
+	p.log.Info("roofline", zap.Float64("peak_flops", roofs.FLOPS), zap.Float64("peak_int8", roofs.Int8),
+		zap.Float64("peak_bandwidth", roofs.Bandwidth), zap.Any("caches", roofs.Levels),
 		zap.String("source", roofs.Source), zap.Time("at", roofs.At), zap.Int("trials", roofs.Trials),
-		zap.Bool("provisional", roofs.Provisional), zap.String("fma", roofline.FMAKernel()))
+		zap.Bool("provisional", roofs.Provisional), zap.String("fma", roofline.FMAKernel()), zap.String("int8", roofline.DotKernel()))
 	return roofs
 }
 
