@@ -154,5 +154,5 @@ func (d *Describer) detail(ev *events.Event) *assemble.NodeInfo {
 
 func (d *Describer) shape(typ uint32, ne [4]int64) roofline.Shape {
 	size := d.target.Size(typ)
-	return roofline.Shape{Ne: ne, Block: size.Block, BlockBytes: size.Bytes}
+	return roofline.Shape{Ne: ne, Block: size.Block, BlockBytes: size.Bytes, Type: d.target.Names.Type(typ)}
 }

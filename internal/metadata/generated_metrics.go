@@ -114,6 +114,7 @@ const (
 	AttributeGgmlRooflineRoofFlops
 	AttributeGgmlRooflineRoofBandwidth
 	AttributeGgmlRooflineRoofInt8
+	AttributeGgmlRooflineRoofBf16
 )
 
 // String returns the string representation of the AttributeGgmlRooflineRoof.
@@ -125,6 +126,8 @@ func (av AttributeGgmlRooflineRoof) String() string {
 		return "bandwidth"
 	case AttributeGgmlRooflineRoofInt8:
 		return "int8"
+	case AttributeGgmlRooflineRoofBf16:
+		return "bf16"
 	}
 	return ""
 }
@@ -134,6 +137,7 @@ var MapAttributeGgmlRooflineRoof = map[string]AttributeGgmlRooflineRoof{
 	"flops":     AttributeGgmlRooflineRoofFlops,
 	"bandwidth": AttributeGgmlRooflineRoofBandwidth,
 	"int8":      AttributeGgmlRooflineRoofInt8,
+	"bf16":      AttributeGgmlRooflineRoofBf16,
 }
 
 // AttributeGgmlScope specifies the value ggml.scope attribute.
@@ -2492,7 +2496,7 @@ type metricProfinferRooflinePeak struct {
 // init fills profinfer.roofline.peak metric with initial data.
 func (m *metricProfinferRooflinePeak) init() {
 	m.data.SetName("profinfer.roofline.peak")
-	m.data.SetDescription("The roofs nodes are classified under, in FLOP/s (flops, fp32 fused multiply-adds), bytes/s read from memory (bandwidth) or int8 dot-product operations/s (int8, quantised matmuls' roof), all cores together.")
+	m.data.SetDescription("The roofs nodes are classified under, in FLOP/s (flops, fp32 fused multiply-adds), bytes/s read from memory (bandwidth) int8 dot-product operations/s (int8, quantised matmuls' roof) or bf16 dot-product FLOP/s (bf16, bf16 matmuls' roof where the CPU has bf16 dot products), all cores together.")
 	m.data.SetUnit("1/s")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)

@@ -1037,7 +1037,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["profinfer.roofline.peak"] = true
 					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "The roofs nodes are classified under, in FLOP/s (flops, fp32 fused multiply-adds), bytes/s read from memory (bandwidth) or int8 dot-product operations/s (int8, quantised matmuls' roof), all cores together.", mi.Description())
+					assert.Equal(t, "The roofs nodes are classified under, in FLOP/s (flops, fp32 fused multiply-adds), bytes/s read from memory (bandwidth) int8 dot-product operations/s (int8, quantised matmuls' roof) or bf16 dot-product FLOP/s (bf16, bf16 matmuls' roof where the CPU has bf16 dot products), all cores together.", mi.Description())
 					assert.Equal(t, "1/s", mi.Unit())
 					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())

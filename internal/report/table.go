@@ -152,8 +152,14 @@ func Rate(o *summary.Op) string {
 // first, each cache with its size.
 func roofs(r summary.Roofs) string {
 	s := fmt.Sprintf("%.1f GFLOP/s", r.FLOPS/1e9)
+	if r.Int8 > 0 || r.BF16 > 0 {
+		s += " (fp32)"
+	}
 	if r.Int8 > 0 {
-		s += fmt.Sprintf(" (fp32), %.1f Gop/s (int8)", r.Int8/1e9)
+		s += fmt.Sprintf(", %.1f Gop/s (int8)", r.Int8/1e9)
+	}
+	if r.BF16 > 0 {
+		s += fmt.Sprintf(", %.1f GFLOP/s (bf16)", r.BF16/1e9)
 	}
 	memory := ""
 	for _, c := range r.Caches {

@@ -142,8 +142,8 @@ func merge(kept *state, m measurement, busy bool, key string, at time.Time) (s s
 // higher is the better of each of p's and o's roofs. Cache levels are matched by name
 // and size; where they differ (another cache layout), p's stand.
 func (p Peaks) higher(o Peaks) Peaks {
-	h := Peaks{FLOPS: max(p.FLOPS, o.FLOPS), Int8: max(p.Int8, o.Int8), Bandwidth: max(p.Bandwidth, o.Bandwidth),
-		Levels: slices.Clone(p.Levels)}
+	h := Peaks{FLOPS: max(p.FLOPS, o.FLOPS), Int8: max(p.Int8, o.Int8), BF16: max(p.BF16, o.BF16),
+		Bandwidth: max(p.Bandwidth, o.Bandwidth), Levels: slices.Clone(p.Levels)}
 	if !sameLevels(p.Levels, o.Levels) {
 		return h
 	}
@@ -155,7 +155,7 @@ func (p Peaks) higher(o Peaks) Peaks {
 
 // rose is true when any of p's roofs is above o's, or p has cache levels o lacks.
 func (p Peaks) rose(o Peaks) bool {
-	if p.FLOPS > o.FLOPS || p.Int8 > o.Int8 || p.Bandwidth > o.Bandwidth || !sameLevels(p.Levels, o.Levels) {
+	if p.FLOPS > o.FLOPS || p.Int8 > o.Int8 || p.BF16 > o.BF16 || p.Bandwidth > o.Bandwidth || !sameLevels(p.Levels, o.Levels) {
 		return true
 	}
 	for i, l := range p.Levels {
@@ -215,8 +215,8 @@ func (e establisher) cpuTimes() (cpuTimes, error) {
 
 // stateVersion changes whenever the probe measures a roof differently, which makes
 // earlier state files foreign: version 1 copied buffers, version 2 reads them. Version 2
-// files written before the int8 and cache roofs lack them (complete), and are kept, their
-// missing roofs measured at the next start.
+// files written before the int8, bf16 and cache roofs lack them (complete), and are
+// kept, their missing roofs measured at the next start.
 const stateVersion = 2
 
 // state is what the state file keeps: the best roofs measured on one machine.
@@ -224,6 +224,7 @@ type state struct {
 	Machine   string  `json:"machine"`
 	FLOPS     float64 `json:"peak_flops"`
 	Int8      float64 `json:"peak_int8,omitempty"`
+	BF16      float64 `json:"peak_bf16,omitempty"`
 	Bandwidth float64 `json:"peak_bandwidth"`
 	// Levels are the caches' roofs: absent in older files, [] where sysfs lists no cache.
 	Levels      []Level   `json:"levels"`
@@ -233,18 +234,21 @@ type state struct {
 }
 
 func (s state) peaks() Peaks {
-	return Peaks{FLOPS: s.FLOPS, Int8: s.Int8, Bandwidth: s.Bandwidth, Levels: s.Levels}
+	return Peaks{FLOPS: s.FLOPS, Int8: s.Int8, BF16: s.BF16, Bandwidth: s.Bandwidth, Levels: s.Levels}
 }
 
 func (s *state) setPeaks(p Peaks) {
-	s.FLOPS, s.Int8, s.Bandwidth, s.Levels = p.FLOPS, p.Int8, p.Bandwidth, p.Levels
+	s.FLOPS, s.Int8, s.BF16, s.Bandwidth, s.Levels = p.FLOPS, p.Int8, p.BF16, p.Bandwidth, p.Levels
 	if s.Levels == nil {
 		s.Levels = []Level{}
 	}
 }
 
-// complete is true when s has every roof the probe measures.
-func (s state) complete() bool { return s.Int8 > 0 && s.Levels != nil }
+// complete is true when s has every roof the probe measures on this CPU.
+func (s state) complete() bool {
+	_, bf16, _ := bf16Kernel()
+	return s.Int8 > 0 && s.Levels != nil && (s.BF16 > 0 || bf16 == nil)
+}
 
 func (s state) roofs(source string) Roofs {
 	return Roofs{Peaks: s.peaks(), Source: source, At: s.At, Trials: s.Trials, Provisional: s.Provisional}
@@ -291,7 +295,7 @@ func load(path, key string) (*state, error) {
 	if s.Machine != key {
 		return nil, fmt.Errorf("roofline state file %s is for %q, not this machine (%q)", path, s.Machine, key)
 	}
-	if !(s.FLOPS > 0 && s.Bandwidth > 0) || math.IsInf(s.FLOPS, 0) || math.IsInf(s.Bandwidth, 0) || math.IsInf(s.Int8, 0) {
+	if !(s.FLOPS > 0 && s.Bandwidth > 0) || math.IsInf(s.FLOPS, 0) || math.IsInf(s.Bandwidth, 0) || math.IsInf(s.Int8, 0) || math.IsInf(s.BF16, 0) {
 		return nil, fmt.Errorf("roofline state file %s is corrupt: peaks %g FLOP/s and %g B/s", path, s.FLOPS, s.Bandwidth)
 	}
 	for _, l := range s.Levels {

@@ -19,7 +19,7 @@ const here = "probe v2; Test CPU; 2 CPUs; machine-id 0123"
 var (
 	t0   = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	t1   = t0.Add(time.Hour)
-	fast = measurement{Peaks: Peaks{FLOPS: 230e9, Int8: 600e9, Bandwidth: 45e9, Levels: levels(800e9, 300e9, 150e9)}, trials: 30, share: 0.97}
+	fast = measurement{Peaks: Peaks{FLOPS: 230e9, Int8: 600e9, BF16: 460e9, Bandwidth: 45e9, Levels: levels(800e9, 300e9, 150e9)}, trials: 30, share: 0.97}
 )
 
 // levels are a 2-core machine's caches at these bandwidths.
@@ -164,8 +164,8 @@ func TestRoofsIdle(t *testing.T) {
 // The decisions over a machine's life, one state file throughout.
 func TestRoofsEstablishAcrossStarts(t *testing.T) {
 	cfg := EstablishConfig{Probe: time.Second, StateFile: filepath.Join(t.TempDir(), "roofline.json")}
-	slow := measurement{Peaks: Peaks{FLOPS: 200e9, Int8: 500e9, Bandwidth: 30e9, Levels: levels(700e9, 250e9, 100e9)}, trials: 80, share: 0.5}
-	best := Peaks{FLOPS: 230e9, Int8: 650e9, Bandwidth: 47e9, Levels: levels(800e9, 310e9, 150e9)}
+	slow := measurement{Peaks: Peaks{FLOPS: 200e9, Int8: 500e9, BF16: 400e9, Bandwidth: 30e9, Levels: levels(700e9, 250e9, 100e9)}, trials: 80, share: 0.5}
+	best := Peaks{FLOPS: 230e9, Int8: 650e9, BF16: 470e9, Bandwidth: 47e9, Levels: levels(800e9, 310e9, 150e9)}
 	for i, c := range []struct {
 		busy     uint64
 		m        measurement
@@ -181,12 +181,12 @@ func TestRoofsEstablishAcrossStarts(t *testing.T) {
 		// Idle: measured, and the idle measurement replaces the provisional one.
 		{busy: 2, m: fast, want: fast.Peaks, source: SourceMeasured, at: t1, measured: true},
 		// Idle but the probe's threads were crowded out: a busy measurement, ignored.
-		{busy: 2, m: measurement{Peaks: Peaks{FLOPS: 300e9, Int8: 900e9, Bandwidth: 60e9, Levels: levels(9e11, 9e11, 9e11)}, share: 0.5},
+		{busy: 2, m: measurement{Peaks: Peaks{FLOPS: 300e9, Int8: 900e9, BF16: 900e9, Bandwidth: 60e9, Levels: levels(9e11, 9e11, 9e11)}, share: 0.5},
 			want: fast.Peaks, source: SourceStored, at: t1, measured: true},
 		// Idle and slower: the better kept roofs stand.
 		{busy: 2, m: slow, want: fast.Peaks, source: SourceStored, at: t1, measured: true},
 		// Idle and faster on one roof: each roof keeps its best.
-		{busy: 2, m: measurement{Peaks: Peaks{FLOPS: 220e9, Int8: 650e9, Bandwidth: 47e9, Levels: levels(790e9, 310e9, 140e9)}, trials: 12, share: 0.95},
+		{busy: 2, m: measurement{Peaks: Peaks{FLOPS: 220e9, Int8: 650e9, BF16: 470e9, Bandwidth: 47e9, Levels: levels(790e9, 310e9, 140e9)}, trials: 12, share: 0.95},
 			want: best, source: SourceMeasured, at: t1.Add(2 * time.Hour), measured: true},
 		// Busy: stored, not measured.
 		{busy: 80, m: fast, want: best, source: SourceStored, at: t1.Add(2 * time.Hour)},
@@ -211,7 +211,7 @@ func TestRoofsConfigured(t *testing.T) {
 	// One roof configured: the other is measured, the configured one wins.
 	f = &fake{m: fast, at: t0}
 	r, _ = f.establish(t, EstablishConfig{Peaks: Peaks{Bandwidth: 20e9}})
-	if !eq(r.Peaks, Peaks{FLOPS: fast.FLOPS, Int8: fast.Int8, Bandwidth: 20e9, Levels: fast.Levels}) || r.Source != SourceMeasured {
+	if !eq(r.Peaks, Peaks{FLOPS: fast.FLOPS, Int8: fast.Int8, BF16: fast.BF16, Bandwidth: 20e9, Levels: fast.Levels}) || r.Source != SourceMeasured {
 		t.Errorf("roofs %+v", r)
 	}
 }
@@ -247,7 +247,7 @@ func TestRoofsOlderStateFileKept(t *testing.T) {
 	cfg := EstablishConfig{Probe: time.Second, StateFile: path}
 	f := &fake{busy: 80, m: fast, at: t1}
 	r, logs := f.establish(t, cfg)
-	want := Peaks{FLOPS: 2.4e11, Int8: fast.Int8, Bandwidth: 5e10, Levels: fast.Levels}
+	want := Peaks{FLOPS: 2.4e11, Int8: fast.Int8, BF16: fast.BF16, Bandwidth: 5e10, Levels: fast.Levels}
 	if !eq(r.Peaks, want) || f.measured != 1 || !r.Provisional || r.Source != SourceMeasuredBusy || logs.Len() != 0 {
 		t.Fatalf("busy start on an older file: %+v after %d probes, logs %v", r, f.measured, logs.All())
 	}

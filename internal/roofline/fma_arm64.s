@@ -125,3 +125,31 @@ loopsmull:
 	SUBS $1, R0, R0
 	BNE loopsmull
 	RET
+
+// func dotSMMLA(n int64)
+// n iterations of 16 independent SMMLAs into V0-V15, each a 2×8 by 8×2 byte matrix
+// product (32 multiply-adds): 1024 operations. smmla vD.4s, v16.16b, v17.16b is
+// 0x4e91a600|D (llvm-mc).
+TEXT ·dotSMMLA(SB), NOSPLIT, $0-8
+	MOVD n+0(FP), R0
+	ZERO
+loopsmmla:
+	WORD $0x4e91a600
+	WORD $0x4e91a601
+	WORD $0x4e91a602
+	WORD $0x4e91a603
+	WORD $0x4e91a604
+	WORD $0x4e91a605
+	WORD $0x4e91a606
+	WORD $0x4e91a607
+	WORD $0x4e91a608
+	WORD $0x4e91a609
+	WORD $0x4e91a60a
+	WORD $0x4e91a60b
+	WORD $0x4e91a60c
+	WORD $0x4e91a60d
+	WORD $0x4e91a60e
+	WORD $0x4e91a60f
+	SUBS $1, R0, R0
+	BNE loopsmmla
+	RET

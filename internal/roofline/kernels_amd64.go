@@ -8,6 +8,7 @@ func dotVNNI512(n int64)
 func dotVNNI256(n int64)
 func dotBW512(n int64)
 func dotAVX2(n int64)
+func dotBF16(n int64)
 func readAVX2(p *uint64, n int64)
 func readAVX512(p *uint64, n int64)
 
@@ -36,6 +37,16 @@ func dotKernel() (string, func(int64), float64) {
 		return "avx2", dotAVX2, 4 * 32 * 2
 	}
 	return "scalar", scalarDot, 4 * 2
+}
+
+// bf16Kernel is the bf16 dot product ggml's bf16 matmuls use where the CPU has
+// AVX512-BF16 (elsewhere they convert to fp32 and run under the FMA roof), and its FLOPs
+// per iteration; nil where there is none.
+func bf16Kernel() (string, func(int64), float64) {
+	if cpu.X86.HasAVX512BF16 {
+		return "avx512-bf16", dotBF16, 10 * 16 * 2 * 2
+	}
+	return "", nil, 0
 }
 
 // readKernel's loops take a multiple of 256 bytes.

@@ -10,7 +10,7 @@ import (
 
 // The architecture's kernels, in kernels_$GOARCH.go: fmaKernel returns the widest FMA
 // loop this CPU runs, named, and its FLOPs per iteration, dotKernel the widest int8 dot
-// product loop and its operations per iteration (ggml picks the same instructions, so
+// product loop and its operations per iteration, bf16Kernel a bf16 one or none (ggml picks the same instructions, so
 // the probe measures the roofs its kernels run under), readKernel the widest loop that
 // streams words through the CPU.
 
@@ -22,10 +22,12 @@ func FMAKernel() string {
 }
 
 // DotKernel names the int8 dot-product loop the probe measures the quantised matmuls'
-// roof with: avx512-vnni, avx-vnni, avx512bw, avx2, scalar; neon-dotprod, neon.
-func DotKernel() string {
-	name, _, _ := dotKernel()
-	return name
+// roof with: avx512-vnni, avx-vnni, avx512bw, avx2, scalar; neon-i8mm, neon-dotprod,
+// neon; and the bf16 one, avx512-bf16 or "" where there is none.
+func DotKernel() (dot, bf16 string) {
+	dot, _, _ = dotKernel()
+	bf16, _, _ = bf16Kernel()
+	return dot, bf16
 }
 
 var sink float64
@@ -85,9 +87,10 @@ type measurement struct {
 }
 
 // measure probes this machine's peaks on every CPU at once, one thread pinned to each,
-// for at most about d: an eighth each for fused multiply-adds and int8 dot products on
-// independent vector registers, a quarter for reads of buffers that fit each cache
-// level, and half for reads of buffers far larger than the caches. A trial's rate is
+// for at most about d: a quarter for fused multiply-adds, int8 dot products and, where
+// the CPU has them, bf16 dot products on independent vector registers, a quarter for
+// reads of buffers that fit each cache level, and half for reads of buffers far larger
+// than the caches. A trial's rate is
 // each thread's work over its own CPU time, summed: a thread descheduled for a neighbour
 // then neither gains nor loses.
 func measure(d time.Duration) measurement {
@@ -104,10 +107,18 @@ func measure(d time.Duration) measurement {
 		}
 	}
 	_, fma, perFMA := fmaKernel()
-	ws.trial(trialTime, loop(fma, perFMA)) // the wide units power up, the clock settles
-	m.FLOPS = ws.best(d/8, loop(fma, perFMA), &m.trials)
 	_, dot, perDot := dotKernel()
-	m.Int8 = ws.best(d/8, loop(dot, perDot), &m.trials)
+	_, bf16, perBF16 := bf16Kernel()
+	compute := d / 4 / 2
+	if bf16 != nil {
+		compute = d / 4 / 3
+	}
+	ws.trial(trialTime, loop(fma, perFMA)) // the wide units power up, the clock settles
+	m.FLOPS = ws.best(compute, loop(fma, perFMA), &m.trials)
+	m.Int8 = ws.best(compute, loop(dot, perDot), &m.trials)
+	if bf16 != nil {
+		m.BF16 = ws.best(compute, loop(bf16, perBF16), &m.trials)
+	}
 
 	levels := caches("/sys/devices/system/cpu", cpus)
 	var llc int64

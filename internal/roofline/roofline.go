@@ -5,11 +5,12 @@
 package roofline
 
 // Shape is one tensor as the classifier sees it: ne[] and its type's storage, bytes per
-// block of Block elements.
+// block of Block elements, and the type's name (e.g. q4_0, bf16).
 type Shape struct {
 	Ne         [4]int64
 	Block      int64
 	BlockBytes int64
+	Type       string
 }
 
 // Elements is the number of elements.
@@ -32,10 +33,33 @@ type Work struct {
 	// Kept is the part of Bytes read from tensors kept across graphs, a matrix product's
 	// weights (or KV cache) and attention's KV cache: not made by the graph's earlier
 	// nodes, so in cache only if everything a graph keeps fits there.
-	Kept float64
+	Kept   float64
+	Kernel Kernel
+}
+
+// Kernel is the class of kernel a node runs, which decides its compute roof.
+type Kernel uint8
+
+// Kernel classes.
+const (
+	FMA Kernel = iota // fp32 fused multiply-adds: every op but these matrix products
 	// Int8: a matrix product of quantised weights, which ggml's CPU kernels multiply as
 	// int8 dot products against activations quantised to 8 bits.
-	Int8 bool
+	Int8
+	// BF16: a matrix product of bf16 weights, multiplied as bf16 dot products where the
+	// CPU has them (AVX512-BF16), else converted to fp32.
+	BF16
+)
+
+// kernelOf is the class of a matrix product whose weights are w.
+func kernelOf(w Shape) Kernel {
+	switch {
+	case w.Block > 1:
+		return Int8
+	case w.Type == "bf16":
+		return BF16
+	}
+	return FMA
 }
 
 // Cost is the work of op computing dst from srcs. Matrix products count a multiply and an
@@ -52,12 +76,12 @@ func Cost(op string, dst Shape, srcs []Shape) Work {
 	case "MUL_MAT", "OUT_PROD":
 		if len(srcs) > 0 {
 			w.FLOPs = 2 * float64(srcs[0].Ne[0]) * dst.Elements()
-			w.Kept, w.Int8 = srcs[0].Bytes(), srcs[0].Block > 1
+			w.Kept, w.Kernel = srcs[0].Bytes(), kernelOf(srcs[0])
 		}
 	case "MUL_MAT_ID":
 		if len(srcs) > 0 {
 			w.FLOPs = 2 * float64(srcs[0].Ne[0]) * dst.Elements()
-			w.Kept, w.Int8 = srcs[0].Bytes(), srcs[0].Block > 1
+			w.Kept, w.Kernel = srcs[0].Bytes(), kernelOf(srcs[0])
 			// dst is [rows, experts used, tokens]; src0 holds every expert.
 			if experts := float64(srcs[0].Ne[2]); experts > 0 {
 				used := min(experts, float64(dst.Ne[1])*float64(dst.Ne[2]))
@@ -112,8 +136,9 @@ var elementwise = map[string]float64{
 
 // Peaks are a machine's attainable rates, all cores together.
 type Peaks struct {
-	FLOPS     float64 // fp32 fused multiply-adds: every op but quantised matmuls
+	FLOPS     float64 // fp32 fused multiply-adds: every op but quantised and bf16 matmuls
 	Int8      float64 // int8 dot products, two operations a multiply-add; 0: FLOPS
+	BF16      float64 // bf16 dot products; 0 (none on this CPU): FLOPS
 	Bandwidth float64 // bytes per second read from memory (DRAM)
 	Levels    []Level // the data caches, nearest first; none: every byte comes from memory
 }
@@ -128,10 +153,13 @@ type Level struct {
 // Known is true when there are roofs to classify under.
 func (p Peaks) Known() bool { return p.FLOPS > 0 && p.Bandwidth > 0 }
 
-// Compute is the roof of w's kernel class: int8 dot products for quantised matmuls.
+// Compute is the roof of w's kernel class, the FMA roof where that class has none.
 func (p Peaks) Compute(w Work) float64 {
-	if w.Int8 && p.Int8 > 0 {
+	switch {
+	case w.Kernel == Int8 && p.Int8 > 0:
 		return p.Int8
+	case w.Kernel == BF16 && p.BF16 > 0:
+		return p.BF16
 	}
 	return p.FLOPS
 }

@@ -30,7 +30,7 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a)
 func TestMulMat(t *testing.T) {
 	w := q4(2048, 2048)
 	dec := Cost("MUL_MAT", f32(2048, 1), []Shape{w, f32(2048, 1)})
-	if !near(dec.FLOPs, 2*2048*2048) || !near(dec.Bytes, 2048*2048*18/32+2*2048*4) || !near(dec.Kept, w.Bytes()) || !dec.Int8 {
+	if !near(dec.FLOPs, 2*2048*2048) || !near(dec.Bytes, 2048*2048*18/32+2*2048*4) || !near(dec.Kept, w.Bytes()) || dec.Kernel != Int8 {
 		t.Fatalf("decode cost %+v", dec)
 	}
 	c := Classify(dec, 0, 200e-6, peak)
@@ -57,7 +57,7 @@ func TestMoEAndAttention(t *testing.T) {
 		t.Errorf("MUL_MAT_ID %+v, want %g bytes", moe, want)
 	}
 	att := Cost("FLASH_ATTN_EXT", f32(64, 32, 1), []Shape{f32(64, 1, 32), f16(64, 256, 8), f16(64, 256, 8)})
-	if want := 2.0 * (64 + 64) * 256 * 1 * 32; !near(att.FLOPs, want) || att.Int8 || !near(att.Kept, 2*f16(64, 256, 8).Bytes()) {
+	if want := 2.0 * (64 + 64) * 256 * 1 * 32; !near(att.FLOPs, want) || att.Kernel != FMA || !near(att.Kept, 2*f16(64, 256, 8).Bytes()) {
 		t.Errorf("attention %+v, want %g FLOPs", att, want)
 	}
 	if add := Cost("ADD", f32(2048), []Shape{f32(2048), f32(2048)}); add.FLOPs != 2048 || add.Kept != 0 {
@@ -78,8 +78,12 @@ func TestMeasure(t *testing.T) {
 	if p.FLOPS < 1e8 || p.FLOPS > 1e14 || p.Int8 < 1e8 || p.Int8 > 1e15 || p.Bandwidth < 1e8 || p.Bandwidth > 1e13 {
 		t.Fatalf("peaks %+v", p)
 	}
-	t.Logf("peak %.1f GFLOP/s (%s), int8 %.1f Gop/s (%s), memory %.1f GB/s, %d trials, share %.2f",
-		p.FLOPS/1e9, FMAKernel(), p.Int8/1e9, DotKernel(), p.Bandwidth/1e9, p.trials, p.share)
+	dot, bf16 := DotKernel()
+	if (bf16 != "") != (p.BF16 > 0) {
+		t.Errorf("bf16 kernel %q, roof %g", bf16, p.BF16)
+	}
+	t.Logf("peak %.1f GFLOP/s (%s), int8 %.1f Gop/s (%s), bf16 %.1f GFLOP/s (%s), memory %.1f GB/s, %d trials, share %.2f",
+		p.FLOPS/1e9, FMAKernel(), p.Int8/1e9, dot, p.BF16/1e9, bf16, p.Bandwidth/1e9, p.trials, p.share)
 	for _, l := range p.Levels {
 		if l.Bandwidth < 1e8 || l.Size <= 0 {
 			t.Errorf("cache level %+v", l)
@@ -143,13 +147,20 @@ func TestCacheAwareRoofs(t *testing.T) {
 	if bw, level := (Peaks{FLOPS: 1, Bandwidth: 40e9}).Memory(add, 0); bw != 40e9 || level != "DRAM" {
 		t.Errorf("no caches: %g from %s", bw, level)
 	}
-	// Quantised matmuls run int8 dot products; f16 ones fp32 FMAs.
+	// Quantised matmuls run int8 dot products; f16 ones fp32 FMAs; bf16 ones bf16 dot
+	// products where the CPU has them.
 	pre := Cost("MUL_MAT", f32(2048, 512), []Shape{w, f32(2048, 512)})
 	if c := Classify(pre, 700e6, 0.002, p); p.Compute(pre) != 600e9 || c.Bound != Compute || !near(c.Fraction, pre.FLOPs/0.002/600e9) {
 		t.Errorf("q4_0 prefill %+v against %g", c, p.Compute(pre))
 	}
-	if half := Cost("MUL_MAT", f32(2048, 512), []Shape{f16(2048, 2048), f32(2048, 512)}); half.Int8 || p.Compute(half) != 200e9 {
+	if half := Cost("MUL_MAT", f32(2048, 512), []Shape{f16(2048, 2048), f32(2048, 512)}); half.Kernel != FMA || p.Compute(half) != 200e9 {
 		t.Errorf("f16 prefill %+v against %g", half, p.Compute(half))
+	}
+	bf16 := f16(2048, 2048)
+	bf16.Type = "bf16"
+	bp := Cost("MUL_MAT", f32(2048, 512), []Shape{bf16, f32(2048, 512)})
+	if withBF16 := (Peaks{FLOPS: 200e9, BF16: 400e9, Bandwidth: 40e9}); bp.Kernel != BF16 || withBF16.Compute(bp) != 400e9 || p.Compute(bp) != 200e9 {
+		t.Errorf("bf16 prefill %+v against %g, without a bf16 roof %g", bp, withBF16.Compute(bp), p.Compute(bp))
 	}
 	if (Peaks{FLOPS: 200e9, Bandwidth: 40e9}).Compute(pre) != 200e9 {
 		t.Error("without an int8 roof, quantised matmuls are judged against the FMA roof")

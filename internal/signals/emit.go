@@ -144,6 +144,9 @@ func (m *Metrics) recordRoofs(now pcommon.Timestamp) {
 	if m.roofs.Int8 > 0 {
 		m.mb.RecordProfinferRooflinePeakDataPoint(now, m.roofs.Int8, metadata.AttributeGgmlRooflineRoofInt8, m.roofs.Source, at)
 	}
+	if m.roofs.BF16 > 0 {
+		m.mb.RecordProfinferRooflinePeakDataPoint(now, m.roofs.BF16, metadata.AttributeGgmlRooflineRoofBf16, m.roofs.Source, at)
+	}
 	for _, l := range m.roofs.Levels {
 		m.mb.RecordProfinferRooflineCacheBandwidthDataPoint(now, l.Bandwidth, l.Name, l.Size, m.roofs.Source, at)
 	}

@@ -64,6 +64,8 @@ func (p *proc) roof(dps pmetric.NumberDataPointSlice) {
 			p.roofs.Bandwidth = v
 		case "int8":
 			p.roofs.Int8 = v
+		case "bf16":
+			p.roofs.BF16 = v
 		}
 		p.roofs.Source = schema.Str(attrs, schema.ProfinferRooflineSource)
 		p.roofs.Measured = schema.Str(attrs, schema.ProfinferRooflineMeasured)

@@ -194,7 +194,8 @@ func (s *SchedSums) add(o SchedSums) {
 // derive recovers a roof from a classified node (its achieved rate over the fraction of
 // the roof it reached), for input that lacks profinfer.roofline.peak: memory's from a
 // node whose bytes came from memory (older collectors name no level), the int8 roof
-// from a quantised matmul's where the level says the collector has that roof.
+// from a quantised matmul's and the bf16 one from a bf16 matmul's where the level says
+// the collector has those roofs.
 func (p *proc) derive(n *nodeAttrs, bound int) {
 	if n.fraction <= 0 {
 		return
@@ -204,6 +205,8 @@ func (p *proc) derive(n *nodeAttrs, bound int) {
 		p.derived.Bandwidth = n.byteRate / n.fraction
 	case bound == 1 && n.level != "" && quantised(n.weight):
 		p.derived.Int8 = n.flopsRate / n.fraction
+	case bound == 1 && n.level != "" && n.weight == "bf16":
+		p.derived.BF16 = n.flopsRate / n.fraction
 	case bound == 1:
 		p.derived.FLOPS = n.flopsRate / n.fraction
 	}

@@ -65,6 +65,7 @@ type Roofs struct {
 	FLOPS     float64 `json:"flops,omitempty"`     // FLOP/s, all cores
 	Bandwidth float64 `json:"bandwidth,omitempty"` // bytes/s
 	Int8      float64 `json:"int8,omitempty"`      // int8 dot-product operations/s: quantised matmuls' roof
+	BF16      float64 `json:"bf16,omitempty"`      // bf16 dot-product FLOP/s, where the CPU has them: bf16 matmuls' roof
 	// Caches are the data caches' read bandwidths, nearest first: a node whose working
 	// set a level holds is judged against it, and Bandwidth is memory's beyond them.
 	Caches   []roofline.Level `json:"caches,omitempty"`
