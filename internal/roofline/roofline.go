@@ -174,9 +174,19 @@ func (p Peaks) Memory(w Work, kept float64) (bandwidth float64, level string) {
 	if w.Kept <= 0 || w.Bytes <= 0 {
 		return near.Bandwidth, near.Name
 	}
-	far := p.level(max(kept, w.Bytes))
+	kept = max(kept, w.Bytes)
+	far := p.level(kept)
+	keptTime := w.Kept / far.Bandwidth
+	if n := len(p.Levels); far.Name == "DRAM" && n > 0 {
+		// The last-level cache still holds about its size of what a graph keeps (adaptive
+		// replacement keeps part of a stream larger than the cache), and a node cannot
+		// tell which part: its share comes from there.
+		llc := p.Levels[n-1]
+		hit := float64(llc.Size) / kept
+		keptTime = w.Kept * (hit/llc.Bandwidth + (1-hit)/p.Bandwidth)
+	}
 	made := w.Bytes - w.Kept
-	bandwidth = w.Bytes / (made/near.Bandwidth + w.Kept/far.Bandwidth)
+	bandwidth = w.Bytes / (made/near.Bandwidth + keptTime)
 	if w.Kept > made {
 		return bandwidth, far.Name
 	}

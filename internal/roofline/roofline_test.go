@@ -127,12 +127,13 @@ func TestCacheAwareRoofs(t *testing.T) {
 		t.Errorf("ADD: %g B/s from %s", bw, level)
 	}
 	// Decode's matmul: its 2.4 MB of weights fit in L3, but the model's 700 MB that
-	// the graph reads do not, so they come from memory, and the rest from L3, which
-	// holds the node's working set.
+	// the graph reads do not, so they come from memory (but for the share of them that
+	// L3 keeps), and the rest from L3, which holds the node's working set.
 	w := q4(2048, 2048)
 	dec := Cost("MUL_MAT", f32(2048, 1), []Shape{w, f32(2048, 1)})
 	bw, level := p.Memory(dec, 700e6)
-	if want := dec.Bytes / (dec.Kept/40e9 + (dec.Bytes-dec.Kept)/120e9); level != "DRAM" || !near(bw, want) {
+	hit := float64(32<<20) / 700e6
+	if want := dec.Bytes / (dec.Kept*(hit/120e9+(1-hit)/40e9) + (dec.Bytes-dec.Kept)/120e9); level != "DRAM" || !near(bw, want) {
 		t.Errorf("decode matmul: %g B/s from %s, want %g from DRAM", bw, level, want)
 	}
 	// A model small enough that the last-level cache holds all the graph reads.
