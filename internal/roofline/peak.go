@@ -10,9 +10,9 @@ import (
 
 // The architecture's kernels, in kernels_$GOARCH.go: fmaKernel returns the widest FMA
 // loop this CPU runs, named, and its FLOPs per iteration, dotKernel the widest int8 dot
-// product loop and its operations per iteration, bf16Kernel a bf16 one or none (ggml picks the same instructions, so
-// the probe measures the roofs its kernels run under), readKernel the widest loop that
-// streams words through the CPU.
+// product loop and its operations per iteration, bf16Kernel a bf16 one or none (ggml
+// picks the same instructions, so the probe measures the roofs its kernels run under),
+// readKernel the widest loop that streams words through the CPU.
 
 // FMAKernel names the FMA loop the probe measures this CPU's compute roof with: avx512,
 // avx2, scalar; neon, or sve-BITS with the vector length.
@@ -59,9 +59,9 @@ func readWords(w []uint64) {
 }
 
 // Memory's roof: each CPU streams reads through its own buffer, as decode streams
-// weights, 4 times the last-level cache in all, 256 MiB at least and 1 GiB at most, and
-// at most 64 MiB a CPU, so that every read comes from memory. Reads go in chunks, so
-// that a trial can end between them.
+// weights: 64 MiB, 256 MiB in all at most, or where that is not 4 times the last-level
+// cache, 4 times it in all (1 GiB at most), so that every read comes from memory. Reads
+// go in chunks, so that a trial can end between them.
 const (
 	readBytes = 64 << 20
 	readTotal = 256 << 20
@@ -90,9 +90,8 @@ type measurement struct {
 // for at most about d: a quarter for fused multiply-adds, int8 dot products and, where
 // the CPU has them, bf16 dot products on independent vector registers, a quarter for
 // reads of buffers that fit each cache level, and half for reads of buffers far larger
-// than the caches. A trial's rate is
-// each thread's work over its own CPU time, summed: a thread descheduled for a neighbour
-// then neither gains nor loses.
+// than the caches. A trial's rate is each thread's work over its own CPU time, summed: a
+// thread descheduled for a neighbour then neither gains nor loses.
 func measure(d time.Duration) measurement {
 	start := time.Now()
 	cpus := allowedCPUs()
@@ -127,8 +126,8 @@ func measure(d time.Duration) measurement {
 		m.Levels = append(m.Levels, c.Level)
 		llc = c.Size
 	}
-	far := min(max(readTotal, 4*llc), readMost)
-	m.Bandwidth = ws.read(min(readBytes, far/int64(len(cpus))), d/2, &m.trials)
+	n := int64(len(cpus))
+	m.Bandwidth = ws.read(min(max(min(readBytes, readTotal/n), 4*llc/n), readMost/n), d/2, &m.trials)
 	m.share = float64(ws.cpu) / float64(time.Duration(len(cpus))*time.Since(start))
 	debug.FreeOSMemory()
 	return m
