@@ -80,7 +80,8 @@ func TestDecodeSpans(t *testing.T) {
 	if busy := a["ggml.thread.busy_ns"].([]any); busy[0] != int64(45) || busy[1] != int64(39) {
 		t.Errorf("busy %v", busy)
 	}
-	if a["ggml.roofline.bound"] != "memory" || a["ggml.roofline.peak_fraction"] != 2.4e6/50e-9/20e9 || a["ggml.flops"] != 8e6 {
+	if a["ggml.roofline.bound"] != "memory" || a["ggml.roofline.peak_fraction"] != 2.4e6/50e-9/20e9 || a["ggml.flops"] != 8e6 ||
+		a["ggml.roofline.level"] != "DRAM" {
 		t.Errorf("roofline attributes %v", a)
 	}
 	if a["ggml.sched.off_cpu_ns"] != int64(12) || a["ggml.sched.preemptions"] != int64(1) || a["ggml.sched.runqueue_ns"] != nil {
@@ -99,7 +100,8 @@ func TestDecodeSpans(t *testing.T) {
 	// The op metrics name a matmul by its weights' type as well as its output's.
 	// With the roofs they were classified under, and how those were obtained.
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	roofs := roofline.Roofs{Peaks: roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, Source: roofline.SourceStored, At: at}
+	roofs := roofline.Roofs{Peaks: roofline.Peaks{FLOPS: 100e9, Int8: 400e9, Bandwidth: 20e9,
+		Levels: []roofline.Level{{Name: "L1", Size: 64 << 10, Bandwidth: 300e9}}}, Source: roofline.SourceStored, At: at}
 	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofs, nil)
 	m.Step(&Origin{PID: 1, Exe: "x"}, d)
 	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
@@ -115,8 +117,15 @@ func TestDecodeSpans(t *testing.T) {
 				}
 				got[a["ggml.roofline.roof"].(string)] = dp.DoubleValue()
 			}
-			if got["flops"] != 100e9 || got["bandwidth"] != 20e9 {
+			if got["flops"] != 100e9 || got["bandwidth"] != 20e9 || got["int8"] != 400e9 || len(got) != 3 {
 				t.Errorf("roofs %v", got)
+			}
+		}
+		if mt := ms.At(i); mt.Name() == "profinfer.roofline.cache.bandwidth" {
+			dp := mt.Gauge().DataPoints().At(0)
+			if a := dp.Attributes().AsRaw(); mt.Gauge().DataPoints().Len() != 1 || dp.DoubleValue() != 300e9 ||
+				a["profinfer.roofline.cache.level"] != "L1" || a["profinfer.roofline.cache.size"] != int64(64<<10) || a["profinfer.roofline.source"] != "stored" {
+				t.Errorf("cache roof %v %v", dp.DoubleValue(), a)
 			}
 		}
 		if mt := ms.At(i); mt.Name() == "ggml.op.count" {
