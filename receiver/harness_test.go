@@ -202,10 +202,8 @@ func checkRoofs(t testing.TB, traces []ptrace.Traces, metrics []pmetric.Metrics)
 						continue
 					}
 					if over++; over <= 5 {
-						level, _ := a.Get(schema.GGMLRooflineLevel)
-						weight, _ := a.Get(schema.GGMLWeightType)
-						t.Errorf("node %s (%s) %.0f%% of its roof (%s, level %s): %v", ps.At(k).Name(), weight.AsString(), 100*f.Double(),
-							schema.Str(a, schema.GGMLRooflineBound), level.AsString(), a.AsRaw())
+						t.Errorf("node %s (%s) %.0f%% of its roof (%s, level %s): %v", ps.At(k).Name(), schema.Str(a, schema.GGMLWeightType),
+							100*f.Double(), schema.Str(a, schema.GGMLRooflineBound), schema.Str(a, schema.GGMLRooflineLevel), a.AsRaw())
 					}
 				}
 			}

@@ -166,41 +166,39 @@ func (p Peaks) Compute(w Work) float64 {
 
 // Memory is the bandwidth roof of w, for a graph that reads kept bytes of tensors kept
 // across graphs: each byte at the rate of the level it comes from, as a cache-aware
-// roofline draws them. What the graph made comes from the nearest level that holds the
-// node's working set (all it reads and writes), what it keeps from the one that holds
-// all it keeps. level names the level most of the bytes come from.
+// roofline draws them (from). What the graph made comes from where the node's working
+// set (all it reads and writes) is, what it keeps from where all it keeps is. level
+// names the level most of the bytes come from.
 func (p Peaks) Memory(w Work, kept float64) (bandwidth float64, level string) {
-	near := p.level(w.Bytes)
+	near, nearLevel := p.from(w.Bytes)
 	if w.Kept <= 0 || w.Bytes <= 0 {
-		return near.Bandwidth, near.Name
+		return near, nearLevel
 	}
-	kept = max(kept, w.Bytes)
-	far := p.level(kept)
-	keptTime := w.Kept / far.Bandwidth
-	if n := len(p.Levels); far.Name == "DRAM" && n > 0 {
-		// The last-level cache still holds about its size of what a graph keeps (adaptive
-		// replacement keeps part of a stream larger than the cache), and a node cannot
-		// tell which part: its share comes from there.
-		llc := p.Levels[n-1]
-		hit := float64(llc.Size) / kept
-		keptTime = w.Kept * (hit/llc.Bandwidth + (1-hit)/p.Bandwidth)
-	}
+	far, farLevel := p.from(max(kept, w.Bytes))
 	made := w.Bytes - w.Kept
-	bandwidth = w.Bytes / (made/near.Bandwidth + keptTime)
+	bandwidth = w.Bytes / (made/near + w.Kept/far)
 	if w.Kept > made {
-		return bandwidth, far.Name
+		return bandwidth, farLevel
 	}
-	return bandwidth, near.Name
+	return bandwidth, nearLevel
 }
 
-// level is the nearest level that holds bytes, memory if none does.
-func (p Peaks) level(bytes float64) Level {
+// from is the rate at which a working set of bytes comes to a node: that of the nearest
+// level that holds it; where none does, memory's but for the last-level cache's share
+// (its size over the bytes: adaptive replacement keeps about that much of a stream
+// larger than the cache, and a node cannot tell which part).
+func (p Peaks) from(bytes float64) (bandwidth float64, level string) {
 	for _, l := range p.Levels {
 		if bytes <= float64(l.Size) && l.Bandwidth > 0 {
-			return l
+			return l.Bandwidth, l.Name
 		}
 	}
-	return Level{Name: "DRAM", Bandwidth: p.Bandwidth}
+	if n := len(p.Levels); n > 0 && p.Levels[n-1].Bandwidth > 0 {
+		llc := p.Levels[n-1]
+		hit := float64(llc.Size) / bytes
+		return 1 / (hit/llc.Bandwidth + (1-hit)/p.Bandwidth), "DRAM"
+	}
+	return p.Bandwidth, "DRAM"
 }
 
 // Bound says what limits a node.

@@ -140,11 +140,14 @@ func TestCacheAwareRoofs(t *testing.T) {
 	if _, level := p.Memory(dec, 20e6); level != "L3" {
 		t.Errorf("a small model's matmul from %s, want L3", level)
 	}
-	// Beyond every cache; no caches known.
-	big := Work{FLOPs: 1, Bytes: 100e6}
-	if _, level := p.Memory(big, 0); level != "DRAM" {
-		t.Errorf("100 MB from %s", level)
+	// Beyond every cache: prefill's SWIGLU of 50 MB that its matmuls just wrote comes
+	// from L3 for L3's share of it, from memory for the rest.
+	big := Work{FLOPs: 1, Bytes: 50e6}
+	hit = float64(32<<20) / 50e6
+	if bw, level := p.Memory(big, 700e6); level != "DRAM" || !near(bw, 1/(hit/120e9+(1-hit)/40e9)) {
+		t.Errorf("50 MB: %g B/s from %s", bw, level)
 	}
+	// No caches known.
 	if bw, level := (Peaks{FLOPS: 1, Bandwidth: 40e9}).Memory(add, 0); bw != 40e9 || level != "DRAM" {
 		t.Errorf("no caches: %g from %s", bw, level)
 	}
