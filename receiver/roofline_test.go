@@ -32,6 +32,7 @@ func TestE2ERoofline(t *testing.T) {
 	}
 	flops := map[any][]float64{}
 	memory, decode := 0, 0
+	bounds := map[any]int{}
 	for _, s := range all {
 		src, _ := s.attrs["ggml.src"].([]any)
 		if s.name != "MUL_MAT" || len(src) == 0 || !strings.HasPrefix(src[0].(string), "q4_0") {
@@ -43,6 +44,7 @@ func TestE2ERoofline(t *testing.T) {
 			continue
 		}
 		decode++
+		bounds[s.attrs["ggml.roofline.bound"]]++
 		// No node above its roof: checkRoofs, for every scenario.
 		if s.attrs["ggml.roofline.bound"] == "memory" {
 			memory++
@@ -52,7 +54,7 @@ func TestE2ERoofline(t *testing.T) {
 		t.Fatalf("q4_0 MUL_MAT spans: %d decode, %d prefill", decode, len(flops["prefill"]))
 	}
 	if float64(memory) < 0.9*float64(decode) {
-		t.Errorf("%d of %d decode q4_0 MUL_MAT nodes are memory-bound, want at least 90%%", memory, decode)
+		t.Errorf("%d of %d decode q4_0 MUL_MAT nodes are memory-bound, want at least 90%% (bounds %v)", memory, decode, bounds)
 	}
 	pre, dec := median(flops["prefill"]), median(flops["decode"])
 	if pre < 2*dec {

@@ -31,8 +31,10 @@ type Work struct {
 	FLOPs float64 // floating-point, or for a quantised matmul int8, operations
 	Bytes float64 // read and written
 	// Kept is the part of Bytes read from tensors kept across graphs, a matrix product's
-	// weights (or KV cache) and attention's KV cache: not made by the graph's earlier
-	// nodes, so in cache only if everything a graph keeps fits there.
+	// weights (or KV cache): not made by the graph's earlier nodes, so in cache only if
+	// everything a graph keeps fits there. Attention's K and V are not counted in it:
+	// their bytes are the whole KV window, of which ggml skips the masked positions (in
+	// a short context most of it), so only the level that holds them bounds their rate.
 	Kept   float64
 	Kernel Kernel
 }
@@ -115,7 +117,6 @@ func Cost(op string, dst Shape, srcs []Shape) Work {
 			q, k, v := srcs[0], srcs[1], srcs[2]
 			perPair := 2 * float64(q.Ne[0]+v.Ne[0])
 			w.FLOPs = perPair * float64(k.Ne[1]) * float64(q.Ne[1]) * float64(q.Ne[2]) * float64(q.Ne[3])
-			w.Kept = k.Bytes() + v.Bytes()
 		}
 	default:
 		w.FLOPs = elementwise[op] * dst.Elements()
