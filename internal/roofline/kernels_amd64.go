@@ -11,6 +11,8 @@ func dotAVX2(n int64)
 func dotBF16(n int64)
 func readAVX2(p *uint64, n int64)
 func readAVX512(p *uint64, n int64)
+func streamAVX2(p *uint64, n int64)
+func streamAVX512(p *uint64, n int64)
 
 func fmaKernel() (string, func(int64), float64) {
 	switch {
@@ -49,13 +51,14 @@ func bf16Kernel() (string, func(int64), float64) {
 	return "", nil, 0
 }
 
-// readKernel's loops take a multiple of 256 bytes.
-func readKernel() func([]uint64) {
+// readKernels' loops take a multiple of 256 bytes: one stream for the caches, four for
+// memory.
+func readKernels() (cache, memory func([]uint64)) {
 	switch {
 	case cpu.X86.HasAVX512F:
-		return func(w []uint64) { readAVX512(&w[0], int64(len(w))*8) }
+		return vector(readAVX512), vector(streamAVX512)
 	case cpu.X86.HasAVX2:
-		return func(w []uint64) { readAVX2(&w[0], int64(len(w))*8) }
+		return vector(readAVX2), vector(streamAVX2)
 	}
-	return readWords
+	return readWords, readWords
 }

@@ -15,6 +15,7 @@ func dotSDOT(n int64)
 func dotSMULL(n int64)
 func dotSMMLA(n int64)
 func readNEON(p *uint64, n int64)
+func streamNEON(p *uint64, n int64)
 
 func fmaKernel() (string, func(int64), float64) {
 	if cpu.ARM64.HasSVE {
@@ -43,7 +44,6 @@ func dotKernel() (string, func(int64), float64) {
 // bf16Kernel: none measured on arm64, where bf16 matmuls are judged under the FMA roof.
 func bf16Kernel() (string, func(int64), float64) { return "", nil, 0 }
 
-// readKernel's loop takes a multiple of 256 bytes.
-func readKernel() func([]uint64) {
-	return func(w []uint64) { readNEON(&w[0], int64(len(w))*8) }
-}
+// readKernels' loops take a multiple of 256 bytes: one stream for the caches, four for
+// memory.
+func readKernels() (cache, memory func([]uint64)) { return vector(readNEON), vector(streamNEON) }

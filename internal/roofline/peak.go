@@ -12,7 +12,7 @@ import (
 // loop this CPU runs, named, and its FLOPs per iteration, dotKernel the widest int8 dot
 // product loop and its operations per iteration, bf16Kernel a bf16 one or none (ggml
 // picks the same instructions, so the probe measures the roofs its kernels run under),
-// readKernel the widest loop that streams words through the CPU.
+// readKernels the widest loops that stream words through the CPU.
 
 // FMAKernel names the FMA loop the probe measures this CPU's compute roof with: avx512,
 // avx2, scalar; neon, or sve-BITS with the vector length.
@@ -47,6 +47,11 @@ func scalarDot(n int64) {
 		a, b, c, d = a+x*y, b+x*y, c+x*y, d+x*y
 	}
 	sink = float64(a + b + c + d)
+}
+
+// vector calls a read loop on words.
+func vector(loop func(p *uint64, n int64)) func([]uint64) {
+	return func(w []uint64) { loop(&w[0], int64(len(w))*8) }
 }
 
 // readWords streams words through the CPU as the vector read loops do, where there are none.
@@ -120,34 +125,35 @@ func measure(d time.Duration) measurement {
 	}
 
 	levels := caches("/sys/devices/system/cpu", cpus)
+	cache, memory := readKernels()
 	var llc int64
 	for _, c := range levels {
-		c.Bandwidth = ws.read(c.perThread, d/4/time.Duration(len(levels)), &m.trials)
+		c.Bandwidth = ws.read(cache, c.perThread, d/4/time.Duration(len(levels)), &m.trials)
 		m.Levels = append(m.Levels, c.Level)
 		llc = c.Size
 	}
 	n := int64(len(cpus))
-	m.Bandwidth = ws.read(min(max(min(readBytes, readTotal/n), 4*llc/n), readMost/n), d/2, &m.trials)
+	m.Bandwidth = ws.read(memory, min(max(min(readBytes, readTotal/n), 4*llc/n), readMost/n), d/2, &m.trials)
 	m.share = float64(ws.cpu) / float64(time.Duration(len(cpus))*time.Since(start))
 	debug.FreeOSMemory()
 	return m
 }
 
-// read measures the read bandwidth of buffers of size bytes, one a thread, over budget.
+// read measures the read bandwidth of loop over buffers of size bytes, one a thread,
+// over budget.
 // Each thread writes its buffer before any timing (untouched pages all map the kernel's
 // one zero page, which a read would find in L1; first touch also places the pages near
 // its CPU), then reads it once to warm the caches, TLBs and prefetchers. A call of the
 // work reads readChunk bytes: a buffer that small or smaller whole, as many times as fit.
-func (ws *workers) read(size int64, budget time.Duration, trials *int) float64 {
+func (ws *workers) read(loop func([]uint64), size int64, budget time.Duration, trials *int) float64 {
 	size = max(256, size/256*256)
 	chunk := min(size, readChunk)
 	passes := max(1, readChunk/chunk)
-	readChunkOf := readKernel()
 	bufs := make([][]uint64, len(ws.jobs))
 	next := make([]int64, len(ws.jobs))
 	read := func(w int) float64 {
 		for range passes {
-			readChunkOf(bufs[w][next[w]/8 : (next[w]+chunk)/8])
+			loop(bufs[w][next[w]/8 : (next[w]+chunk)/8])
 			next[w] = (next[w] + chunk) % (size / chunk * chunk)
 		}
 		return float64(passes * chunk)
