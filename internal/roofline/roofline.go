@@ -104,11 +104,13 @@ func Cost(op string, dst Shape, srcs []Shape) Work {
 			}
 		}
 	case "SET_ROWS":
-		// src0 holds the rows to set, one per id in src1, converted to dst's type.
-		if len(srcs) > 0 {
+		// src0 holds the rows to set, one per id in src1, converted to dst's type; a third
+		// source, where there is one, is the tensor dst views, which is not read.
+		if len(srcs) >= 2 {
 			w.FLOPs = srcs[0].Elements()
+			w.Bytes = srcs[0].Bytes() + srcs[1].Bytes()
 			if rows := rowsOf(dst); rows > 0 {
-				w.Bytes -= dst.Bytes() * (1 - min(rowsOf(srcs[0])/rows, 1))
+				w.Bytes += dst.Bytes() * min(rowsOf(srcs[0])/rows, 1)
 			}
 		}
 	case "FLASH_ATTN_EXT":

@@ -111,9 +111,13 @@ func TestSetRowsWritesItsRows(t *testing.T) {
 	cache := f16(512, 4096)
 	rows := f32(512, 1)
 	ids := Shape{Ne: [4]int64{1, 1, 1, 1}, Block: 1, BlockBytes: 8}
-	w := Cost("SET_ROWS", cache, []Shape{rows, ids})
-	if want := 512*2.0 + 512*4 + 8; w.Bytes != want || w.FLOPs != 512 || w.Kept != 0 {
+	want := 512*2.0 + 512*4 + 8
+	if w := Cost("SET_ROWS", cache, []Shape{rows, ids}); w.Bytes != want || w.FLOPs != 512 || w.Kept != 0 {
 		t.Errorf("SET_ROWS %+v, want %g bytes", w, want)
+	}
+	// Newer ggml adds the cache it views as a third source.
+	if w := Cost("SET_ROWS", cache, []Shape{rows, ids, cache}); w.Bytes != want {
+		t.Errorf("SET_ROWS with its cache as a source %+v, want %g bytes", w, want)
 	}
 }
 
