@@ -216,8 +216,8 @@ func (e establisher) cpuTimes() (cpuTimes, error) {
 // stateVersion changes whenever the probe measures a roof differently, which makes
 // earlier state files foreign: version 1 copied buffers, version 2 reads them. Within
 // version 2, probeRevision 1 added the int8, bf16 and cache roofs and reads memory as
-// four streams, which reads faster than the one of earlier files: theirs are kept, but
-// for their memory roof, and the roofs they lack are measured at the next start.
+// four streams, faster than the one of earlier files: theirs are kept, and the next
+// start measures again, each roof keeping the better of the two.
 const (
 	stateVersion  = 2
 	probeRevision = 1
@@ -301,9 +301,6 @@ func load(path, key string) (*state, error) {
 		if !(l.Size > 0 && l.Bandwidth > 0) || math.IsInf(l.Bandwidth, 0) {
 			return nil, fmt.Errorf("roofline state file %s is corrupt: cache level %+v", path, l)
 		}
-	}
-	if !s.complete() {
-		s.Bandwidth = 0 // read as one stream: below what a decode matmul reaches
 	}
 	return &s, nil
 }

@@ -230,10 +230,10 @@ func TestRoofsUnwritableState(t *testing.T) {
 	}
 }
 
-// A state file of the probe before the int8, bf16 and cache roofs is kept: its compute
-// roof stands, and the first start measures the others (memory's too: the older probe
-// read it as one stream, slower), even beside a model (provisionally, so that the next
-// idle start makes them final).
+// A state file of the probe before the int8, bf16 and cache roofs is kept: its roofs
+// stand where better, and the first start measures (memory's too, which the older probe
+// read as one stream, slower), even beside a model (provisionally, so that the next idle
+// start makes them final).
 func TestRoofsOlderStateFileKept(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "roofline.json")
 	old := `{"machine": "` + here + `", "peak_flops": 2.4e11, "peak_bandwidth": 5e10,
@@ -242,13 +242,13 @@ func TestRoofsOlderStateFileKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := load(path, here)
-	if err != nil || s.complete() || s.FLOPS != 2.4e11 || s.Bandwidth != 0 {
+	if err != nil || s.complete() || s.FLOPS != 2.4e11 || s.Bandwidth != 5e10 {
 		t.Fatalf("older file: %+v, %v", s, err)
 	}
 	cfg := EstablishConfig{Probe: time.Second, StateFile: path}
 	f := &fake{busy: 80, m: fast, at: t1}
 	r, logs := f.establish(t, cfg)
-	want := Peaks{FLOPS: 2.4e11, Int8: fast.Int8, BF16: fast.BF16, Bandwidth: fast.Bandwidth, Levels: fast.Levels}
+	want := Peaks{FLOPS: 2.4e11, Int8: fast.Int8, BF16: fast.BF16, Bandwidth: 5e10, Levels: fast.Levels}
 	if !eq(r.Peaks, want) || f.measured != 1 || !r.Provisional || r.Source != SourceMeasuredBusy || logs.Len() != 0 {
 		t.Fatalf("busy start on an older file: %+v after %d probes, logs %v", r, f.measured, logs.All())
 	}
