@@ -24,6 +24,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/advise"
 	"github.com/profinfer/profinfer/internal/dag"
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
 	"github.com/profinfer/profinfer/internal/timerslack"
@@ -176,7 +177,81 @@ func (c *collector) read(t testing.TB, running bool) ([]ptrace.Traces, []pmetric
 			metrics = append(metrics, md)
 		}
 	}
+	if !running {
+		checkRoofs(t, traces, metrics)
+	}
 	return traces, metrics
+}
+
+// checkRoofs fails where a node or an op read above its roof (issue 52): a roof under
+// the rate a GGML kernel reaches is under-measured, or the node was judged against the
+// wrong kernel class or cache level. Every scenario's output goes through it.
+func checkRoofs(t testing.TB, traces []ptrace.Traces, metrics []pmetric.Metrics) {
+	t.Helper()
+	const most = 1.0
+	over := 0
+	var top struct {
+		frac float64
+		what string
+	}
+	for _, td := range traces {
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			ss := td.ResourceSpans().At(i).ScopeSpans()
+			for j := 0; j < ss.Len(); j++ {
+				ps := ss.At(j).Spans()
+				for k := 0; k < ps.Len(); k++ {
+					a := ps.At(k).Attributes()
+					f, ok := a.Get(schema.GGMLRooflinePeakFraction)
+					if ok && f.Double() > top.frac {
+						top.frac = f.Double()
+						top.what = fmt.Sprintf("%s %s (%s from %s: %.1f GFLOP/s, %.1f GB/s)", ps.At(k).Name(), schema.Str(a, schema.GGMLWeightType),
+							schema.Str(a, schema.GGMLRooflineBound), schema.Str(a, schema.GGMLRooflineLevel),
+							schema.Float(a, schema.GGMLRooflineFlopsPerSecond)/1e9, schema.Float(a, schema.GGMLRooflineBytesPerSecond)/1e9)
+					}
+					if !ok || f.Double() <= most {
+						continue
+					}
+					if over++; over <= 5 {
+						t.Errorf("node %s (%s) %.0f%% of its roof (%s, level %s): %v", ps.At(k).Name(), schema.Str(a, schema.GGMLWeightType),
+							100*f.Double(), schema.Str(a, schema.GGMLRooflineBound), schema.Str(a, schema.GGMLRooflineLevel), a.AsRaw())
+					}
+				}
+			}
+		}
+	}
+	if over > 5 {
+		t.Errorf("%d nodes in all above their roofs", over)
+	}
+	if top.frac > 0 {
+		t.Logf("nearest its roof: %s at %.0f%%", top.what, 100*top.frac)
+	}
+	agg := summary.New()
+	for _, md := range metrics {
+		agg.Metrics(md)
+	}
+	for _, td := range traces {
+		agg.Traces(td)
+	}
+	checkOpRoofs(t, agg.Snapshot())
+}
+
+// checkOpRoofs fails where a summarised op read above its roof.
+func checkOpRoofs(t testing.TB, v *summary.View) {
+	t.Helper()
+	for _, p := range v.Processes {
+		for _, ph := range p.Phases {
+			for _, o := range ph.Ops {
+				if o.Op == "MUL_MAT" && o.PeakFrac > 0 {
+					t.Logf("%s %s: MUL_MAT %s %.1f GFLOP/s, %.1f GB/s, %.0f%% of its roofs (%s)", p.Title, ph.Name, o.Weight, o.FLOPS/1e9,
+						o.Bandwidth/1e9, 100*o.PeakFrac, o.Bound)
+				}
+				if o.PeakFrac > 1 {
+					t.Errorf("%s %s: op %s %s at %.0f%% of its roof (%s, %.3g FLOP/s, %.3g B/s); roofs %+v",
+						p.Title, ph.Name, o.Op, o.Weight, 100*o.PeakFrac, o.Bound, o.FLOPS, o.Bandwidth, p.Roofs)
+				}
+			}
+		}
+	}
 }
 
 // run is a workload profiled to its end: its process, what the collector logged and

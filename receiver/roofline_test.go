@@ -13,8 +13,8 @@ import (
 )
 
 // Roofline classification without a PMU: decode matmuls stream their quantised weights
-// and are memory-bound, at or near the measured bandwidth; prefill matmuls reach a far
-// higher FLOP rate.
+// and are memory-bound, at most at the measured bandwidth; prefill matmuls reach a far
+// higher rate, under the int8 roof.
 func TestE2ERoofline(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -32,6 +32,7 @@ func TestE2ERoofline(t *testing.T) {
 	}
 	flops := map[any][]float64{}
 	memory, decode := 0, 0
+	bounds := map[any]int{}
 	for _, s := range all {
 		src, _ := s.attrs["ggml.src"].([]any)
 		if s.name != "MUL_MAT" || len(src) == 0 || !strings.HasPrefix(src[0].(string), "q4_0") {
@@ -43,20 +44,17 @@ func TestE2ERoofline(t *testing.T) {
 			continue
 		}
 		decode++
+		bounds[s.attrs["ggml.roofline.bound"]]++
+		// No node above its roof: checkRoofs, for every scenario.
 		if s.attrs["ggml.roofline.bound"] == "memory" {
 			memory++
-			// The peak is the start-up probe's copies; a kernel that only reads can beat
-			// them by a few percent.
-			if f := s.attrs["ggml.roofline.peak_fraction"].(float64); f > 1.1 {
-				t.Errorf("decode %s moved %.2f times the measured peak bandwidth", s.attrs["ggml.tensor.name"], f)
-			}
 		}
 	}
 	if decode == 0 || len(flops["prefill"]) == 0 {
 		t.Fatalf("q4_0 MUL_MAT spans: %d decode, %d prefill", decode, len(flops["prefill"]))
 	}
 	if float64(memory) < 0.9*float64(decode) {
-		t.Errorf("%d of %d decode q4_0 MUL_MAT nodes are memory-bound, want at least 90%%", memory, decode)
+		t.Errorf("%d of %d decode q4_0 MUL_MAT nodes are memory-bound, want at least 90%% (bounds %v)", memory, decode, bounds)
 	}
 	pre, dec := median(flops["prefill"]), median(flops["decode"])
 	if pre < 2*dec {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -94,7 +95,9 @@ func summarize(t *testing.T, path string) *summary.View {
 	if _, err := report.Read(f, path, report.Summary{Aggregator: agg}); err != nil {
 		t.Fatal(err)
 	}
-	return agg.Snapshot()
+	v := agg.Snapshot()
+	checkOpRoofs(t, v)
+	return v
 }
 
 func processOf(t *testing.T, v *summary.View, model string) *summary.Process {
@@ -331,7 +334,7 @@ service:
 		t.Fatalf("processes: agent %d, gateway %d", len(want.Processes), len(got.Processes))
 	}
 	w, g := want.Processes[0], got.Processes[0]
-	if g.Title != w.Title || len(g.Phases) != len(w.Phases) || g.Roofs != w.Roofs {
+	if g.Title != w.Title || len(g.Phases) != len(w.Phases) || !reflect.DeepEqual(g.Roofs, w.Roofs) {
 		t.Fatalf("gateway view %s %+v, agent %s %+v", g.Title, g.Roofs, w.Title, w.Roofs)
 	}
 	// The gateway sums the same node times in the order they came: a total may differ in

@@ -51,7 +51,7 @@ func TestRules(t *testing.T) {
 		build func(p *summary.Process)
 	}{
 		{"decode-memory-bound", func(p *summary.Process) {
-			p.Phases[0].Ops[0].Bandwidth = 42e9 // 84% of 50 GB/s
+			p.Phases[0].Ops[0].Bandwidth, p.Phases[0].Ops[0].PeakFrac = 42e9, 0.84
 		}},
 		{"threads-contended", func(p *summary.Process) {
 			p.Phases[0].Sched.OffCPU, p.Phases[0].Sched.RunQueue = 0.2, 0.1
@@ -143,7 +143,7 @@ func TestRulesNeedEvidence(t *testing.T) {
 		t.Errorf("3 decodes: %v", got)
 	}
 	p := clean()
-	p.Phases[0].Ops[0].Bandwidth = 49e9
+	p.Phases[0].Ops[0].Bandwidth, p.Phases[0].Ops[0].PeakFrac = 49e9, 0.98
 	p.Roofs = summary.Roofs{}
 	if f := Findings(p); len(f) != 0 {
 		t.Errorf("memory-bound without roofs: %+v", f)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/ggml"
+	"github.com/profinfer/profinfer/internal/roofline"
 )
 
 // Src is the type and shape of one source tensor.
@@ -27,9 +28,9 @@ type NodeInfo struct {
 	Shape   [4]int64
 	Srcs    []Src
 	FusedOp string // the op of the second node a fused kernel computed with this one
-	// FLOPs and Bytes estimate the work the node does and the memory it moves, from its
-	// shapes and types; zero when the types' sizes are unknown.
-	FLOPs, Bytes float64
+	// Work estimates the work the node does and the memory it moves, from its shapes and
+	// types; zero when the types' sizes are unknown.
+	roofline.Work
 	// Reads are the tensors whose data the node reads, views resolved to the tensor that
 	// owns the data; Owner is the tensor owning the node's own data when the node writes
 	// into a view (a copy into the KV cache), else 0. They link nodes to their producers.

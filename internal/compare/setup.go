@@ -128,7 +128,11 @@ func (s *Side) facts() facts {
 		add(keyLayers, layersOffloaded(p))
 		if r := p.Roofs; r.FLOPS > 0 || r.Bandwidth > 0 {
 			f.roofs = r
-			add(keyRoofs, fmt.Sprintf("%.1f GFLOP/s, %.1f GB/s", r.FLOPS/1e9, r.Bandwidth/1e9))
+			roofs := fmt.Sprintf("%.1f GFLOP/s, %.1f GB/s", r.FLOPS/1e9, r.Bandwidth/1e9)
+			if r.Int8 > 0 {
+				roofs += fmt.Sprintf(", int8 %.1f Gop/s", r.Int8/1e9)
+			}
+			add(keyRoofs, roofs)
 		}
 		if q := p.Quota; q != nil {
 			add(keyQuota, fmt.Sprintf("%.2f CPUs", q.CPUs))
@@ -292,7 +296,7 @@ func settingsText(byPhase map[string][]int64, phases []string) string {
 // roofsDiffer says whether either roof differs by more than frac, both being known.
 func roofsDiffer(a, b summary.Roofs, frac float64) bool {
 	far := func(x, y float64) bool { return x > 0 && y > 0 && math.Abs(x-y) > frac*max(x, y) }
-	return far(a.FLOPS, b.FLOPS) || far(a.Bandwidth, b.Bandwidth)
+	return far(a.FLOPS, b.FLOPS) || far(a.Bandwidth, b.Bandwidth) || far(a.Int8, b.Int8)
 }
 
 // sharesDiffer says whether the threads had a CPU for a share of some phase's graphs

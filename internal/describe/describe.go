@@ -141,7 +141,7 @@ func (d *Describer) detail(ev *events.Event) *assemble.NodeInfo {
 		info.Reads = append(info.Reads, src)
 	}
 	info.Owner = t.ViewSrc
-	info.FLOPs, info.Bytes = roofline.Cost(info.Op, d.shape(t.Type, t.Ne), srcs[:n])
+	info.Work = roofline.Cost(info.Op, d.shape(t.Type, t.Ne), srcs[:n])
 	if fused != 0 {
 		info.FusedOp = "MUL" // the only fused CPU kernel: ggml_compute_forward_rms_norm_mul_fused
 	}
@@ -154,5 +154,5 @@ func (d *Describer) detail(ev *events.Event) *assemble.NodeInfo {
 
 func (d *Describer) shape(typ uint32, ne [4]int64) roofline.Shape {
 	size := d.target.Size(typ)
-	return roofline.Shape{Ne: ne, Block: size.Block, BlockBytes: size.Bytes}
+	return roofline.Shape{Ne: ne, Block: size.Block, BlockBytes: size.Bytes, Type: d.target.Names.Type(typ)}
 }

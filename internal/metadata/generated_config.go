@@ -66,6 +66,7 @@ type MetricsConfig struct {
 	ProfinferGraphsDropped             MetricConfig `mapstructure:"profinfer.graphs.dropped"`
 	ProfinferGraphsTraced              MetricConfig `mapstructure:"profinfer.graphs.traced"`
 	ProfinferProbesAttached            MetricConfig `mapstructure:"profinfer.probes.attached"`
+	ProfinferRooflineCacheBandwidth    MetricConfig `mapstructure:"profinfer.roofline.cache.bandwidth"`
 	ProfinferRooflinePeak              MetricConfig `mapstructure:"profinfer.roofline.peak"`
 	ProfinferSpansDropped              MetricConfig `mapstructure:"profinfer.spans.dropped"`
 	ProfinferWindowNext                MetricConfig `mapstructure:"profinfer.window.next"`
@@ -185,6 +186,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		ProfinferProbesAttached: MetricConfig{
+			Enabled: true,
+		},
+		ProfinferRooflineCacheBandwidth: MetricConfig{
 			Enabled: true,
 		},
 		ProfinferRooflinePeak: MetricConfig{

@@ -138,6 +138,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProfinferProbesAttached: MetricConfig{
 						Enabled: true,
 					},
+					ProfinferRooflineCacheBandwidth: MetricConfig{
+						Enabled: true,
+					},
 					ProfinferRooflinePeak: MetricConfig{
 						Enabled: true,
 					},
@@ -314,6 +317,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					ProfinferProbesAttached: MetricConfig{
+						Enabled: false,
+					},
+					ProfinferRooflineCacheBandwidth: MetricConfig{
 						Enabled: false,
 					},
 					ProfinferRooflinePeak: MetricConfig{

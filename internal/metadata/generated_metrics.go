@@ -80,6 +80,7 @@ const (
 	AttributeGgmlRooflineBoundMemory
 	AttributeGgmlRooflineBoundCompute
 	AttributeGgmlRooflineBoundOverhead
+	AttributeGgmlRooflineBoundUnexplained
 	AttributeGgmlRooflineBoundStarved
 )
 
@@ -92,6 +93,8 @@ func (av AttributeGgmlRooflineBound) String() string {
 		return "compute"
 	case AttributeGgmlRooflineBoundOverhead:
 		return "overhead"
+	case AttributeGgmlRooflineBoundUnexplained:
+		return "unexplained"
 	case AttributeGgmlRooflineBoundStarved:
 		return "starved"
 	}
@@ -100,10 +103,11 @@ func (av AttributeGgmlRooflineBound) String() string {
 
 // MapAttributeGgmlRooflineBound is a helper map of string to AttributeGgmlRooflineBound attribute value.
 var MapAttributeGgmlRooflineBound = map[string]AttributeGgmlRooflineBound{
-	"memory":   AttributeGgmlRooflineBoundMemory,
-	"compute":  AttributeGgmlRooflineBoundCompute,
-	"overhead": AttributeGgmlRooflineBoundOverhead,
-	"starved":  AttributeGgmlRooflineBoundStarved,
+	"memory":      AttributeGgmlRooflineBoundMemory,
+	"compute":     AttributeGgmlRooflineBoundCompute,
+	"overhead":    AttributeGgmlRooflineBoundOverhead,
+	"unexplained": AttributeGgmlRooflineBoundUnexplained,
+	"starved":     AttributeGgmlRooflineBoundStarved,
 }
 
 // AttributeGgmlRooflineRoof specifies the value ggml.roofline.roof attribute.
@@ -114,6 +118,7 @@ const (
 	AttributeGgmlRooflineRoofFlops
 	AttributeGgmlRooflineRoofBandwidth
 	AttributeGgmlRooflineRoofInt8
+	AttributeGgmlRooflineRoofBf16
 )
 
 // String returns the string representation of the AttributeGgmlRooflineRoof.
@@ -125,6 +130,8 @@ func (av AttributeGgmlRooflineRoof) String() string {
 		return "bandwidth"
 	case AttributeGgmlRooflineRoofInt8:
 		return "int8"
+	case AttributeGgmlRooflineRoofBf16:
+		return "bf16"
 	}
 	return ""
 }
@@ -134,6 +141,7 @@ var MapAttributeGgmlRooflineRoof = map[string]AttributeGgmlRooflineRoof{
 	"flops":     AttributeGgmlRooflineRoofFlops,
 	"bandwidth": AttributeGgmlRooflineRoofBandwidth,
 	"int8":      AttributeGgmlRooflineRoofInt8,
+	"bf16":      AttributeGgmlRooflineRoofBf16,
 }
 
 // AttributeGgmlScope specifies the value ggml.scope attribute.
@@ -342,6 +350,9 @@ var MetricsInfo = metricsInfo{
 	ProfinferProbesAttached: metricInfo{
 		Name: "profinfer.probes.attached",
 	},
+	ProfinferRooflineCacheBandwidth: metricInfo{
+		Name: "profinfer.roofline.cache.bandwidth",
+	},
 	ProfinferRooflinePeak: metricInfo{
 		Name: "profinfer.roofline.peak",
 	},
@@ -400,6 +411,7 @@ type metricsInfo struct {
 	ProfinferGraphsDropped             metricInfo
 	ProfinferGraphsTraced              metricInfo
 	ProfinferProbesAttached            metricInfo
+	ProfinferRooflineCacheBandwidth    metricInfo
 	ProfinferRooflinePeak              metricInfo
 	ProfinferSpansDropped              metricInfo
 	ProfinferWindowNext                metricInfo
@@ -2424,6 +2436,61 @@ func newMetricProfinferProbesAttached(cfg MetricConfig) metricProfinferProbesAtt
 	return m
 }
 
+type metricProfinferRooflineCacheBandwidth struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills profinfer.roofline.cache.bandwidth metric with initial data.
+func (m *metricProfinferRooflineCacheBandwidth) init() {
+	m.data.SetName("profinfer.roofline.cache.bandwidth")
+	m.data.SetDescription("The read bandwidth of each data cache level, all cores together, the roof of nodes whose data that level holds (the cache-aware roofline).")
+	m.data.SetUnit("By/s")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricProfinferRooflineCacheBandwidth) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, profinferRooflineCacheLevelAttributeValue string, profinferRooflineCacheSizeAttributeValue int64, profinferRooflineSourceAttributeValue string, profinferRooflineMeasuredAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("profinfer.roofline.cache.level", profinferRooflineCacheLevelAttributeValue)
+	dp.Attributes().PutInt("profinfer.roofline.cache.size", profinferRooflineCacheSizeAttributeValue)
+	dp.Attributes().PutStr("profinfer.roofline.source", profinferRooflineSourceAttributeValue)
+	dp.Attributes().PutStr("profinfer.roofline.measured", profinferRooflineMeasuredAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricProfinferRooflineCacheBandwidth) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricProfinferRooflineCacheBandwidth) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricProfinferRooflineCacheBandwidth(cfg MetricConfig) metricProfinferRooflineCacheBandwidth {
+	m := metricProfinferRooflineCacheBandwidth{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricProfinferRooflinePeak struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -2433,7 +2500,7 @@ type metricProfinferRooflinePeak struct {
 // init fills profinfer.roofline.peak metric with initial data.
 func (m *metricProfinferRooflinePeak) init() {
 	m.data.SetName("profinfer.roofline.peak")
-	m.data.SetDescription("The roofs nodes are classified under, in FLOP/s (flops), bytes/s (bandwidth) or int8 operations/s (int8), all cores together.")
+	m.data.SetDescription("The roofs nodes are classified under, in FLOP/s (flops, fp32 fused multiply-adds), bytes/s read from memory (bandwidth) int8 dot-product operations/s (int8, quantised matmuls' roof) or bf16 dot-product FLOP/s (bf16, bf16 matmuls' roof where the CPU has bf16 dot products), all cores together.")
 	m.data.SetUnit("1/s")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
@@ -2783,6 +2850,7 @@ type MetricsBuilder struct {
 	metricProfinferGraphsDropped             metricProfinferGraphsDropped
 	metricProfinferGraphsTraced              metricProfinferGraphsTraced
 	metricProfinferProbesAttached            metricProfinferProbesAttached
+	metricProfinferRooflineCacheBandwidth    metricProfinferRooflineCacheBandwidth
 	metricProfinferRooflinePeak              metricProfinferRooflinePeak
 	metricProfinferSpansDropped              metricProfinferSpansDropped
 	metricProfinferWindowNext                metricProfinferWindowNext
@@ -2851,6 +2919,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricProfinferGraphsDropped:             newMetricProfinferGraphsDropped(mbc.Metrics.ProfinferGraphsDropped),
 		metricProfinferGraphsTraced:              newMetricProfinferGraphsTraced(mbc.Metrics.ProfinferGraphsTraced),
 		metricProfinferProbesAttached:            newMetricProfinferProbesAttached(mbc.Metrics.ProfinferProbesAttached),
+		metricProfinferRooflineCacheBandwidth:    newMetricProfinferRooflineCacheBandwidth(mbc.Metrics.ProfinferRooflineCacheBandwidth),
 		metricProfinferRooflinePeak:              newMetricProfinferRooflinePeak(mbc.Metrics.ProfinferRooflinePeak),
 		metricProfinferSpansDropped:              newMetricProfinferSpansDropped(mbc.Metrics.ProfinferSpansDropped),
 		metricProfinferWindowNext:                newMetricProfinferWindowNext(mbc.Metrics.ProfinferWindowNext),
@@ -3206,6 +3275,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricProfinferGraphsDropped.emit(ils.Metrics())
 	mb.metricProfinferGraphsTraced.emit(ils.Metrics())
 	mb.metricProfinferProbesAttached.emit(ils.Metrics())
+	mb.metricProfinferRooflineCacheBandwidth.emit(ils.Metrics())
 	mb.metricProfinferRooflinePeak.emit(ils.Metrics())
 	mb.metricProfinferSpansDropped.emit(ils.Metrics())
 	mb.metricProfinferWindowNext.emit(ils.Metrics())
@@ -3426,6 +3496,11 @@ func (mb *MetricsBuilder) RecordProfinferGraphsTracedDataPoint(ts pcommon.Timest
 // RecordProfinferProbesAttachedDataPoint adds a data point to profinfer.probes.attached metric.
 func (mb *MetricsBuilder) RecordProfinferProbesAttachedDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricProfinferProbesAttached.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordProfinferRooflineCacheBandwidthDataPoint adds a data point to profinfer.roofline.cache.bandwidth metric.
+func (mb *MetricsBuilder) RecordProfinferRooflineCacheBandwidthDataPoint(ts pcommon.Timestamp, val float64, profinferRooflineCacheLevelAttributeValue string, profinferRooflineCacheSizeAttributeValue int64, profinferRooflineSourceAttributeValue string, profinferRooflineMeasuredAttributeValue string) {
+	mb.metricProfinferRooflineCacheBandwidth.recordDataPoint(mb.startTime, ts, val, profinferRooflineCacheLevelAttributeValue, profinferRooflineCacheSizeAttributeValue, profinferRooflineSourceAttributeValue, profinferRooflineMeasuredAttributeValue)
 }
 
 // RecordProfinferRooflinePeakDataPoint adds a data point to profinfer.roofline.peak metric.

@@ -217,6 +217,10 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordProfinferRooflineCacheBandwidthDataPoint(ts, 1, "profinfer.roofline.cache.level-val", 29, "profinfer.roofline.source-val", "profinfer.roofline.measured-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordProfinferRooflinePeakDataPoint(ts, 1, AttributeGgmlRooflineRoofFlops, "profinfer.roofline.source-val", "profinfer.roofline.measured-val")
 
 			defaultMetricsCount++
@@ -1006,12 +1010,36 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
+				case "profinfer.roofline.cache.bandwidth":
+					assert.False(t, validatedMetrics["profinfer.roofline.cache.bandwidth"], "Found a duplicate in the metrics slice: profinfer.roofline.cache.bandwidth")
+					validatedMetrics["profinfer.roofline.cache.bandwidth"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "The read bandwidth of each data cache level, all cores together, the roof of nodes whose data that level holds (the cache-aware roofline).", mi.Description())
+					assert.Equal(t, "By/s", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					profinferRooflineCacheLevelAttrVal, ok := dp.Attributes().Get("profinfer.roofline.cache.level")
+					assert.True(t, ok)
+					assert.Equal(t, "profinfer.roofline.cache.level-val", profinferRooflineCacheLevelAttrVal.Str())
+					profinferRooflineCacheSizeAttrVal, ok := dp.Attributes().Get("profinfer.roofline.cache.size")
+					assert.True(t, ok)
+					assert.EqualValues(t, 29, profinferRooflineCacheSizeAttrVal.Int())
+					profinferRooflineSourceAttrVal, ok := dp.Attributes().Get("profinfer.roofline.source")
+					assert.True(t, ok)
+					assert.Equal(t, "profinfer.roofline.source-val", profinferRooflineSourceAttrVal.Str())
+					profinferRooflineMeasuredAttrVal, ok := dp.Attributes().Get("profinfer.roofline.measured")
+					assert.True(t, ok)
+					assert.Equal(t, "profinfer.roofline.measured-val", profinferRooflineMeasuredAttrVal.Str())
 				case "profinfer.roofline.peak":
 					assert.False(t, validatedMetrics["profinfer.roofline.peak"], "Found a duplicate in the metrics slice: profinfer.roofline.peak")
 					validatedMetrics["profinfer.roofline.peak"] = true
 					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "The roofs nodes are classified under, in FLOP/s (flops), bytes/s (bandwidth) or int8 operations/s (int8), all cores together.", mi.Description())
+					assert.Equal(t, "The roofs nodes are classified under, in FLOP/s (flops, fp32 fused multiply-adds), bytes/s read from memory (bandwidth) int8 dot-product operations/s (int8, quantised matmuls' roof) or bf16 dot-product FLOP/s (bf16, bf16 matmuls' roof where the CPU has bf16 dot products), all cores together.", mi.Description())
 					assert.Equal(t, "1/s", mi.Unit())
 					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())

@@ -432,18 +432,28 @@
       main.append(s);
       return;
     }
-    s.append(el('p', null, 'Roofs: ' + si(r.flops, 'FLOP/s') + ' compute, ' + si(r.bandwidth, 'B/s') + ' memory bandwidth' +
-      (r.int8 ? ', ' + si(r.int8, 'OP/s') + ' int8' : '') + '; ' + (r.source || 'source unknown') + (r.measured ? ', measured ' + r.measured : '') +
-      '. Ridge point ' + num(r.flops / r.bandwidth, 1) + ' FLOP/byte.'));
+    const caches = r.caches || [];
+    s.append(el('p', null, 'Roofs: ' + si(r.flops, 'FLOP/s') + ' fp32 compute' + (r.int8 ? ', ' + si(r.int8, 'OP/s') + ' int8 (quantised matmuls)' : '') +
+      (r.bf16 ? ', ' + si(r.bf16, 'FLOP/s') + ' bf16 (bf16 matmuls)' : '') +
+      '; bandwidth ' + caches.map((c) => c.name + ' (' + si(c.size, 'B') + ') ' + si(c.bandwidth, 'B/s') + ', ').join('') +
+      (caches.length ? 'DRAM ' : '') + si(r.bandwidth, 'B/s') + '; ' + (r.source || 'source unknown') + (r.measured ? ', measured ' + r.measured : '') +
+      '. Ridge point ' + num(r.flops / r.bandwidth, 1) + ' FLOP/byte from DRAM. Each op is judged against its kernel\'s compute roof and the levels its bytes come from.'));
     const series = [];
     for (const ph of p.phases || []) {
       const pts = (ph.ops || []).filter((o) => o.intensity > 0 && o.flops_per_second > 0)
         .map((o) => ({ value: [o.intensity, o.flops_per_second / 1e9], name: o.op + ' ' + o.weight + ' (' + ph.name + ', ' + (o.bound || '?') + ')' }));
       series.push({ name: ph.name, type: 'scatter', data: pts, symbolSize: 9 });
     }
-    const roof = [];
-    for (let x = 0.01; x <= 10000; x *= 1.25) roof.push([x, Math.min(r.flops, x * r.bandwidth) / 1e9]);
-    series.push({ name: 'roof', type: 'line', data: roof, showSymbol: false, lineStyle: { color: '#333' } });
+    // The cache-aware roofline: a roof per level under each compute roof.
+    const roofLine = (name, peak, bandwidth, dashed) => {
+      const data = [];
+      for (let x = 0.01; x <= 10000; x *= 1.25) data.push([x, Math.min(peak, x * bandwidth) / 1e9]);
+      series.push({ name, type: 'line', data, showSymbol: false, lineStyle: { color: '#333', width: dashed ? 1 : 2, type: dashed ? 'dashed' : 'solid' } });
+    };
+    const top = Math.max(r.flops, r.int8 || 0, r.bf16 || 0);
+    roofLine('roof (DRAM)', top, r.bandwidth, false);
+    for (const c of caches) roofLine('roof (' + c.name + ')', top, c.bandwidth, true);
+    if (top > r.flops) roofLine('fp32 roof', r.flops, Math.max(r.bandwidth, ...caches.map((c) => c.bandwidth)), true);
     chart(s, {
       legend: {}, grid: { left: 70, right: 30, top: 30, bottom: 40 },
       tooltip: { trigger: 'item', renderMode: 'richText', formatter: (x) => x.name + '\n' + num(x.value[0], 2) + ' FLOP/B, ' + num(x.value[1], 2) + ' GFLOP/s' },

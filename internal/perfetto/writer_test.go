@@ -64,7 +64,7 @@ func decode(start uint64, n int) *assemble.Step {
 			Tensor: uint64(i + 1),
 			Info: &assemble.NodeInfo{Op: []string{"MUL_MAT", "ADD", "RMS_NORM", "ROPE", "SOFT_MAX"}[i%5], Name: name, Type: "f32",
 				Shape: [4]int64{4096, 7, 1, 1}, Srcs: []assemble.Src{assemble.NewSrc("q4_0", [4]int64{4096, 4096, 1, 1})},
-				FLOPs: 2e8, Bytes: 9e6, Reads: []uint64{uint64(i), 1 << 40}},
+				Work: roofline.Work{FLOPs: 2e8, Bytes: 9e6}, Reads: []uint64{uint64(i), 1 << 40}},
 			Start: t, End: t + dur + overlapNS,
 			Counted: threads,
 		}

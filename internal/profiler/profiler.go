@@ -255,9 +255,12 @@ func (p *Profiler) roofs() roofline.Roofs {
 		return roofline.Roofs{}
 	}
 	roofs := roofline.Establish(roofline.EstablishConfig{Peaks: r.Peaks, Probe: r.Probe, StateFile: r.StateFile}, p.log)
-	p.log.Info("roofline", zap.Float64("peak_flops", roofs.FLOPS), zap.Float64("peak_bandwidth", roofs.Bandwidth),
+	dot, bf16 := roofline.DotKernel()
+	p.log.Info("roofline", zap.Float64("peak_flops", roofs.FLOPS), zap.Float64("peak_int8", roofs.Int8),
+		zap.Float64("peak_bf16", roofs.BF16), zap.Float64("peak_bandwidth", roofs.Bandwidth), zap.Any("caches", roofs.Levels),
 		zap.String("source", roofs.Source), zap.Time("at", roofs.At), zap.Int("trials", roofs.Trials),
-		zap.Bool("provisional", roofs.Provisional), zap.String("fma", roofline.FMAKernel()))
+		zap.Bool("provisional", roofs.Provisional), zap.String("fma", roofline.FMAKernel()), zap.String("int8", dot),
+		zap.String("bf16", bf16))
 	return roofs
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/advise"
 	"github.com/profinfer/profinfer/internal/perfetto"
+	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -200,5 +201,15 @@ func TestTableLead(t *testing.T) {
 	}
 	if strings.Contains(out, "\x1b") {
 		t.Error("a control character reached the terminal")
+	}
+}
+
+// The roofs line names each kernel class's compute roof and each level's bandwidth.
+func TestRoofsLine(t *testing.T) {
+	r := summary.Roofs{FLOPS: 231e9, Int8: 930e9, BF16: 460e9, Bandwidth: 45e9, Source: "measured", Measured: "2026-11-28T20:00:00Z",
+		Caches: []roofline.Level{{Name: "L1", Size: 64 << 10, Bandwidth: 300e9}, {Name: "L3", Size: 32 << 20, Bandwidth: 180e9}}}
+	want := "231.0 GFLOP/s (fp32), 930.0 Gop/s (int8), 460.0 GFLOP/s (bf16), L1 (64 KiB) 300.0 GB/s, L3 (32768 KiB) 180.0 GB/s, DRAM 45.0 GB/s (measured, 2026-11-28T20:00:00Z)"
+	if got := roofs(r); got != want {
+		t.Errorf("roofs:\n%s\nwant\n%s", got, want)
 	}
 }

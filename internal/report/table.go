@@ -27,7 +27,7 @@ func Table(w io.Writer, v *summary.View) error {
 			fmt.Fprintf(tw, "model: %s\n", Text(p.Model))
 		}
 		if r := p.Roofs; r.FLOPS > 0 {
-			fmt.Fprintf(tw, "roofs: %.1f GFLOP/s, %.1f GB/s (%s%s)\n", r.FLOPS/1e9, r.Bandwidth/1e9, Text(r.Source), measured(r.Measured))
+			fmt.Fprintf(tw, "roofs: %s\n", roofs(r))
 		}
 		if l := p.Latency; l.Count > 0 {
 			fmt.Fprintf(tw, "decode latency: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %d decodes\n", l.P50, l.P90, l.P99, l.Count)
@@ -179,6 +179,27 @@ func Rate(o *summary.Op) string {
 		r += fmt.Sprintf(" (%.1f%% of roof)", 100*o.PeakFrac)
 	}
 	return r
+}
+
+// roofs says a process's roofs: compute by kernel class, then bandwidth by level, nearest
+// first, each cache with its size.
+func roofs(r summary.Roofs) string {
+	s := fmt.Sprintf("%.1f GFLOP/s", r.FLOPS/1e9)
+	if r.Int8 > 0 || r.BF16 > 0 {
+		s += " (fp32)"
+	}
+	if r.Int8 > 0 {
+		s += fmt.Sprintf(", %.1f Gop/s (int8)", r.Int8/1e9)
+	}
+	if r.BF16 > 0 {
+		s += fmt.Sprintf(", %.1f GFLOP/s (bf16)", r.BF16/1e9)
+	}
+	memory := ""
+	for _, c := range r.Caches {
+		s += fmt.Sprintf(", %s (%d KiB) %.1f GB/s", Text(c.Name), c.Size>>10, c.Bandwidth/1e9)
+		memory = "DRAM "
+	}
+	return s + fmt.Sprintf(", %s%.1f GB/s (%s%s)", memory, r.Bandwidth/1e9, Text(r.Source), measured(r.Measured))
 }
 
 func si(x float64, unit string) string {

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,7 +93,7 @@ func (e establisher) establish(cfg EstablishConfig, log *zap.Logger) Roofs {
 		log.Warn("cannot tell whether the CPUs are idle, measuring anyway", zap.Error(err))
 	}
 	var r Roofs
-	if kept != nil && busy {
+	if kept != nil && busy && kept.complete() {
 		r = kept.roofs(SourceStored)
 	} else {
 		m := e.measure(cfg.Probe)
@@ -116,26 +117,57 @@ func (e establisher) establish(cfg EstablishConfig, log *zap.Logger) Roofs {
 }
 
 // merge folds measurement m into what was kept. An idle measurement makes the roofs
-// final and a busy one never changes final ones; each roof keeps the better of the two,
-// because noise only ever slows a probe down. changed is false when what was kept
-// stands.
+// final and a busy one never changes final ones, except to add the roofs that a file of
+// an older probe lacks, provisionally; each roof keeps the better of the two, because
+// noise only ever slows a probe down. changed is false when what was kept stands.
 func merge(kept *state, m measurement, busy bool, key string, at time.Time) (s state, changed bool) {
-	s = state{Machine: key, FLOPS: m.FLOPS, Bandwidth: m.Bandwidth, At: at, Trials: m.trials, Provisional: busy}
-	if kept == nil {
+	s = state{Machine: key, At: at, Trials: m.trials, Provisional: busy}
+	s.setPeaks(m.Peaks)
+	switch {
+	case kept == nil:
 		return s, true
-	}
-	if kept.Provisional && !busy {
+	case kept.Provisional && !busy:
 		// Idle roofs are no longer provisional; a busy probe that came out faster still
 		// shows what the machine can do.
-		s.FLOPS, s.Bandwidth = max(s.FLOPS, kept.FLOPS), max(s.Bandwidth, kept.Bandwidth)
-		return s, true
-	}
-	if (!kept.Provisional && busy) || m.FLOPS <= kept.FLOPS && m.Bandwidth <= kept.Bandwidth {
+	case !kept.Provisional && busy && kept.complete():
+		return *kept, false
+	case !kept.Provisional && busy:
+	case !m.Peaks.rose(kept.peaks()):
 		return *kept, false
 	}
-	s.FLOPS, s.Bandwidth = max(s.FLOPS, kept.FLOPS), max(s.Bandwidth, kept.Bandwidth)
-	s.Provisional = kept.Provisional
+	s.setPeaks(m.Peaks.higher(kept.peaks()))
 	return s, true
+}
+
+// higher is the better of each of p's and o's roofs. Cache levels are matched by name
+// and size; where they differ (another cache layout), p's stand.
+func (p Peaks) higher(o Peaks) Peaks {
+	h := Peaks{FLOPS: max(p.FLOPS, o.FLOPS), Int8: max(p.Int8, o.Int8), BF16: max(p.BF16, o.BF16),
+		Bandwidth: max(p.Bandwidth, o.Bandwidth), Levels: slices.Clone(p.Levels)}
+	if !sameLevels(p.Levels, o.Levels) {
+		return h
+	}
+	for i := range h.Levels {
+		h.Levels[i].Bandwidth = max(h.Levels[i].Bandwidth, o.Levels[i].Bandwidth)
+	}
+	return h
+}
+
+// rose is true when any of p's roofs is above o's, or p has cache levels o lacks.
+func (p Peaks) rose(o Peaks) bool {
+	if p.FLOPS > o.FLOPS || p.Int8 > o.Int8 || p.BF16 > o.BF16 || p.Bandwidth > o.Bandwidth || !sameLevels(p.Levels, o.Levels) {
+		return true
+	}
+	for i, l := range p.Levels {
+		if l.Bandwidth > o.Levels[i].Bandwidth {
+			return true
+		}
+	}
+	return false
+}
+
+func sameLevels(a, b []Level) bool {
+	return slices.EqualFunc(a, b, func(x, y Level) bool { return x.Name == y.Name && x.Size == y.Size })
 }
 
 // busy samples /proc/stat over idleWindow.
@@ -181,23 +213,44 @@ func (e establisher) cpuTimes() (cpuTimes, error) {
 	return t, nil
 }
 
-// stateVersion changes whenever the probe measures differently, which makes earlier
-// state files foreign: version 1 copied buffers, version 2 reads them.
-const stateVersion = 2
+// stateVersion changes whenever the probe measures a roof differently, which makes
+// earlier state files foreign: version 1 copied buffers, version 2 reads them. Within
+// version 2, probeRevision 1 added the int8, bf16 and cache roofs and reads memory as
+// four streams, faster than the one of earlier files: theirs are kept, and the next
+// start measures again, each roof keeping the better of the two.
+const (
+	stateVersion  = 2
+	probeRevision = 1
+)
 
 // state is what the state file keeps: the best roofs measured on one machine.
 type state struct {
 	Machine     string    `json:"machine"`
+	Revision    int       `json:"revision,omitempty"` // probeRevision; absent in older files
 	FLOPS       float64   `json:"peak_flops"`
+	Int8        float64   `json:"peak_int8,omitempty"`
+	BF16        float64   `json:"peak_bf16,omitempty"`
 	Bandwidth   float64   `json:"peak_bandwidth"`
+	Levels      []Level   `json:"levels,omitempty"`
 	At          time.Time `json:"measured_at"`
 	Trials      int       `json:"trials"`
 	Provisional bool      `json:"provisional"`
 }
 
+func (s state) peaks() Peaks {
+	return Peaks{FLOPS: s.FLOPS, Int8: s.Int8, BF16: s.BF16, Bandwidth: s.Bandwidth, Levels: s.Levels}
+}
+
+func (s *state) setPeaks(p Peaks) {
+	s.Revision = probeRevision
+	s.FLOPS, s.Int8, s.BF16, s.Bandwidth, s.Levels = p.FLOPS, p.Int8, p.BF16, p.Bandwidth, p.Levels
+}
+
+// complete is true when s has every roof this probe measures.
+func (s state) complete() bool { return s.Revision >= probeRevision }
+
 func (s state) roofs(source string) Roofs {
-	return Roofs{Peaks: Peaks{FLOPS: s.FLOPS, Bandwidth: s.Bandwidth}, Source: source, At: s.At, Trials: s.Trials,
-		Provisional: s.Provisional}
+	return Roofs{Peaks: s.peaks(), Source: source, At: s.At, Trials: s.Trials, Provisional: s.Provisional}
 }
 
 // machine identifies this machine, as the probe sees it, for the state file: a copy of
@@ -241,8 +294,13 @@ func load(path, key string) (*state, error) {
 	if s.Machine != key {
 		return nil, fmt.Errorf("roofline state file %s is for %q, not this machine (%q)", path, s.Machine, key)
 	}
-	if !(s.FLOPS > 0 && s.Bandwidth > 0) || math.IsInf(s.FLOPS, 0) || math.IsInf(s.Bandwidth, 0) {
+	if !(s.FLOPS > 0 && s.Bandwidth > 0) || math.IsInf(s.FLOPS, 0) || math.IsInf(s.Bandwidth, 0) || math.IsInf(s.Int8, 0) || math.IsInf(s.BF16, 0) {
 		return nil, fmt.Errorf("roofline state file %s is corrupt: peaks %g FLOP/s and %g B/s", path, s.FLOPS, s.Bandwidth)
+	}
+	for _, l := range s.Levels {
+		if !(l.Size > 0 && l.Bandwidth > 0) || math.IsInf(l.Bandwidth, 0) {
+			return nil, fmt.Errorf("roofline state file %s is corrupt: cache level %+v", path, l)
+		}
 	}
 	return &s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +19,15 @@ const here = "probe v2; Test CPU; 2 CPUs; machine-id 0123"
 var (
 	t0   = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	t1   = t0.Add(time.Hour)
-	fast = measurement{Peaks: Peaks{FLOPS: 230e9, Bandwidth: 45e9}, trials: 30, share: 0.97}
+	fast = measurement{Peaks: Peaks{FLOPS: 230e9, Int8: 600e9, BF16: 460e9, Bandwidth: 45e9, Levels: levels(800e9, 300e9, 150e9)}, trials: 30, share: 0.97}
 )
+
+// levels are a 2-core machine's caches at these bandwidths.
+func levels(l1, l2, l3 float64) []Level {
+	return []Level{{"L1", 64 << 10, l1}, {"L2", 2 << 20, l2}, {"L3", 32 << 20, l3}}
+}
+
+func eq(a, b Peaks) bool { return reflect.DeepEqual(a, b) }
 
 // stat is /proc/stat's first line after a window in which busy of every 100 ticks went
 // to work, all CPUs together.
@@ -55,12 +63,12 @@ func (f *fake) establish(t *testing.T, cfg EstablishConfig) (Roofs, *observer.Ob
 
 func TestRoofsStateRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "roofline.json")
-	want := state{Machine: here, FLOPS: 1.5e11, Bandwidth: 4.2e10, At: t0, Trials: 17, Provisional: true}
+	want := state{Machine: here, Revision: probeRevision, FLOPS: 1.5e11, Int8: 4e11, Bandwidth: 4.2e10, Levels: levels(1e12, 5e11, 2e11), At: t0, Trials: 17, Provisional: true}
 	if err := save(path, want); err != nil {
 		t.Fatal(err)
 	}
 	got, err := load(path, here)
-	if err != nil || got == nil || *got != want {
+	if err != nil || got == nil || !reflect.DeepEqual(*got, want) {
 		t.Fatalf("load = %+v, %v; want %+v", got, err, want)
 	}
 	if s, err := load(filepath.Join(t.TempDir(), "none.json"), here); s != nil || err != nil {
@@ -83,7 +91,7 @@ func TestRoofsForeignStateIgnored(t *testing.T) {
 	}
 	f := &fake{m: fast, at: t1}
 	r, logs := f.establish(t, EstablishConfig{Probe: time.Second, StateFile: path})
-	if r.Peaks != fast.Peaks || r.Source != SourceMeasured || f.measured != 1 {
+	if !eq(r.Peaks, fast.Peaks) || r.Source != SourceMeasured || f.measured != 1 {
 		t.Errorf("roofs %+v after %d probes", r, f.measured)
 	}
 	if w := logs.FilterMessage("ignoring the roofline state file, measuring afresh").All(); len(w) != 1 ||
@@ -113,7 +121,7 @@ func TestRoofsCorruptStateIgnored(t *testing.T) {
 		}
 		f := &fake{busy: 90, m: fast, at: t1}
 		r, logs := f.establish(t, EstablishConfig{Probe: time.Second, StateFile: path})
-		if r.Peaks != fast.Peaks || r.Source != SourceMeasuredBusy || !r.Provisional || logs.Len() != 1 {
+		if !eq(r.Peaks, fast.Peaks) || r.Source != SourceMeasuredBusy || !r.Provisional || logs.Len() != 1 {
 			t.Errorf("%s: roofs %+v, logs %+v", name, r, logs.All())
 		}
 	}
@@ -156,7 +164,8 @@ func TestRoofsIdle(t *testing.T) {
 // The decisions over a machine's life, one state file throughout.
 func TestRoofsEstablishAcrossStarts(t *testing.T) {
 	cfg := EstablishConfig{Probe: time.Second, StateFile: filepath.Join(t.TempDir(), "roofline.json")}
-	slow := measurement{Peaks: Peaks{FLOPS: 200e9, Bandwidth: 30e9}, trials: 80, share: 0.5}
+	slow := measurement{Peaks: Peaks{FLOPS: 200e9, Int8: 500e9, BF16: 400e9, Bandwidth: 30e9, Levels: levels(700e9, 250e9, 100e9)}, trials: 80, share: 0.5}
+	best := Peaks{FLOPS: 230e9, Int8: 650e9, BF16: 470e9, Bandwidth: 47e9, Levels: levels(800e9, 310e9, 150e9)}
 	for i, c := range []struct {
 		busy     uint64
 		m        measurement
@@ -172,22 +181,22 @@ func TestRoofsEstablishAcrossStarts(t *testing.T) {
 		// Idle: measured, and the idle measurement replaces the provisional one.
 		{busy: 2, m: fast, want: fast.Peaks, source: SourceMeasured, at: t1, measured: true},
 		// Idle but the probe's threads were crowded out: a busy measurement, ignored.
-		{busy: 2, m: measurement{Peaks: Peaks{FLOPS: 300e9, Bandwidth: 60e9}, share: 0.5},
+		{busy: 2, m: measurement{Peaks: Peaks{FLOPS: 300e9, Int8: 900e9, BF16: 900e9, Bandwidth: 60e9, Levels: levels(9e11, 9e11, 9e11)}, share: 0.5},
 			want: fast.Peaks, source: SourceStored, at: t1, measured: true},
 		// Idle and slower: the better kept roofs stand.
 		{busy: 2, m: slow, want: fast.Peaks, source: SourceStored, at: t1, measured: true},
 		// Idle and faster on one roof: each roof keeps its best.
-		{busy: 2, m: measurement{Peaks: Peaks{FLOPS: 220e9, Bandwidth: 47e9}, trials: 12, share: 0.95},
-			want: Peaks{FLOPS: 230e9, Bandwidth: 47e9}, source: SourceMeasured, at: t1.Add(2 * time.Hour), measured: true},
+		{busy: 2, m: measurement{Peaks: Peaks{FLOPS: 220e9, Int8: 650e9, BF16: 470e9, Bandwidth: 47e9, Levels: levels(790e9, 310e9, 140e9)}, trials: 12, share: 0.95},
+			want: best, source: SourceMeasured, at: t1.Add(2 * time.Hour), measured: true},
 		// Busy: stored, not measured.
-		{busy: 80, m: fast, want: Peaks{FLOPS: 230e9, Bandwidth: 47e9}, source: SourceStored, at: t1.Add(2 * time.Hour)},
+		{busy: 80, m: fast, want: best, source: SourceStored, at: t1.Add(2 * time.Hour)},
 	} {
 		f := &fake{busy: c.busy, m: c.m, at: c.at}
 		if c.source == SourceStored && !c.measured {
 			f.at = time.Time{} // stored roofs keep their own time
 		}
 		r, logs := f.establish(t, cfg)
-		if r.Peaks != c.want || r.Source != c.source || !r.At.Equal(c.at) || (f.measured == 1) != c.measured || logs.Len() != 0 {
+		if !eq(r.Peaks, c.want) || r.Source != c.source || !r.At.Equal(c.at) || (f.measured == 1) != c.measured || logs.Len() != 0 {
 			t.Errorf("start %d: roofs %+v after %d probes, logs %v; want %+v, %s at %s", i, r, f.measured, logs.All(), c.want, c.source, c.at)
 		}
 	}
@@ -196,13 +205,13 @@ func TestRoofsEstablishAcrossStarts(t *testing.T) {
 func TestRoofsConfigured(t *testing.T) {
 	f := &fake{at: t0}
 	r, _ := f.establish(t, EstablishConfig{Peaks: peak, StateFile: filepath.Join(t.TempDir(), "roofline.json")})
-	if r.Peaks != peak || r.Source != SourceConfigured || f.measured != 0 {
+	if !eq(r.Peaks, peak) || r.Source != SourceConfigured || f.measured != 0 {
 		t.Errorf("roofs %+v after %d probes", r, f.measured)
 	}
 	// One roof configured: the other is measured, the configured one wins.
 	f = &fake{m: fast, at: t0}
 	r, _ = f.establish(t, EstablishConfig{Peaks: Peaks{Bandwidth: 20e9}})
-	if r.Peaks != (Peaks{FLOPS: fast.FLOPS, Bandwidth: 20e9}) || r.Source != SourceMeasured {
+	if !eq(r.Peaks, Peaks{FLOPS: fast.FLOPS, Int8: fast.Int8, BF16: fast.BF16, Bandwidth: 20e9, Levels: fast.Levels}) || r.Source != SourceMeasured {
 		t.Errorf("roofs %+v", r)
 	}
 }
@@ -216,7 +225,39 @@ func TestRoofsUnwritableState(t *testing.T) {
 	}
 	f := &fake{m: fast, at: t0}
 	r, logs := f.establish(t, EstablishConfig{Probe: time.Second, StateFile: filepath.Join(blocker, "roofline.json")})
-	if r.Peaks != fast.Peaks || logs.FilterMessage("cannot keep the roofs across restarts").Len() != 1 {
+	if !eq(r.Peaks, fast.Peaks) || logs.FilterMessage("cannot keep the roofs across restarts").Len() != 1 {
 		t.Errorf("roofs %+v, logs %v", r, logs.All())
+	}
+}
+
+// A state file of the probe before the int8, bf16 and cache roofs is kept: its roofs
+// stand where better, and the first start measures (memory's too, which the older probe
+// read as one stream, slower), even beside a model (provisionally, so that the next idle
+// start makes them final).
+func TestRoofsOlderStateFileKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "roofline.json")
+	old := `{"machine": "` + here + `", "peak_flops": 2.4e11, "peak_bandwidth": 5e10,
+  "measured_at": "2025-06-01T12:00:00Z", "trials": 20, "provisional": false}`
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := load(path, here)
+	if err != nil || s.complete() || s.FLOPS != 2.4e11 || s.Bandwidth != 5e10 {
+		t.Fatalf("older file: %+v, %v", s, err)
+	}
+	cfg := EstablishConfig{Probe: time.Second, StateFile: path}
+	f := &fake{busy: 80, m: fast, at: t1}
+	r, logs := f.establish(t, cfg)
+	want := Peaks{FLOPS: 2.4e11, Int8: fast.Int8, BF16: fast.BF16, Bandwidth: 5e10, Levels: fast.Levels}
+	if !eq(r.Peaks, want) || f.measured != 1 || !r.Provisional || r.Source != SourceMeasuredBusy || logs.Len() != 0 {
+		t.Fatalf("busy start on an older file: %+v after %d probes, logs %v", r, f.measured, logs.All())
+	}
+	f = &fake{busy: 80, m: fast, at: t1}
+	if r, _ := f.establish(t, cfg); !eq(r.Peaks, want) || f.measured != 0 || r.Source != SourceStored {
+		t.Errorf("the next busy start: %+v after %d probes", r, f.measured)
+	}
+	f = &fake{busy: 2, m: fast, at: t1}
+	if r, _ := f.establish(t, cfg); !eq(r.Peaks, want) || r.Provisional || r.Source != SourceMeasured {
+		t.Errorf("the next idle start: %+v", r)
 	}
 }

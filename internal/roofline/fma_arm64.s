@@ -77,3 +77,79 @@ loopsve:
 	SUBS $1, R0, R0
 	BNE loopsve
 	RET
+
+// func dotSDOT(n int64)
+// n iterations of 16 independent SDOTs of 16 byte pairs into V0-V15: 512 operations. The
+// Go assembler has no SDOT: sdot vD.4s, v16.16b, v17.16b is 0x4e919600|D (llvm-mc).
+TEXT ·dotSDOT(SB), NOSPLIT, $0-8
+	MOVD n+0(FP), R0
+	ZERO
+loopsdot:
+	WORD $0x4e919600
+	WORD $0x4e919601
+	WORD $0x4e919602
+	WORD $0x4e919603
+	WORD $0x4e919604
+	WORD $0x4e919605
+	WORD $0x4e919606
+	WORD $0x4e919607
+	WORD $0x4e919608
+	WORD $0x4e919609
+	WORD $0x4e91960a
+	WORD $0x4e91960b
+	WORD $0x4e91960c
+	WORD $0x4e91960d
+	WORD $0x4e91960e
+	WORD $0x4e91960f
+	SUBS $1, R0, R0
+	BNE loopsdot
+	RET
+
+// func dotSMULL(n int64)
+// n iterations of two SMULL and two SMULL2 (8 byte products each), each pairwise added
+// into one of V0-V3 by SADALP, ggml's sequence without the dot product: 64 operations. Encoded as
+// llvm-mc does: smull v18.8h, v16.8b, v17.8b is 0x0e31c212, smull2 v19.8h, v16.16b,
+// v17.16b 0x4e31c213, sadalp vD.4s, v18.8h 0x4e606a40|D, and from v19 0x4e606a60|D.
+TEXT ·dotSMULL(SB), NOSPLIT, $0-8
+	MOVD n+0(FP), R0
+	ZERO
+loopsmull:
+	WORD $0x0e31c212
+	WORD $0x4e31c213
+	WORD $0x4e606a40
+	WORD $0x4e606a61
+	WORD $0x0e31c212
+	WORD $0x4e31c213
+	WORD $0x4e606a42
+	WORD $0x4e606a63
+	SUBS $1, R0, R0
+	BNE loopsmull
+	RET
+
+// func dotSMMLA(n int64)
+// n iterations of 16 independent SMMLAs into V0-V15, each a 2×8 by 8×2 byte matrix
+// product (32 multiply-adds): 1024 operations. smmla vD.4s, v16.16b, v17.16b is
+// 0x4e91a600|D (llvm-mc).
+TEXT ·dotSMMLA(SB), NOSPLIT, $0-8
+	MOVD n+0(FP), R0
+	ZERO
+loopsmmla:
+	WORD $0x4e91a600
+	WORD $0x4e91a601
+	WORD $0x4e91a602
+	WORD $0x4e91a603
+	WORD $0x4e91a604
+	WORD $0x4e91a605
+	WORD $0x4e91a606
+	WORD $0x4e91a607
+	WORD $0x4e91a608
+	WORD $0x4e91a609
+	WORD $0x4e91a60a
+	WORD $0x4e91a60b
+	WORD $0x4e91a60c
+	WORD $0x4e91a60d
+	WORD $0x4e91a60e
+	WORD $0x4e91a60f
+	SUBS $1, R0, R0
+	BNE loopsmmla
+	RET

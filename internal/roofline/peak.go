@@ -9,15 +9,25 @@ import (
 )
 
 // The architecture's kernels, in kernels_$GOARCH.go: fmaKernel returns the widest FMA
-// loop this CPU runs, named, and its FLOPs per iteration (ggml picks the same
-// instructions, so the probe measures the roof its matmuls run under), readKernel the
-// widest loop that streams words through the CPU.
+// loop this CPU runs, named, and its FLOPs per iteration, dotKernel the widest int8 dot
+// product loop and its operations per iteration, bf16Kernel a bf16 one or none (ggml
+// picks the same instructions, so the probe measures the roofs its kernels run under),
+// readKernels the widest loops that stream words through the CPU.
 
 // FMAKernel names the FMA loop the probe measures this CPU's compute roof with: avx512,
 // avx2, scalar; neon, or sve-BITS with the vector length.
 func FMAKernel() string {
 	name, _, _ := fmaKernel()
 	return name
+}
+
+// DotKernel names the int8 dot-product loop the probe measures the quantised matmuls'
+// roof with: avx512-vnni, avx-vnni, avx512bw, avx2, scalar; neon-i8mm, neon-dotprod,
+// neon; and the bf16 one, avx512-bf16 or "" where there is none.
+func DotKernel() (dot, bf16 string) {
+	dot, _, _ = dotKernel()
+	bf16, _, _ = bf16Kernel()
+	return dot, bf16
 }
 
 var sink float64
@@ -30,6 +40,20 @@ func scalarFMA(n int64) {
 	sink = a + b + c + d
 }
 
+func scalarDot(n int64) {
+	var a, b, c, d int32
+	x, y := int32(n&3), int32(n&5)
+	for ; n > 0; n-- {
+		a, b, c, d = a+x*y, b+x*y, c+x*y, d+x*y
+	}
+	sink = float64(a + b + c + d)
+}
+
+// vector calls a read loop on words.
+func vector(loop func(p *uint64, n int64)) func([]uint64) {
+	return func(w []uint64) { loop(&w[0], int64(len(w))*8) }
+}
+
 // readWords streams words through the CPU as the vector read loops do, where there are none.
 func readWords(w []uint64) {
 	var a, b, c, d uint64
@@ -39,16 +63,18 @@ func readWords(w []uint64) {
 	sink = float64(a ^ b ^ c ^ d)
 }
 
-// Each CPU streams reads through its own buffer, as decode streams weights: 64 MiB, 256
-// MiB in all at most, larger than the last-level caches of most machines, so that every
-// read comes from memory. Reads go in chunks, so that a trial can end between them.
+// Memory's roof: each CPU streams reads through its own buffer, as decode streams
+// weights: 64 MiB, 256 MiB in all at most, or where that is not 4 times the last-level
+// cache, 4 times it in all (1 GiB at most), so that every read comes from memory. Reads
+// go in chunks, so that a trial can end between them.
 const (
 	readBytes = 64 << 20
 	readTotal = 256 << 20
+	readMost  = 1 << 30
 	readChunk = 256 << 10
 )
 
-// Trials: each roof is measured in trials until the best two agree, or its half of the
+// Trials: each roof is measured in trials until the best two agree, or its share of the
 // probe duration has passed. Noise only slows a trial down, so the best one is the
 // nearest to the peak. Trials of 2 ms read a fifth slower than 20 ms ones on an idle VM
 // here (the vCPUs probably halt between them), and agreed on that lower value.
@@ -61,57 +87,88 @@ const (
 // measurement is one run of the probe.
 type measurement struct {
 	Peaks
-	trials int     // timed trials, both roofs together
+	trials int     // timed trials, all roofs together
 	share  float64 // of its wall time, all CPUs together, its threads had: under 1, something else ran
 }
 
 // measure probes this machine's peaks on every CPU at once, one thread pinned to each,
-// for at most about d: fused multiply-adds on independent vector registers, then reads of
-// buffers larger than the caches. A trial's rate is each thread's work over its own CPU
-// time, summed: a thread descheduled for a neighbour then neither gains nor loses.
+// for at most about d: a quarter for fused multiply-adds, int8 dot products and, where
+// the CPU has them, bf16 dot products on independent vector registers, a quarter for
+// reads of buffers that fit each cache level, and half for reads of buffers far larger
+// than the caches. A trial's rate is each thread's work over its own CPU time, summed: a
+// thread descheduled for a neighbour then neither gains nor loses.
 func measure(d time.Duration) measurement {
 	start := time.Now()
-	ws := startWorkers(allowedCPUs())
+	cpus := allowedCPUs()
+	ws := startWorkers(cpus)
 	defer ws.stop()
-	n := len(ws.jobs)
-
-	_, kernel, perIter := fmaKernel()
-	readChunkOf := readKernel()
-	const iters = 1 << 14
-	fma := func(int) float64 {
-		kernel(iters)
-		return iters * perIter
+	var m measurement
+	loop := func(kernel func(int64), perIter float64) func(int) float64 {
+		const iters = 1 << 14
+		return func(int) float64 {
+			kernel(iters)
+			return iters * perIter
+		}
 	}
-	ws.trial(trialTime, fma) // the wide units power up, the clock settles
-	flops, ft := ws.best(d/2, fma)
+	_, fma, perFMA := fmaKernel()
+	_, dot, perDot := dotKernel()
+	_, bf16, perBF16 := bf16Kernel()
+	compute := d / 4 / 2
+	if bf16 != nil {
+		compute = d / 4 / 3
+	}
+	ws.trial(trialTime, loop(fma, perFMA)) // the wide units power up, the clock settles
+	m.FLOPS = ws.best(compute, loop(fma, perFMA), &m.trials)
+	m.Int8 = ws.best(compute, loop(dot, perDot), &m.trials)
+	if bf16 != nil {
+		m.BF16 = ws.best(compute, loop(bf16, perBF16), &m.trials)
+	}
 
-	size := max(readChunk, min(readBytes, readTotal/n)/readChunk*readChunk)
-	bufs := make([][]uint64, n)
-	next := make([]int, n)
+	levels := caches("/sys/devices/system/cpu", cpus)
+	cache, memory := readKernels()
+	var llc int64
+	for _, c := range levels {
+		c.Bandwidth = ws.read(cache, c.perThread, d/4/time.Duration(len(levels)), &m.trials)
+		m.Levels = append(m.Levels, c.Level)
+		llc = c.Size
+	}
+	n := int64(len(cpus))
+	m.Bandwidth = ws.read(memory, min(max(min(readBytes, readTotal/n), 4*llc/n), readMost/n), d/2, &m.trials)
+	m.share = float64(ws.cpu) / float64(time.Duration(len(cpus))*time.Since(start))
+	debug.FreeOSMemory()
+	return m
+}
+
+// read measures the read bandwidth of loop over buffers of size bytes, one a thread,
+// over budget.
+// Each thread writes its buffer before any timing (untouched pages all map the kernel's
+// one zero page, which a read would find in L1; first touch also places the pages near
+// its CPU), then reads it once to warm the caches, TLBs and prefetchers. A call of the
+// work reads readChunk bytes: a buffer that small or smaller whole, as many times as fit.
+func (ws *workers) read(loop func([]uint64), size int64, budget time.Duration, trials *int) float64 {
+	size = max(256, size/256*256)
+	chunk := min(size, readChunk)
+	passes := max(1, readChunk/chunk)
+	bufs := make([][]uint64, len(ws.jobs))
+	next := make([]int64, len(ws.jobs))
 	read := func(w int) float64 {
-		chunk := bufs[w][next[w] : next[w]+readChunk/8]
-		readChunkOf(chunk)
-		next[w] = (next[w] + readChunk/8) % len(bufs[w])
-		return readChunk
+		for range passes {
+			loop(bufs[w][next[w]/8 : (next[w]+chunk)/8])
+			next[w] = (next[w] + chunk) % (size / chunk * chunk)
+		}
+		return float64(passes * chunk)
 	}
-	// Each thread writes its buffer before any timing (untouched pages all map the
-	// kernel's one zero page, which a read would find in L1; first touch also places
-	// the pages near its CPU), then reads it once to warm the TLBs and prefetchers.
 	ws.once(func(w int) float64 {
 		bufs[w] = make([]uint64, size/8)
 		for i := range bufs[w] {
 			bufs[w][i] = uint64(i)
 		}
-		for range size / readChunk {
+		for range size / chunk {
 			read(w)
 		}
 		return 0
 	})
-	bw, bt := ws.best(d/2, read)
-	share := float64(ws.cpu) / float64(time.Duration(n)*time.Since(start))
-	bufs = nil
-	debug.FreeOSMemory()
-	return measurement{Peaks: Peaks{FLOPS: flops, Bandwidth: bw}, trials: ft + bt, share: share}
+	return ws.best(budget, read, trials)
 }
 
 // allowedCPUs lists the CPUs this process may run on.
@@ -216,12 +273,13 @@ func (ws *workers) trial(d time.Duration, work func(int) float64) (rate float64,
 // once runs work once on every thread.
 func (ws *workers) once(work func(int) float64) { ws.trial(0, work) }
 
-// best runs trials of work until the best two agree or budget has passed, and returns
-// the best rate and the number of trials. Only trials whose threads ran together count;
-// if none did, the best of the others is all there is.
-func (ws *workers) best(budget time.Duration, work func(int) float64) (float64, int) {
+// best runs trials of work until the best two agree or budget has passed, at least one,
+// adds their number to trials and returns the best rate. Only trials whose threads ran
+// together count; if none did, the best of the others is all there is.
+func (ws *workers) best(budget time.Duration, work func(int) float64, trials *int) float64 {
 	var together, apart bestOf
-	for end := time.Now().Add(budget); !together.settled() && (together.n+apart.n < minTrials || time.Now().Before(end)); {
+	defer func() { *trials += together.n + apart.n }()
+	for end := time.Now().Add(budget); !together.settled() && (together.n+apart.n == 0 || time.Now().Before(end)); {
 		if r, ok := ws.trial(trialTime, work); ok {
 			together.add(r)
 		} else {
@@ -229,9 +287,9 @@ func (ws *workers) best(budget time.Duration, work func(int) float64) (float64, 
 		}
 	}
 	if together.n == 0 {
-		return apart.first, apart.n
+		return apart.first
 	}
-	return together.first, together.n + apart.n
+	return together.first
 }
 
 func threadCPU() time.Duration {

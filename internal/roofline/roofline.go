@@ -5,11 +5,12 @@
 package roofline
 
 // Shape is one tensor as the classifier sees it: ne[] and its type's storage, bytes per
-// block of Block elements.
+// block of Block elements, and the type's name (e.g. q4_0, bf16).
 type Shape struct {
 	Ne         [4]int64
 	Block      int64
 	BlockBytes int64
+	Type       string
 }
 
 // Elements is the number of elements.
@@ -25,36 +26,91 @@ func (s Shape) Bytes() float64 {
 	return s.Elements() * float64(s.BlockBytes) / float64(s.Block)
 }
 
-// Cost is the FLOPs of op computing dst from srcs, and the bytes it reads and writes.
-// Matrix products count a multiply and an add per inner-product term (2·M·N·K);
-// element-wise ops a small constant per element. MUL_MAT_ID reads only the experts that
-// its tokens selected, at most all of them, and GET_ROWS only the rows it gathers.
-func Cost(op string, dst Shape, srcs []Shape) (flops, bytes float64) {
-	bytes = dst.Bytes()
+// Work is what a node does, from its shapes and types.
+type Work struct {
+	FLOPs float64 // floating-point, or for a quantised matmul int8, operations
+	Bytes float64 // read and written
+	// Kept is the part of Bytes read from tensors kept across graphs, a matrix product's
+	// weights (or KV cache): not made by the graph's earlier nodes, so in cache only if
+	// everything a graph keeps fits there. Attention's K and V are not counted in it:
+	// their bytes are the whole KV window, of which ggml skips the masked positions (in
+	// a short context most of it), so only the level that holds them bounds their rate.
+	Kept   float64
+	Kernel Kernel
+}
+
+// Kernel is the class of kernel a node runs, which decides its compute roof.
+type Kernel uint8
+
+// Kernel classes.
+const (
+	FMA Kernel = iota // fp32 fused multiply-adds: every op but these matrix products
+	// Int8: a matrix product of quantised weights, which ggml's CPU kernels multiply as
+	// int8 dot products against activations quantised to 8 bits.
+	Int8
+	// BF16: a matrix product of bf16 weights, multiplied as bf16 dot products where the
+	// CPU has them (AVX512-BF16), else converted to fp32.
+	BF16
+)
+
+// kernelOf is the class of a matrix product whose weights are w.
+func kernelOf(w Shape) Kernel {
+	switch {
+	case w.Block > 1:
+		return Int8
+	case w.Type == "bf16":
+		return BF16
+	}
+	return FMA
+}
+
+// Cost is the work of op computing dst from srcs. Matrix products count a multiply and an
+// add per inner-product term (2·M·N·K), whatever the types; element-wise ops a small
+// constant per element. MUL_MAT_ID reads only the experts that its tokens selected, at
+// most all of them, GET_ROWS only the rows it gathers, and SET_ROWS writes only the rows
+// it sets (its dst is the whole KV cache, a view of it).
+func Cost(op string, dst Shape, srcs []Shape) Work {
+	w := Work{Bytes: dst.Bytes()}
 	for _, s := range srcs {
-		bytes += s.Bytes()
+		w.Bytes += s.Bytes()
 	}
 	switch op {
 	case "MUL_MAT", "OUT_PROD":
 		if len(srcs) > 0 {
-			flops = 2 * float64(srcs[0].Ne[0]) * dst.Elements()
+			w.FLOPs = 2 * float64(srcs[0].Ne[0]) * dst.Elements()
+			w.Kept, w.Kernel = srcs[0].Bytes(), kernelOf(srcs[0])
 		}
 	case "MUL_MAT_ID":
 		if len(srcs) > 0 {
-			flops = 2 * float64(srcs[0].Ne[0]) * dst.Elements()
+			w.FLOPs = 2 * float64(srcs[0].Ne[0]) * dst.Elements()
+			w.Kept, w.Kernel = srcs[0].Bytes(), kernelOf(srcs[0])
 			// dst is [rows, experts used, tokens]; src0 holds every expert.
 			if experts := float64(srcs[0].Ne[2]); experts > 0 {
 				used := min(experts, float64(dst.Ne[1])*float64(dst.Ne[2]))
-				bytes -= srcs[0].Bytes() * (1 - used/experts)
+				unread := srcs[0].Bytes() * (1 - used/experts)
+				w.Bytes -= unread
+				w.Kept -= unread
 			}
 		}
 	case "GET_ROWS":
-		flops = dst.Elements()
+		w.FLOPs = dst.Elements()
 		// src0 is the table ([cols, rows, ...]); dst holds the gathered rows, one per id.
 		if len(srcs) > 0 {
-			if rows := float64(srcs[0].Ne[1]) * float64(srcs[0].Ne[2]) * float64(srcs[0].Ne[3]); rows > 0 {
-				gathered := float64(dst.Ne[1]) * float64(dst.Ne[2]) * float64(dst.Ne[3])
-				bytes -= srcs[0].Bytes() * (1 - min(gathered/rows, 1))
+			w.Kept = srcs[0].Bytes()
+			if rows := rowsOf(srcs[0]); rows > 0 {
+				unread := srcs[0].Bytes() * (1 - min(rowsOf(dst)/rows, 1))
+				w.Bytes -= unread
+				w.Kept -= unread
+			}
+		}
+	case "SET_ROWS":
+		// src0 holds the rows to set, one per id in src1, converted to dst's type; a third
+		// source, where there is one, is the tensor dst views, which is not read.
+		if len(srcs) >= 2 {
+			w.FLOPs = srcs[0].Elements()
+			w.Bytes = srcs[0].Bytes() + srcs[1].Bytes()
+			if rows := rowsOf(dst); rows > 0 {
+				w.Bytes += dst.Bytes() * min(rowsOf(srcs[0])/rows, 1)
 			}
 		}
 	case "FLASH_ATTN_EXT":
@@ -62,16 +118,19 @@ func Cost(op string, dst Shape, srcs []Shape) (flops, bytes float64) {
 		if len(srcs) >= 3 {
 			q, k, v := srcs[0], srcs[1], srcs[2]
 			perPair := 2 * float64(q.Ne[0]+v.Ne[0])
-			flops = perPair * float64(k.Ne[1]) * float64(q.Ne[1]) * float64(q.Ne[2]) * float64(q.Ne[3])
+			w.FLOPs = perPair * float64(k.Ne[1]) * float64(q.Ne[1]) * float64(q.Ne[2]) * float64(q.Ne[3])
 		}
 	default:
-		flops = elementwise[op] * dst.Elements()
-		if flops == 0 {
-			flops = dst.Elements()
+		w.FLOPs = elementwise[op] * dst.Elements()
+		if w.FLOPs == 0 {
+			w.FLOPs = dst.Elements()
 		}
 	}
-	return flops, bytes
+	return w
 }
+
+// rowsOf is the number of rows of s: all but its first dimension.
+func rowsOf(s Shape) float64 { return float64(s.Ne[1]) * float64(s.Ne[2]) * float64(s.Ne[3]) }
 
 // elementwise is FLOPs per output element of ops that cost more than one.
 var elementwise = map[string]float64{
@@ -80,8 +139,78 @@ var elementwise = map[string]float64{
 
 // Peaks are a machine's attainable rates, all cores together.
 type Peaks struct {
-	FLOPS     float64 // floating-point operations per second
-	Bandwidth float64 // bytes per second to and from memory
+	FLOPS     float64 // fp32 fused multiply-adds: every op but quantised and bf16 matmuls
+	Int8      float64 // int8 dot products, two operations a multiply-add; 0: FLOPS
+	BF16      float64 // bf16 dot products; 0 (none on this CPU): FLOPS
+	Bandwidth float64 // bytes per second read from memory (DRAM)
+	Levels    []Level // the data caches, nearest first; none: every byte comes from memory
+}
+
+// Level is one level of the data caches, its instances that serve the CPUs together.
+type Level struct {
+	Name      string  `json:"name"` // L1, L2, L3
+	Size      int64   `json:"size"` // bytes
+	Bandwidth float64 `json:"bandwidth"`
+}
+
+// Known is true when there are roofs to classify under.
+func (p Peaks) Known() bool { return p.FLOPS > 0 && p.Bandwidth > 0 }
+
+// Compute is the roof of w's kernel class, the FMA roof where that class has none, and
+// its name as the roofline's metric names the roofs (RoofFLOPS, RoofInt8, RoofBF16).
+func (p Peaks) Compute(w Work) (float64, string) {
+	switch {
+	case w.Kernel == Int8 && p.Int8 > 0:
+		return p.Int8, RoofInt8
+	case w.Kernel == BF16 && p.BF16 > 0:
+		return p.BF16, RoofBF16
+	}
+	return p.FLOPS, RoofFLOPS
+}
+
+// The roofs by name: ggml.roofline.roof.
+const (
+	RoofBandwidth = "bandwidth"
+	RoofFLOPS     = "flops"
+	RoofInt8      = "int8"
+	RoofBF16      = "bf16"
+)
+
+// Memory is the bandwidth roof of w, for a graph that reads kept bytes of tensors kept
+// across graphs: each byte at the rate of the level it comes from, as a cache-aware
+// roofline draws them (from). What the graph made comes from where the node's working
+// set (all it reads and writes) is, what it keeps from where all it keeps is. level
+// names the level most of the bytes come from.
+func (p Peaks) Memory(w Work, kept float64) (bandwidth float64, level string) {
+	near, nearLevel := p.from(w.Bytes)
+	if w.Kept <= 0 || w.Bytes <= 0 {
+		return near, nearLevel
+	}
+	far, farLevel := p.from(max(kept, w.Bytes))
+	made := w.Bytes - w.Kept
+	bandwidth = w.Bytes / (made/near + w.Kept/far)
+	if w.Kept > made {
+		return bandwidth, farLevel
+	}
+	return bandwidth, nearLevel
+}
+
+// from is the rate at which a working set of bytes comes to a node: that of the nearest
+// level that holds it; where none does, memory's but for the last-level cache's share
+// (its size over the bytes: adaptive replacement keeps about that much of a stream
+// larger than the cache, and a node cannot tell which part).
+func (p Peaks) from(bytes float64) (bandwidth float64, level string) {
+	for _, l := range p.Levels {
+		if bytes <= float64(l.Size) && l.Bandwidth > 0 {
+			return l.Bandwidth, l.Name
+		}
+	}
+	if n := len(p.Levels); n > 0 && p.Levels[n-1].Bandwidth > 0 {
+		llc := p.Levels[n-1]
+		hit := float64(llc.Size) / bytes
+		return 1 / (hit/llc.Bandwidth + (1-hit)/p.Bandwidth), "DRAM"
+	}
+	return p.Bandwidth, "DRAM"
 }
 
 // Bound says what limits a node.
@@ -91,7 +220,9 @@ type Bound string
 const (
 	Memory   Bound = "memory"
 	Compute  Bound = "compute"
-	Overhead Bound = "overhead" // far from both roofs: dispatch, synchronisation, tiny tensors
+	Overhead Bound = "overhead" // far from both roofs in a short call: dispatch, synchronisation
+	// Unexplained: far from both roofs in a call long enough that neither explains it.
+	Unexplained Bound = "unexplained"
 	// Starved: the threads computing the node lacked a CPU for much of its wall time, so
 	// that time says more about the machine's other load than about the kernel.
 	Starved Bound = "starved"
@@ -117,32 +248,71 @@ func IsStarved(share float64, graphs int64, threadSeconds float64) bool {
 	return graphs >= MinGraphs && threadSeconds >= MinThreadSeconds && share < StarvedBelow
 }
 
-// overheadBelow is the fraction of the nearer roof under which a node is overhead-bound.
-const overheadBelow = 0.1
+// Under OverheadBelow of its roof, a node's time is not its kernel's work: in a call
+// shorter than OverheadCall, a node's fixed cost (its dispatch and the barrier that ends
+// it, some microseconds) is most of the time, and it is overhead-bound; in a longer one,
+// the roofline does not say what the time went to.
+const (
+	OverheadBelow = 0.1
+	OverheadCall  = 50e-6 // seconds
+)
 
 // Class is a node's place under the roofline.
 type Class struct {
-	Bound     Bound
-	Fraction  float64 // of the roof that bounds it: bandwidth for memory, FLOP/s otherwise
+	Bound Bound
+	// Fraction is of the roof that bounds it: its level's bandwidth for memory, its
+	// kernel class's peak otherwise. Above 1, the roof was under-measured: never clamped,
+	// so that the defect shows.
+	Fraction  float64
+	Roof      string  // the roof Fraction is of: RoofBandwidth, or the kernel class's
+	Level     string  // where most of its bytes come from: L1, L2, L3 or DRAM
 	FLOPS     float64 // achieved
 	Bandwidth float64 // achieved
 }
 
-// Classify places a node that did flops and moved bytes in seconds. A node whose
-// arithmetic intensity is below the machine's ridge point (peak FLOP/s over peak
-// bandwidth) can at best reach the memory roof; above it, the compute roof.
-func Classify(flops, bytes, seconds float64, p Peaks) Class {
-	if seconds <= 0 || p.FLOPS <= 0 || p.Bandwidth <= 0 {
+// Classify places a node that did w in seconds, in a graph that reads kept bytes of
+// tensors kept across graphs (Peaks.Memory). A node whose arithmetic intensity is below
+// the ridge point of its roofs (compute over bandwidth) can at best reach the bandwidth
+// roof; above it, the compute roof.
+func Classify(w Work, kept, seconds float64, p Peaks) Class {
+	if seconds <= 0 || !p.Known() {
 		return Class{Bound: Overhead}
 	}
-	c := Class{FLOPS: flops / seconds, Bandwidth: bytes / seconds}
-	if bytes > 0 && flops/bytes < p.FLOPS/p.Bandwidth {
-		c.Bound, c.Fraction = Memory, c.Bandwidth/p.Bandwidth
+	c := Class{FLOPS: w.FLOPs / seconds, Bandwidth: w.Bytes / seconds}
+	compute, roof := p.Compute(w)
+	bandwidth, level := p.Memory(w, kept)
+	c.Level = level
+	if w.Bytes > 0 && w.FLOPs/w.Bytes < compute/bandwidth {
+		c.Bound, c.Fraction, c.Roof = Memory, c.Bandwidth/bandwidth, RoofBandwidth
 	} else {
-		c.Bound, c.Fraction = Compute, c.FLOPS/p.FLOPS
+		c.Bound, c.Fraction, c.Roof = Compute, c.FLOPS/compute, roof
 	}
-	if c.Fraction < overheadBelow {
+	switch {
+	case c.Fraction >= OverheadBelow:
+	case seconds < OverheadCall:
 		c.Bound = Overhead
+	default:
+		c.Bound = Unexplained
 	}
 	return c
+}
+
+// Attained adds up nodes' time at their roofs against the time they took: over many
+// nodes, the fraction of the roofline they reached, each node against its own roofs
+// (an op's nodes differ in size, and so in the level their data comes from).
+type Attained struct{ atRoof, took float64 }
+
+// Add counts a node that took seconds at fraction of its roof.
+func (a *Attained) Add(fraction, seconds float64) {
+	a.atRoof += fraction * seconds
+	a.took += seconds
+}
+
+// Fraction is the nodes' time at their roofs over the time they took: at most 1 when no
+// node exceeded its roof.
+func (a Attained) Fraction() float64 {
+	if a.took <= 0 {
+		return 0
+	}
+	return a.atRoof / a.took
 }

@@ -51,7 +51,7 @@ func TestStableAcrossStarts(t *testing.T) {
 		switch {
 		case r.FLOPS <= 0 || r.Bandwidth <= 0:
 			t.Errorf("start %d: no roofs", i)
-		case beside && i > 0 && (r.Peaks != prev.Peaks || r.Source != SourceStored):
+		case beside && i > 0 && (!eq(r.Peaks, prev.Peaks) || r.Source != SourceStored):
 			t.Errorf("start %d beside a model: %+v, want the kept %+v unmeasured", i, r, prev)
 		case i > 0 && !prev.Provisional && (r.FLOPS < prev.FLOPS || r.Bandwidth < prev.Bandwidth):
 			t.Errorf("start %d: roofs fell from %+v to %+v", i, prev.Peaks, r.Peaks)

@@ -257,11 +257,21 @@ const (
 
 // The roofline, where peaks are known.
 const (
-	// GGMLRooflineBound (string; [SpanNode]): memory, compute, overhead or starved.
+	// GGMLRooflineBound (string; [SpanNode]): memory or compute; overhead or unexplained
+	// under 10% of its roof, in a call shorter or longer than 50 µs; starved where its
+	// process's threads lacked their CPUs lately.
 	GGMLRooflineBound = "ggml.roofline.bound"
+	// GGMLRooflineRoof (string; [SpanNode]): the roof its peak fraction is of: bandwidth,
+	// or its kernel class's, flops, int8 or bf16. The profinfer.roofline.peak metric's
+	// points name their roof with it too.
+	GGMLRooflineRoof = "ggml.roofline.roof"
 	// GGMLRooflinePeakFraction (double; [SpanNode]): the fraction of its roof the node
-	// reached.
+	// reached: of its kernel class's compute peak (fp32 FMA, or int8 dot products for
+	// quantised matmuls), or of the bandwidth of the cache levels its bytes come from.
 	GGMLRooflinePeakFraction = "ggml.roofline.peak_fraction"
+	// GGMLRooflineLevel (string; [SpanNode]): where most of the node's bytes come from
+	// under the cache-aware roofline: L1, L2, L3, or DRAM (also where no cache is known).
+	GGMLRooflineLevel = "ggml.roofline.level"
 	// GGMLRooflineFlopsPerSecond (double; [SpanNode]): its achieved FLOP/s.
 	GGMLRooflineFlopsPerSecond = "ggml.roofline.flops_per_second"
 	// GGMLRooflineBytesPerSecond (double; [SpanNode]): its achieved bytes/s.

@@ -28,15 +28,17 @@ const (
 
 // Keys of the generated metrics' data point attributes that readers look up (the
 // MetricsBuilder writes them; schema_test.go checks them against it). [GGMLLayer] is
-// one too.
+// and [GGMLRooflineRoof] are too.
 const (
-	// GGMLRooflineRoof: which roof a profinfer.roofline.peak point is: flops, int8 or
-	// bandwidth.
-	GGMLRooflineRoof = "ggml.roofline.roof"
 	// ProfinferRooflineSource: where the roofs came from.
 	ProfinferRooflineSource = "profinfer.roofline.source"
 	// ProfinferRooflineMeasured: when the roofs were measured.
 	ProfinferRooflineMeasured = "profinfer.roofline.measured"
+	// ProfinferRooflineCacheLevel: the cache level of a profinfer.roofline.cache.bandwidth
+	// point, L1, L2 or L3.
+	ProfinferRooflineCacheLevel = "profinfer.roofline.cache.level"
+	// ProfinferRooflineCacheSize: the bytes that cache level holds.
+	ProfinferRooflineCacheSize = "profinfer.roofline.cache.size"
 	// GGMLMoEExpert: the expert of a ggml.moe.expert.selections point.
 	GGMLMoEExpert = "ggml.moe.expert"
 	// ProfinferCgroupPath: the cgroup of the profinfer.cgroup.cpu.* points.

@@ -282,6 +282,7 @@ func TestGenerated(t *testing.T) {
 	mb := metadata.NewMetricsBuilder(cfg, receivertest.NewNopSettings(metadata.Type))
 	now := pcommon.NewTimestampFromTime(time.Now())
 	mb.RecordProfinferRooflinePeakDataPoint(now, 1, metadata.AttributeGgmlRooflineRoofFlops, "x", "x")
+	mb.RecordProfinferRooflineCacheBandwidthDataPoint(now, 1, "L1", 1, "x", "x")
 	mb.RecordGgmlMoeExpertSelectionsDataPoint(now, 1, 1, 1)
 	mb.RecordProfinferCgroupCPULimitDataPoint(now, 1, "x")
 	md := mb.Emit()
@@ -302,7 +303,7 @@ func TestGenerated(t *testing.T) {
 		}
 	}
 	for _, k := range []string{GGMLRooflineRoof, ProfinferRooflineSource, ProfinferRooflineMeasured, GGMLMoEExpert,
-		GGMLLayer, ProfinferCgroupPath} {
+		GGMLLayer, ProfinferCgroupPath, ProfinferRooflineCacheLevel, ProfinferRooflineCacheSize} {
 		if !keys[k] {
 			t.Errorf("the MetricsBuilder writes no %s (it writes %v)", k, keys)
 		}

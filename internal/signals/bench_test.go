@@ -22,8 +22,8 @@ func decodeGraph() *assemble.Graph {
 		for i, op := range ops {
 			tensor := uint64(0x10000 + 0x200*len(g.Nodes))
 			info := &assemble.NodeInfo{Op: op, Name: fmt.Sprintf("t%d-%d", i, l), Type: "f32", Shape: [4]int64{2048, 1, 1, 1},
-				Srcs:  []assemble.Src{assemble.NewSrc("f32", [4]int64{2048, 1, 1, 1}), assemble.NewSrc("q4_0", [4]int64{2048, 2048, 1, 1})},
-				FLOPs: 8e6, Bytes: 2.4e6, Reads: []uint64{tensor - 0x200, 0x900000 + tensor}}
+				Srcs: []assemble.Src{assemble.NewSrc("f32", [4]int64{2048, 1, 1, 1}), assemble.NewSrc("q4_0", [4]int64{2048, 2048, 1, 1})},
+				Work: roofline.Work{FLOPs: 8e6, Bytes: 2.4e6}, Reads: []uint64{tensor - 0x200, 0x900000 + tensor}}
 			g.Nodes = append(g.Nodes, &assemble.Node{Tensor: tensor, Info: info, Start: ts, End: ts + 50_000,
 				Threads: []assemble.ThreadTime{{Ith: 0, Start: ts, Busy: ts + 40_000, End: ts + 50_000}}})
 			ts += 50_000

@@ -132,7 +132,7 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 // recordRoofs records the roofs the process's nodes are classified under, so that a view
 // downstream (a gateway's, a report's) shows the same roofs as the verdicts.
 func (m *Metrics) recordRoofs(now pcommon.Timestamp) {
-	if m.roofs.Peaks == (roofline.Peaks{}) {
+	if !m.roofs.Known() {
 		return
 	}
 	at := ""
@@ -141,4 +141,13 @@ func (m *Metrics) recordRoofs(now pcommon.Timestamp) {
 	}
 	m.mb.RecordProfinferRooflinePeakDataPoint(now, m.roofs.FLOPS, metadata.AttributeGgmlRooflineRoofFlops, m.roofs.Source, at)
 	m.mb.RecordProfinferRooflinePeakDataPoint(now, m.roofs.Bandwidth, metadata.AttributeGgmlRooflineRoofBandwidth, m.roofs.Source, at)
+	if m.roofs.Int8 > 0 {
+		m.mb.RecordProfinferRooflinePeakDataPoint(now, m.roofs.Int8, metadata.AttributeGgmlRooflineRoofInt8, m.roofs.Source, at)
+	}
+	if m.roofs.BF16 > 0 {
+		m.mb.RecordProfinferRooflinePeakDataPoint(now, m.roofs.BF16, metadata.AttributeGgmlRooflineRoofBf16, m.roofs.Source, at)
+	}
+	for _, l := range m.roofs.Levels {
+		m.mb.RecordProfinferRooflineCacheBandwidthDataPoint(now, l.Bandwidth, l.Name, l.Size, m.roofs.Source, at)
+	}
 }

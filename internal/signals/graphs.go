@@ -51,9 +51,10 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 	ids := make([]pcommon.SpanID, len(g.Nodes))
 	critical := d.Critical
 	spans.EnsureCapacity(spans.Len() + len(g.Nodes))
+	kept := KeptBytes(g)
 	for i, n := range g.Nodes {
 		ns := spans.AppendEmpty()
-		s.node(ns, trace, sp.SpanID(), n, g)
+		s.node(ns, trace, sp.SpanID(), n, g, kept)
 		ids[i] = ns.SpanID()
 		// Each node links to the nodes it read the results of: the graph's edges.
 		ns.Links().EnsureCapacity(len(d.Producers[i]))
@@ -72,9 +73,9 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 
 // nodeAttrs is about how many attributes a node span gets with the roofline on, so that
 // the map is allocated once: at full tracing the collector builds thousands a second.
-const nodeAttrs = 20
+const nodeAttrs = 22
 
-func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, n *assemble.Node, g *assemble.Graph) {
+func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanID, n *assemble.Node, g *assemble.Graph, kept float64) {
 	threads := g.NThreads
 	s.begin(sp, trace, parent, schema.SpanNode, n.Start, n.End) // renamed by op below
 	a := sp.Attributes()
@@ -116,12 +117,16 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	}
 	a.PutDouble(schema.GGMLFlops, info.FLOPs)
 	a.PutDouble(schema.GGMLBytes, info.Bytes)
-	if s.Peaks == (roofline.Peaks{}) {
+	if !s.Peaks.Known() {
 		return
 	}
-	c := classify(n, g, s.Peaks)
+	c := classify(n, g, kept, s.Peaks)
 	a.PutStr(schema.GGMLRooflineBound, string(c.Bound))
 	a.PutDouble(schema.GGMLRooflinePeakFraction, c.Fraction)
+	a.PutStr(schema.GGMLRooflineRoof, c.Roof)
+	if c.Level != "" {
+		a.PutStr(schema.GGMLRooflineLevel, c.Level)
+	}
 	a.PutDouble(schema.GGMLRooflineFlopsPerSecond, c.FLOPS)
 	a.PutDouble(schema.GGMLRooflineBytesPerSecond, c.Bandwidth)
 }
@@ -154,15 +159,28 @@ func putNodeInfo(a pcommon.Map, info *assemble.NodeInfo) {
 	}
 }
 
-// classify places a node of g under the roofline of peaks, unless g's process's threads
-// lacked a CPU over its latest graphs (GraphCPU.Starved): then its wall time is no measure
-// of the kernel, and it is starved. Its achieved rates stay what they were.
-func classify(n *assemble.Node, g *assemble.Graph, peaks roofline.Peaks) roofline.Class {
-	c := roofline.Classify(n.Info.FLOPs, n.Info.Bytes, float64(n.End-n.Start)/1e9, peaks)
+// classify places a node of g, which reads kept bytes of tensors kept across graphs
+// (KeptBytes), under the roofline of peaks, unless g's process's threads lacked a CPU over
+// its latest graphs (GraphCPU.Starved): then its wall time is no measure of the kernel,
+// and it is starved. Its achieved rates stay what they were.
+func classify(n *assemble.Node, g *assemble.Graph, kept float64, peaks roofline.Peaks) roofline.Class {
+	c := roofline.Classify(n.Info.Work, kept, float64(n.End-n.Start)/1e9, peaks)
 	if g.CPU.Starved {
 		c.Bound = roofline.Starved
 	}
 	return c
+}
+
+// KeptBytes is what g's nodes read of tensors kept across graphs (weights, the KV
+// cache): whether it fits in a cache decides where each node's share of it comes from.
+func KeptBytes(g *assemble.Graph) float64 {
+	var kept float64
+	for _, n := range g.Nodes {
+		if n.Info != nil {
+			kept += n.Info.Kept
+		}
+	}
+	return kept
 }
 
 // WeightType is the type of the matrix a node reads its rows from: the weights'

@@ -115,10 +115,11 @@ type threadKey struct {
 }
 
 var bounds = map[roofline.Bound]metadata.AttributeGgmlRooflineBound{
-	roofline.Memory:   metadata.AttributeGgmlRooflineBoundMemory,
-	roofline.Compute:  metadata.AttributeGgmlRooflineBoundCompute,
-	roofline.Overhead: metadata.AttributeGgmlRooflineBoundOverhead,
-	roofline.Starved:  metadata.AttributeGgmlRooflineBoundStarved,
+	roofline.Memory:      metadata.AttributeGgmlRooflineBoundMemory,
+	roofline.Compute:     metadata.AttributeGgmlRooflineBoundCompute,
+	roofline.Overhead:    metadata.AttributeGgmlRooflineBoundOverhead,
+	roofline.Unexplained: metadata.AttributeGgmlRooflineBoundUnexplained,
+	roofline.Starved:     metadata.AttributeGgmlRooflineBoundStarved,
 }
 
 // Telemetry is the receiver's own health, exported beside the process metrics.
@@ -268,6 +269,7 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 			pm.route(layer, r)
 		}
 	}
+	kept := KeptBytes(g)
 	for _, n := range g.Nodes {
 		k := opKey{"unknown", "none", "unknown"}
 		if n.Info != nil {
@@ -302,8 +304,8 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 		}
 		st.flops += n.Info.FLOPs
 		st.bytes += n.Info.Bytes
-		if m.roofs.Peaks != (roofline.Peaks{}) {
-			pm.bounds[boundKey{k.op, bounds[classify(n, g, m.roofs.Peaks).Bound]}]++
+		if m.roofs.Known() {
+			pm.bounds[boundKey{k.op, bounds[classify(n, g, kept, m.roofs.Peaks).Bound]}]++
 		}
 	}
 }

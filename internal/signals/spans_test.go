@@ -49,7 +49,7 @@ func TestDecodeSpans(t *testing.T) {
 		TID: 1, NNodes: 5, NThreads: 2, Start: 20, End: 90, Traced: true,
 		Nodes: []*assemble.Node{{
 			Info: &assemble.NodeInfo{Op: "MUL_MAT", Name: "Qcur-1", Type: "f32", Shape: [4]int64{2048, 32, 1, 1}, Srcs: []assemble.Src{assemble.NewSrc("q4_0", [4]int64{2048, 2048, 1, 1})},
-				FLOPs: 8e6, Bytes: 2.4e6},
+				Work: roofline.Work{FLOPs: 8e6, Bytes: 2.4e6}},
 			Sched: events.CPUSched{OffCPU: 12, Preemptions: 1},
 			Start: 30, End: 80,
 			Threads: []assemble.ThreadTime{{Ith: 1, Start: 31, Busy: 70, End: 80}, {Ith: 0, Start: 30, Busy: 75, End: 79}},
@@ -80,7 +80,8 @@ func TestDecodeSpans(t *testing.T) {
 	if busy := a["ggml.thread.busy_ns"].([]any); busy[0] != int64(45) || busy[1] != int64(39) {
 		t.Errorf("busy %v", busy)
 	}
-	if a["ggml.roofline.bound"] != "memory" || a["ggml.roofline.peak_fraction"] != 2.4e6/50e-9/20e9 || a["ggml.flops"] != 8e6 {
+	if a["ggml.roofline.bound"] != "memory" || a["ggml.roofline.peak_fraction"] != 2.4e6/50e-9/20e9 || a["ggml.flops"] != 8e6 ||
+		a["ggml.roofline.level"] != "DRAM" {
 		t.Errorf("roofline attributes %v", a)
 	}
 	if a["ggml.sched.off_cpu_ns"] != int64(12) || a["ggml.sched.preemptions"] != int64(1) || a["ggml.sched.runqueue_ns"] != nil {
@@ -99,7 +100,8 @@ func TestDecodeSpans(t *testing.T) {
 	// The op metrics name a matmul by its weights' type as well as its output's.
 	// With the roofs they were classified under, and how those were obtained.
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	roofs := roofline.Roofs{Peaks: roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}, Source: roofline.SourceStored, At: at}
+	roofs := roofline.Roofs{Peaks: roofline.Peaks{FLOPS: 100e9, Int8: 400e9, Bandwidth: 20e9,
+		Levels: []roofline.Level{{Name: "L1", Size: 64 << 10, Bandwidth: 300e9}}}, Source: roofline.SourceStored, At: at}
 	m := NewMetrics(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type), roofs, nil)
 	m.Step(&Origin{PID: 1, Exe: "x"}, d)
 	ms := m.Emit(Telemetry{}).ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
@@ -115,8 +117,15 @@ func TestDecodeSpans(t *testing.T) {
 				}
 				got[a["ggml.roofline.roof"].(string)] = dp.DoubleValue()
 			}
-			if got["flops"] != 100e9 || got["bandwidth"] != 20e9 {
+			if got["flops"] != 100e9 || got["bandwidth"] != 20e9 || got["int8"] != 400e9 || len(got) != 3 {
 				t.Errorf("roofs %v", got)
+			}
+		}
+		if mt := ms.At(i); mt.Name() == "profinfer.roofline.cache.bandwidth" {
+			dp := mt.Gauge().DataPoints().At(0)
+			if a := dp.Attributes().AsRaw(); mt.Gauge().DataPoints().Len() != 1 || dp.DoubleValue() != 300e9 ||
+				a["profinfer.roofline.cache.level"] != "L1" || a["profinfer.roofline.cache.size"] != int64(64<<10) || a["profinfer.roofline.source"] != "stored" {
+				t.Errorf("cache roof %v %v", dp.DoubleValue(), a)
 			}
 		}
 		if mt := ms.At(i); mt.Name() == "ggml.op.count" {
@@ -449,7 +458,7 @@ func TestResourceOncePerBatch(t *testing.T) {
 // that ran while the collector was busy is marked, and left out of the metrics.
 func TestGraphCPU(t *testing.T) {
 	peaks := roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}
-	node := &assemble.Node{Info: &assemble.NodeInfo{Op: "ADD", Name: "x", Type: "f32", FLOPs: 1e6, Bytes: 1e6}, Start: 1000, End: 2000}
+	node := &assemble.Node{Info: &assemble.NodeInfo{Op: "ADD", Name: "x", Type: "f32", Work: roofline.Work{FLOPs: 1e6, Bytes: 1e6}}, Start: 1000, End: 2000}
 	d := &assemble.Step{PID: 1, TID: 1, Tokens: 1, Start: 0, End: 12000, Graphs: []*assemble.Graph{{
 		TID: 1, NNodes: 1, NThreads: 2, Start: 100, End: 10100, Traced: true, Nodes: []*assemble.Node{node},
 		CPU: assemble.GraphCPU{Known: true, Run: 12000, Wait: 7000, Starved: true},

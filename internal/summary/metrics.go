@@ -2,11 +2,14 @@ package summary
 
 import (
 	"cmp"
+	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/schema"
 )
 
@@ -28,6 +31,9 @@ func (a *Aggregator) Metrics(md pmetric.Metrics) {
 				case metadata.MetricsInfo.ProfinferRooflinePeak.Name:
 					p = cmp.Or(p, a.process(rm.Resource()))
 					p.roof(m.Gauge().DataPoints())
+				case metadata.MetricsInfo.ProfinferRooflineCacheBandwidth.Name:
+					p = cmp.Or(p, a.process(rm.Resource()))
+					p.cacheRoofs(m.Gauge().DataPoints())
 				case metadata.MetricsInfo.GgmlMoeExpertSelections.Name:
 					p = cmp.Or(p, a.process(rm.Resource()))
 					p.selections(m.Sum().DataPoints())
@@ -58,10 +64,28 @@ func (p *proc) roof(dps pmetric.NumberDataPointSlice) {
 			p.roofs.Bandwidth = v
 		case "int8":
 			p.roofs.Int8 = v
+		case "bf16":
+			p.roofs.BF16 = v
 		}
 		p.roofs.Source = schema.Str(attrs, schema.ProfinferRooflineSource)
 		p.roofs.Measured = schema.Str(attrs, schema.ProfinferRooflineMeasured)
 	}
+}
+
+// cacheRoofs keeps the latest batch's cache levels, nearest first.
+func (p *proc) cacheRoofs(dps pmetric.NumberDataPointSlice) {
+	p.roofs.Caches = nil // a snapshot may hold the last batch's
+	for i := 0; i < dps.Len(); i++ {
+		attrs := dps.At(i).Attributes()
+		l := roofline.Level{Name: schema.Str(attrs, schema.ProfinferRooflineCacheLevel),
+			Size: schema.Int(attrs, schema.ProfinferRooflineCacheSize), Bandwidth: dps.At(i).DoubleValue()}
+		if i := slices.IndexFunc(p.roofs.Caches, func(c roofline.Level) bool { return c.Name == l.Name }); i >= 0 {
+			p.roofs.Caches[i] = l
+			continue
+		}
+		p.roofs.Caches = append(p.roofs.Caches, l)
+	}
+	slices.SortFunc(p.roofs.Caches, func(x, y roofline.Level) int { return strings.Compare(x.Name, y.Name) })
 }
 
 func (p *proc) selections(dps pmetric.NumberDataPointSlice) {

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/schema"
 )
 
@@ -14,7 +15,7 @@ import (
 // attributes: at full tracing the view folds some 14 000 spans a second, on the cores
 // the model uses.
 type nodeAttrs struct {
-	op, weight, bound, tensor                   string
+	op, weight, bound, tensor, level, roof      string
 	flops, bytes, fraction, flopsRate, byteRate float64
 	threads, layer, offCPU, runq, barrier       int64
 	preemptions, migrations                     int64
@@ -37,6 +38,10 @@ func (n *nodeAttrs) read(attrs pcommon.Map) {
 			n.weight = v.Str()
 		case schema.GGMLRooflineBound:
 			n.bound = v.Str()
+		case schema.GGMLRooflineLevel:
+			n.level = v.Str()
+		case schema.GGMLRooflineRoof:
+			n.roof = v.Str()
 		case schema.GGMLTensorName:
 			n.tensor = v.Str()
 		case schema.GGMLFlops:
@@ -112,7 +117,16 @@ func (a *Aggregator) node(p *proc, s ptrace.Span, g *graphRef) {
 	o.flops += n.flops
 	o.byt += n.bytes
 	t := timed{op: o, phase: ph, layer: -1, start: s.StartTimestamp(), end: s.EndTimestamp()}
-	p.derive(&n)
+	if n.bound != "" { // classified: the receiver had roofs
+		o.attained.Add(n.fraction, d)
+		switch roofKind(n.roof, n.bound) {
+		case BoundMemory:
+			o.memorySecs += d
+		case BoundCompute:
+			o.computeSecs += d
+		}
+		p.derive(&n)
+	}
 	sc := SchedSums{
 		OffCPU:      float64(n.offCPU) / 1e9,
 		RunQueue:    float64(n.runq) / 1e9,
@@ -181,15 +195,50 @@ func (s *SchedSums) add(o SchedSums) {
 }
 
 // derive recovers a roof from a classified node (its achieved rate over the fraction of
-// the roof it reached), for input that lacks profinfer.roofline.peak.
+// the roof it reached), for input that lacks profinfer.roofline.peak: the roof its node
+// names (ggml.roofline.roof), memory's from a node whose bytes came from memory (older
+// collectors name neither roof nor level, and have FMA and memory roofs alone).
 func (p *proc) derive(n *nodeAttrs) {
 	if n.fraction <= 0 {
 		return
 	}
-	switch n.bound {
-	case BoundMemory:
-		p.derived.Bandwidth = n.byteRate / n.fraction
-	case BoundCompute:
+	switch roof(n.roof, n.bound) {
+	case roofline.RoofBandwidth:
+		if n.level == "" || n.level == "DRAM" {
+			p.derived.Bandwidth = n.byteRate / n.fraction
+		}
+	case roofline.RoofInt8:
+		p.derived.Int8 = n.flopsRate / n.fraction
+	case roofline.RoofBF16:
+		p.derived.BF16 = n.flopsRate / n.fraction
+	case roofline.RoofFLOPS:
 		p.derived.FLOPS = n.flopsRate / n.fraction
 	}
+}
+
+// roof is the roof a node's peak fraction is of: the one it names, else (an older
+// collector's) its bound's, memory's the bandwidth and compute's the FMA roof; "" where
+// an older collector's bound names neither (overhead, starved).
+func roof(named, bound string) string {
+	switch {
+	case named != "":
+		return named
+	case bound == BoundMemory:
+		return roofline.RoofBandwidth
+	case bound == BoundCompute:
+		return roofline.RoofFLOPS
+	}
+	return ""
+}
+
+// roofKind is BoundMemory for a node judged against a bandwidth roof, BoundCompute for
+// one against a compute roof, "" where unknown.
+func roofKind(named, bound string) string {
+	switch roof(named, bound) {
+	case "":
+		return ""
+	case roofline.RoofBandwidth:
+		return BoundMemory
+	}
+	return BoundCompute
 }

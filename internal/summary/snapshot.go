@@ -49,7 +49,7 @@ func (p *proc) snapshot() *Process {
 		j.RTF = Quantiles{Count: q.Count, P50: q.P50 / 1e3, P90: q.P90 / 1e3, P99: q.P99 / 1e3, Max: q.Max / 1e3}
 		out.Jobs = &j
 	}
-	if out.Roofs.FLOPS == 0 && out.Roofs.Bandwidth == 0 && p.derived != (Roofs{}) {
+	if out.Roofs.FLOPS == 0 && out.Roofs.Bandwidth == 0 && (p.derived.FLOPS > 0 || p.derived.Bandwidth > 0 || p.derived.Int8 > 0) {
 		out.Roofs = p.derived
 		out.Roofs.Source = "derived from the spans' peak fractions"
 	}
@@ -123,7 +123,7 @@ func (ph *phase) snapshot(roofs Roofs, simd SIMD) *Phase {
 		if r.byt > 0 {
 			r.Intensity = r.flops / r.byt
 		}
-		r.Roof, r.PeakFrac = roof(&r, roofs)
+		r.Roof, r.PeakFrac = o.roofKind(roofs), o.attained.Fraction()
 		r.Bound, r.Why = out.judgeOp(&r, simd)
 		out.Ops = append(out.Ops, &r)
 	}

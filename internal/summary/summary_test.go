@@ -25,7 +25,7 @@ import (
 var peaks = roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}
 
 func node(op, name, weight string, start, end uint64, flops, bytes float64) *assemble.Node {
-	info := &assemble.NodeInfo{Op: op, Name: name, Type: "f32", Shape: [4]int64{2048, 1, 1, 1}, FLOPs: flops, Bytes: bytes}
+	info := &assemble.NodeInfo{Op: op, Name: name, Type: "f32", Shape: [4]int64{2048, 1, 1, 1}, Work: roofline.Work{FLOPs: flops, Bytes: bytes}}
 	if weight != "" {
 		info.Srcs = []assemble.Src{assemble.NewSrc(weight, [4]int64{2048, 2048, 1, 1})}
 	}
@@ -152,12 +152,21 @@ func TestMetrics(t *testing.T) {
 	g := ms.AppendEmpty()
 	g.SetName("profinfer.roofline.peak")
 	g.SetEmptyGauge()
-	for roof, v := range map[string]float64{"flops": 2e11, "bandwidth": 5e10} {
+	for roof, v := range map[string]float64{"flops": 2e11, "bandwidth": 5e10, "int8": 8e11, "bf16": 4e11} {
 		dp := g.Gauge().DataPoints().AppendEmpty()
 		dp.SetDoubleValue(v)
 		dp.Attributes().PutStr("ggml.roofline.roof", roof)
 		dp.Attributes().PutStr("profinfer.roofline.source", "stored")
 		dp.Attributes().PutStr("profinfer.roofline.measured", "2026-11-23T10:00:00Z")
+	}
+	caches := ms.AppendEmpty()
+	caches.SetName("profinfer.roofline.cache.bandwidth")
+	caches.SetEmptyGauge()
+	for _, l := range []roofline.Level{{Name: "L2", Size: 2 << 20, Bandwidth: 2e11}, {Name: "L1", Size: 64 << 10, Bandwidth: 3e11}} {
+		dp := caches.Gauge().DataPoints().AppendEmpty()
+		dp.SetDoubleValue(l.Bandwidth)
+		dp.Attributes().PutStr("profinfer.roofline.cache.level", l.Name)
+		dp.Attributes().PutInt("profinfer.roofline.cache.size", l.Size)
 	}
 	sel := ms.AppendEmpty()
 	sel.SetName("ggml.moe.expert.selections")
@@ -171,7 +180,9 @@ func TestMetrics(t *testing.T) {
 	a := New()
 	a.Metrics(md)
 	p := a.Snapshot().Processes[0]
-	if p.Roofs.FLOPS != 2e11 || p.Roofs.Bandwidth != 5e10 || p.Roofs.Source != "stored" || p.Roofs.Measured == "" {
+	want := []roofline.Level{{Name: "L1", Size: 64 << 10, Bandwidth: 3e11}, {Name: "L2", Size: 2 << 20, Bandwidth: 2e11}}
+	if r := p.Roofs; r.FLOPS != 2e11 || r.Bandwidth != 5e10 || r.Int8 != 8e11 || r.BF16 != 4e11 || r.Source != "stored" || r.Measured == "" ||
+		!slices.Equal(r.Caches, want) {
 		t.Errorf("roofs %+v", p.Roofs)
 	}
 	if len(p.MoE) != 1 || p.MoE[0].Layer != 3 || len(p.MoE[0].Selections) != 4 || p.MoE[0].Imbalance < 1 {
@@ -585,5 +596,25 @@ func TestLatencyMoved(t *testing.T) {
 	q := h.quantiles()
 	if q.Count != 10 || q.Max != 50 || q.P90 > 1.05 || q.P99 < 49 {
 		t.Errorf("quantiles %+v: want 10, nine of 1 ms and one of 50 ms", q)
+	}
+}
+
+// An op's fraction of the roofline is its nodes' time at their own roofs over their
+// time: a small node judged against L1 and a large one against memory, each below its
+// roof, never add up to more than the roof.
+func TestOpFractionOfItsNodesRoofs(t *testing.T) {
+	withCaches := roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9, Levels: []roofline.Level{{Name: "L1", Size: 64 << 10, Bandwidth: 200e9}}}
+	g := &assemble.Graph{TID: 3, NThreads: 1, Start: 1000, End: 3_000_000, Traced: true, Nodes: []*assemble.Node{
+		node("ADD", "small", "", 1000, 2000, 10e3, 40e3),       // 40 GB/s from L1: 0.2 of its roof
+		node("ADD", "large", "", 2000, 1_002_000, 2.5e6, 10e6), // 10 GB/s from memory: 0.5
+	}}
+	out := ptrace.NewTraces()
+	signals.NewSpans(signals.Clock{}, true, withCaches, nil).Graph(out, server, g)
+	a := New()
+	a.Traces(out)
+	o := a.Snapshot().Processes[0].Phases[0].Ops[0]
+	large, _ := withCaches.Memory(roofline.Work{Bytes: 10e6}, 0) // memory's, but for L1's share
+	if want := (0.2*1e-6 + 10e9/large*1e-3) / (1e-6 + 1e-3); o.Op != "ADD" || o.Calls != 2 || math.Abs(o.PeakFrac-want) > 1e-9 {
+		t.Errorf("op %+v, want fraction %g", o, want)
 	}
 }

@@ -167,15 +167,20 @@ func checked(c *ThreadsCPU, simd SIMD) string {
 
 var roofName = map[string]string{BoundMemory: "bandwidth", BoundCompute: "compute"}
 
-// roof places an op under the roof that bounds it, BoundMemory or BoundCompute: the
-// bandwidth roof below the ridge point (peak FLOP/s over bandwidth), the compute roof
-// above; and says how close its aggregate rate came to it.
-func roof(o *Op, roofs Roofs) (string, float64) {
+// roofKind is the roof most of an op's classified time was judged against, BoundMemory
+// or BoundCompute. Where its nodes do not name it (an older collector's, judged neither
+// memory- nor compute-bound), it is the one its arithmetic intensity places it under
+// with the process's roofs, below the ridge point or above it; "" without roofs.
+func (o *Op) roofKind(roofs Roofs) string {
 	switch {
-	case o.Intensity > 0 && roofs.Bandwidth > 0 && roofs.FLOPS > 0 && o.Intensity < roofs.FLOPS/roofs.Bandwidth:
-		return BoundMemory, o.Bandwidth / roofs.Bandwidth
-	case roofs.FLOPS > 0:
-		return BoundCompute, o.FLOPS / roofs.FLOPS
+	case o.memorySecs > 0 && o.memorySecs >= o.computeSecs:
+		return BoundMemory
+	case o.computeSecs > 0:
+		return BoundCompute
+	case roofs.Bandwidth <= 0 || roofs.FLOPS <= 0:
+		return ""
+	case o.Intensity > 0 && o.Intensity < roofs.FLOPS/roofs.Bandwidth:
+		return BoundMemory
 	}
-	return "", 0
+	return BoundCompute
 }

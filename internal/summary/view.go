@@ -8,7 +8,11 @@
 // a gateway that receives OTLP from many, and on the file exporter's JSON lines.
 package summary
 
-import "time"
+import (
+	"time"
+
+	"github.com/profinfer/profinfer/internal/roofline"
+)
 
 // View is a snapshot of everything the page and the report show. It marshals to the
 // JSON the page's script renders.
@@ -69,9 +73,13 @@ type KV struct {
 type Roofs struct {
 	FLOPS     float64 `json:"flops,omitempty"`     // FLOP/s, all cores
 	Bandwidth float64 `json:"bandwidth,omitempty"` // bytes/s
-	Int8      float64 `json:"int8,omitempty"`      // int8 operations/s, when measured
-	Source    string  `json:"source,omitempty"`    // measured, stored, configured, or derived from spans
-	Measured  string  `json:"measured,omitempty"`  // RFC 3339, when measured
+	Int8      float64 `json:"int8,omitempty"`      // int8 dot-product operations/s: quantised matmuls' roof
+	BF16      float64 `json:"bf16,omitempty"`      // bf16 dot-product FLOP/s, where the CPU has them: bf16 matmuls' roof
+	// Caches are the data caches' read bandwidths, nearest first: a node whose working
+	// set a level holds is judged against it, and Bandwidth is memory's beyond them.
+	Caches   []roofline.Level `json:"caches,omitempty"`
+	Source   string           `json:"source,omitempty"`   // measured, stored, configured, or derived from spans
+	Measured string           `json:"measured,omitempty"` // RFC 3339, when measured
 }
 
 // Phase is where the time of one kind of step went: llama_decode's prefill and decode,
@@ -164,6 +172,10 @@ type Op struct {
 	Sched      SchedSums        `json:"sched"`
 	Counters   map[string]int64 `json:"counters,omitempty"`
 	flops, byt float64
+	attained   roofline.Attained // of its classified nodes, each against its own roofs
+	// memorySecs and computeSecs: its classified nodes' time against a bandwidth roof
+	// and against a compute roof.
+	memorySecs, computeSecs float64
 }
 
 // SchedSums are what the scheduler layer and the barrier probe saw, in seconds.
