@@ -190,6 +190,7 @@ func (a *Assembler) exit(pid, tid uint32, kind StepKind, ts uint64, result int, 
 		return
 	}
 	d.End, d.Result = ts, result
+	d.attended()
 	if d.running() {
 		p.held = d
 		return
@@ -255,4 +256,27 @@ func (a *Assembler) Exit(pid uint32) {
 	a.release(p)
 	a.settle(p)
 	delete(a.procs, pid)
+}
+
+// attended sets the Cells of d's graphs: how many KV cells a query of their attention
+// reads at most. Causal attention reads a query's cells up to its own position, and
+// ggml's kernel skips the rest of the window, masked (its padding, and other sequences'
+// cells): a graph of one sequence's whole batch reads on average the middle of its
+// positions, and any graph at most the batch's last position.
+func (d *Step) attended() {
+	b := &d.Batch
+	if d.Kind != LlamaDecode || b.N == 0 || b.Flags&(events.BatchTruncated|events.BatchMoreSeqs) != 0 {
+		return
+	}
+	var last int32
+	for _, s := range b.Sequences() {
+		last = max(last, s.PosMax)
+	}
+	cells := float64(last) + 1
+	if s := b.Seqs[0]; b.N == 1 && len(d.Graphs) == 1 {
+		cells = float64(s.PosMin+s.PosMax)/2 + 1
+	}
+	for _, g := range d.Graphs {
+		g.Cells = cells
+	}
 }

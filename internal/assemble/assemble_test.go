@@ -258,3 +258,34 @@ func TestJobOfSteps(t *testing.T) {
 		t.Errorf("dropped jobs %d, want 1", a.Stats.DroppedJobs)
 	}
 }
+
+// A decode's graphs know how many KV cells a query of their attention reads at most,
+// from its batch's positions.
+func TestAttended(t *testing.T) {
+	seq := func(id, min, max int32) events.SeqTokens {
+		return events.SeqTokens{Seq: id, Tokens: max - min + 1, PosMin: min, PosMax: max}
+	}
+	for _, tc := range []struct {
+		name   string
+		batch  events.Batch
+		graphs int
+		want   float64
+	}{
+		{"a prompt of 64 in one graph", events.Batch{N: 1, Seqs: [events.MaxSeqs]events.SeqTokens{seq(0, 0, 63)}}, 1, 32.5},
+		{"a token at 100", events.Batch{N: 1, Seqs: [events.MaxSeqs]events.SeqTokens{seq(0, 100, 100)}}, 1, 101},
+		{"a prompt in two ubatches", events.Batch{N: 1, Seqs: [events.MaxSeqs]events.SeqTokens{seq(0, 0, 1023)}}, 2, 1024},
+		{"two sequences", events.Batch{N: 2, Seqs: [events.MaxSeqs]events.SeqTokens{seq(0, 10, 10), seq(1, 40, 40)}}, 1, 41},
+		{"truncated", events.Batch{N: 1, Flags: events.BatchTruncated, Seqs: [events.MaxSeqs]events.SeqTokens{seq(0, 0, 9)}}, 1, 0},
+	} {
+		d := &Step{Kind: LlamaDecode, Batch: tc.batch}
+		for range tc.graphs {
+			d.Graphs = append(d.Graphs, &Graph{})
+		}
+		d.attended()
+		for _, g := range d.Graphs {
+			if g.Cells != tc.want {
+				t.Errorf("%s: %g cells, want %g", tc.name, g.Cells, tc.want)
+			}
+		}
+	}
+}

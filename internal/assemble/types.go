@@ -110,6 +110,9 @@ type Graph struct {
 	// Routings are the graph's MoE layers, in order; nil unless Traced.
 	Routings []*Routing
 	CPU      GraphCPU
+	// Cells are the KV cells a query of its attention reads at most, from its decode's
+	// positions (Step.attended); 0 where unknown.
+	Cells    float64
 	byTensor map[uint64]*Node
 	cpuEnter events.ThreadsCPU
 }

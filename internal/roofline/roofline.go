@@ -37,6 +37,23 @@ type Work struct {
 	// a short context most of it), so only the level that holds them bounds their rate.
 	Kept   float64
 	Kernel Kernel
+	// Window is the KV cells each query of an attention is charged with, the whole
+	// window, and KV the bytes of its K and V: ggml skips the masked cells, so Attending
+	// scales both to the cells read.
+	Window, KV float64
+}
+
+// Attending is w for an attention whose queries read at most cells of its KV window
+// each: its FLOPs and its K and V bytes in proportion. Other work is w.
+func (w Work) Attending(cells float64) Work {
+	if w.Window <= 0 || cells <= 0 || cells >= w.Window {
+		return w
+	}
+	f := cells / w.Window
+	w.FLOPs *= f
+	w.Bytes -= w.KV * (1 - f)
+	w.KV *= f
+	return w
 }
 
 // Kernel is the class of kernel a node runs, which decides its compute roof.
@@ -119,6 +136,7 @@ func Cost(op string, dst Shape, srcs []Shape) Work {
 			q, k, v := srcs[0], srcs[1], srcs[2]
 			perPair := 2 * float64(q.Ne[0]+v.Ne[0])
 			w.FLOPs = perPair * float64(k.Ne[1]) * float64(q.Ne[1]) * float64(q.Ne[2]) * float64(q.Ne[3])
+			w.Window, w.KV = float64(k.Ne[1]), k.Bytes()+v.Bytes()
 		}
 	default:
 		w.FLOPs = elementwise[op] * dst.Elements()

@@ -234,3 +234,24 @@ func computeOf(p Peaks, w Work) float64 {
 	r, _ := p.Compute(w)
 	return r
 }
+
+// Attention's queries read only the KV cells up to their positions: ggml skips the rest
+// of the window, masked, and its work and K and V bytes shrink in proportion.
+func TestAttending(t *testing.T) {
+	q, k := f32(64, 64), f16(64, 256)
+	fa := Cost("FLASH_ATTN_EXT", f32(64, 64), []Shape{q, k, k})
+	if fa.Window != 256 || !near(fa.KV, 2*k.Bytes()) {
+		t.Fatalf("attention's window %g, K and V %g bytes", fa.Window, fa.KV)
+	}
+	a := fa.Attending(64)
+	if !near(a.FLOPs, fa.FLOPs/4) || !near(a.KV, fa.KV/4) || !near(a.Bytes, fa.Bytes-fa.KV*3/4) {
+		t.Errorf("a quarter of the window: %+v from %+v", a, fa)
+	}
+	if fa.Attending(0) != fa || fa.Attending(300) != fa {
+		t.Error("no cells known, or more than the window: the window's work")
+	}
+	mm := Cost("MUL_MAT", f32(2048, 1), []Shape{q4(2048, 2048), f32(2048, 1)})
+	if mm.Attending(8) != mm {
+		t.Error("a matmul's work changed by the cells attended")
+	}
+}

@@ -115,12 +115,13 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 	if info.FLOPs == 0 {
 		return
 	}
-	a.PutDouble(schema.GGMLFlops, info.FLOPs)
-	a.PutDouble(schema.GGMLBytes, info.Bytes)
+	w := info.Work.Attending(g.Cells)
+	a.PutDouble(schema.GGMLFlops, w.FLOPs)
+	a.PutDouble(schema.GGMLBytes, w.Bytes)
 	if !s.Peaks.Known() {
 		return
 	}
-	c := classify(n, g, kept, s.Peaks)
+	c := classify(w, n, g, kept, s.Peaks)
 	a.PutStr(schema.GGMLRooflineBound, string(c.Bound))
 	a.PutDouble(schema.GGMLRooflinePeakFraction, c.Fraction)
 	a.PutStr(schema.GGMLRooflineRoof, c.Roof)
@@ -159,12 +160,12 @@ func putNodeInfo(a pcommon.Map, info *assemble.NodeInfo) {
 	}
 }
 
-// classify places a node of g, which reads kept bytes of tensors kept across graphs
-// (KeptBytes), under the roofline of peaks, unless g's process's threads lacked a CPU over
-// its latest graphs (GraphCPU.Starved): then its wall time is no measure of the kernel,
-// and it is starved. Its achieved rates stay what they were.
-func classify(n *assemble.Node, g *assemble.Graph, kept float64, peaks roofline.Peaks) roofline.Class {
-	c := roofline.Classify(n.Info.Work, kept, float64(n.End-n.Start)/1e9, peaks)
+// classify places a node of g that did w, in a graph that reads kept bytes of tensors
+// kept across graphs (KeptBytes), under the roofline of peaks, unless g's process's
+// threads lacked a CPU over its latest graphs (GraphCPU.Starved): then its wall time is
+// no measure of the kernel, and it is starved. Its achieved rates stay what they were.
+func classify(w roofline.Work, n *assemble.Node, g *assemble.Graph, kept float64, peaks roofline.Peaks) roofline.Class {
+	c := roofline.Classify(w, kept, float64(n.End-n.Start)/1e9, peaks)
 	if g.CPU.Starved {
 		c.Bound = roofline.Starved
 	}

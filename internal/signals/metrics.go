@@ -302,10 +302,11 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 		if n.Info == nil || n.Info.FLOPs == 0 {
 			continue
 		}
-		st.flops += n.Info.FLOPs
-		st.bytes += n.Info.Bytes
+		w := n.Info.Work.Attending(g.Cells)
+		st.flops += w.FLOPs
+		st.bytes += w.Bytes
 		if m.roofs.Known() {
-			pm.bounds[boundKey{k.op, bounds[classify(n, g, kept, m.roofs.Peaks).Bound]}]++
+			pm.bounds[boundKey{k.op, bounds[classify(w, n, g, kept, m.roofs.Peaks).Bound]}]++
 		}
 	}
 }
