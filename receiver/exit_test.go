@@ -16,15 +16,16 @@ import (
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
-// oomLimit is a memory limit llama-bench on the 1B Q4_0 model outgrows at once: its
-// weights, repacked at load into anonymous memory, need more, and cannot be reclaimed
-// as the mapped file's pages can.
-const oomLimit = 400 << 20
+// oomLimit is a memory limit llama-bench on the 1B Q4_0 model loads under (its weights,
+// repacked at load into anonymous memory, take some 545 MiB) and runs a 16-token prefill
+// under, but not a 1024-token one: its context's KV cache and compute buffer take it to
+// some 635 MiB, and anonymous memory cannot be reclaimed as the mapped file's pages can.
+const oomLimit = 600 << 20
 
 // A process's end, said: llama-bench killed by its memory cgroup's OOM killer is named so,
-// with the cgroup's limit and usage, in the spans and in the report, though it completed
-// no decode; one killed by SIGTERM while it decodes is named by its signal, with the
-// decodes it completed and the one it was cut short in.
+// with the cgroup's limit and usage, in the spans and in the report; one killed by SIGTERM
+// while it decodes is named by its signal, with the decodes it completed and the one it
+// was cut short in.
 func TestE2EProcessEnd(t *testing.T) {
 	env := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -33,7 +34,9 @@ func TestE2EProcessEnd(t *testing.T) {
 	c := startCollector(t, ctx, bench, "")
 
 	cg := testbench.MemoryLimit(t, oomLimit)
-	name, args := cg.Command(bench, env.BenchArgs("llama-1b-q4_0", 64, 16, 2, 1)...)
+	// Some seconds of pp16, long enough to be attached whatever the machine's load, then
+	// pp1024's warm-up, killed.
+	name, args := cg.Command(bench, "-m", env.Model("llama-1b-q4_0"), "-p", "16,1024", "-n", "0", "-t", "2", "-r", "5", "-o", "json")
 	oom, err := testbench.Start(name, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +45,8 @@ func TestE2EProcessEnd(t *testing.T) {
 		t.Fatalf("llama-bench under a %d MiB limit was not killed (%v); stderr:\n%s", oomLimit>>20, err, oom.Stderr.String())
 	}
 
-	// Some seconds of decoding, killed once a few decodes are out.
+	// Some seconds of decoding, killed once a decode or more is out (the slowest machine
+	// here computed one in its first 3 s), inside the next.
 	term, err := testbench.Start(bench, env.BenchArgs("llama-1b-q4_0", 0, 4096, 2, 1)...)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +57,7 @@ func TestE2EProcessEnd(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(4 * time.Second)
 	if err := term.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -86,12 +90,12 @@ func TestE2EProcessEnd(t *testing.T) {
 	cgroup := "/" + filepath.Base(cg.Dir)
 	if e[schema.ProfinferExitSignal] != "SIGKILL" || e[schema.ProfinferExitOOMKiller] != "cgroup" || e[schema.ProfinferExitCgroup] != cgroup ||
 		e[schema.ProfinferExitMemoryLimit] != int64(oomLimit) || e[schema.ProfinferExitMemoryPeak] == nil ||
-		e[schema.ProfinferExitMemoryPeak].(int64) < oomLimit*9/10 || e[schema.ProfinferExitSteps] != int64(0) {
-		t.Errorf("the OOM kill: %v; want SIGKILL by the cgroup OOM killer of %s, limit %d, peak near it, no step", e, cgroup, oomLimit)
+		e[schema.ProfinferExitMemoryPeak].(int64) < oomLimit*9/10 || e[schema.ProfinferExitSteps].(int64) < 1 {
+		t.Errorf("the OOM kill: %v; want SIGKILL by the cgroup OOM killer of %s, limit %d, peak near it, pp16's decodes", e, cgroup, oomLimit)
 	}
 	e = end(term.PID())
 	if e[schema.ProfinferExitSignal] != "SIGTERM" || e[schema.ProfinferExitOOMKiller] != nil || e[schema.ProcessExitCode] != nil ||
-		e[schema.ProfinferExitSteps].(int64) < 2 || e[schema.ProfinferExitGraphs].(int64) < e[schema.ProfinferExitSteps].(int64) {
+		e[schema.ProfinferExitSteps].(int64) < 1 || e[schema.ProfinferExitGraphs].(int64) <= e[schema.ProfinferExitSteps].(int64) {
 		t.Errorf("the SIGTERM: %v; want SIGTERM, no OOM killer, some decodes and their graphs", e)
 	}
 	if cut[int64(term.PID())] == 0 {

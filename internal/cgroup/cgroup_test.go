@@ -146,27 +146,32 @@ func TestMemoryHitV2(t *testing.T) {
 	}
 }
 
-// On v1 (the memory controller bound there, as on this project's machines) by its failed
-// charges; a cgroup whose limit is none is passed over.
+// On v1 (the memory controller bound there, as on this project's machines) by the kills
+// in it, where its peak reached its limit; a cgroup whose limit is none is passed over.
 func TestMemoryHitV1(t *testing.T) {
 	mounts := hybrid + "35 31 0:31 / %s/cg/memory rw - cgroup cgroup rw,memory\n"
 	r := tree(t, "5:memory:/job\n3:cpu:/\n0::/\n", mounts, map[string]string{
 		"cg/memory/job/memory.limit_in_bytes":     "629145600\n",
-		"cg/memory/job/memory.failcnt":            "0\n",
+		"cg/memory/job/memory.oom_control":        "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
 		"cg/memory/job/memory.usage_in_bytes":     "1000\n",
-		"cg/memory/job/memory.max_usage_in_bytes": "629145600\n",
+		"cg/memory/job/memory.max_usage_in_bytes": "500000000\n",
 		"cg/memory/memory.limit_in_bytes":         "9223372036854771712\n",
-		"cg/memory/memory.failcnt":                "0\n",
 	})
 	m, err := r.WatchMemory(7)
 	if err != nil || len(m.levels) != 1 {
 		t.Fatalf("%+v, %v", m, err)
 	}
-	if err := os.WriteFile(filepath.Join(m.root, "job/memory.failcnt"), []byte("3077\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(m.root, "job/memory.oom_control"), []byte("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := m.Hit(); ok || err != nil {
+		t.Fatalf("a kill far below the limit taken for the cgroup's: %v, %v", ok, err)
+	}
+	if err := os.WriteFile(filepath.Join(m.root, "job/memory.max_usage_in_bytes"), []byte("629000000\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	l, ok, err := m.Hit()
-	if want := (Limit{Cgroup: "/job", Limit: 629145600, Usage: 1000, Peak: 629145600}); !ok || err != nil || l != want {
+	if want := (Limit{Cgroup: "/job", Limit: 629145600, Usage: 1000, Peak: 629000000}); !ok || err != nil || l != want {
 		t.Fatalf("got %+v, %v, %v; want %+v", l, ok, err, want)
 	}
 }

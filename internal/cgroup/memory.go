@@ -59,8 +59,10 @@ func (r *Reader) WatchMemory(pid int) (*Memory, error) {
 
 // Hit returns the nearest of the cgroups that met its limit since WatchMemory read it,
 // with its limit and use; ok is false where none did. A cgroup met its limit when it
-// could not reclaim enough to charge a page: its OOM events on v2 (memory.events oom),
-// its failed charges on v1 (memory.failcnt, which v1 has in place of such events).
+// could not reclaim enough to charge a page and its OOM killer ran: v2 counts that
+// (memory.events oom). v1 counts only the kills in the cgroup (memory.oom_control
+// oom_kill), the system's OOM killer's too, and failed charges no more on recent kernels
+// (memory.failcnt stays 0): there the cgroup's peak must have reached its limit.
 func (m *Memory) Hit() (l Limit, ok bool, err error) {
 	for _, lv := range m.levels {
 		n, err := hits(lv.dir, m.v1)
@@ -79,10 +81,17 @@ func (m *Memory) Hit() (l Limit, ok bool, err error) {
 			}
 			*p = uint64(max(v, 0))
 		}
+		if m.v1 && l.Peak+nearLimit < l.Limit {
+			continue // a kill in it, not for its limit
+		}
 		return l, true, nil
 	}
 	return Limit{}, false, nil
 }
+
+// nearLimit is how far below its limit a cgroup's peak may stay when a charge failed: a
+// charge is a batch of pages, or a huge page.
+const nearLimit = 8 << 20
 
 // noLimit is where v1 reads a limit as none: PAGE_COUNTER_MAX pages, rounded down to a
 // page, which is above 2^62 on every page size.
@@ -111,13 +120,13 @@ func limit(dir string, v1 bool) (uint64, error) {
 	return 0, nil
 }
 
-// hits reads how often a cgroup met its limit (see Hit).
+// hits reads how often a cgroup met its limit, as far as its counts say (see Hit).
 func hits(dir string, v1 bool) (uint64, error) {
+	file, key := "memory.events", "oom "
 	if v1 {
-		n, err := readInt(filepath.Join(dir, "memory.failcnt"))
-		return uint64(max(n, 0)), err
+		file, key = "memory.oom_control", "oom_kill "
 	}
-	path := filepath.Join(dir, "memory.events")
+	path := filepath.Join(dir, file)
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -125,7 +134,7 @@ func hits(dir string, v1 bool) (uint64, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "oom "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), key); ok {
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
 				return 0, fmt.Errorf("%s: %q is not a count", path, sc.Text())
