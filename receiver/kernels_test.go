@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/testbench"
 	"github.com/profinfer/profinfer/internal/vm"
 )
@@ -277,9 +278,18 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []s
 		t.Fatalf("collector log:\n%s", log)
 	}
 	traces, metrics := (&collector{out: filepath.Join(dir, "profinfer-output.jsonl")}).read(t, false)
+	if strings.Contains(log, "process hooks unavailable") {
+		t.Errorf("the process hooks did not load on Linux %s", k.Release)
+	}
 	if exe == "llama-bench" {
 		// Held in its --delay, before any decode: every graph is whole, under its decode.
 		checkProfile(t, traces, metrics, 0)
+		// It exits before the collector stops: the hook told how.
+		if !slices.ContainsFunc(spans(traces), func(s span) bool {
+			return s.pid == pid && s.name == schema.SpanProcess && len(s.eventAttrs) == 1 && s.eventAttrs[0][schema.ProcessExitCode] == int64(0)
+		}) {
+			t.Errorf("no %s span with exit status 0 for llama-bench (pid %d)", schema.SpanProcess, pid)
+		}
 	}
 	decodes, mulmats, requests, counted, graphs := 0, 0, 0, 0, 0
 	var onCPU int64

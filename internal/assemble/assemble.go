@@ -237,23 +237,33 @@ func (a *Assembler) dropDecode(d *Step) {
 	a.Stats.DroppedGraphs += uint64(len(d.Graphs))
 }
 
-// Exit forgets a process that has exited; what it had in flight is counted as dropped.
-func (a *Assembler) Exit(pid uint32) {
+// Exit forgets a process that ended (exited, or replaced its image) at ts, once it has
+// delivered what the process computed: the graph in progress, its nodes closed at ts,
+// and the step in progress, both marked Cut; the decode a device computed; the graphs
+// held before a first step. A job in progress is counted dropped.
+func (a *Assembler) Exit(pid uint32, ts uint64) {
 	p := a.procs[pid]
 	if p == nil {
 		return
 	}
-	if p.graph != nil {
-		a.Stats.DroppedGraphs++
+	if g := p.graph; g != nil {
+		for _, t := range p.threads {
+			a.closeNode(t, ts, nil, nil)
+		}
+		g.End, g.Cut, g.byTensor = ts, true, nil
+		a.keepNodes(p, g)
+		p.graph = nil
+		a.place(p, g)
 	}
-	if p.decode != nil {
-		a.Stats.DroppedDecode++
-		a.Stats.DroppedGraphs += uint64(len(p.decode.Graphs))
+	a.release(p)
+	if d := p.decode; d != nil {
+		p.decode = nil
+		d.End, d.Cut = ts, true
+		a.sink.Step(d)
 	}
 	if p.job != nil {
 		a.Stats.DroppedJobs++
 	}
-	a.release(p)
 	a.settle(p)
 	delete(a.procs, pid)
 }

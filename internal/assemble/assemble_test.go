@@ -90,7 +90,7 @@ func TestDecodeWithTwoThreads(t *testing.T) {
 }
 
 // A graph outside llama_decode goes to the sink alone; events with no graph are orphans;
-// a process that exits mid-graph has its graph counted as dropped.
+// a process that exits mid-graph has its decode and graph delivered, cut at its end.
 func TestLooseGraphOrphansAndExit(t *testing.T) {
 	s := &sink{}
 	a := New(s)
@@ -114,14 +114,20 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	if a.Stats.OrphanEvents != 2 {
 		t.Fatalf("orphans %d", a.Stats.OrphanEvents)
 	}
-	a.GraphEnter(7, 7, 31, 0xa, 1, 1, events.ThreadsCPU{})
-	a.Exit(7)
-	if a.Stats.DroppedGraphs != 1 || a.Stats.DroppedDecode != 1 || len(s.decodes) != 0 {
-		t.Fatalf("stats %+v", a.Stats)
+	a.NodesOn(7, 1, 0)
+	a.GraphEnter(7, 7, 31, 0xa, 2, 1, events.ThreadsCPU{})
+	a.NodeStart(7, 7, 32, 0x2, 0, 0, nil, events.CPUSched{}, nil)
+	a.Exit(7, 35)
+	if a.Stats.DroppedGraphs != 0 || a.Stats.DroppedDecode != 0 || len(s.decodes) != 1 {
+		t.Fatalf("stats %+v, %d decodes", a.Stats, len(s.decodes))
+	}
+	if d := s.decodes[0]; !d.Cut || d.End != 35 || len(d.Graphs) != 1 || !d.Graphs[0].Cut || d.Graphs[0].End != 35 ||
+		len(d.Graphs[0].Nodes) != 1 || d.Graphs[0].Nodes[0].End != 35 {
+		t.Fatalf("the decode the process ended in: %+v", d)
 	}
 	// A decode exit with no matching enter (attached mid-call) is ignored.
 	a.DecodeExit(7, 7, 40, 0, 0)
-	if len(s.decodes) != 0 {
+	if len(s.decodes) != 1 {
 		t.Fatal("decode emitted without an enter")
 	}
 }

@@ -66,6 +66,13 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched,
 	g.End = ts
 	g.byTensor = nil
 	p.graphCPU(g, cpu, &a.busy)
+	a.keepNodes(p, g)
+	p.graph = nil
+	a.place(p, g)
+}
+
+// keepNodes keeps g's nodes where a window traced it whole.
+func (a *Assembler) keepNodes(p *process, g *Graph) {
 	g.Traced, g.FillsWindow = p.traced(g.Start, g.End)
 	if !g.Traced {
 		if len(g.Nodes) > 0 {
@@ -73,7 +80,10 @@ func (a *Assembler) GraphExit(pid, tid uint32, ts uint64, sched events.CPUSched,
 		}
 		g.Nodes, g.Outside, g.Routings = nil, nil, nil
 	}
-	p.graph = nil
+}
+
+// place puts a finished graph in its step, delivers it, or holds it as loose.
+func (a *Assembler) place(p *process, g *Graph) {
 	switch {
 	case p.decode != nil:
 		if p.split == nil { // the split probes are off: the CPU's split is the graph

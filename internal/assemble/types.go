@@ -101,6 +101,9 @@ type Graph struct {
 	NThreads   int
 	Start, End uint64
 	Traced     bool // node probes were attached for the whole graph
+	// Cut says that the process ended inside the graph: End is its end, and Nodes those
+	// started by then.
+	Cut bool
 	// FillsWindow marks the last graph the newest sampling window traces: it can close.
 	FillsWindow bool
 	Nodes       []*Node // computed nodes, in order of first start; nil unless Traced
@@ -204,9 +207,12 @@ type Step struct {
 	// Dropped says that records of the step were lost: it reaches the sink only for
 	// its batch and times, with nothing below it.
 	Dropped bool
-	Splits  []Split
-	Copies  []Copy
-	Graphs  []*Graph
+	// Cut says that the process ended inside the step: End is its end, and it holds
+	// what was computed by then.
+	Cut    bool
+	Splits []Split
+	Copies []Copy
+	Graphs []*Graph
 }
 
 // Head is what a scheduler's computation begins with: its graph and scheduler, and the
@@ -254,7 +260,7 @@ type Sink interface {
 // Stats counts what could not be assembled.
 type Stats struct {
 	OrphanEvents  uint64 // node or barrier events with no graph open
-	DroppedGraphs uint64 // graphs not delivered: records of theirs were lost, or their process exited
+	DroppedGraphs uint64 // graphs not delivered: records of theirs were lost
 	DroppedDecode uint64 // steps not delivered, likewise
 	DroppedJobs   uint64 // jobs whose exit was lost
 	PartialGraphs uint64 // graphs whose nodes were dropped: the node probes came or went mid-graph, or their window was full

@@ -1,7 +1,8 @@
 // Package cgroup reads the CPU quota a process runs under and how often it was throttled:
 // cpu.max and cpu.stat on cgroup v2, cpu.cfs_quota_us, cpu.cfs_period_us and cpu.stat on
 // v1. A quota on any cgroup above the process's limits it too, so every level up to the
-// hierarchy's root is read and the tightest one reported.
+// hierarchy's root is read and the tightest one reported. It also tells which memory
+// cgroup's limit a process met as it ended (memory.go).
 package cgroup
 
 import (
@@ -70,40 +71,18 @@ type hierarchy struct {
 // CPU reads pid's CPU quota and throttling. A process under no quota gets a zero CPU and
 // no error.
 func (r *Reader) CPU(pid int) (CPU, error) {
-	p, err := r.proc.Proc(pid)
+	root, dir, v1, err := r.cgroup(pid, "cpu")
 	if err != nil {
 		return CPU{}, err
 	}
-	cgs, err := p.Cgroups()
-	if err != nil {
-		return CPU{}, fmt.Errorf("cgroup: process %d: %w", pid, err)
-	}
-	h, err := r.cpuHierarchy(cgs)
-	if err != nil {
-		return CPU{}, fmt.Errorf("cgroup: process %d: %w", pid, err)
-	}
-	root := h.mount.MountPoint
-	rel := h.path
-	if h.mount.Root != "/" {
-		// A mount of a sub-tree: the process's path must lie under it.
-		var ok bool
-		if rel, ok = strings.CutPrefix(rel, h.mount.Root); !ok || rel != "" && rel[0] != '/' {
-			return CPU{}, fmt.Errorf("cgroup: process %d: its cgroup %s is outside the %s mounted at %s", pid, h.path, h.mount.Root, root)
-		}
-	}
-	dir := filepath.Join(root, rel)
-	if dir != root && !strings.HasPrefix(dir, root+"/") {
-		// /proc/PID/cgroup names a cgroup outside the reader's cgroup namespace as ../..
-		return CPU{}, fmt.Errorf("cgroup: process %d: its cgroup %s is outside this collector's cgroup namespace", pid, h.path)
-	}
 	var best CPU
 	for {
-		c, err := readLimit(dir, h.v1)
+		c, err := readLimit(dir, v1)
 		if err != nil {
 			return CPU{}, fmt.Errorf("cgroup: process %d: %w", pid, err)
 		}
 		if c.Period > 0 && (best.Period == 0 || c.CPUs() < best.CPUs()) {
-			c.Cgroup = "/" + strings.TrimPrefix(strings.TrimPrefix(dir, root), "/")
+			c.Cgroup = name(root, dir)
 			best = c
 		}
 		if dir == root {
@@ -114,33 +93,71 @@ func (r *Reader) CPU(pid int) (CPU, error) {
 	if best.Period == 0 {
 		return CPU{}, nil
 	}
-	if err := readStat(filepath.Join(root, best.Cgroup, "cpu.stat"), h.v1, &best); err != nil {
+	if err := readStat(filepath.Join(root, best.Cgroup, "cpu.stat"), v1, &best); err != nil {
 		return CPU{}, fmt.Errorf("cgroup: process %d: %w", pid, err)
 	}
 	return best, nil
 }
 
-// cpuHierarchy is the hierarchy that holds the cpu controller: a v1 one where it is bound
-// to v1 (a hybrid system), else the unified one.
-func (r *Reader) cpuHierarchy(cgs []procfs.Cgroup) (hierarchy, error) {
+// cgroup finds pid's cgroup in the hierarchy that holds controller: the hierarchy's mount
+// point, the cgroup's directory under it, and whether it is v1.
+func (r *Reader) cgroup(pid int, controller string) (root, dir string, v1 bool, err error) {
+	p, err := r.proc.Proc(pid)
+	if err != nil {
+		return "", "", false, err
+	}
+	cgs, err := p.Cgroups()
+	if err != nil {
+		return "", "", false, fmt.Errorf("cgroup: process %d: %w", pid, err)
+	}
+	h, err := r.hierarchy(cgs, controller)
+	if err != nil {
+		return "", "", false, fmt.Errorf("cgroup: process %d: %w", pid, err)
+	}
+	root = h.mount.MountPoint
+	rel := h.path
+	if h.mount.Root != "/" {
+		// A mount of a sub-tree: the process's path must lie under it.
+		var ok bool
+		if rel, ok = strings.CutPrefix(rel, h.mount.Root); !ok || rel != "" && rel[0] != '/' {
+			return "", "", false, fmt.Errorf("cgroup: process %d: its cgroup %s is outside the %s mounted at %s", pid, h.path, h.mount.Root, root)
+		}
+	}
+	dir = filepath.Join(root, rel)
+	if dir != root && !strings.HasPrefix(dir, root+"/") {
+		// /proc/PID/cgroup names a cgroup outside the reader's cgroup namespace as ../..
+		return "", "", false, fmt.Errorf("cgroup: process %d: its cgroup %s is outside this collector's cgroup namespace", pid, h.path)
+	}
+	return root, dir, h.v1, nil
+}
+
+// name is a cgroup's directory under its hierarchy's mount point as /proc/PID/cgroup
+// names it.
+func name(root, dir string) string {
+	return "/" + strings.TrimPrefix(strings.TrimPrefix(dir, root), "/")
+}
+
+// hierarchy is the hierarchy that holds controller: a v1 one where it is bound to v1 (a
+// hybrid system), else the unified one.
+func (r *Reader) hierarchy(cgs []procfs.Cgroup, controller string) (hierarchy, error) {
 	var unified *procfs.Cgroup
 	for i, cg := range cgs {
 		if cg.HierarchyID == 0 {
 			unified = &cgs[i]
 			continue
 		}
-		if !slices.Contains(cg.Controllers, "cpu") {
+		if !slices.Contains(cg.Controllers, controller) {
 			continue
 		}
 		for _, m := range r.mounts {
-			if _, ok := m.SuperOptions["cpu"]; ok && m.FSType == "cgroup" {
+			if _, ok := m.SuperOptions[controller]; ok && m.FSType == "cgroup" {
 				return hierarchy{v1: true, mount: m, path: cg.Path}, nil
 			}
 		}
-		return hierarchy{}, errors.New("the cpu controller's cgroup v1 hierarchy is not mounted here")
+		return hierarchy{}, fmt.Errorf("the %s controller's cgroup v1 hierarchy is not mounted here", controller)
 	}
 	if unified == nil {
-		return hierarchy{}, errors.New("in no cgroup hierarchy with the cpu controller")
+		return hierarchy{}, fmt.Errorf("in no cgroup hierarchy with the %s controller", controller)
 	}
 	for _, m := range r.mounts {
 		if m.FSType == "cgroup2" {

@@ -114,3 +114,64 @@ func TestThisMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The memory cgroup that met its limit in a process's life is the one named: on v2 by
+// its OOM events, the container's here, not the pod's, which had met its own before.
+func TestMemoryHitV2(t *testing.T) {
+	r := tree(t, "0::/pod/ctr\n", unified, map[string]string{
+		"sys/fs/cgroup/pod/memory.max":         "2000000000\n",
+		"sys/fs/cgroup/pod/memory.events":      "low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\n",
+		"sys/fs/cgroup/pod/ctr/memory.max":     "600000000\n",
+		"sys/fs/cgroup/pod/ctr/memory.events":  "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n",
+		"sys/fs/cgroup/pod/ctr/memory.current": "599990000\n",
+		"sys/fs/cgroup/pod/ctr/memory.peak":    "600000000\n",
+		"sys/fs/cgroup/memory.max":             "max\n",
+	})
+	m, err := r.WatchMemory(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := m.Hit(); ok || err != nil {
+		t.Fatalf("a limit met before: %v, %v", ok, err)
+	}
+	dir := filepath.Join(m.root, "pod")
+	for _, f := range []string{"memory.events", "ctr/memory.events"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("low 0\nhigh 0\nmax 40\noom 2\noom_kill 2\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, ok, err := m.Hit()
+	if want := (Limit{Cgroup: "/pod/ctr", Limit: 600000000, Usage: 599990000, Peak: 600000000}); !ok || err != nil || l != want {
+		t.Fatalf("got %+v, %v, %v; want %+v", l, ok, err, want)
+	}
+}
+
+// On v1 (the memory controller bound there, as on this project's machines) by the kills
+// in it, where its peak reached its limit; a cgroup whose limit is none is passed over.
+func TestMemoryHitV1(t *testing.T) {
+	mounts := hybrid + "35 31 0:31 / %s/cg/memory rw - cgroup cgroup rw,memory\n"
+	r := tree(t, "5:memory:/job\n3:cpu:/\n0::/\n", mounts, map[string]string{
+		"cg/memory/job/memory.limit_in_bytes":     "629145600\n",
+		"cg/memory/job/memory.oom_control":        "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+		"cg/memory/job/memory.usage_in_bytes":     "1000\n",
+		"cg/memory/job/memory.max_usage_in_bytes": "500000000\n",
+		"cg/memory/memory.limit_in_bytes":         "9223372036854771712\n",
+	})
+	m, err := r.WatchMemory(7)
+	if err != nil || len(m.levels) != 1 {
+		t.Fatalf("%+v, %v", m, err)
+	}
+	if err := os.WriteFile(filepath.Join(m.root, "job/memory.oom_control"), []byte("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := m.Hit(); ok || err != nil {
+		t.Fatalf("a kill far below the limit taken for the cgroup's: %v, %v", ok, err)
+	}
+	if err := os.WriteFile(filepath.Join(m.root, "job/memory.max_usage_in_bytes"), []byte("629000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, ok, err := m.Hit()
+	if want := (Limit{Cgroup: "/job", Limit: 629145600, Usage: 1000, Peak: 629000000}); !ok || err != nil || l != want {
+		t.Fatalf("got %+v, %v, %v; want %+v", l, ok, err, want)
+	}
+}

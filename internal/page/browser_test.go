@@ -75,6 +75,9 @@ func TestPageInBrowser(t *testing.T) {
 	if errorsText != "" {
 		t.Errorf("page errors: %s", errorsText)
 	}
+	if !strings.Contains(testbench.Text(doc), "Ended: killed by SIGKILL: "+hostile) {
+		t.Error("the process's end is not rendered")
+	}
 	if !strings.Contains(testbench.Text(doc), "time to first token p50, of 9 requests") {
 		t.Error("the requests' tiles are not rendered")
 	}

@@ -186,6 +186,8 @@
     const head = section(p.title, 'process');
     if (p.runtime) head.append(el('p', null, 'Runtime: ', el('b', 'runtime', p.runtime)));
     if (p.model) head.append(el('p', null, 'Model: ', el('b', 'model-name', p.model)));
+    // How it ended, as the kernel gave it: what is below is what it computed by then.
+    if (p.end) head.append(el('p', p.end.failed ? 'ended failed' : 'ended', 'Ended: ', el('b', 'end', p.end.text)));
     const kv = el('div', 'kv');
     for (const a of p.resource || []) kv.append(el('div', null, a.k + ' = ', el('code', null, a.v)));
     const details = el('details', null, el('summary', null, 'Resource attributes'), kv);

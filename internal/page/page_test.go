@@ -49,6 +49,7 @@ func full() *summary.View {
 		Copies:   []summary.Copy{{Source: "CPU", Destination: hostile, Copies: 2, Bytes: 4096, Seconds: 0.01}},
 		Counters: []string{"task_clock"},
 		Findings: []summary.Finding{{ID: "x", Severity: "warning", Title: hostile, Advice: hostile, Evidence: []string{hostile}}},
+		End:      &summary.End{Cause: "killed by SIGKILL", Failed: true, Text: "killed by SIGKILL: " + hostile},
 	}}}
 }
 

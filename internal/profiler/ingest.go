@@ -73,6 +73,9 @@ type inProc struct {
 	heldJobs []*assemble.Job // jobs that ended while their steps were held, exported after them
 	// phases are what the controller was told of each phase's windows (notePhases).
 	phases map[window.Phase]uint8
+	// traced is when it was marked traced (CLOCK_MONOTONIC ns); graphs and steps count
+	// the CPU graphs and the finished steps delivered since, for its end.
+	traced, graphs, steps uint64
 }
 
 func newIngest(cfg *Config, log *zap.Logger, traces, counters bool, out chan<- ptrace.Traces, spans *signals.Spans, acc *signals.Metrics) *ingest {

@@ -64,6 +64,7 @@ type Profiler struct {
 	in    *ingest     // the reader's
 	ctl   *controller // the controller's
 	quota quotas      // the metrics goroutine's
+	ends  ends        // the registry goroutine's
 
 	cmds       chan func(*ingest) // commands for the reader (do, ask)
 	calls      chan func()        // calls for the controller (call)

@@ -31,6 +31,10 @@ func (s sink) Step(d *assemble.Step) {
 	for _, g := range d.Graphs {
 		in.countTraced(tr, g)
 	}
+	tr.graphs += uint64(len(d.Graphs))
+	if !d.Cut {
+		tr.steps++
+	}
 	in.notePhases(tr, d)
 	if tr.looking && len(tr.held) < maxHeld {
 		tr.held = append(tr.held, d) // exported once its lookups are done
@@ -55,10 +59,15 @@ func (s sink) export(tr *inProc, d *assemble.Step) {
 	if !d.Dropped {
 		d.Settings = tr.settings[d.Context]
 		in.acc.Step(&tr.proc, d)
-		if in.traces && (len(d.Graphs) == 0 || s.keep()) { // graph-less steps are cheap: keep them all
+		// Graph-less steps are cheap, and the one a process ended in is its last word:
+		// keep them all.
+		if in.traces && (len(d.Graphs) == 0 || d.Cut || s.keep()) {
 			link = in.spans.Step(in.pending, &tr.proc, d)
 			s.pend()
 		}
+	}
+	if d.Cut {
+		return // it computed no token: the process's end ends its requests
 	}
 	in.ended = in.reqs.Step(d, link, in.ended[:0])
 	for _, r := range in.ended {
@@ -98,6 +107,7 @@ func (s sink) Graph(g *assemble.Graph) {
 	in := s.in
 	if tr := in.procs[int(g.PID)]; tr != nil {
 		in.countTraced(tr, g)
+		tr.graphs++
 		in.acc.Graph(&tr.proc, g)
 		if in.traces && s.keep() {
 			in.spans.Graph(in.pending, &tr.proc, g)

@@ -22,6 +22,7 @@ import (
 	"github.com/profinfer/profinfer/internal/runtimes"
 	"github.com/profinfer/profinfer/internal/signals"
 	"github.com/profinfer/profinfer/internal/simd"
+	"github.com/profinfer/profinfer/internal/watch"
 )
 
 // The registry's calls, on its own goroutine: it attaches a new process's probes itself,
@@ -79,6 +80,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 			// Traced, its threads' names come as they take them; those taken before
 			// are read here.
 			in.software = backends.Software("/proc", pid)
+			in.traced = monotonic()
 			ig.procs[pid] = in
 			if holds {
 				ig.asm.Steps(uint32(pid))
@@ -118,6 +120,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		}
 		return refuse(err)
 	}
+	p.ends.watch(pid, p.log)
 	p.log.Info("attached", zap.Int("pid", pid), zap.String("exe", proc.Exe), zap.String("runtime", f.Runtime.Name),
 		zap.String("ggml", cmp.Or(f.Target.Version, "unknown")),
 		zap.String("container", cmp.Or(f.Container, "none")), zap.Int("probes", probes), zap.Int("emulated", a.Emulated()),
@@ -225,21 +228,24 @@ func (p *Profiler) Scanned() {
 	})
 }
 
-// retiring is a traced process that exited or replaced its image, and why.
+// retiring is a traced process that exited or replaced its image, why, and how it ended
+// where the kernel said.
 type retiring struct {
 	pid int
 	why string
+	end *signals.End
 }
 
 // Retire has the reader drop a traced process once it has read the process's last
 // events, which may still wait in the ring buffer: it flushes the ring, and reaps when it
 // has drained it.
-func (p *Profiler) Retire(pid int, why string) {
+func (p *Profiler) Retire(pid int, why string, exit *watch.Exit) {
+	end := p.ends.end(pid, exit, p.log)
 	p.do(func(in *ingest) {
 		if in.procs[pid] == nil {
 			return
 		}
-		in.retiring = append(in.retiring, retiring{pid, why})
+		in.retiring = append(in.retiring, retiring{pid, why, end})
 		if err := p.reader.Flush(); err != nil {
 			p.log.Debug("flushing the ring buffer", zap.Error(err))
 		}
@@ -255,10 +261,17 @@ func (p *Profiler) reap() {
 		if t == nil {
 			continue
 		}
-		in.asm.Exit(uint32(r.pid))
+		at := monotonic() // an image replaced, or an end no notice told: about now
+		if r.end != nil {
+			at = r.end.At
+		}
+		in.asm.Exit(uint32(r.pid), at)
 		t.looking = false
 		in.release(t)
 		in.endRequests(t, requests.Exited)
+		if r.end != nil {
+			in.exited(t, r.end)
+		}
 		in.acc.Forget(r.pid)
 		delete(in.procs, r.pid)
 		_ = probe.Trace(&p.bpf.ProfinferMaps, r.pid, false)

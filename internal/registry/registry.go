@@ -49,8 +49,9 @@ type Tracer interface {
 	// Extend adds probes on the GGML objects a traced process mapped since it was traced
 	// (a binding that loads libllama with dlopen after its backend).
 	Extend(proc *discover.Process, ctx *ggml.Context)
-	// Retire removes a traced process that exited or replaced its image.
-	Retire(pid int, why string)
+	// Retire removes a traced process that exited or replaced its image; exit is how it
+	// ended where the kernel's notice said, else nil.
+	Retire(pid int, why string, exit *watch.Exit)
 	// Traced is the set of traced processes.
 	Traced() map[int]bool
 	// Scanned follows each full scan of /proc: the tracer drops what it keeps for threads
@@ -223,7 +224,7 @@ func (r *Registry) Scan(first bool) error {
 	traced := r.tracer.Traced()
 	for pid := range traced {
 		if _, ok := pids[pid]; !ok || !r.alive(pid) {
-			r.tracer.Retire(pid, retired[watch.Exited])
+			r.tracer.Retire(pid, retired[watch.Exited], nil)
 		}
 	}
 	for pid := range r.rejected {
@@ -403,7 +404,11 @@ func (r *Registry) Watch(w *watch.Watcher, interval time.Duration) {
 		now := r.now()
 		for _, n := range got {
 			if why, gone := retired[n.Kind]; gone {
-				r.tracer.Retire(n.PID, why)
+				var exit *watch.Exit
+				if n.Kind == watch.Exited {
+					exit = &n.Exit
+				}
+				r.tracer.Retire(n.PID, why, exit)
 			}
 			if n.Kind != watch.Exited { // Mapped, or Execed: a new image to look at
 				queue.Add(n.PID, now)

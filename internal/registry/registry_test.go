@@ -18,6 +18,7 @@ import (
 	"github.com/profinfer/profinfer/internal/discover"
 	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/watch"
 )
 
 // fakeProc is a /proc tree of a few processes, each with a stat (for its virtual size),
@@ -78,7 +79,7 @@ func (t *tracer) Trace(f *Found) error {
 	return nil
 }
 func (t *tracer) Extend(*discover.Process, *ggml.Context) {}
-func (t *tracer) Retire(pid int, why string) {
+func (t *tracer) Retire(pid int, why string, _ *watch.Exit) {
 	if t.traced[pid] {
 		delete(t.traced, pid)
 		t.retired = append(t.retired, fmt.Sprintf("%d: %s", pid, why))

@@ -28,7 +28,7 @@ func lead(w io.Writer, p *summary.Process) {
 		}
 	}
 	fmt.Fprintf(w, "\nwhere a %s's time went, by backend: ms a %s, over %d %ss in %d %s (%s)\n",
-		l.Unit, l.Unit, l.Per, l.Unit, l.Steps, steps(p.Runtime), strings.Join(phases, " and "))
+		l.Unit, l.Unit, l.Per, l.Unit, l.Steps, summary.Steps(p.Runtime), strings.Join(phases, " and "))
 	fmt.Fprintln(w, "backend\tshare\tCPU computing\tCPU handing over\tcopies\tdevice, at most\tCPU waiting\tsplits\t")
 	for _, t := range l.Parts {
 		fmt.Fprintf(w, "%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%d\t\n", Text(summary.BackendName(t.Backend)), 100*t.Share,

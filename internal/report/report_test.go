@@ -125,8 +125,8 @@ func BenchmarkRead(b *testing.B) {
 // under a quota gets the quota's line; a hostile cgroup name is escaped.
 func TestTableShared(t *testing.T) {
 	v := &summary.View{Processes: []*summary.Process{{
-		Title:  "llama-server (pid 7)",
-		Quota:  &summary.Quota{Cgroup: "/job\x1b[2J", CPUs: 1, Periods: 10, Throttled: 9, ThrottledSeconds: 0.8, Threads: 2, SinceMade: true},
+		Title: "llama-server (pid 7)",
+		Quota: &summary.Quota{Cgroup: "/job\x1b[2J", CPUs: 1, Periods: 10, Throttled: 9, ThrottledSeconds: 0.8, Threads: 2, SinceMade: true},
 		Phases: []*summary.Phase{
 			{Name: "decode", CPU: &summary.ThreadsCPU{Graphs: 4, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedDisk}},
 			{Name: "prefill", CPU: &summary.ThreadsCPU{Graphs: 2, Share: 0.97, Judged: true, Perturbed: 1}},

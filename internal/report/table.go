@@ -45,15 +45,18 @@ func Table(w io.Writer, v *summary.View) error {
 		if q := p.Quota; q != nil {
 			fmt.Fprintf(tw, "%s\n", quotaLine(q))
 		}
+		if e := p.End; e != nil {
+			fmt.Fprintf(tw, "ended: %s\n", Text(e.Text))
+		}
 		lead(tw, p)
 		offloads := summary.Offloads(p)
 		for _, ph := range p.Phases {
 			if ph.Tokens > 0 {
 				fmt.Fprintf(tw, "\n%s: %d tokens in %d %s, %.1f tokens/s; %d graphs traced, %.1f ms%s\n",
-					ph.Name, ph.Tokens, ph.Decodes, steps(p.Runtime), ph.TokensPerSec, ph.TracedGraphs, ph.GraphSeconds*1e3, onCPU(ph.CPU))
+					ph.Name, ph.Tokens, ph.Decodes, summary.Steps(p.Runtime), ph.TokensPerSec, ph.TracedGraphs, ph.GraphSeconds*1e3, onCPU(ph.CPU))
 			} else {
 				fmt.Fprintf(tw, "\n%s: %d %s, %.1f ms; %d graphs traced, %.1f ms%s\n",
-					ph.Name, ph.Decodes, steps(p.Runtime), ph.DecodeSeconds*1e3, ph.TracedGraphs, ph.GraphSeconds*1e3, onCPU(ph.CPU))
+					ph.Name, ph.Decodes, summary.Steps(p.Runtime), ph.DecodeSeconds*1e3, ph.TracedGraphs, ph.GraphSeconds*1e3, onCPU(ph.CPU))
 			}
 			if len(ph.Ops) == 0 {
 				continue
@@ -84,17 +87,6 @@ func Table(w io.Writer, v *summary.View) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
-}
-
-// steps is what a runtime's steps are called.
-func steps(runtime string) string {
-	switch runtime {
-	case "whisper.cpp":
-		return "passes"
-	case "ggml":
-		return "scheduler computations"
-	}
-	return "decodes"
 }
 
 // onCPU is a phase's threads' share of a CPU, for its heading, or why it is no verdict.

@@ -112,6 +112,47 @@ const (
 	ProfinferRecordsLost = "profinfer.records_lost"
 )
 
+// A process's end.
+const (
+	// ProcessExitCode (int; [EventProcessExit]): its exit status, where it exited;
+	// absent where a signal killed it.
+	ProcessExitCode = "process.exit.code"
+	// ProfinferExitSignal (string; [EventProcessExit]): the signal that killed it
+	// (SIGKILL, …); absent where it exited.
+	ProfinferExitSignal = "profinfer.exit.signal"
+	// ProfinferExitCoreDumped (bool; [EventProcessExit]): true where the signal dumped
+	// core.
+	ProfinferExitCoreDumped = "profinfer.exit.core_dumped"
+	// ProfinferExitOOMKiller (string; [EventProcessExit]): where the kernel's OOM killer
+	// chose it: cgroup (its memory cgroup met its limit), system (the machine ran out of
+	// memory) or unknown (its memory cgroups could not be read); absent where it did not.
+	ProfinferExitOOMKiller = "profinfer.exit.oom_killer"
+	// ProfinferExitCgroup (string; [EventProcessExit]): the memory cgroup whose limit it
+	// met, as /proc/PID/cgroup names it; with the cgroup OOM killer.
+	ProfinferExitCgroup = "profinfer.exit.cgroup"
+	// ProfinferExitMemoryLimit (int; [EventProcessExit]): that cgroup's memory limit,
+	// bytes.
+	ProfinferExitMemoryLimit = "profinfer.exit.memory.limit"
+	// ProfinferExitMemoryUsage (int; [EventProcessExit]): its memory usage as the process
+	// ended, bytes, which the process's end may already have freed.
+	ProfinferExitMemoryUsage = "profinfer.exit.memory.usage"
+	// ProfinferExitMemoryPeak (int; [EventProcessExit]): its peak memory usage, bytes;
+	// absent where the kernel keeps none.
+	ProfinferExitMemoryPeak = "profinfer.exit.memory.peak"
+	// ProfinferExitCause (string; [EventProcessExit]): all of that in words, as the
+	// span's status says it.
+	ProfinferExitCause = "profinfer.exit.cause"
+	// ProfinferExitGraphs (int; [EventProcessExit]): CPU graphs it computed while traced,
+	// finished or cut.
+	ProfinferExitGraphs = "profinfer.exit.graphs"
+	// ProfinferExitSteps (int; [EventProcessExit]): steps (llama_decode calls, …) it
+	// finished while traced.
+	ProfinferExitSteps = "profinfer.exit.steps"
+	// ProfinferCut (bool; [SpanDecode], steps, [SpanGraph]): true where the process ended
+	// inside it: its end is the process's, and it holds what was computed by then.
+	ProfinferCut = "profinfer.cut"
+)
+
 // Steps.
 const (
 	// GGMLPhase (string; steps, and [SpanSplit], [SpanCopy], [SpanGraph] in them): the

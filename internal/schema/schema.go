@@ -64,4 +64,15 @@ const (
 	// and ggml.node where not; linked to the nodes whose results it read. Parent: its
 	// [SpanGraph].
 	SpanNode = "ggml.node"
+	// SpanProcess: per traced process that ended while traced (exited, or was killed),
+	// from profinfer's attach to its end, with one [EventProcessExit] event; error status
+	// where it did not exit with status 0. Parent: none, a trace's root.
+	SpanProcess = "profinfer.process"
+)
+
+// Span events.
+const (
+	// EventProcessExit: at a process's end, how it ended as the kernel gave it, on its
+	// [SpanProcess].
+	EventProcessExit = "process.exit"
 )

@@ -120,7 +120,7 @@ func TestSchemaDoc(t *testing.T) {
 			return "`" + v + "`"
 		})
 	}
-	var spans, attrs, hists, read strings.Builder
+	var spans, events, attrs, hists, read strings.Builder
 	lastGroup, spanGroup := "", ""
 	for _, c := range cs {
 		m := form.FindStringSubmatch(c.doc)
@@ -137,6 +137,12 @@ func TestSchemaDoc(t *testing.T) {
 			}
 			spans.WriteString("| " + key + " | " + when + " | " + parent + " |\n")
 			spanGroup = md(strings.TrimPrefix(c.group, "Span names. "))
+		case strings.HasPrefix(c.name, "Event"):
+			when, on, ok := strings.Cut(text, ", on ")
+			if !ok || a != "" {
+				t.Errorf("%s: no span it is on, or a type", c.name)
+			}
+			events.WriteString("| " + key + " | " + when + " | " + strings.TrimSuffix(on, ".") + " |\n")
 		case c.file == "attributes.go":
 			if !slices.Contains(types, a) {
 				t.Errorf("%s: type %q is none of %v", c.name, a, types)
@@ -173,6 +179,9 @@ in [documentation.md](../documentation.md), generated from metadata.yaml.
 | Span | Emitted | Parent |
 |---|---|---|
 ` + spans.String() + `
+| Event | Emitted | On |
+|---|---|---|
+` + events.String() + `
 ## Span attributes
 
 | Key | Type | On | Meaning |

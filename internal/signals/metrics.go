@@ -170,7 +170,8 @@ func (m *Metrics) process(p *Origin) *processMetrics {
 }
 
 // Step counts a step's tokens and time where it is a prefill or decode (llama_decode,
-// Ollama's engine's batches), and every split, copy and node of its graphs.
+// Ollama's engine's batches), and every split, copy and node of its graphs. A step the
+// process ended inside counts for its graphs alone: it computed no token.
 func (m *Metrics) Step(p *Origin, d *assemble.Step) {
 	pm := m.process(p)
 	ph := 1
@@ -180,11 +181,11 @@ func (m *Metrics) Step(p *Origin, d *assemble.Step) {
 	case Phase(d.Tokens) == "prefill":
 		ph = 0
 	}
-	if ph >= 0 {
+	if ph >= 0 && !d.Cut {
 		pm.tokens[ph] += int64(d.Tokens)
 		pm.decodeDur[ph].add(float64(d.End-d.Start) / 1e9)
 	}
-	if d.Kind == assemble.SchedCompute {
+	if d.Kind == assemble.SchedCompute && !d.Cut {
 		addSpan(pm.steps, d.Phase, d.End-d.Start)
 	}
 	if d.Batch.N > 0 {

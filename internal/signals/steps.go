@@ -64,6 +64,7 @@ func (s *Spans) decode(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Spa
 	a.PutInt(schema.ThreadID, int64(d.TID))
 	putBatch(a, &d.Batch)
 	putSettings(a, &d.Settings)
+	putCut(a, d.Cut)
 	if d.Result != 0 {
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage("llama_decode returned " + strconv.Itoa(d.Result))
@@ -109,9 +110,17 @@ func (s *Spans) compute(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Sp
 		}
 	}
 	a.PutInt(schema.ThreadID, int64(d.TID))
+	putCut(a, d.Cut)
 	if d.Result != 0 {
 		sp.Status().SetCode(ptrace.StatusCodeError)
 		sp.Status().SetMessage(name + " returned " + strconv.Itoa(d.Result))
+	}
+}
+
+// putCut marks a step or graph the process ended inside.
+func putCut(a pcommon.Map, cut bool) {
+	if cut {
+		a.PutBool(schema.ProfinferCut, true)
 	}
 }
 

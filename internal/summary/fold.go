@@ -109,6 +109,8 @@ type proc struct {
 	threads          int64      // the most threads a graph was computed with
 	quota            quotaState // the cgroup CPU quota
 	simd             SIMD
+	end              *End // how it ended, from its process span
+	cut              bool // a step of it was cut short by its end
 }
 
 type phase struct {
@@ -212,6 +214,8 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 				a.decode(p, s)
 			case s.Name() == schema.SpanTranscription:
 				p.job(s)
+			case s.Name() == schema.SpanProcess:
+				p.exit(s)
 			case schema.Str(s.Attributes(), schema.GenAIOperationName) != "":
 				p.request(s)
 			case isStep(s):
@@ -221,7 +225,7 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 		graphs := map[pcommon.SpanID]*graphRef{}
 		schema.EachSpan(rs, func(s ptrace.Span) {
 			switch s.Name() {
-			case schema.SpanDecode, schema.SpanTranscription:
+			case schema.SpanDecode, schema.SpanTranscription, schema.SpanProcess:
 			case schema.SpanGraph:
 				graphs[s.SpanID()] = a.graph(p, s)
 			case schema.SpanSplit:

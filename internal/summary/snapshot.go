@@ -92,6 +92,12 @@ func (p *proc) snapshot() *Process {
 		out.Quota = &Quota{Cgroup: q.cgroup, CPUs: q.cpus, Periods: int64(q.periods.delta(all)), Throttled: int64(q.throttled.delta(all)),
 			ThrottledSeconds: q.throttledTime.delta(all), SinceMade: all, Threads: p.threads}
 	}
+	if p.end != nil {
+		e := *p.end
+		e.Cut = p.cut
+		e.Text = e.text(p.runtime)
+		out.End = &e
+	}
 	return out
 }
 

@@ -2,6 +2,7 @@ package summary
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -22,8 +23,13 @@ func (a *Aggregator) decode(p *proc, s ptrace.Span) {
 
 // addStep counts step s (a llama_decode, or a runtime's other step) of tokens into phase
 // name: its calls, tokens and time, its latency where it decodes one token, and the
-// tokens per second of prefill and decode.
+// tokens per second of prefill and decode. A step the process ended inside computed no
+// token: its graphs count in its phase, it does not.
 func (p *proc) addStep(s ptrace.Span, name string, tokens int64) {
+	if boolAttr(s.Attributes(), schema.ProfinferCut) {
+		p.cut = true
+		return
+	}
 	ph := p.phase(name)
 	ph.Decodes++
 	ph.Tokens += tokens
@@ -122,4 +128,47 @@ func (p *proc) addRate(sec int64, name string, tokens int64) {
 	} else {
 		p.rate[i].Decode += tokens
 	}
+}
+
+// Steps names a runtime's steps, plural: llama.cpp's decodes, whisper.cpp's passes.
+func Steps(runtime string) string {
+	switch runtime {
+	case "whisper.cpp":
+		return "passes"
+	case "ggml":
+		return "scheduler computations"
+	}
+	return "decodes"
+}
+
+// exit notes how p ended, from its process span s.
+func (p *proc) exit(s ptrace.Span) {
+	for i := 0; i < s.Events().Len(); i++ {
+		ev := s.Events().At(i)
+		if ev.Name() != schema.EventProcessExit {
+			continue
+		}
+		a := ev.Attributes()
+		e := &End{At: ev.Timestamp().AsTime().UTC(), Cause: schema.Str(a, schema.ProfinferExitCause),
+			Failed: s.Status().Code() == ptrace.StatusCodeError,
+			OOM:    schema.Str(a, schema.ProfinferExitOOMKiller), Cgroup: schema.Str(a, schema.ProfinferExitCgroup),
+			Limit: schema.Int(a, schema.ProfinferExitMemoryLimit), Usage: schema.Int(a, schema.ProfinferExitMemoryUsage),
+			Peak: schema.Int(a, schema.ProfinferExitMemoryPeak), Graphs: schema.Int(a, schema.ProfinferExitGraphs),
+			Steps: schema.Int(a, schema.ProfinferExitSteps)}
+		p.end = e
+	}
+}
+
+// text is e's line: "killed by SIGKILL: …; 3 graphs computed and 0 decodes completed
+// while traced, and the one in progress cut short".
+func (e *End) text(runtime string) string {
+	graphs := "graphs"
+	if e.Graphs == 1 {
+		graphs = "graph"
+	}
+	t := fmt.Sprintf("%s; %d %s computed and %d %s completed while traced", e.Cause, e.Graphs, graphs, e.Steps, Steps(runtime))
+	if e.Cut {
+		t += ", and the one in progress cut short"
+	}
+	return t
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/signals"
+	"github.com/profinfer/profinfer/internal/watch"
 )
 
 var peaks = roofline.Peaks{FLOPS: 100e9, Bandwidth: 20e9}
@@ -616,5 +617,34 @@ func TestOpFractionOfItsNodesRoofs(t *testing.T) {
 	large, _ := withCaches.Memory(roofline.Work{Bytes: 10e6}, 0) // memory's, but for L1's share
 	if want := (0.2*1e-6 + 10e9/large*1e-3) / (1e-6 + 1e-3); o.Op != "ADD" || o.Calls != 2 || math.Abs(o.PeakFrac-want) > 1e-9 {
 		t.Errorf("op %+v, want fraction %g", o, want)
+	}
+}
+
+// A process killed inside its first prefill by its memory cgroup's OOM killer is shown,
+// with its end and what it computed: the cut prefill's graph and nodes, and no token.
+func TestEnded(t *testing.T) {
+	bench := &signals.Origin{PID: 9, VPID: 9, Exe: "/bin/llama-bench", Runtime: "llama.cpp"}
+	d := decodeOf(64, 1000, node("MUL_MAT", "Qcur-0", "q4_0", 1010, 1310, 1e6, 1e6))
+	d.Cut, d.Graphs[0].Cut = true, true
+	td := traces(bench, d)
+	s := signals.NewSpans(signals.Clock{Offset: 1e18}, true, peaks, nil)
+	s.Exit(td, bench, &signals.End{Exit: watch.Exit{At: 1400, Status: 9, OOM: true}, Traced: 500, OOM: signals.OOMCgroup, Graphs: 1,
+		Memory: cgroup.Limit{Cgroup: "/job", Limit: 600e6, Usage: 1e6, Peak: 600e6}})
+	a := New()
+	a.Traces(td)
+	v := a.Snapshot()
+	if len(v.Processes) != 1 {
+		t.Fatalf("%d processes", len(v.Processes))
+	}
+	p := v.Processes[0]
+	e := p.End
+	want := "killed by SIGKILL: the OOM killer, for memory cgroup /job's limit (600.0 MB; usage 1.0 MB, peak 600.0 MB); " +
+		"1 graph computed and 0 decodes completed while traced, and the one in progress cut short"
+	if e == nil || e.Text != want || !e.Failed || e.OOM != "cgroup" || e.Limit != 600e6 || e.Peak != 600e6 || !e.Cut {
+		t.Fatalf("end %+v\nwant text %q", e, want)
+	}
+	if len(p.Phases) != 1 || p.Phases[0].Decodes != 0 || p.Phases[0].Tokens != 0 || p.Phases[0].TracedGraphs != 1 ||
+		len(p.Phases[0].Ops) != 1 || p.Latency.Count != 0 {
+		t.Fatalf("phases %+v, latency %+v", p.Phases, p.Latency)
 	}
 }

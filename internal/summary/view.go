@@ -54,6 +54,8 @@ type Process struct {
 	NextWindow time.Time `json:"next_window,omitzero"`
 	// SIMD is the SIMD its CPU backend was built for against its CPU's.
 	SIMD SIMD `json:"simd,omitzero"`
+	// End is how it ended, where profinfer saw it end while traced; nil otherwise.
+	End *End `json:"end,omitempty"`
 }
 
 // SIMD is what ggml.cpu.simd and host.cpu.simd say, on internal/simd's scale: Build
@@ -61,6 +63,28 @@ type Process struct {
 type SIMD struct {
 	Build string `json:"build,omitempty"`
 	Host  string `json:"host,omitempty"`
+}
+
+// End is how a process ended, from its process span's exit event.
+type End struct {
+	At    time.Time `json:"at"`
+	Cause string    `json:"cause"` // as the kernel gave it, in words
+	// Failed says that it did not exit with status 0.
+	Failed bool `json:"failed,omitempty"`
+	// OOM is where the OOM killer chose it (cgroup, system, unknown); "" where it did not.
+	OOM string `json:"oom,omitempty"`
+	// Cgroup, Limit, Usage and Peak are the memory cgroup whose limit it met and its
+	// bytes, with the cgroup OOM killer.
+	Cgroup string `json:"cgroup,omitempty"`
+	Limit  int64  `json:"limit,omitempty"`
+	Usage  int64  `json:"usage,omitempty"`
+	Peak   int64  `json:"peak,omitempty"`
+	// Graphs and Steps are what it computed while traced; Cut says that it ended inside
+	// a step, which the phases hold as far as it went.
+	Graphs int64  `json:"graphs"`
+	Steps  int64  `json:"steps"`
+	Cut    bool   `json:"cut,omitempty"`
+	Text   string `json:"text"` // all of it in a line, for the page and the report
 }
 
 // KV is one resource attribute, as text.

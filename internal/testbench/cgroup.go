@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Cgroup is a cgroup with a CPU quota, made for a test.
+// Cgroup is a cgroup with a CPU quota or a memory limit, made for a test.
 type Cgroup struct {
 	Dir string // its directory in the cgroup file system
 }
@@ -21,25 +21,47 @@ type Cgroup struct {
 // throttled periods, however it falls, rather than fitting between two.
 func CPUQuota(t testing.TB, cpus float64) *Cgroup {
 	t.Helper()
-	name := fmt.Sprintf("profinfer-test-%d-%d", os.Getpid(), time.Now().UnixNano())
 	const period = 10000 // µs
 	quota := int(cpus * period)
-	var c Cgroup
-	var files [][2]string
 	switch {
 	case exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"):
-		c.Dir = filepath.Join("/sys/fs/cgroup/cpu", name)
-		files = [][2]string{{"cpu.cfs_period_us", fmt.Sprint(period)}, {"cpu.cfs_quota_us", fmt.Sprint(quota)}}
+		return made(t, "/sys/fs/cgroup/cpu", "", [][2]string{{"cpu.cfs_period_us", fmt.Sprint(period)}, {"cpu.cfs_quota_us", fmt.Sprint(quota)}})
 	case controllerV2("cpu"):
-		// The root must hand the controller down to its children.
-		if err := os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+cpu"), 0); err != nil {
-			Missing(t, "the cpu controller for a cgroup v2 child: "+err.Error())
-		}
-		c.Dir = filepath.Join("/sys/fs/cgroup", name)
-		files = [][2]string{{"cpu.max", fmt.Sprintf("%d %d", quota, period)}}
-	default:
-		Missing(t, "a cgroup file system with the cpu controller")
+		return made(t, "/sys/fs/cgroup", "cpu", [][2]string{{"cpu.max", fmt.Sprintf("%d %d", quota, period)}})
 	}
+	Missing(t, "a cgroup file system with the cpu controller")
+	return nil
+}
+
+// MemoryLimit makes a cgroup whose tasks may use limit bytes of memory, in the hierarchy
+// that holds the memory controller (v1 where it is bound there, else v2), without swap
+// beyond it where swap is accounted. It is removed when the test ends.
+func MemoryLimit(t testing.TB, limit int64) *Cgroup {
+	t.Helper()
+	switch {
+	case exists("/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+		files := [][2]string{{"memory.limit_in_bytes", fmt.Sprint(limit)}}
+		if exists("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes") {
+			files = append(files, [2]string{"memory.memsw.limit_in_bytes", fmt.Sprint(limit)})
+		}
+		return made(t, "/sys/fs/cgroup/memory", "", files)
+	case controllerV2("memory"):
+		return made(t, "/sys/fs/cgroup", "memory", [][2]string{{"memory.max", fmt.Sprint(limit)}, {"memory.swap.max", "0"}})
+	}
+	Missing(t, "a cgroup file system with the memory controller")
+	return nil
+}
+
+// made makes a cgroup under root with files written in order, removed when the test
+// ends; on v2, the root hands controller down to its children first.
+func made(t testing.TB, root, controller string, files [][2]string) *Cgroup {
+	t.Helper()
+	if controller != "" {
+		if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+"+controller), 0); err != nil {
+			Missing(t, "the "+controller+" controller for a cgroup v2 child: "+err.Error())
+		}
+	}
+	c := &Cgroup{Dir: filepath.Join(root, fmt.Sprintf("profinfer-test-%d-%d", os.Getpid(), time.Now().UnixNano()))}
 	if err := os.Mkdir(c.Dir, 0o755); err != nil {
 		Missing(t, "a cgroup of our own: "+err.Error())
 	}
@@ -54,7 +76,7 @@ func CPUQuota(t testing.TB, cpus float64) *Cgroup {
 			t.Fatalf("setting %s of %s: %v", f[0], c.Dir, err)
 		}
 	}
-	return &c
+	return c
 }
 
 // Command is name and args as a command line that moves itself into the cgroup, then

@@ -35,6 +35,41 @@ const (
 type Notice struct {
 	PID  int
 	Kind Kind
+	Exit Exit // an Exited notice's
+}
+
+// Exit is how a traced process ended, as the kernel gives it.
+type Exit struct {
+	At     uint64 // CLOCK_MONOTONIC ns, the clock of the profiler's records
+	Status uint32 // wait(2)'s status
+	// OOM says that the kernel's OOM killer chose the process, for its memory cgroup's
+	// limit or for the system's memory: which one, the cgroup's counts tell.
+	OOM bool
+}
+
+// Signal is the signal that killed the process; 0 where it exited.
+func (e Exit) Signal() int { return int(e.Status & 0x7f) }
+
+// Code is the process's exit status where it exited (Signal is 0).
+func (e Exit) Code() int { return int(e.Status >> 8 & 0xff) }
+
+// Core says that the signal dumped core.
+func (e Exit) Core() bool { return e.Status&0x80 != 0 }
+
+// noticeSize is the size of watch.bpf.c's struct notice.
+const noticeSize = 24
+
+// parse reads a notice record.
+func parse(b []byte) (Notice, error) {
+	if len(b) < noticeSize {
+		return Notice{}, fmt.Errorf("notice record of %d bytes, want %d", len(b), noticeSize)
+	}
+	e := binary.NativeEndian
+	n := Notice{PID: int(e.Uint32(b)), Kind: Kind(e.Uint32(b[4:]))}
+	if n.Kind == Exited {
+		n.Exit = Exit{At: e.Uint64(b[8:]), Status: e.Uint32(b[16:]), OOM: e.Uint32(b[20:]) != 0}
+	}
+	return n, nil
 }
 
 // Loaders are the dynamic loaders whose debugger hook reports loaded objects, as the
@@ -132,11 +167,11 @@ func (w *Watcher) Read(deadline time.Time, got []Notice) ([]Notice, error) {
 		case err != nil:
 			return got, err
 		}
-		b := w.rec.RawSample
-		if len(b) < 8 {
-			return got, errors.New("short notice record")
+		n, err := parse(w.rec.RawSample)
+		if err != nil {
+			return got, err
 		}
-		got = append(got, Notice{PID: int(binary.NativeEndian.Uint32(b)), Kind: Kind(binary.NativeEndian.Uint32(b[4:]))})
+		got = append(got, n)
 		deadline = past
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/internal/testbench"
 )
@@ -42,9 +43,9 @@ type notices struct {
 	read []Notice // read and not yet looked at
 }
 
-// until reads the notices about pid up to the first of kind want, and returns the kinds
-// of those before it. It fails after a second without one.
-func (ns *notices) until(t *testing.T, pid int, want Kind) []Kind {
+// until reads the notices about pid up to the first of kind want, and returns it and the
+// kinds of those before it. It fails after a second without one.
+func (ns *notices) until(t *testing.T, pid int, want Kind) (Notice, []Kind) {
 	t.Helper()
 	deadline := time.Now().Add(time.Second)
 	var before []Kind
@@ -61,7 +62,7 @@ func (ns *notices) until(t *testing.T, pid int, want Kind) []Kind {
 			continue
 		}
 		if n.Kind == want {
-			return before
+			return n, before
 		}
 		before = append(before, n.Kind)
 	}
@@ -90,14 +91,14 @@ func TestNotices(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdin.Close()
-	if before := ns.until(t, pid, Execed); slices.Contains(before, Exited) {
+	if _, before := ns.until(t, pid, Execed); slices.Contains(before, Exited) {
 		t.Fatalf("notices %v before the exec", before)
 	}
 	ns.until(t, pid, Mapped) // sleep's loader
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if before := ns.until(t, pid, Exited); slices.Contains(before, Execed) {
+	if _, before := ns.until(t, pid, Exited); slices.Contains(before, Execed) {
 		t.Fatalf("notices %v before the exit", before)
 	}
 }
@@ -171,4 +172,55 @@ func TestReadGathers(t *testing.T) {
 	if slices.ContainsFunc(again, func(n Notice) bool { _, ok := pids[n.PID]; return ok }) {
 		t.Errorf("a second read has some of theirs again: %v (%v)", again, err)
 	}
+}
+
+// A traced process's exit notice says how it ended: its exit status, the signal that
+// killed it, and whether the OOM killer chose it (here for its memory cgroup's limit).
+func TestExitCauses(t *testing.T) {
+	w, traced := open(t)
+	ns := &notices{w: w}
+	for _, c := range []struct {
+		name, script string
+		limit        int64 // a memory cgroup's, if any
+		code, signal int
+		oom          bool
+	}{
+		{name: "exit", script: "exit 3", code: 3},
+		{name: "signal", script: "kill -TERM $$", signal: 15},
+		{name: "oom", script: "exec tail /dev/zero", limit: 32 << 20, signal: 9, oom: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name, args := "/bin/sh", []string{"-c", "read x; " + c.script}
+			if c.limit > 0 {
+				name, args = testbench.MemoryLimit(t, c.limit).Command(name, args...)
+			}
+			cmd := exec.Command(name, args...)
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid := cmd.Process.Pid
+			if err := traced.Put(uint32(pid), uint32(0)); err != nil {
+				t.Fatal(err)
+			}
+			start := monotonic()
+			stdin.Close()
+			_ = cmd.Wait()
+			n, _ := ns.until(t, pid, Exited)
+			e := n.Exit
+			if e.Code() != c.code || e.Signal() != c.signal || e.OOM != c.oom || e.At < start || e.At > monotonic() {
+				t.Errorf("exit %+v: code %d, signal %d, OOM %v; want %d, %d, %v, at after %d", e, e.Code(), e.Signal(), e.OOM,
+					c.code, c.signal, c.oom, start)
+			}
+		})
+	}
+}
+
+func monotonic() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }
