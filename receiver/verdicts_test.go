@@ -5,6 +5,7 @@ package receiver
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -19,9 +20,10 @@ import (
 )
 
 // Short runs under the default config (a sampling window every 10 s, so a phase has one
-// graph traced node by node, or two), each with one cause planted or none: every phase is
-// judged over all its graphs, no figure is printed for graphs left out, and an op slow for
-// a reason the graphs show is called by it, never overhead-bound.
+// graph traced node by node, or two), each with one cause planted or none: healthy, 8
+// threads on 2 cores, and the F16 model in a memory cgroup at 60% of its file. Every
+// phase is judged over all its graphs, no figure is printed for graphs left out, and an op
+// slow for a reason the graphs show is called by it, never overhead-bound.
 func TestE2EVerdictsShortRuns(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -29,8 +31,8 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.jsonl")
 	bench := e.Bin("llama-bench")
 	runCollector(t, ctx, viewConfig("profinfer", fmt.Sprintf("{targets: [{executable: %q}]}", bench), out, freePort(t)))
-	run := func(args ...string) int {
-		p, err := testbench.Start(bench, args...)
+	run := func(name string, args ...string) int {
+		p, err := testbench.Start(name, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,8 +41,18 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 		}
 		return p.PID()
 	}
-	healthy := run(e.BenchArgs("llama-1b-q4_0", 64, 64, 2, 3)...)
-	over := run(e.BenchArgs("llama-1b-q4_0", 64, 32, 8, 1)...) // 8 threads on 2 cores
+	healthy := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 64, 2, 3)...)
+	over := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 8, 1)...) // 8 threads on 2 cores
+	// The F16 model in a memory cgroup at 60% of its file: its weights are read back from
+	// the file every token (F16 weights stay file-backed, where Q4_0's are repacked into
+	// anonymous memory and the process is OOM-killed instead).
+	f16 := e.Model("llama-1b-f16")
+	st, err := os.Stat(f16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, args := testbench.MemoryLimit(t, st.Size()*6/10).Command(bench, e.BenchArgs("llama-1b-f16", 8, 8, 2, 1)...)
+	disk := run(name, args...)
 	settle(t, ctx, out)
 	v := summarize(t, out)
 	advise.Annotate(v)
@@ -88,6 +100,27 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 		t.Errorf("8 threads on 2 cores: %s", f.Title)
 	}
 	noFalseShare(t, "8 threads", text)
+
+	p = byPID(t, v, disk)
+	text = table(t, p)
+	dec = phaseNamed(t, p, "decode")
+	if c := dec.CPU; c == nil || !c.Starved || c.Lacked != summary.LackedDisk || c.MajorFaults < c.Graphs {
+		t.Errorf("F16 in 60%% of its memory: decode's threads %+v, want starved, waiting for the disk", c)
+	}
+	for _, o := range dec.Ops {
+		if o.Bound != summary.BoundDisk {
+			t.Errorf("F16 in 60%% of its memory: decode %s %s judged %q: %s", o.Op, o.Weight, o.Bound, o.Why)
+		}
+	}
+	if f := finding(p, "threads-blocked"); f == nil || !strings.Contains(f.Title, "disk") {
+		t.Errorf("F16 in 60%% of its memory: no finding of the disk: %v", findingIDs(p))
+	}
+	for _, id := range []string{"overhead-bound", "threads-contended"} {
+		if f := finding(p, id); f != nil {
+			t.Errorf("F16 in 60%% of its memory: %s", f.Title)
+		}
+	}
+	noFalseShare(t, "F16 in 60% of its memory", text)
 }
 
 // table is the text report of p, as `profinfer report` prints it.

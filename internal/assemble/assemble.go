@@ -59,8 +59,12 @@ func (c *counting) read(v *events.Counters) (d *events.Counters) {
 
 type process struct {
 	decode *Step // the open step
-	job    *Job  // the open job
-	split  *Split
+	// nextPos is the position llama_decode gives the first token of a batch without
+	// positions (it places them after sequence 0's last), known from a clearing of the
+	// memory on; -1 until then.
+	nextPos int32
+	job     *Job // the open job
+	split   *Split
 	// held is the last decode, kept from the sink while a device computes its splits:
 	// the CPU's wait for them ends them, or the next decode sends it as it is.
 	held    *Step
@@ -101,7 +105,7 @@ func New(sink Sink) *Assembler {
 func (a *Assembler) proc(pid uint32) *process {
 	p := a.procs[pid]
 	if p == nil {
-		p = &process{threads: map[uint32]*thread{}}
+		p = &process{threads: map[uint32]*thread{}, nextPos: -1}
 		a.procs[pid] = p
 	}
 	return p
@@ -110,9 +114,30 @@ func (a *Assembler) proc(pid uint32) *process {
 // DecodeEnter starts a llama_decode of tokens tokens. A step still open lost its exit.
 func (a *Assembler) DecodeEnter(pid, tid uint32, ts uint64, tokens int, ctx uint64, batch *events.Batch) {
 	p := a.enter(pid)
-	p.decode = &Step{PID: pid, TID: tid, Tokens: tokens, Context: ctx, Start: ts, Job: p.job}
+	p.decode = &Step{PID: pid, TID: tid, Tokens: tokens, Context: ctx, Start: ts, Job: p.job, implied: -1}
 	if batch != nil {
 		p.decode.Batch = *batch
+		if batch.Flags&events.BatchNoPos != 0 && p.nextPos >= 0 {
+			p.decode.implied = p.nextPos
+			p.nextPos += int32(tokens)
+		}
+	}
+}
+
+// SeqRemoved says that process pid removed positions [p0, p1) of sequence seq from its
+// memory (-1: every sequence, every position from p0, every one before p1): llama_decode
+// places a batch without positions after what remains.
+func (a *Assembler) SeqRemoved(pid uint32, seq, p0, p1 int32) {
+	p := a.proc(pid)
+	if seq > 0 {
+		return
+	}
+	p0 = max(p0, 0)
+	switch {
+	case p.nextPos < 0 && p0 == 0 && p1 < 0: // the whole sequence: its next position is known
+		p.nextPos = 0
+	case p.nextPos >= 0 && (p1 < 0 || p1 >= p.nextPos):
+		p.nextPos = min(p.nextPos, p0)
 	}
 }
 
@@ -272,19 +297,26 @@ func (a *Assembler) Exit(pid uint32, ts uint64) {
 // reads at most. Causal attention reads a query's cells up to its own position, and
 // ggml's kernel skips the rest of the window, masked (its padding, and other sequences'
 // cells): a graph of one sequence's whole batch reads on average the middle of its
-// positions, and any graph at most the batch's last position.
+// positions, and any graph at most the batch's last position. A batch without positions
+// has those its process's memory implies, where known (SeqRemoved).
 func (d *Step) attended() {
 	b := &d.Batch
 	if d.Kind != LlamaDecode || b.N == 0 || b.Flags&(events.BatchTruncated|events.BatchMoreSeqs) != 0 {
 		return
 	}
-	var last int32
+	first, last := b.Seqs[0].PosMin, int32(-1)
 	for _, s := range b.Sequences() {
 		last = max(last, s.PosMax)
 	}
+	if b.Flags&events.BatchNoPos != 0 { // placed after what sequence 0 held
+		if d.implied < 0 {
+			return
+		}
+		first, last = d.implied, d.implied+int32(d.Tokens)-1
+	}
 	cells := float64(last) + 1
-	if s := b.Seqs[0]; b.N == 1 && len(d.Graphs) == 1 {
-		cells = float64(s.PosMin+s.PosMax)/2 + 1
+	if b.N == 1 && len(d.Graphs) == 1 {
+		cells = float64(first+last)/2 + 1
 	}
 	for _, g := range d.Graphs {
 		g.Cells = cells

@@ -295,3 +295,32 @@ func TestAttended(t *testing.T) {
 		}
 	}
 }
+
+// A batch without positions (llama_batch_get_one, as llama-bench and llama-cli make them)
+// is placed after what the process's memory holds: known from a clearing of it on.
+func TestAttendedWithoutPositions(t *testing.T) {
+	s := &sink{}
+	a := New(s)
+	decode := func(ts uint64, tokens int) float64 {
+		b := events.Batch{N: 1, Flags: events.BatchNoPos | events.BatchNoSeq, Seqs: [events.MaxSeqs]events.SeqTokens{{Tokens: int32(tokens), PosMin: -1, PosMax: -1}}}
+		a.DecodeEnter(1, 1, ts, tokens, 0, &b)
+		a.GraphEnter(1, 1, ts+1, 0xa, 5, 1, events.ThreadsCPU{})
+		a.GraphExit(1, 1, ts+2, events.CPUSched{}, 0, events.ThreadsCPU{})
+		a.DecodeExit(1, 1, ts+3, 0, 0)
+		return s.decodes[len(s.decodes)-1].Graphs[0].Cells
+	}
+	if c := decode(100, 8); c != 0 {
+		t.Errorf("before any clearing: %g cells, want none known", c)
+	}
+	a.SeqRemoved(1, -1, -1, -1) // llama_memory_clear
+	if c := decode(200, 64); c != 32.5 {
+		t.Errorf("a prompt of 64 from 0: %g cells, want 32.5", c)
+	}
+	if c := decode(300, 1); c != 65 {
+		t.Errorf("the next token, at 64: %g cells, want 65", c)
+	}
+	a.SeqRemoved(1, 0, 10, -1) // all from position 10 on
+	if c := decode(400, 1); c != 11 {
+		t.Errorf("a token at 10: %g cells, want 11", c)
+	}
+}

@@ -190,14 +190,17 @@ const (
 // Step is one unit of a runtime's work: a llama_decode call, or a scheduler's computation
 // of a graph. It holds the splits, copies and graphs computed inside it.
 type Step struct {
-	Kind       StepKind
-	PID, TID   uint32
-	Tokens     int          // LlamaDecode: the batch's tokens; SchedCompute: the rows its first node gets, if it gets rows
-	Context    uint64       // LlamaDecode: the llama_context
-	Batch      events.Batch // LlamaDecode: its tokens per sequence
-	Settings   ggml.Params  // LlamaDecode: its llama_context's, where read; set by the sink
-	Head       *Head        // SchedCompute: what the graph begins with
-	Job        *Job         // the job it is part of (whisper's transcription), or nil
+	Kind     StepKind
+	PID, TID uint32
+	Tokens   int          // LlamaDecode: the batch's tokens; SchedCompute: the rows its first node gets, if it gets rows
+	Context  uint64       // LlamaDecode: the llama_context
+	Batch    events.Batch // LlamaDecode: its tokens per sequence
+	// implied is the first position of a batch without positions, where its process's
+	// memory tells it; -1 where not.
+	implied    int32
+	Settings   ggml.Params // LlamaDecode: its llama_context's, where read; set by the sink
+	Head       *Head       // SchedCompute: what the graph begins with
+	Job        *Job        // the job it is part of (whisper's transcription), or nil
 	Start, End uint64
 	Result     int
 	// Name, Phase and Stage are what the process's runtime calls a SchedCompute step, the

@@ -155,6 +155,7 @@ func (in *ingest) dispatch(ev *events.Event) {
 	case events.SeqRm:
 		seq, p0, p1 := ev.SeqRemoved()
 		in.reqs.Remove(ev.PID, ev.TS, seq, p0, p1)
+		a.SeqRemoved(ev.PID, seq, p0, p1)
 	case events.StepEnter:
 		if tr.runtime.Steps {
 			if !tr.schedSeen {

@@ -44,16 +44,20 @@ type Work struct {
 }
 
 // Attending is w for an attention whose queries read at most cells of its KV window
-// each: its FLOPs and its K and V bytes in proportion. Other work is w.
-func (w Work) Attending(cells float64) Work {
-	if w.Window <= 0 || cells <= 0 || cells >= w.Window {
-		return w
+// each: its FLOPs and its K and V bytes in proportion. Other work is w. An attention
+// whose cells are not known (0) has work not known: false.
+func (w Work) Attending(cells float64) (Work, bool) {
+	switch {
+	case w.Window <= 0 || cells >= w.Window:
+		return w, true
+	case cells <= 0:
+		return w, false
 	}
 	f := cells / w.Window
 	w.FLOPs *= f
 	w.Bytes -= w.KV * (1 - f)
 	w.KV *= f
-	return w
+	return w, true
 }
 
 // Kernel is the class of kernel a node runs, which decides its compute roof.

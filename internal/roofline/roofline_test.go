@@ -243,15 +243,18 @@ func TestAttending(t *testing.T) {
 	if fa.Window != 256 || !near(fa.KV, 2*k.Bytes()) {
 		t.Fatalf("attention's window %g, K and V %g bytes", fa.Window, fa.KV)
 	}
-	a := fa.Attending(64)
-	if !near(a.FLOPs, fa.FLOPs/4) || !near(a.KV, fa.KV/4) || !near(a.Bytes, fa.Bytes-fa.KV*3/4) {
+	a, ok := fa.Attending(64)
+	if !ok || !near(a.FLOPs, fa.FLOPs/4) || !near(a.KV, fa.KV/4) || !near(a.Bytes, fa.Bytes-fa.KV*3/4) {
 		t.Errorf("a quarter of the window: %+v from %+v", a, fa)
 	}
-	if fa.Attending(0) != fa || fa.Attending(300) != fa {
-		t.Error("no cells known, or more than the window: the window's work")
+	if w, ok := fa.Attending(300); !ok || w != fa {
+		t.Error("more cells than the window: not the window's work")
+	}
+	if _, ok := fa.Attending(0); ok {
+		t.Error("no cells known: attention's work known")
 	}
 	mm := Cost("MUL_MAT", f32(2048, 1), []Shape{q4(2048, 2048), f32(2048, 1)})
-	if mm.Attending(8) != mm {
+	if w, ok := mm.Attending(0); !ok || w != mm {
 		t.Error("a matmul's work changed by the cells attended")
 	}
 }

@@ -113,10 +113,10 @@ func (s *Spans) node(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.SpanI
 			ex.AppendEmpty().SetInt(int64(e))
 		}
 	}
-	if info.FLOPs == 0 {
+	w, known := info.Work.Attending(g.Cells)
+	if info.FLOPs == 0 || !known {
 		return
 	}
-	w := info.Work.Attending(g.Cells)
 	a.PutDouble(schema.GGMLFlops, w.FLOPs)
 	a.PutDouble(schema.GGMLBytes, w.Bytes)
 	if !s.Peaks.Known() {

@@ -303,7 +303,10 @@ func (m *Metrics) graph(pm *processMetrics, g *assemble.Graph) {
 		if n.Info == nil || n.Info.FLOPs == 0 {
 			continue
 		}
-		w := n.Info.Work.Attending(g.Cells)
+		w, known := n.Info.Work.Attending(g.Cells)
+		if !known {
+			continue
+		}
 		st.flops += w.FLOPs
 		st.bytes += w.Bytes
 		if m.roofs.Known() {

@@ -131,7 +131,7 @@ func (ph *Phase) judgeOp(o *Op, simd SIMD) (bound, why string) {
 	case o.Calls < minOpCalls && o.TotalMS/1e3 < minOpSeconds:
 		return "", fmt.Sprintf("not judged: %s, %.2f ms (a verdict needs %d calls or %.1f ms)", count(o.Calls, "call"), o.TotalMS, minOpCalls, minOpSeconds*1e3)
 	case o.PeakFrac <= 0:
-		return "", "not judged: no roof to judge it against"
+		return "", "not judged: no work and roof to judge it by (no roofs, or an attention whose masked cells are not known)"
 	}
 	at := fmt.Sprintf("%.1f%% of the %s roof", 100*o.PeakFrac, roofName[o.Roof])
 	switch {
