@@ -51,6 +51,7 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	testbench.Evict(t, f16)
 	name, args := testbench.MemoryLimit(t, st.Size()*6/10).Command(bench, e.BenchArgs("llama-1b-f16", 8, 8, 2, 1)...)
 	disk := run(name, args...)
 	settle(t, ctx, out)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Cgroup is a cgroup with a CPU quota or a memory limit, made for a test.
@@ -93,4 +95,19 @@ func exists(path string) bool {
 func controllerV2(name string) bool {
 	b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
 	return err == nil && strings.Contains(" "+strings.TrimSpace(string(b))+" ", " "+name+" ")
+}
+
+// Evict drops path's pages from the page cache, so that a process in a memory cgroup
+// reads them in itself, charged to its cgroup: pages cached already stay charged to
+// whichever cgroup read them first, and do not count against its limit.
+func Evict(t testing.TB, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatalf("evicting %s from the page cache: %v", path, err)
+	}
 }
