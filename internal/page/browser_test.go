@@ -110,7 +110,8 @@ func TestPageInBrowser(t *testing.T) {
 	v.Processes[0].NextWindow = time.Now().Add(8 * time.Second)
 	dec := v.Processes[0].Phases[1]
 	dec.TracedGraphs, dec.Ops, dec.Layers, dec.OpLayer = 0, nil, nil, nil
-	dec.CPU = &summary.ThreadsCPU{Graphs: 1, Perturbed: 1, ThreadSeconds: 0.2, OnCPU: 0.14, Share: 0.7}
+	dec.CPU = &summary.ThreadsCPU{Graphs: 1, Perturbed: 1, ThreadSeconds: 0.2, OnCPU: 0.14, Share: 0.7,
+		Thin: "not judged: 1 graph, 200 ms of thread time, and 1 left out, run while profinfer attached or placed probes (a verdict needs 2 graphs and 100 ms)"}
 	if err := WriteFile(path, v); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatalf("waiting page: %v %q", err, consoleErrors)
 	}
 	text := testbench.Text(mustParse(t, dom))
-	for _, want := range []string{"No decode graph traced node by node yet: the next sampling window opens in ", "(1 left out: they ran while profinfer attached or placed probes)"} {
+	for _, want := range []string{"No decode graph traced node by node yet: the next sampling window opens in ", "threads on a CPU not judged: 1 graph, 200 ms of thread time, and 1 left out"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the waiting page lacks %q", want)
 		}

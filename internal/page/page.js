@@ -294,7 +294,7 @@
 
   // cpuShare is a phase's threads' share of a CPU as a phrase, or why it is no verdict.
   function cpuShare(c) {
-    if (!c.judged) return c.thin;
+    if (!c.judged) return 'threads on a CPU ' + (c.thin || 'not judged');
     return 'threads on a CPU ' + pct(c.share) + ' of graph time' + (c.starved ? ' (starved, ' + lacked[c.lacked] + ': ops are judged by that, not by their wall time)' : '') + perturbed(c);
   }
 
@@ -303,7 +303,7 @@
     for (const ph of p.phases || []) {
       if (!ph.cpu) continue;
       if (!ph.cpu.judged) {
-        tiles.append(tile('–', ph.name + ' threads on a CPU: ' + ph.cpu.thin));
+        tiles.append(tile('–', ph.name + ' threads on a CPU: ' + (ph.cpu.thin || 'not judged')));
         continue;
       }
       const t = tile(pct(ph.cpu.share), ph.name + ' threads on a CPU, of ' + ph.cpu.graphs + ' graphs\' time' + (ph.cpu.starved ? ': starved, ' + lacked[ph.cpu.lacked] : '') + perturbed(ph.cpu));
