@@ -186,7 +186,7 @@ func TestE2ECompareSame(t *testing.T) {
 }
 
 // contextKeys are the settings each llama_decode span carries of its llama_context.
-var contextKeys = []string{"llama.context.size", "llama.context.threads", "llama.context.batch_size", "llama.context.ubatch_size"}
+var contextKeys = []string{"llama.context.size", "llama.context.batch_size", "llama.context.ubatch_size"}
 
 // llama-bench makes a context per test, each sized for it (pp16's n_ctx and n_batch 16,
 // tg48's 48): the same run twice differs in no context setting, whichever context was
@@ -235,7 +235,7 @@ func TestE2ECompareThreads(t *testing.T) {
 	if r := largest(dec); r == nil || r.Op != "MUL_MAT" || !r.Beyond || r.Share < 0.4 {
 		t.Errorf("decode's largest change %+v, want MUL_MAT's, beyond noise, the most of it", r)
 	}
-	if !setupDiffers(c, "llama.context.threads") {
+	if !setupDiffers(c, "ggml.threads") {
 		t.Errorf("the setup does not say the threads differ: %+v", c.Setup)
 	}
 	checkAgainstBench(t, c, results)

@@ -229,7 +229,7 @@ func checkGuestRoofline(t *testing.T, logPath, fma string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`"peak_flops": ([0-9.e+]+), "peak_bandwidth": ([0-9.e+]+).*"fma": "([a-z0-9-]+)"`).FindSubmatch(log)
+	m := regexp.MustCompile(`"peak_flops": ([0-9.e+]+),.* "peak_bandwidth": ([0-9.e+]+).*"fma": "([a-z0-9-]+)"`).FindSubmatch(log)
 	if m == nil {
 		t.Fatalf("no roofline measured:\n%s", log)
 	}

@@ -164,7 +164,7 @@ func TestE2ESharedMachine(t *testing.T) {
 		want, not []string
 	}{
 		{alone, []string{"threads on a CPU"}, []string{"starved", "CPU quota:", "lacked the CPU"}},
-		{contended, []string{"(starved: the machine, not the model, is the bottleneck)", "The model's threads lacked the CPU"}, []string{"Ops far below their roof", "CPU quota:"}},
+		{contended, []string{"(starved, waiting for a CPU: ops are judged by that, not by their wall time)", "The model's threads lacked the CPU"}, []string{"Ops far below their roof", "CPU quota:"}},
 		{quota, []string{"CPU quota: 1.00 CPUs (cgroup /profinfer-test-", "for 2 threads; throttled in", "A CPU quota of 1 CPUs holds the model back", "supports -t 1"}, nil},
 	} {
 		s := section(tc.pid)

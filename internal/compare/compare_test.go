@@ -262,7 +262,9 @@ func TestSetup(t *testing.T) {
 	td := func(o *signals.Origin, threads int) ptrace.Traces {
 		d := step(1, 1e9, true, 0, spec{op: "FLASH_ATTN_EXT", name: "fattn-0", ns: 1000},
 			spec{op: "SET_ROWS", name: "cache_k_l0 (view)", ns: 1000})
-		d.Settings.Threads = threads
+		for _, g := range d.Graphs {
+			g.NThreads = threads
+		}
 		return batch(o, d)
 	}
 	c := diff(t, side(t, "A", "a.jsonl", td(&old, 1)), side(t, "B", "b.jsonl", td(bench, 2)))
@@ -270,7 +272,7 @@ func TestSetup(t *testing.T) {
 	for _, it := range c.Setup {
 		items[it.Key] = it
 	}
-	if it := c.Setup[0]; it.Key != "llama.context.threads" || !it.Differs || it.A != "1" || it.B != "2" {
+	if it := c.Setup[0]; it.Key != keyGraphThreads || !it.Differs || it.A != "1" || it.B != "2" {
 		t.Errorf("first item %+v, want the threads, differing", it)
 	}
 	if it := items["llama.build.number"]; it.A != "4000" || it.B != unknown || it.Differs {
@@ -325,8 +327,8 @@ func TestContextSettings(t *testing.T) {
 	if it := items(c)["llama.context.batch_size"]; it.A != "prefill 16, decode 48" {
 		t.Errorf("batch size %+v, want each phase's", it)
 	}
-	if it := items(c)["llama.context.threads"]; it.A != "2" {
-		t.Errorf("threads %+v, want the one value both phases used", it)
+	if it := items(c)[keyGraphThreads]; it.Differs || it.A != it.B {
+		t.Errorf("threads %+v, want the same on both sides", it)
 	}
 	// -ub 8 against the default: the prefill's ubatch differs, the rest does not.
 	c = diff(t, side(t, "A", "a.jsonl", benchRun(ctx(16, 16), 512, 16)), side(t, "B", "b.jsonl", benchRun(ctx(16, 8), 8, 16)))

@@ -58,8 +58,7 @@ var setupItems = []struct{ key, label string }{
 	{schema.ResourceLlamaModelPath, "model file"},
 	{schema.ResourceWhisperModelType, "whisper model"},
 	{schema.ResourceWhisperModelFileType, "whisper weights' type"},
-	{schema.LlamaContextThreads, "threads (context)"},
-	{keyGraphThreads, "threads (graphs)"},
+	{keyGraphThreads, "threads"},
 	{schema.LlamaContextBatchSize, "batch size"},
 	{schema.LlamaContextUbatchSize, "ubatch size"},
 	{schema.LlamaContextSize, "context size"},
@@ -78,8 +77,7 @@ var setupItems = []struct{ key, label string }{
 // contextKeys are the settings of its llama_context that each llama_decode span carries.
 // A process may make several contexts (llama-bench one per test, each sized for it), so
 // they are compared phase by phase, as the sets of values each side's decodes used.
-var contextKeys = [...]string{schema.LlamaContextThreads, schema.LlamaContextBatchSize,
-	schema.LlamaContextUbatchSize, schema.LlamaContextSize}
+var contextKeys = [...]string{schema.LlamaContextBatchSize, schema.LlamaContextUbatchSize, schema.LlamaContextSize}
 
 // noteSettings adds a decode's context settings to its phase's.
 func (ph *phaseFold) noteSettings(attrs pcommon.Map) {

@@ -78,7 +78,7 @@ func TestCompareInBrowser(t *testing.T) {
 	})
 	// The recording's decode spans predate the context's settings on them: its context's
 	// threads are unknown, and differ from nothing.
-	if !slices.Equal(differs, []string{"threads (graphs)", "threads on a CPU"}) {
+	if !slices.Equal(differs, []string{"threads", "threads on a CPU"}) {
 		t.Errorf("the setup's differences are %q", differs)
 	}
 	if err := os.MkdirAll("../../build", 0o755); err == nil {

@@ -134,6 +134,9 @@ func Cost(op string, dst Shape, srcs []Shape) Work {
 				w.Bytes += dst.Bytes() * min(rowsOf(srcs[0])/rows, 1)
 			}
 		}
+	case "NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE":
+		// Views: ggml computes nothing for them (older releases still dispatch them).
+		return Work{}
 	case "FLASH_ATTN_EXT":
 		// q [D, n_q, heads], k [D, n_kv, kv heads], v [Dv, n_kv, kv heads]: Q·Kᵀ then ·V.
 		if len(srcs) >= 3 {

@@ -258,3 +258,12 @@ func TestAttending(t *testing.T) {
 		t.Error("a matmul's work changed by the cells attended")
 	}
 }
+
+// A view computes nothing: no work to judge, however long its dispatch took.
+func TestViews(t *testing.T) {
+	for _, op := range []string{"RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "NONE"} {
+		if w := Cost(op, f32(2048, 64), []Shape{f32(2048, 64)}); w != (Work{}) {
+			t.Errorf("%s: %+v", op, w)
+		}
+	}
+}

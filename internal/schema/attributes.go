@@ -84,8 +84,6 @@ const (
 const (
 	// LlamaContextSize (int; [SpanDecode]): its context's n_ctx.
 	LlamaContextSize = "llama.context.size"
-	// LlamaContextThreads (int; [SpanDecode]): its context's n_threads.
-	LlamaContextThreads = "llama.context.threads"
 	// LlamaContextBatchSize (int; [SpanDecode]): its context's n_batch.
 	LlamaContextBatchSize = "llama.context.batch_size"
 	// LlamaContextUbatchSize (int; [SpanDecode]): its context's n_ubatch.

@@ -45,7 +45,7 @@ const (
 	// own context's. A process may make several (llama-bench one per test).
 	ResourceLlamaContextSize = LlamaContextSize
 	// ResourceLlamaContextThreads: the first llama_context's n_threads.
-	ResourceLlamaContextThreads = LlamaContextThreads
+	ResourceLlamaContextThreads = "llama.context.threads"
 	// ResourceLlamaContextBatchSize: the first llama_context's n_batch.
 	ResourceLlamaContextBatchSize = LlamaContextBatchSize
 	// ResourceLlamaContextUbatchSize: the first llama_context's n_ubatch.

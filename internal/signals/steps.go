@@ -79,8 +79,10 @@ func putSettings(a pcommon.Map, c *ggml.Params) {
 			a.PutInt(key, int64(v))
 		}
 	}
+	// Not its threads: llama_set_n_threads changes them after the context was read (llama-
+	// bench sets each test's after making its context), and the graphs carry the threads
+	// they were computed with.
 	put(schema.LlamaContextSize, c.Size)
-	put(schema.LlamaContextThreads, c.Threads)
 	put(schema.LlamaContextBatchSize, c.Batch)
 	put(schema.LlamaContextUbatchSize, c.Ubatch)
 }
