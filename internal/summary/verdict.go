@@ -39,16 +39,6 @@ const (
 	minOpSeconds = 200e-6
 )
 
-// overheadCall is the mean call under which an op far below its roofs is overhead-bound:
-// a node's fixed cost, its dispatch and the barrier that ends it, is some microseconds a
-// call, so in calls this short it is most of the time. A longer call far below its roofs
-// spends its time on something else, which the verdict then names or calls unexplained.
-const overheadCall = 50e-6
-
-// overheadBelow is the fraction of its roof under which an op's time is not its kernel's
-// work: below it, the verdict names what else the time went to.
-const overheadBelow = 0.1
-
 // simdBelow is the fraction of its roof under which an op of a build without vector
 // instructions its CPU has is judged by that: the roof is measured with the widest, out
 // of its kernels' reach. A native build's decode matmuls stream their weights at some
@@ -135,11 +125,11 @@ func (ph *Phase) judgeOp(o *Op, simd SIMD) (bound, why string) {
 	}
 	at := fmt.Sprintf("%.1f%% of the %s roof", 100*o.PeakFrac, roofName[o.Roof])
 	switch {
-	case o.PeakFrac < overheadBelow && o.MeanUS/1e6 < overheadCall:
+	case o.PeakFrac < roofline.OverheadBelow && o.MeanUS/1e6 < roofline.OverheadCall:
 		return BoundOverhead, fmt.Sprintf("%s in calls of %.1f µs: a node's dispatch and barrier are most of such a call", at, o.MeanUS)
 	case simd.lacks() && o.PeakFrac < simdBelow:
 		return BoundSIMD, fmt.Sprintf("%s, in a build for %s on a CPU with %s", at, simd.Build, simd.Host)
-	case o.PeakFrac >= overheadBelow:
+	case o.PeakFrac >= roofline.OverheadBelow:
 		return o.Roof, at
 	}
 	return BoundUnexplained, fmt.Sprintf("%s in calls of %.0f µs; checked: %s", at, o.MeanUS, checked(c, simd))
