@@ -101,7 +101,6 @@ const minQuiet = 3
 func (ph *phase) addCPU(secs float64, threads int64, onCPU, wait float64, faults, tokens int64) {
 	c := &ph.cpu
 	c.Graphs++
-	c.Seconds += secs
 	c.ThreadSeconds += secs * float64(threads)
 	c.OnCPU += onCPU
 	c.Wait += wait

@@ -13,7 +13,7 @@ func TestJudgeThreads(t *testing.T) {
 		starved      bool
 		lacked, thin string
 	}{
-		{"one graph", ThreadsCPU{Graphs: 1, Seconds: 0.038, ThreadSeconds: 0.076, OnCPU: 0.07}, false, false, "",
+		{"one graph", ThreadsCPU{Graphs: 1, ThreadSeconds: 0.076, OnCPU: 0.07}, false, false, "",
 			"not judged: 1 graph, 76 ms of thread time (a verdict needs 2 graphs and 100 ms)"},
 		{"left out", ThreadsCPU{Perturbed: 1}, false, false, "",
 			"not judged: 1 graph left out, run while profinfer attached or placed probes"},
