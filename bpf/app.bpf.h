@@ -103,7 +103,7 @@ __attribute__((noinline)) int batch_token_global(u64 i, u64 pos, u64 n_seq_id, u
  * llama_context::decode(this, &batch), which llama_decode calls and which a build that
  * inlined llama_decode into its callers (a binding's addon) calls directly, the batch by
  * reference (byref). Its tokens are summed per sequence, for the requests they belong to.
- * The context pointer lets user space read the context's size and threads once. Without
+ * The context's first bytes go with it, its settings among them. Without
  * bpf_loop (before 5.17), a bounded loop sums the first BOUNDED_BATCH tokens, which the
  * verifier walks one by one. */
 static __always_inline int decode_batch(struct pt_regs *ctx, bool loop, bool byref)
@@ -128,6 +128,7 @@ static __always_inline int decode_batch(struct pt_regs *ctx, bool loop, bool byr
 		flags |= BATCH_TRUNCATED;
 	}
 	fill(&b->ev, EV_DECODE_ENTER, (u64)n, PT_REGS_PARM1(ctx), 0, 0, flags);
+	bpf_probe_read_user(b->ctx_head, sizeof(b->ctx_head), (void *)PT_REGS_PARM1(ctx)); /* zeroed if unreadable */
 	if (loop) {
 		bpf_loop(tokens, batch_token, &arr, 0);
 	} else {
@@ -138,7 +139,7 @@ static __always_inline int decode_batch(struct pt_regs *ctx, bool loop, bool byr
 	u32 seqs = b->ev.nth;
 	if (seqs > MAX_SEQS)
 		seqs = MAX_SEQS;
-	if (bpf_ringbuf_output(&events, b, sizeof(struct event) + seqs * sizeof(struct seq_tokens), wakeup()))
+	if (bpf_ringbuf_output(&events, b, offsetof(struct batch, seqs) + seqs * sizeof(struct seq_tokens), wakeup()))
 		dropped();
 	return 0;
 }

@@ -13,6 +13,7 @@
 #define LABEL_MAX 256   /* bytes of an op's label sent, its NUL among them */
 #define TIMES_CHUNK 32  /* times in one device_times record */
 #define MAX_SEQS 16     /* sequences of a batch summed */
+#define CTX_HEAD 64     /* bytes of a decode's llama_context sent with it */
 #define MAX_COUNTERS 8  /* perf counters per thread */
 
 enum kind {
@@ -116,9 +117,13 @@ struct seq_tokens {
 };
 
 /* A decode's entry with its batch summed per sequence: a is the batch's token count, b
- * the llama_context, nth the sequences in seqs, flags BATCH_*. */
+ * the llama_context, nth the sequences in seqs, flags BATCH_*. ctx_head is the start of
+ * the llama_context, where its n_ctx, n_batch and n_ubatch lie in every release that has
+ * getters for them (offsets 8 to 44): read with the decode, they are its own context's,
+ * even one made and freed before user space could read it (llama-bench's per test). */
 struct batch {
 	struct event ev;
+	u8 ctx_head[CTX_HEAD];
 	struct seq_tokens seqs[MAX_SEQS];
 };
 

@@ -14,9 +14,10 @@ import (
 )
 
 type ProfinferBatch struct {
-	_    structs.HostLayout
-	Ev   ProfinferEvent
-	Seqs [16]ProfinferSeqTokens
+	_       structs.HostLayout
+	Ev      ProfinferEvent
+	CtxHead [64]uint8
+	Seqs    [16]ProfinferSeqTokens
 }
 
 type ProfinferCounted struct {

@@ -228,11 +228,17 @@ type SeqTokens struct {
 	Seq, Tokens, PosMin, PosMax, Outputs int32
 }
 
-// Batch is a decode's batch summed per sequence: N entries of Seqs, and the Batch* flags.
+// CtxHead is how many bytes of its llama_context a decode sends.
+const CtxHead = len(bpf.ProfinferBatch{}.CtxHead)
+
+// Batch is a decode's batch summed per sequence: N entries of Seqs, and the Batch* flags;
+// and the first bytes of its llama_context as they were at the decode (zeroes where they
+// could not be read), its settings among them (ggml.Context.Parse).
 type Batch struct {
-	N     int
-	Flags uint16
-	Seqs  [MaxSeqs]SeqTokens
+	N       int
+	Flags   uint16
+	Seqs    [MaxSeqs]SeqTokens
+	Context [CtxHead]byte
 }
 
 // Sequences returns the batch's sequences.
@@ -369,16 +375,18 @@ func cstring(b []byte) []byte {
 // seqTokensSize is the size of one struct seq_tokens.
 const seqTokensSize = 20
 
-// decodeBatch reads a DecodeEnter's sequences, Nth of them after the header.
+// decodeBatch reads a DecodeEnter's context head after the header, then its sequences,
+// Nth of them.
 func decodeBatch(b []byte, e *Event) error {
 	n := int(e.Nth)
-	if n > MaxSeqs || len(b) < HeaderSize+n*seqTokensSize {
+	if n > MaxSeqs || len(b) < HeaderSize+CtxHead+n*seqTokensSize {
 		return fmt.Errorf("events: decode entry of %d bytes for %d sequences", len(b), n)
 	}
 	le := binary.LittleEndian
 	e.Batch.N, e.Batch.Flags = n, e.Flags
+	copy(e.Batch.Context[:], b[HeaderSize:])
 	for i := range n {
-		r := b[HeaderSize+i*seqTokensSize:]
+		r := b[HeaderSize+CtxHead+i*seqTokensSize:]
 		e.Batch.Seqs[i] = SeqTokens{Seq: int32(le.Uint32(r[0:])), Tokens: int32(le.Uint32(r[4:])),
 			PosMin: int32(le.Uint32(r[8:])), PosMax: int32(le.Uint32(r[12:])), Outputs: int32(le.Uint32(r[16:]))}
 	}

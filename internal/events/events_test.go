@@ -191,3 +191,30 @@ func FuzzParse(f *testing.F) {
 		_ = Parse(b, &e)
 	})
 }
+
+// A decode's record: the header, its context's first bytes, then its sequences.
+func TestDecodeEnter(t *testing.T) {
+	le := binary.LittleEndian
+	b := make([]byte, HeaderSize+CtxHead+2*seqTokensSize)
+	le.PutUint16(b[16:], uint16(DecodeEnter))
+	le.PutUint16(b[20:], 2) // nth: sequences
+	le.PutUint32(b[HeaderSize+8:], 4096)
+	for i, seq := range []uint32{3, 5} {
+		r := b[HeaderSize+CtxHead+i*seqTokensSize:]
+		le.PutUint32(r, seq)
+		le.PutUint32(r[4:], 10*seq)
+	}
+	var e Event
+	if err := Parse(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	if got := le.Uint32(e.Batch.Context[8:]); got != 4096 {
+		t.Errorf("the context's bytes read %d at 8, want 4096", got)
+	}
+	if s := e.Batch.Sequences(); len(s) != 2 || s[0].Seq != 3 || s[1].Tokens != 50 {
+		t.Errorf("sequences %+v, want 3 and 5 of 30 and 50 tokens", s)
+	}
+	if err := Parse(b[:len(b)-1], &e); err == nil {
+		t.Error("a record short of its last sequence parsed")
+	}
+}

@@ -3,7 +3,6 @@ package ggml
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
 
 	"github.com/profinfer/profinfer/internal/symbols"
 )
@@ -61,27 +60,25 @@ type Params struct {
 	Batch, Ubatch int // n_batch, n_ubatch; 0 where the layout does not have them
 }
 
-// Read returns the parameters of the llama_context at ctx in a process whose memory is
-// mem. Values no live context holds are an error: a process may free a context
-// (llama-bench makes one per test) before profinfer reads it, and reuse its memory.
-func (c Context) Read(mem io.ReaderAt, ctx uint64) (Params, error) {
+// Parse returns the parameters of a llama_context from head, its first bytes as a decode
+// sent them. Fields past head, or values no live context holds, are an error.
+func (c Context) Parse(head []byte) (Params, error) {
 	offs := []uint64{c.NCtx, c.NThreads}
 	if c.Batches {
 		offs = append(offs, c.NBatch, c.NUbatch)
 	}
 	var vals [4]int
-	var b [4]byte
 	for i, off := range offs {
-		if _, err := mem.ReadAt(b[:], int64(ctx+off)); err != nil {
-			return Params{}, fmt.Errorf("ggml: reading llama_context at %#x: %w", ctx, err)
+		if off+4 > uint64(len(head)) {
+			return Params{}, fmt.Errorf("ggml: llama_context's field at %#x lies past the %d bytes sent with a decode", off, len(head))
 		}
-		vals[i] = int(int32(binary.LittleEndian.Uint32(b[:])))
+		vals[i] = int(int32(binary.LittleEndian.Uint32(head[off:])))
 	}
 	p := Params{Size: vals[0], Threads: vals[1], Batch: vals[2], Ubatch: vals[3]}
 	if p.Size <= 0 || p.Size > maxCtx || p.Threads <= 0 || p.Threads > maxThreads ||
 		c.Batches && (p.Batch <= 0 || p.Batch > maxCtx || p.Ubatch <= 0 || p.Ubatch > maxCtx) {
-		return Params{}, fmt.Errorf("ggml: llama_context at %#x reads n_ctx %d, n_threads %d, n_batch %d, n_ubatch %d: freed since",
-			ctx, p.Size, p.Threads, p.Batch, p.Ubatch)
+		return Params{}, fmt.Errorf("ggml: a llama_context reads n_ctx %d, n_threads %d, n_batch %d, n_ubatch %d: not a live one's",
+			p.Size, p.Threads, p.Batch, p.Ubatch)
 	}
 	return p, nil
 }

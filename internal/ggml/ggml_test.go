@@ -1,7 +1,6 @@
 package ggml
 
 import (
-	"bytes"
 	"encoding/binary"
 	"testing"
 )
@@ -89,32 +88,37 @@ func TestNBytes(t *testing.T) {
 	}
 }
 
-// A llama_context's fields are read at the getters' offsets, the batch sizes where the
-// layout has them; values no live context holds (one freed and its memory reused) are an
-// error, not a resource attribute.
-func TestContextRead(t *testing.T) {
+// A llama_context's fields are read at the getters' offsets from the bytes a decode sent,
+// the batch sizes where the layout has them; values no live context holds are an error,
+// not a resource attribute, as is a field past what was sent.
+func TestContextParse(t *testing.T) {
 	c := Context{NCtx: 8, NThreads: 16}
-	mem := make([]byte, 64)
-	binary.LittleEndian.PutUint32(mem[0x10+8:], 4096)
-	binary.LittleEndian.PutUint32(mem[0x10+16:], 4)
-	binary.LittleEndian.PutUint32(mem[0x10+24:], 2048)
-	binary.LittleEndian.PutUint32(mem[0x10+28:], 512)
-	if p, err := c.Read(bytes.NewReader(mem), 0x10); err != nil || p != (Params{Size: 4096, Threads: 4}) {
+	head := make([]byte, 64)
+	binary.LittleEndian.PutUint32(head[8:], 4096)
+	binary.LittleEndian.PutUint32(head[16:], 4)
+	binary.LittleEndian.PutUint32(head[24:], 2048)
+	binary.LittleEndian.PutUint32(head[28:], 512)
+	if p, err := c.Parse(head); err != nil || p != (Params{Size: 4096, Threads: 4}) {
 		t.Errorf("without the batch getters: read %+v, %v; want 4096, 4 and no batch sizes", p, err)
 	}
 	c.NBatch, c.NUbatch, c.Batches = 24, 28, true
-	if p, err := c.Read(bytes.NewReader(mem), 0x10); err != nil || p != (Params{4096, 4, 2048, 512}) {
+	if p, err := c.Parse(head); err != nil || p != (Params{4096, 4, 2048, 512}) {
 		t.Errorf("read %+v, %v; want 4096, 4, 2048, 512", p, err)
 	}
-	binary.LittleEndian.PutUint32(mem[0x10+28:], 0xffffffff)
-	if _, err := c.Read(bytes.NewReader(mem), 0x10); err == nil {
+	binary.LittleEndian.PutUint32(head[28:], 0xffffffff)
+	if _, err := c.Parse(head); err == nil {
 		t.Error("an n_ubatch of -1 was taken for a live context's")
 	}
-	binary.LittleEndian.PutUint32(mem[0x10+8:], 244727971) // seen once, read after the free
-	if _, err := c.Read(bytes.NewReader(mem), 0x10); err == nil {
+	binary.LittleEndian.PutUint32(head[28:], 512)
+	binary.LittleEndian.PutUint32(head[8:], 244727971)
+	if _, err := c.Parse(head); err == nil {
 		t.Error("an n_ctx of 244727971 was taken for a live context's")
 	}
-	if _, err := c.Read(bytes.NewReader(mem[:20]), 0x10); err == nil {
-		t.Error("a short read gave no error")
+	binary.LittleEndian.PutUint32(head[8:], 4096)
+	if _, err := c.Parse(head[:28]); err == nil {
+		t.Error("n_ubatch past the bytes sent gave no error")
+	}
+	if _, err := c.Parse(make([]byte, 64)); err == nil {
+		t.Error("an unreadable context (zeroes) gave no error")
 	}
 }

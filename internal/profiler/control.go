@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/internal/discover"
-	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/runtimes"
@@ -35,9 +34,7 @@ type ctlProc struct {
 	runtime    *runtimes.Runtime
 	args       []string // its command line
 	parent     string   // the executable of the process that started it
-	// Where its llama_context holds its size and threads (nil without libllama or when
-	// its getters are not plain loads), and its whisper_context its model (or nil).
-	ctxFields  *ggml.Context
+	// Where its whisper_context holds its model (or nil).
 	whisper    *runtimes.WhisperFields
 	warned     bool   // a failure to attach the node probes was logged
 	schedSeen  bool   // a backend scheduler was seen made: its backends decided the split probes

@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -51,18 +52,25 @@ func TestHeldDecodesBounded(t *testing.T) {
 	}
 }
 
-// Decodes held while their contexts were read carry each its own context's settings
-// (llama-bench makes one per test), and the resource the first context's.
-func TestHeldDecodesTheirContext(t *testing.T) {
+// Decodes carry each its own context's settings, from the bytes of it each sent (llama-
+// bench makes a context per test, the next often at the freed one's address), held or
+// not; the resource the first context's; and none where the bytes are no live context's.
+func TestDecodesTheirContext(t *testing.T) {
 	in, _ := testIngest(false)
-	tr := &inProc{proc: signals.Origin{PID: 7, Exe: "/usr/bin/llama-bench"}, looking: true}
+	fields := ggml.Context{NCtx: 8, NThreads: 40, NBatch: 16, NUbatch: 20, Batches: true}
+	tr := &inProc{proc: signals.Origin{PID: 7, Exe: "/usr/bin/llama-bench"}, looking: true, ctxFields: &fields}
 	in.procs[7] = tr
 	s := sink{in}
 	pp, tg := ggml.Params{Size: 16, Threads: 2, Batch: 16, Ubatch: 16}, ggml.Params{Size: 48, Threads: 2, Batch: 48, Ubatch: 48}
-	s.Step(&assemble.Step{PID: 7, TID: 7, Tokens: 16, Context: 0x1000, Start: 10, End: 20})
-	s.Step(&assemble.Step{PID: 7, TID: 7, Tokens: 1, Context: 0x2000, Start: 30, End: 40})
-	tr.contextRead(0x1000, pp)
-	tr.contextRead(0x2000, tg)
+	decode := func(p ggml.Params, tokens int, start uint64) *assemble.Step {
+		d := &assemble.Step{PID: 7, TID: 7, Tokens: tokens, Context: 0x1000, Start: start, End: start + 10}
+		for off, v := range map[uint64]int{fields.NCtx: p.Size, fields.NThreads: p.Threads, fields.NBatch: p.Batch, fields.NUbatch: p.Ubatch} {
+			binary.LittleEndian.PutUint32(d.Batch.Context[off:], uint32(v))
+		}
+		return d
+	}
+	s.Step(decode(pp, 16, 10))
+	s.Step(decode(tg, 1, 30))
 	tr.looking = false
 	in.release(tr)
 	rs := in.pending.ResourceSpans()
@@ -72,8 +80,9 @@ func TestHeldDecodesTheirContext(t *testing.T) {
 	if v, _ := rs.At(0).Resource().Attributes().Get(schema.ResourceLlamaContextBatchSize); v.Int() != 16 {
 		t.Errorf("resource batch size %d, want the first context's 16", v.Int())
 	}
+	s.Step(decode(ggml.Params{}, 1, 50)) // freed and zeroed
 	spans := rs.At(0).ScopeSpans().At(0).Spans()
-	for i, want := range []ggml.Params{pp, tg} {
+	for i, want := range []ggml.Params{pp, tg, {}} {
 		a := spans.At(i).Attributes()
 		got := ggml.Params{Size: int(schema.Int(a, schema.LlamaContextSize)),
 			Batch: int(schema.Int(a, schema.LlamaContextBatchSize)), Ubatch: int(schema.Int(a, schema.LlamaContextUbatchSize))}
@@ -83,7 +92,7 @@ func TestHeldDecodesTheirContext(t *testing.T) {
 	}
 }
 
-// A context read before is not read again when the process comes back to it (a draft
+// A context seen before is not looked at again when the process comes back to it (a draft
 // model's and its target's alternate), unless a scheduler was made since: a new context
 // may take a freed one's address.
 func TestContextReadOnce(t *testing.T) {
@@ -101,7 +110,6 @@ func TestContextReadOnce(t *testing.T) {
 	}
 	for _, ctx := range []uint64{0x1000, 0x2000} {
 		in.decodesWith(tr, ctx)
-		tr.contextRead(ctx, ggml.Params{Size: 512, Threads: 2})
 		tr.looking = false
 	}
 	if n := reads(); n != 2 {

@@ -63,9 +63,14 @@ type inProc struct {
 	// reread says that it made a scheduler since: a new llama_context, which may have
 	// the address of one freed before, so its next decode's context is read again.
 	reread bool
-	// settings are its llama_contexts' as the controller read them, for their decodes'
-	// spans; past maxContexts, all are forgotten but the one read.
-	settings map[uint64]ggml.Params
+	// contexts are those the controller was told of (newContext); past maxContexts, all
+	// are forgotten but the latest.
+	contexts map[uint64]struct{}
+	// ctxFields says where its llama_context keeps the settings each decode sends: nil
+	// where its release has no getters to tell.
+	ctxFields    *ggml.Context
+	params       ggml.Params // its latest decode's context's, logged as they change
+	paramsWarned bool        // a decode's settings that did not parse were logged
 	// looking says that the controller reads its new context (newContext); held are its
 	// decodes that wait for it.
 	looking  bool

@@ -7,14 +7,14 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/registry"
 	"github.com/profinfer/profinfer/internal/runtimes"
 )
 
 // What a traced process runs is read by the controller from /proc, and handed to the
-// reader for its spans: its context's size, threads and batch sizes, and its model file.
+// reader for its spans: its model file, and whisper's context. A llama_context's size,
+// threads and batch sizes are read by the reader from what each decode sends.
 
 // modelSearch is how often the processes without a model file are looked at again.
 const modelSearch = time.Second
@@ -78,39 +78,15 @@ func (p *Profiler) setModel(t *ctlProc, m registry.ModelLook) {
 	}
 }
 
-// contextRead keeps the settings of t's llama_context ctx for its decodes' spans, and the
-// first context's for the resource: a resource that changed would start t's metrics anew.
-func (t *inProc) contextRead(ctx uint64, params ggml.Params) {
-	if t.proc.CtxSize == 0 {
-		t.proc.CtxSize, t.proc.CtxThreads = params.Size, params.Threads
-		t.proc.CtxBatch, t.proc.CtxUbatch = params.Batch, params.Ubatch
-	}
-	if t.settings == nil || len(t.settings) >= maxContexts {
-		t.settings = map[uint64]ggml.Params{}
-	}
-	t.settings[ctx] = params
-}
-
-// readContext reads llama_context (or whisper_context) ctx that process pid decodes with,
-// and looks for its model if it has none, then has the reader export the decodes that
-// waited for it.
+// readContext reads whisper_context ctx that process pid decodes with, where it is one,
+// and looks for the process's model if it has none, then has the reader export the
+// decodes that waited for it. (A llama_context's settings come with each decode.)
 func (p *Profiler) readContext(pid int, ctx uint64) {
 	t := p.ctl.procs[pid]
 	if t == nil {
 		return
 	}
 	defer p.busy()()
-	// The context first: the process may free it soon (llama-bench makes one per test).
-	var params ggml.Params
-	var err error
-	if t.ctxFields != nil {
-		if params, err = p.reg.ReadContext(pid, t.ctxFields, ctx); err != nil {
-			p.log.Debug("llama_context not read", zap.Int("pid", pid), zap.Error(err))
-		} else {
-			p.log.Info("context", zap.Int("pid", pid), zap.Int("n_ctx", params.Size), zap.Int("n_threads", params.Threads),
-				zap.Int("n_batch", params.Batch), zap.Int("n_ubatch", params.Ubatch))
-		}
-	}
 	var wm *model.Whisper
 	if t.whisper != nil {
 		if m, err := p.reg.ReadWhisper(pid, t.whisper, ctx); err != nil {
@@ -127,14 +103,10 @@ func (p *Profiler) readContext(pid int, ctx uint64) {
 			p.setModel(t, m)
 		}
 	}
-	read := t.ctxFields != nil && err == nil
 	p.do(func(in *ingest) {
 		tr := in.procs[pid]
 		if tr == nil {
 			return
-		}
-		if read {
-			tr.contextRead(ctx, params)
 		}
 		if wm != nil {
 			tr.proc.Whisper = wm

@@ -229,8 +229,8 @@ func (in *ingest) nodeInfo(tr *inProc, ev *events.Event) *assemble.NodeInfo {
 	return info
 }
 
-// decodesWith notes the llama_context ctx a decode of t computes with. A context read
-// before is not read again, so that a process that alternates between two (a draft
+// decodesWith notes the llama_context ctx a decode of t computes with. A context seen
+// before is not looked at again, so that a process that alternates between two (a draft
 // model's and its target's) costs nothing per switch; unless t made a scheduler since,
 // as a new context may take a freed one's address, or a read is under way, which
 // releases t's held decodes once t.ctx is still the context it read.
@@ -238,21 +238,29 @@ func (in *ingest) decodesWith(t *inProc, ctx uint64) {
 	if ctx == 0 || ctx == t.ctx && !t.reread {
 		return
 	}
-	if _, read := t.settings[ctx]; read && !t.reread && !t.looking {
+	if _, seen := t.contexts[ctx]; seen && !t.reread && !t.looking {
 		t.ctx = ctx
 		return
 	}
 	in.newContext(t, ctx)
 }
 
+// maxContexts bounds the contexts a process's record of those seen holds: a decode's
+// context is its latest or one just before (a draft model's and its target's).
+const maxContexts = 16
+
 // newContext notes that process t decodes with llama_context ctx, new to profinfer. A
-// context means a loaded model: the controller reads the context's settings and looks
-// for the model file, and until it has, t's decodes wait, so that their spans name both.
+// context means a loaded model: the controller looks for the model file (and reads a
+// whisper_context), and until it has, t's decodes wait, so that their spans name it.
 // Once per context: per decode it would cost every token syscalls.
 func (in *ingest) newContext(t *inProc, ctx uint64) {
 	t.ctx = ctx
 	t.reread = false
 	t.looking = true
+	if t.contexts == nil || len(t.contexts) >= maxContexts {
+		t.contexts = map[uint64]struct{}{}
+	}
+	t.contexts[ctx] = struct{}{}
 	in.effects = append(in.effects, effect{kind: contextSeen, pid: t.proc.PID, ctx: ctx})
 }
 

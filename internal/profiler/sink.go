@@ -5,6 +5,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/assemble"
+	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/requests"
 )
 
@@ -47,17 +48,13 @@ func (s sink) Step(d *assemble.Step) {
 // they are exported without.
 const maxHeld = 256
 
-// maxContexts bounds the contexts' settings a process keeps: a decode's context is its
-// latest or one just before (llama-bench frees each test's before it makes the next).
-const maxContexts = 16
-
 // export counts step d of tr and builds its spans, if kept, then follows the requests it
 // carried. A step dropped for lost records counts for its requests alone.
 func (s sink) export(tr *inProc, d *assemble.Step) {
 	in := s.in
 	var link requests.Link
 	if !d.Dropped {
-		d.Settings = tr.settings[d.Context]
+		d.Settings = in.settings(tr, d)
 		in.acc.Step(&tr.proc, d)
 		// Graph-less steps are cheap, and the one a process ended in is its last word:
 		// keep them all.
@@ -73,6 +70,34 @@ func (s sink) export(tr *inProc, d *assemble.Step) {
 	for _, r := range in.ended {
 		s.request(tr, r)
 	}
+}
+
+// settings parses the settings of decode d's llama_context from the bytes the decode
+// sent, and gives t's resource the first context's: a resource that changed would start
+// t's metrics anew. Zero where t's release does not tell where they lie, or the bytes
+// are not a live context's.
+func (in *ingest) settings(t *inProc, d *assemble.Step) ggml.Params {
+	if t.ctxFields == nil || d.Kind != assemble.LlamaDecode {
+		return ggml.Params{}
+	}
+	p, err := t.ctxFields.Parse(d.Batch.Context[:])
+	if err != nil {
+		if !t.paramsWarned {
+			t.paramsWarned = true
+			in.log.Debug("llama_context's settings not read", zap.Int("pid", t.proc.PID), zap.Error(err))
+		}
+		return ggml.Params{}
+	}
+	if t.proc.CtxSize == 0 {
+		t.proc.CtxSize, t.proc.CtxThreads = p.Size, p.Threads
+		t.proc.CtxBatch, t.proc.CtxUbatch = p.Batch, p.Ubatch
+	}
+	if p != t.params { // a new context, or new threads: rare
+		t.params = p
+		in.log.Info("context", zap.Int("pid", t.proc.PID), zap.Int("n_ctx", p.Size), zap.Int("n_threads", p.Threads),
+			zap.Int("n_batch", p.Batch), zap.Int("n_ubatch", p.Ubatch))
+	}
+	return p
 }
 
 // request counts a request of tr that ended, and builds its span.

@@ -53,7 +53,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		p.log.Warn("some probes not attached", zap.Int("pid", pid), zap.Error(err))
 	}
 	ct := &ctlProc{pid: pid, attachment: a, runtime: f.Runtime, args: f.Process.Args, parent: f.Process.Parent,
-		ctxFields: f.Context, whisper: f.Whisper, noModel: !f.Runtime.GGUF} // whisper's model is read from its context
+		whisper: f.Whisper, noModel: !f.Runtime.GGUF} // whisper's model is read from its context
 	in := &inProc{
 		proc: signals.Origin{PID: pid, VPID: proc.VPID, Exe: proc.Exe, BuildID: f.BuildID, GGML: f.Target.Version,
 			Container: f.Container, Backends: strings.Join(proc.Backends, ","), Runtime: f.Runtime.Name,
@@ -63,6 +63,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		backends:  backends.NewResolver(p.reg.FS(), "/proc", pid, p.reg.Files.Get, proc.Modules[:]...),
 		describer: describe.New(f.Target),
 		whisper:   f.Whisper != nil,
+		ctxFields: f.Context,
 	}
 	holds := p.applicationLayer(ct)
 	var probes int
@@ -153,9 +154,6 @@ func (p *Profiler) Extend(proc *discover.Process, ctx *ggml.Context) {
 		}
 		p.attachDevice(t, func(a *probe.Attachment) error { return a.AttachDevices(proc) })
 		if len(added) > 0 {
-			if slices.Contains(added, discover.Llama) {
-				t.ctxFields = ctx
-			}
 			if rt, _ := runtimes.Of(runtimes.Process{Process: proc, Args: t.args, Parent: t.parent}); rt != nil && rt != t.runtime {
 				p.log.Info("runtime recognised in code loaded since attach", zap.Int("pid", pid), zap.String("runtime", rt.Name),
 					zap.String("was", t.runtime.Name))
@@ -166,10 +164,14 @@ func (p *Profiler) Extend(proc *discover.Process, ctx *ggml.Context) {
 		rt := t.runtime
 		holds := len(added) > 0 && p.applicationLayer(t)
 		backends := strings.Join(proc.Backends, ",") // a binding loads its GPU backend with dlopen too
+		llama := slices.Contains(added, discover.Llama)
 		p.do(func(in *ingest) {
 			tr := in.procs[pid]
 			if tr == nil {
 				return
+			}
+			if llama {
+				tr.ctxFields = ctx
 			}
 			tr.proc.Backends = backends
 			tr.runtime, tr.proc.Runtime = rt, rt.Name

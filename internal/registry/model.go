@@ -4,7 +4,6 @@ import (
 	"os"
 
 	"github.com/profinfer/profinfer/internal/discover"
-	"github.com/profinfer/profinfer/internal/ggml"
 	"github.com/profinfer/profinfer/internal/model"
 	"github.com/profinfer/profinfer/internal/runtimes"
 )
@@ -46,17 +45,6 @@ func (r *Registry) ReadWhisper(pid int, fields *runtimes.WhisperFields, ctx uint
 	mem, err := os.Open(r.proc(pid, "mem"))
 	if err != nil {
 		return model.Whisper{}, err
-	}
-	defer mem.Close()
-	return fields.Read(mem, ctx)
-}
-
-// ReadContext reads the parameters of llama_context ctx of process pid, from where fields
-// says they are.
-func (r *Registry) ReadContext(pid int, fields *ggml.Context, ctx uint64) (ggml.Params, error) {
-	mem, err := os.Open(r.proc(pid, "mem"))
-	if err != nil {
-		return ggml.Params{}, err
 	}
 	defer mem.Close()
 	return fields.Read(mem, ctx)
