@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/profinfer/profinfer/internal/advise"
 	"github.com/profinfer/profinfer/internal/simd"
 	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
@@ -38,6 +39,10 @@ func TestE2ESIMD(t *testing.T) {
 		bench := e.Bin("llama-bench")
 		r := profileRun(t, 3*time.Minute, bench, "", nil, bench, e.BenchArgs("llama-1b-q4_0", 16, 4, 2, 1)...)
 		check(t, lastResource(t, r), r.summary, host)
+		advise.Annotate(&summary.View{Processes: []*summary.Process{r.summary}})
+		if f := finding(r.summary, "simd-narrow"); f != nil {
+			t.Errorf("a build for this CPU: %s", f.Title)
+		}
 	})
 
 	t.Run("ollama-engine", func(t *testing.T) {
@@ -93,6 +98,20 @@ func TestE2ESIMD(t *testing.T) {
 		}
 		if matmuls == 0 {
 			t.Error("no MUL_MAT q4_0 of the runner judged")
+		}
+		// Its own finding, naming both SIMD levels, and Ollama's runner.
+		advise.Annotate(view)
+		p := view.Processes[0]
+		for _, f := range p.Findings {
+			t.Logf("finding %s %s: %s %q", f.Severity, f.ID, f.Title, f.Evidence)
+		}
+		if f := finding(p, "simd-narrow"); f == nil || !strings.Contains(f.Title, "sse2") || !strings.Contains(f.Title, host) || !strings.Contains(f.Advice, "Ollama") {
+			t.Errorf("no finding of the baseline build: %v", p.Findings)
+		}
+		for _, id := range []string{"threads-blocked", "threads-contended", "overhead-bound"} {
+			if f := finding(p, id); f != nil {
+				t.Errorf("another cause's finding: %s", f.Title)
+			}
 		}
 	})
 }

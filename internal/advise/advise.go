@@ -6,7 +6,9 @@
 package advise
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/profinfer/profinfer/internal/summary"
 )
@@ -23,7 +25,7 @@ type Rule struct {
 
 // Rules are every rule, strongest first: the order findings are listed in.
 var Rules = []Rule{
-	quotaRule, contentionRule, blockedRule, memoryBoundRule, barriersRule,
+	quotaRule, overCPUsRule, contentionRule, fewThreadsRule, simdRule, blockedRule, memoryBoundRule, barriersRule,
 	deviceUnusedRule, fallbackRule, offloadRule, unevenRule, overheadRule,
 }
 
@@ -34,15 +36,46 @@ func Annotate(v *summary.View) {
 	}
 }
 
-// Findings applies every rule to p, strongest first.
+// Findings applies every rule to p: warnings first, and among them those whose gain was
+// estimated, the largest first, then the others strongest first.
 func Findings(p *summary.Process) []summary.Finding {
 	out := []summary.Finding{}
 	for _, r := range Rules {
 		if f, ok := r.apply(p); ok {
+			if g := f.Gain; g != nil {
+				f.Evidence = append(f.Evidence, gainText(g))
+			}
 			out = append(out, f)
 		}
 	}
+	slices.SortStableFunc(out, func(a, b summary.Finding) int {
+		if a.Severity != b.Severity {
+			return cmp.Compare(severity(a.Severity), severity(b.Severity))
+		}
+		return cmp.Compare(saved(b), saved(a))
+	})
 	return out
+}
+
+func severity(s string) int {
+	if s == "warning" {
+		return 0
+	}
+	return 1
+}
+
+// saved is the seconds f's gain saves over the run; -1 where none was estimated.
+func saved(f summary.Finding) float64 {
+	if f.Gain == nil {
+		return -1
+	}
+	return f.Gain.Saved
+}
+
+// gainText says what a finding's gain is, for its evidence.
+func gainText(g *summary.Gain) string {
+	return fmt.Sprintf("without it, %s would take about %.1f ms a token instead of %.1f (%.1f× the tokens/s), %.1f s saved over the run; assumes %s",
+		g.Phase, g.To, g.From, g.From/max(g.To, 1e-9), g.Saved, g.Assumes)
 }
 
 // phase returns p's phase of that name, if its figures are a verdict: its graphs' CPU

@@ -12,7 +12,7 @@ func clean() *summary.Process {
 	return &summary.Process{
 		Roofs: summary.Roofs{FLOPS: 200e9, Bandwidth: 50e9},
 		Phases: []*summary.Phase{{
-			Name: "decode", Decodes: 20, TracedGraphs: 10, DecodeSeconds: 1,
+			Name: "decode", Decodes: 20, Tokens: 20, TracedGraphs: 10, DecodeSeconds: 1,
 			Ops: []*summary.Op{
 				{Op: "MUL_MAT", Weight: "q4_0", TotalMS: 700, Share: 0.7, Bound: "memory", Bandwidth: 25e9, PeakFrac: 0.5},
 				{Op: "ADD", Weight: "none", TotalMS: 20, Share: 0.02, Bound: "overhead", PeakFrac: 0.05},
@@ -21,6 +21,7 @@ func clean() *summary.Process {
 			CPU:   &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.96, Share: 0.98, Judged: true},
 		}},
 		Quota: &summary.Quota{Cgroup: "/pod", CPUs: 4, Periods: 100, Throttled: 1, Threads: 2},
+		CPUs:  &summary.CPUs{Allowed: 4, Cores: 2, Threads: 2},
 		MoE:   []summary.MoELayer{{Layer: 0, Selections: []int64{10, 11, 9, 10}, Imbalance: 0.07}},
 	}
 }
@@ -99,6 +100,21 @@ func TestRules(t *testing.T) {
 			p.Software = "lavapipe"
 			p.Backends = []summary.Backend{{Backend: "CPU", Splits: 20, Seconds: 1}, {Backend: "VK", Splits: 20, Seconds: 0.01}}
 			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU}
+		}},
+		{"threads-over-cpus", func(p *summary.Process) { // 8 threads on 4 CPUs: starved, and not contention's
+			p.CPUs.Threads, p.Quota.Threads = 8, 8
+			p.Quota.CPUs = 0
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU}
+		}},
+		{"threads-over-cpus", func(p *summary.Process) { p.CPUs.Threads = 4 }}, // SMT siblings
+		{"threads-over-cpus", func(p *summary.Process) { // a hybrid CPU's efficient cores
+			p.CPUs = &summary.CPUs{Allowed: 20, Cores: 14, Performance: 6, Threads: 8}
+			p.Quota = nil
+		}},
+		{"threads-few", func(p *summary.Process) { p.CPUs.Threads = 1 }},
+		{"simd-narrow", func(p *summary.Process) { // a baseline build on an AVX2 CPU, its matmuls held back
+			p.SIMD = summary.SIMD{Build: "sse2", Host: "avx2"}
+			p.Phases[0].Ops[0].Bound, p.Phases[0].Ops[0].PeakFrac = summary.BoundSIMD, 0.2
 		}},
 		{"moe-uneven", func(p *summary.Process) {
 			p.MoE = append(p.MoE, summary.MoELayer{Layer: 1, Selections: []int64{40, 0, 0, 0}, Imbalance: 1.7})

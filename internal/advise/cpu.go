@@ -103,6 +103,9 @@ const starvedNote = "While they lack it, ops are judged starved rather than memo
 // every graph measures it; the scheduler layer adds per-node detail where it is on. Where
 // the process computes on a software device, its threads are what took the CPUs.
 func contention(p *summary.Process) (summary.Finding, bool) {
+	if oversubscribed(p) {
+		return summary.Finding{}, false // the cause is known: threads-over-cpus says it
+	}
 	worst := starved(p, summary.LackedCPU)
 	sched, schedShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.OffCPU + s.RunQueue })
 	if sched != nil && schedShare < contentionShare {

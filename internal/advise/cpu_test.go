@@ -37,7 +37,7 @@ func TestContentionAndQuotaEvidence(t *testing.T) {
 	p.Phases[0].CPU.Cost = 0
 	p.Phases[0].TokensPerSec = 3.5
 	if f := Findings(p); len(f) < 2 || f[1].Evidence[1] != "decode ran at 3.5 tokens/s; no graph had its CPUs to itself to measure the cost against" {
-		t.Errorf("without a baseline: %q", f)
+		t.Errorf("without a baseline: %v", f)
 	}
 }
 

@@ -66,6 +66,7 @@ type MetricsConfig struct {
 	ProfinferGraphsDropped             MetricConfig `mapstructure:"profinfer.graphs.dropped"`
 	ProfinferGraphsTraced              MetricConfig `mapstructure:"profinfer.graphs.traced"`
 	ProfinferProbesAttached            MetricConfig `mapstructure:"profinfer.probes.attached"`
+	ProfinferProcessCpus               MetricConfig `mapstructure:"profinfer.process.cpus"`
 	ProfinferRooflineCacheBandwidth    MetricConfig `mapstructure:"profinfer.roofline.cache.bandwidth"`
 	ProfinferRooflinePeak              MetricConfig `mapstructure:"profinfer.roofline.peak"`
 	ProfinferSpansDropped              MetricConfig `mapstructure:"profinfer.spans.dropped"`
@@ -186,6 +187,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		ProfinferProbesAttached: MetricConfig{
+			Enabled: true,
+		},
+		ProfinferProcessCpus: MetricConfig{
 			Enabled: true,
 		},
 		ProfinferRooflineCacheBandwidth: MetricConfig{

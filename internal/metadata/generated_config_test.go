@@ -138,6 +138,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProfinferProbesAttached: MetricConfig{
 						Enabled: true,
 					},
+					ProfinferProcessCpus: MetricConfig{
+						Enabled: true,
+					},
 					ProfinferRooflineCacheBandwidth: MetricConfig{
 						Enabled: true,
 					},
@@ -317,6 +320,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					ProfinferProbesAttached: MetricConfig{
+						Enabled: false,
+					},
+					ProfinferProcessCpus: MetricConfig{
 						Enabled: false,
 					},
 					ProfinferRooflineCacheBandwidth: MetricConfig{

@@ -238,6 +238,36 @@ var MapAttributeProfinferAttachReason = map[string]AttributeProfinferAttachReaso
 	"other":              AttributeProfinferAttachReasonOther,
 }
 
+// AttributeProfinferCpusKind specifies the value profinfer.cpus.kind attribute.
+type AttributeProfinferCpusKind int
+
+const (
+	_ AttributeProfinferCpusKind = iota
+	AttributeProfinferCpusKindAllowed
+	AttributeProfinferCpusKindCores
+	AttributeProfinferCpusKindPerformance
+)
+
+// String returns the string representation of the AttributeProfinferCpusKind.
+func (av AttributeProfinferCpusKind) String() string {
+	switch av {
+	case AttributeProfinferCpusKindAllowed:
+		return "allowed"
+	case AttributeProfinferCpusKindCores:
+		return "cores"
+	case AttributeProfinferCpusKindPerformance:
+		return "performance"
+	}
+	return ""
+}
+
+// MapAttributeProfinferCpusKind is a helper map of string to AttributeProfinferCpusKind attribute value.
+var MapAttributeProfinferCpusKind = map[string]AttributeProfinferCpusKind{
+	"allowed":     AttributeProfinferCpusKindAllowed,
+	"cores":       AttributeProfinferCpusKindCores,
+	"performance": AttributeProfinferCpusKindPerformance,
+}
+
 var MetricsInfo = metricsInfo{
 	GgmlBackendCopyBytes: metricInfo{
 		Name: "ggml.backend.copy.bytes",
@@ -350,6 +380,9 @@ var MetricsInfo = metricsInfo{
 	ProfinferProbesAttached: metricInfo{
 		Name: "profinfer.probes.attached",
 	},
+	ProfinferProcessCpus: metricInfo{
+		Name: "profinfer.process.cpus",
+	},
 	ProfinferRooflineCacheBandwidth: metricInfo{
 		Name: "profinfer.roofline.cache.bandwidth",
 	},
@@ -411,6 +444,7 @@ type metricsInfo struct {
 	ProfinferGraphsDropped             metricInfo
 	ProfinferGraphsTraced              metricInfo
 	ProfinferProbesAttached            metricInfo
+	ProfinferProcessCpus               metricInfo
 	ProfinferRooflineCacheBandwidth    metricInfo
 	ProfinferRooflinePeak              metricInfo
 	ProfinferSpansDropped              metricInfo
@@ -2436,6 +2470,58 @@ func newMetricProfinferProbesAttached(cfg MetricConfig) metricProfinferProbesAtt
 	return m
 }
 
+type metricProfinferProcessCpus struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills profinfer.process.cpus metric with initial data.
+func (m *metricProfinferProcessCpus) init() {
+	m.data.SetName("profinfer.process.cpus")
+	m.data.SetDescription("CPUs the process may run on, read from its main thread's affinity at each export, by kind; performance only on a hybrid CPU.")
+	m.data.SetUnit("{cpu}")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricProfinferProcessCpus) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, profinferCpusKindAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("profinfer.cpus.kind", profinferCpusKindAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricProfinferProcessCpus) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricProfinferProcessCpus) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricProfinferProcessCpus(cfg MetricConfig) metricProfinferProcessCpus {
+	m := metricProfinferProcessCpus{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricProfinferRooflineCacheBandwidth struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -2850,6 +2936,7 @@ type MetricsBuilder struct {
 	metricProfinferGraphsDropped             metricProfinferGraphsDropped
 	metricProfinferGraphsTraced              metricProfinferGraphsTraced
 	metricProfinferProbesAttached            metricProfinferProbesAttached
+	metricProfinferProcessCpus               metricProfinferProcessCpus
 	metricProfinferRooflineCacheBandwidth    metricProfinferRooflineCacheBandwidth
 	metricProfinferRooflinePeak              metricProfinferRooflinePeak
 	metricProfinferSpansDropped              metricProfinferSpansDropped
@@ -2919,6 +3006,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricProfinferGraphsDropped:             newMetricProfinferGraphsDropped(mbc.Metrics.ProfinferGraphsDropped),
 		metricProfinferGraphsTraced:              newMetricProfinferGraphsTraced(mbc.Metrics.ProfinferGraphsTraced),
 		metricProfinferProbesAttached:            newMetricProfinferProbesAttached(mbc.Metrics.ProfinferProbesAttached),
+		metricProfinferProcessCpus:               newMetricProfinferProcessCpus(mbc.Metrics.ProfinferProcessCpus),
 		metricProfinferRooflineCacheBandwidth:    newMetricProfinferRooflineCacheBandwidth(mbc.Metrics.ProfinferRooflineCacheBandwidth),
 		metricProfinferRooflinePeak:              newMetricProfinferRooflinePeak(mbc.Metrics.ProfinferRooflinePeak),
 		metricProfinferSpansDropped:              newMetricProfinferSpansDropped(mbc.Metrics.ProfinferSpansDropped),
@@ -3275,6 +3363,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricProfinferGraphsDropped.emit(ils.Metrics())
 	mb.metricProfinferGraphsTraced.emit(ils.Metrics())
 	mb.metricProfinferProbesAttached.emit(ils.Metrics())
+	mb.metricProfinferProcessCpus.emit(ils.Metrics())
 	mb.metricProfinferRooflineCacheBandwidth.emit(ils.Metrics())
 	mb.metricProfinferRooflinePeak.emit(ils.Metrics())
 	mb.metricProfinferSpansDropped.emit(ils.Metrics())
@@ -3496,6 +3585,11 @@ func (mb *MetricsBuilder) RecordProfinferGraphsTracedDataPoint(ts pcommon.Timest
 // RecordProfinferProbesAttachedDataPoint adds a data point to profinfer.probes.attached metric.
 func (mb *MetricsBuilder) RecordProfinferProbesAttachedDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricProfinferProbesAttached.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordProfinferProcessCpusDataPoint adds a data point to profinfer.process.cpus metric.
+func (mb *MetricsBuilder) RecordProfinferProcessCpusDataPoint(ts pcommon.Timestamp, val int64, profinferCpusKindAttributeValue AttributeProfinferCpusKind) {
+	mb.metricProfinferProcessCpus.recordDataPoint(mb.startTime, ts, val, profinferCpusKindAttributeValue.String())
 }
 
 // RecordProfinferRooflineCacheBandwidthDataPoint adds a data point to profinfer.roofline.cache.bandwidth metric.

@@ -217,6 +217,10 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordProfinferProcessCpusDataPoint(ts, 1, AttributeProfinferCpusKindAllowed)
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordProfinferRooflineCacheBandwidthDataPoint(ts, 1, "profinfer.roofline.cache.level-val", 29, "profinfer.roofline.source-val", "profinfer.roofline.measured-val")
 
 			defaultMetricsCount++
@@ -1010,6 +1014,21 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
+				case "profinfer.process.cpus":
+					assert.False(t, validatedMetrics["profinfer.process.cpus"], "Found a duplicate in the metrics slice: profinfer.process.cpus")
+					validatedMetrics["profinfer.process.cpus"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "CPUs the process may run on, read from its main thread's affinity at each export, by kind; performance only on a hybrid CPU.", mi.Description())
+					assert.Equal(t, "{cpu}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					profinferCpusKindAttrVal, ok := dp.Attributes().Get("profinfer.cpus.kind")
+					assert.True(t, ok)
+					assert.Equal(t, "allowed", profinferCpusKindAttrVal.Str())
 				case "profinfer.roofline.cache.bandwidth":
 					assert.False(t, validatedMetrics["profinfer.roofline.cache.bandwidth"], "Found a duplicate in the metrics slice: profinfer.roofline.cache.bandwidth")
 					validatedMetrics["profinfer.roofline.cache.bandwidth"] = true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/backends"
+	"github.com/profinfer/profinfer/internal/cpus"
 	"github.com/profinfer/profinfer/internal/describe"
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/ggml"
@@ -53,13 +54,14 @@ type inProc struct {
 	runtime     *runtimes.Runtime
 	backends    *backends.Resolver
 	describer   *describe.Describer
-	whisper     bool   // whisper.cpp: its jobs carry their context
-	ctx         uint64 // the llama_context (or whisper_context) of its latest decode
-	device      bool   // a split ran on a backend other than the CPU: the device probes were asked for
-	software    string // the software driver whose device threads it runs: read at attach, or from the names its threads took since
-	schedSeen   bool   // a backend scheduler was seen made
-	schedRead   bool   // a read of its scheduler was asked for
-	quotaWarned bool   // a failure to read its cgroup CPU quota was logged
+	whisper     bool       // whisper.cpp: its jobs carry their context
+	ctx         uint64     // the llama_context (or whisper_context) of its latest decode
+	device      bool       // a split ran on a backend other than the CPU: the device probes were asked for
+	software    string     // the software driver whose device threads it runs: read at attach, or from the names its threads took since
+	schedSeen   bool       // a backend scheduler was seen made
+	schedRead   bool       // a read of its scheduler was asked for
+	quotaWarned bool       // a failure to read its cgroup CPU quota was logged
+	cpus        cpus.Count // the CPUs it may run on, as last read
 	// reread says that it made a scheduler since: a new llama_context, which may have
 	// the address of one freed before, so its next decode's context is read again.
 	reread bool

@@ -31,6 +31,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/profinfer/profinfer/internal/cpus"
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/probe"
 	"github.com/profinfer/profinfer/internal/registry"
@@ -53,9 +54,10 @@ type Profiler struct {
 	metrics consumer.Metrics
 
 	bpf      *probe.Loaded
-	kernel   string      // its release, read once: every process's os.version
-	hostSIMD string      // the CPU's SIMD, read once: every process's host.cpu.simd
-	tps      []link.Link // the tracepoint programs
+	kernel   string         // its release, read once: every process's os.version
+	hostSIMD string         // the CPU's SIMD, read once: every process's host.cpu.simd
+	top      *cpus.Topology // the CPUs' topology, read once; nil where it could not be
+	tps      []link.Link    // the tracepoint programs
 	reader   *ringread.Reader
 	reg      *registry.Registry
 	counters *perfcount.Threads // nil: no perf counters
@@ -114,6 +116,7 @@ func New(cfg Config, set receiver.Settings, traces consumer.Traces, metrics cons
 func (p *Profiler) Start(ctx context.Context) error {
 	slackSet := p.setTimerSlack() // first: the start's own work wakes the runtime's monitor too
 	p.hostSIMD = simd.Host()
+	p.top = readTopology(p.log)
 	reg, err := registry.New(registry.Config{Targets: p.cfg.Targets, Root: "/proc",
 		Application: p.cfg.Layers.Application, Propagate: p.cfg.Propagate}, p, p.log)
 	if err != nil {

@@ -61,9 +61,9 @@ func (p *Profiler) emitMetrics(ctx context.Context) {
 	if !p.ask(func(in *ingest) { pids = in.pids() }) {
 		return
 	}
-	drops, quotas := p.drops(), p.quota.read(pids, p.log)
+	drops, quotas, allowed := p.drops(), p.quota.read(pids, p.log), p.readAllowed(pids)
 	var md pmetric.Metrics
-	if p.ask(func(in *ingest) { md = p.buildMetrics(in, drops, quotas) }) {
+	if p.ask(func(in *ingest) { md = p.buildMetrics(in, drops, quotas, allowed) }) {
 		p.consume(ctx, md)
 	}
 }
@@ -71,7 +71,8 @@ func (p *Profiler) emitMetrics(ctx context.Context) {
 // emit hands the pipeline the last metrics, at Shutdown: the loops are gone.
 func (p *Profiler) emit(ctx context.Context, in *ingest) {
 	if p.metrics != nil {
-		p.consume(ctx, p.buildMetrics(in, p.drops(), p.quota.read(in.pids(), p.log)))
+		pids := in.pids()
+		p.consume(ctx, p.buildMetrics(in, p.drops(), p.quota.read(pids, p.log), p.readAllowed(pids)))
 	}
 }
 
@@ -83,7 +84,15 @@ func (p *Profiler) consume(ctx context.Context, md pmetric.Metrics) {
 
 // buildMetrics builds the metrics on the reader. A process whose cgroup cannot be read is
 // warned about once.
-func (p *Profiler) buildMetrics(in *ingest, drops uint64, quotas []quotaRead) pmetric.Metrics {
+func (p *Profiler) buildMetrics(in *ingest, drops uint64, quotas []quotaRead, allowed []cpusRead) pmetric.Metrics {
+	for _, a := range allowed {
+		if t := in.procs[a.pid]; t != nil {
+			t.cpus = a.c
+		}
+	}
+	for pid, t := range in.procs {
+		in.acc.CPUs(pid, t.cpus)
+	}
 	for _, q := range quotas {
 		t := in.procs[q.pid]
 		switch {

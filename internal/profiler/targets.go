@@ -65,6 +65,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		whisper:   f.Whisper != nil,
 		ctxFields: f.Context,
 	}
+	in.cpus, _ = p.allowed(pid)
 	holds := p.applicationLayer(ct)
 	var probes int
 	var splits bool
@@ -274,6 +275,7 @@ func (p *Profiler) reap() {
 		if r.end != nil {
 			in.exited(t, r.end)
 		}
+		in.acc.CPUs(r.pid, t.cpus) // a process shorter than the metrics interval was read at its attach only
 		in.acc.Forget(r.pid)
 		delete(in.procs, r.pid)
 		_ = probe.Trace(&p.bpf.ProfinferMaps, r.pid, false)

@@ -43,4 +43,6 @@ const (
 	GGMLMoEExpert = "ggml.moe.expert"
 	// ProfinferCgroupPath: the cgroup of the profinfer.cgroup.cpu.* points.
 	ProfinferCgroupPath = "profinfer.cgroup.path"
+	// ProfinferCPUsKind: which CPUs a profinfer.process.cpus point counts.
+	ProfinferCPUsKind = "profinfer.cpus.kind"
 )

@@ -80,6 +80,13 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 			m.mb.RecordProfinferCgroupCPUThrottledPeriodsDataPoint(now, int64(q.Throttled), q.Cgroup)
 			m.mb.RecordProfinferCgroupCPUThrottledTimeDataPoint(now, q.ThrottledTime.Seconds(), q.Cgroup)
 		}
+		if c := pm.cpus; c.Allowed > 0 {
+			m.mb.RecordProfinferProcessCpusDataPoint(now, int64(c.Allowed), metadata.AttributeProfinferCpusKindAllowed)
+			m.mb.RecordProfinferProcessCpusDataPoint(now, int64(c.Cores), metadata.AttributeProfinferCpusKindCores)
+			if c.Performance > 0 {
+				m.mb.RecordProfinferProcessCpusDataPoint(now, int64(c.Performance), metadata.AttributeProfinferCpusKindPerformance)
+			}
+		}
 		if pm.windowed {
 			m.mb.RecordProfinferWindowNextDataPoint(now, pm.window)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/cgroup"
+	"github.com/profinfer/profinfer/internal/cpus"
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/requests"
@@ -51,6 +52,7 @@ type processMetrics struct {
 	steps                map[string]*span    // scheduler computations of runtimes without llama_decode, by phase
 	jobs                 jobs
 	quota                cgroup.CPU // as last read
+	cpus                 cpus.Count // the CPUs it may run on, as last read
 	exited               bool       // emit once more, then drop
 }
 
@@ -411,6 +413,13 @@ func (pm *processMetrics) forgetThreads() {
 func (m *Metrics) Quota(pid int, c cgroup.CPU) {
 	if pm := m.procs[pid]; pm != nil {
 		pm.quota = c
+	}
+}
+
+// CPUs sets what pid may run on, as last read.
+func (m *Metrics) CPUs(pid int, c cpus.Count) {
+	if pm := m.procs[pid]; pm != nil {
+		pm.cpus = c
 	}
 }
 

@@ -108,6 +108,7 @@ type proc struct {
 	counters         map[string]bool
 	threads          int64      // the most threads a graph was computed with
 	quota            quotaState // the cgroup CPU quota
+	cpus             CPUs       // the CPUs it may run on, Threads aside
 	simd             SIMD
 	end              *End // how it ended, from its process span
 	cut              bool // a step of it was cut short by its end

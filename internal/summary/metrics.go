@@ -43,6 +43,9 @@ func (a *Aggregator) Metrics(md pmetric.Metrics) {
 						dp := dps.At(dps.Len() - 1)
 						p.nextWindow = dp.Timestamp().AsTime().Add(time.Duration(dp.DoubleValue() * float64(time.Second)))
 					}
+				case metadata.MetricsInfo.ProfinferProcessCpus.Name:
+					p = cmp.Or(p, a.process(rm.Resource()))
+					p.cpusMetric(m.Gauge().DataPoints())
 				case metadata.MetricsInfo.ProfinferCgroupCPULimit.Name, metadata.MetricsInfo.ProfinferCgroupCPUPeriods.Name, metadata.MetricsInfo.ProfinferCgroupCPUThrottledPeriods.Name, metadata.MetricsInfo.ProfinferCgroupCPUThrottledTime.Name:
 					p = cmp.Or(p, a.process(rm.Resource()))
 					p.quotaMetric(m)
@@ -102,6 +105,26 @@ func (p *proc) selections(dps pmetric.NumberDataPointSlice) {
 		}
 		c[e] = dp.IntValue() // cumulative: the newest count is the count
 		p.moeMetric[layer] = c
+	}
+}
+
+// cpusMetric reads the CPUs the process may run on, as last read: the points of one
+// export replace the last's.
+func (p *proc) cpusMetric(dps pmetric.NumberDataPointSlice) {
+	c := CPUs{}
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		switch schema.Str(dp.Attributes(), schema.ProfinferCPUsKind) {
+		case "allowed":
+			c.Allowed = int(dp.IntValue())
+		case "cores":
+			c.Cores = int(dp.IntValue())
+		case "performance":
+			c.Performance = int(dp.IntValue())
+		}
+	}
+	if c.Allowed > 0 {
+		p.cpus = c
 	}
 }
 

@@ -47,6 +47,7 @@ type Process struct {
 	Copies   []Copy    `json:"copies,omitempty"`
 	Counters []string  `json:"counters,omitempty"` // perf counter names the ops carry
 	Quota    *Quota    `json:"quota,omitempty"`    // the cgroup CPU quota it runs under
+	CPUs     *CPUs     `json:"cpus,omitempty"`     // the CPUs it may run on
 	Findings []Finding `json:"findings"`
 	LastSeen time.Time `json:"last_seen"`
 	// NextWindow is when its next node-sampling window opens (nodes.mode sampled); zero
@@ -175,6 +176,15 @@ type Quota struct {
 	SinceMade        bool    `json:"since_made,omitempty"`
 	// Threads is the most threads the process computed a graph with.
 	Threads int64 `json:"threads"`
+}
+
+// CPUs are the CPUs a process may run on, as profinfer.process.cpus last gave them, and
+// the most threads it computed a graph with.
+type CPUs struct {
+	Allowed     int   `json:"allowed"`               // logical CPUs in its affinity
+	Cores       int   `json:"cores"`                 // physical cores among them
+	Performance int   `json:"performance,omitempty"` // a hybrid CPU's performance cores among them; 0 on others
+	Threads     int64 `json:"threads"`
 }
 
 // Op is one operator on one weight type within a phase: a row of the op table.
@@ -349,4 +359,17 @@ type Finding struct {
 	Title    string   `json:"title"`
 	Advice   string   `json:"advice"`
 	Evidence []string `json:"evidence"`
+	// Gain is what the run would gain without the cause, where the figures allow an
+	// estimate; findings are ordered by it.
+	Gain *Gain `json:"gain,omitempty"`
+}
+
+// Gain is a phase's time per token as measured and as estimated without a finding's
+// cause, what the estimate assumes, and the seconds it would have saved over the run.
+type Gain struct {
+	Phase   string  `json:"phase"`
+	From    float64 `json:"from_ms"` // ms a token
+	To      float64 `json:"to_ms"`
+	Saved   float64 `json:"saved_seconds"`
+	Assumes string  `json:"assumes"`
 }

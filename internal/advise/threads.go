@@ -1,0 +1,184 @@
+package advise
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/profinfer/profinfer/internal/schema"
+	"github.com/profinfer/profinfer/internal/summary"
+)
+
+// The threads: how many the model computes with against the CPUs the process may run on
+// (its affinity, which a cpuset bounds; their physical cores; a hybrid CPU's performance
+// cores), read by profinfer.process.cpus. A cgroup quota is the quota rule's.
+
+var overCPUsRule = Rule{
+	ID:    "threads-over-cpus",
+	Name:  "more threads than CPUs",
+	Fires: "the model computes graphs with more threads than the CPUs the process may run on (warning); or than their physical cores, SMT siblings counted once, or a hybrid CPU's performance cores (info)",
+	Says:  "the threads, the CPUs, what the threads lacked where the graphs measured it, and the threads to run with in the runtime's own words (`-t`, `num_thread`, `n_threads`)",
+	apply: overCPUs,
+}
+
+var fewThreadsRule = Rule{
+	ID:    "threads-few",
+	Name:  "fewer threads than cores",
+	Fires: "the model computes with fewer threads than the physical cores it may run on (a hybrid CPU's performance cores), its threads had their CPUs (not [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share)), and a judged phase spends ≥ 30% of its op time below half its roof",
+	Says:  "the threads, the cores, and each phase's time per token at one thread a core, estimated op by op: an op's time shrinks with the threads until it meets its roof",
+	apply: fewThreads,
+}
+
+// Thresholds of the threads rules.
+const (
+	// A phase whose ops below half their roof hold this share of its op time would gain
+	// from more threads.
+	belowRoofShare = 0.3
+	// belowRoof is "below its roof": an op at this share of it or less has room to grow.
+	belowRoof = 0.5
+)
+
+// threadsOption names how p's runtime is told to compute with n threads.
+func threadsOption(p *summary.Process, n int) string {
+	exe := ""
+	for _, kv := range p.Resource {
+		if kv.Key == schema.ResourceProcessExecutableName {
+			exe = kv.Value
+		}
+	}
+	switch {
+	case p.Runtime == "ollama":
+		return fmt.Sprintf("num_thread %d (PARAMETER num_thread in the Modelfile, or options.num_thread in the request)", n)
+	case p.Runtime == "whisper.cpp":
+		return fmt.Sprintf("-t %d (n_threads in whisper_full_params, for a binding)", n)
+	case strings.HasPrefix(exe, "llama-"):
+		return fmt.Sprintf("-t %d (--threads; -tb for the prompt's batches)", n)
+	}
+	return fmt.Sprintf("%d threads (n_threads and n_threads_batch of llama_context_params, or the binding's threads option)", n)
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// oversubscribed says whether p computes with more threads than the CPUs it may run on.
+func oversubscribed(p *summary.Process) bool {
+	c := p.CPUs
+	return c != nil && c.Threads > int64(c.Allowed)
+}
+
+// overCPUs: the model's threads outnumber the CPUs, the cores, or the performance cores
+// the process may run on.
+func overCPUs(p *summary.Process) (summary.Finding, bool) {
+	c := p.CPUs
+	if c == nil || c.Threads == 0 {
+		return summary.Finding{}, false
+	}
+	wait := "ggml's threads wait for each other at every node, so a node ends only when its slowest thread is done: "
+	var f summary.Finding
+	switch {
+	case c.Threads > int64(c.Allowed):
+		f = summary.Finding{ID: "threads-over-cpus", Severity: "warning",
+			Title: fmt.Sprintf("%d threads on %d CPUs: the model's threads take turns on them", c.Threads, c.Allowed),
+			Advice: wait + "with more threads than CPUs, a thread without one holds every node up, while the others spin at the barrier on the CPUs it needs. " +
+				fmt.Sprintf("Run with %s, the CPUs it may use. ", threadsOption(p, c.Allowed)) + starvedNote,
+		}
+	case c.Threads > int64(c.Cores):
+		f = summary.Finding{ID: "threads-over-cpus", Severity: "info",
+			Title: fmt.Sprintf("%d threads on %d physical cores: SMT siblings share a core", c.Threads, c.Cores),
+			Advice: wait + "two threads on one core's SMT siblings share its vector units and caches, and each runs slower than a thread with a core of its own. " +
+				fmt.Sprintf("Try %s, one a core, and compare (profinfer compare): the matmuls usually run as fast or faster.", threadsOption(p, c.Cores)),
+		}
+	case c.Performance > 0 && c.Threads > int64(c.Performance) && c.Allowed > c.Performance:
+		f = summary.Finding{ID: "threads-over-cpus", Severity: "info",
+			Title: fmt.Sprintf("%d threads on a hybrid CPU with %d performance cores: efficient cores hold each node up", c.Threads, c.Performance),
+			Advice: wait + "a thread on an efficient core is the slowest at every node. " +
+				fmt.Sprintf("Try %s on the performance cores alone (taskset, or --cpu-mask with llama.cpp's tools), and compare (profinfer compare).", threadsOption(p, c.Performance)),
+		}
+	default:
+		return summary.Finding{}, false
+	}
+	line := fmt.Sprintf("the model's graphs were computed with %d threads; the process may run on %d CPUs, %d physical cores", c.Threads, c.Allowed, c.Cores)
+	if c.Performance > 0 {
+		line += fmt.Sprintf(", %d of them performance cores", c.Performance)
+	}
+	f.Evidence = append(f.Evidence, line)
+	if ph := starved(p, summary.LackedCPU); ph != nil {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s: the threads had a CPU for %s of their graphs' time, and waited for one for %s of it",
+			ph.Name, pct(ph.CPU.Share), pct(ph.CPU.Wait/ph.CPU.ThreadSeconds)))
+	}
+	return f, true
+}
+
+// fewThreads: the model computes with fewer threads than the cores it may use, had its
+// CPUs, and its ops have room below their roofs.
+func fewThreads(p *summary.Process) (summary.Finding, bool) {
+	c := p.CPUs
+	if c == nil {
+		return summary.Finding{}, false
+	}
+	cores, kind := c.Cores, "cores"
+	if c.Performance > 0 { // a hybrid CPU: its efficient cores would hold each node up
+		cores, kind = c.Performance, "performance cores"
+	}
+	if c.Threads == 0 || c.Threads >= int64(cores) || p.Quota != nil && float64(c.Threads) >= p.Quota.CPUs-1e-9 {
+		return summary.Finding{}, false
+	}
+	var best *summary.Gain
+	var below float64
+	for _, ph := range p.Phases {
+		if !judged(ph) || ph.CPU != nil && ph.CPU.Starved || ph.Tokens == 0 {
+			continue
+		}
+		g, room := moreThreads(ph, float64(c.Threads), float64(cores))
+		if room < belowRoofShare || g == nil {
+			continue
+		}
+		if best == nil || g.Saved > best.Saved {
+			best, below = g, room
+		}
+	}
+	if best == nil {
+		return summary.Finding{}, false
+	}
+	f := summary.Finding{ID: "threads-few", Severity: "warning",
+		Title: fmt.Sprintf("%s on %d %s: the other cores sat idle", plural(c.Threads, "thread"), cores, kind),
+		Advice: fmt.Sprintf("The model's threads had their CPUs, and its ops ran below their roofs: more threads would compute them faster. "+
+			"Run with %s, one a core, if nothing else needs those cores.", threadsOption(p, cores)),
+		Evidence: []string{
+			fmt.Sprintf("the model's graphs were computed with %s; the process may run on %d %s", plural(c.Threads, "thread"), cores, kind),
+			fmt.Sprintf("%s: %s of its op time in ops below half their roof", best.Phase, pct(below)),
+		},
+		Gain: best,
+	}
+	return f, true
+}
+
+// moreThreads estimates phase ph's time per token with threads `to` in place of `from`,
+// op by op: an op's time shrinks in proportion, but not below what its roof allows (its
+// time times the share of the roof it reached). Ops without a roof figure keep their
+// time. It returns the estimate and the share of op time in ops below half their roof.
+func moreThreads(ph *summary.Phase, from, to float64) (*summary.Gain, float64) {
+	var now, then, below float64
+	for _, o := range ph.Ops {
+		now += o.Share
+		switch {
+		case o.PeakFrac <= 0:
+			then += o.Share
+		default:
+			then += o.Share * max(from/to, min(o.PeakFrac, 1))
+			if o.PeakFrac <= belowRoof {
+				below += o.Share
+			}
+		}
+	}
+	if now <= 0 || ph.Tokens == 0 {
+		return nil, 0
+	}
+	perToken := 1e3 * ph.DecodeSeconds / float64(ph.Tokens)
+	to2 := perToken * then / now
+	return &summary.Gain{Phase: ph.Name, From: perToken, To: to2, Saved: (perToken - to2) * float64(ph.Tokens) / 1e3,
+		Assumes: fmt.Sprintf("each op's time shrinks from %.0f to %.0f threads, down to what its roof allows; ops without a roof figure keep theirs; the phase's time is its graphs'", from, to)}, below / now
+}
