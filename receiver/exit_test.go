@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/profinfer/profinfer/internal/advise"
 	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
@@ -102,6 +103,17 @@ func TestE2EProcessEnd(t *testing.T) {
 		t.Errorf("no span of the decode llama-bench was killed in is marked %s", schema.ProfinferCut)
 	}
 
+	// The OOM kill is a finding, with its limit; the SIGTERM none.
+	v := summarize(t, c.out)
+	advise.Annotate(v)
+	if f := finding(byPID(t, v, oom.PID()), "oom-killed"); f == nil || !strings.Contains(f.Title, cgroup) ||
+		!strings.Contains(strings.Join(f.Evidence, "\n"), fmt.Sprintf("limit is %.1f MB", float64(oomLimit)/1e6)) {
+		t.Errorf("the OOM kill: no finding naming cgroup %s and its limit: %v", cgroup, byPID(t, v, oom.PID()).Findings)
+	}
+	if f := finding(byPID(t, v, term.PID()), "oom-killed"); f != nil {
+		t.Errorf("the SIGTERM: %s", f.Title)
+	}
+
 	text, err := exec.CommandContext(ctx, "go", "run", "../cmd/profinfer", "report", "-o", t.TempDir(), c.out).Output()
 	if err != nil {
 		t.Fatalf("profinfer report: %v\n%s", err, text)
@@ -110,6 +122,7 @@ func TestE2EProcessEnd(t *testing.T) {
 		fmt.Sprintf("(pid %d)", oom.PID()),
 		fmt.Sprintf("ended: killed by SIGKILL: the OOM killer, for memory cgroup %s's limit (%.1f MB; usage ", cgroup, float64(oomLimit)/1e6),
 		"ended: killed by SIGTERM; ",
+		"Killed by the OOM killer of memory cgroup",
 	} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("the report lacks %q:\n%s", want, text)

@@ -25,7 +25,7 @@ type Rule struct {
 
 // Rules are every rule, strongest first: the order findings are listed in.
 var Rules = []Rule{
-	quotaRule, overCPUsRule, contentionRule, fewThreadsRule, simdRule, blockedRule, memoryBoundRule, barriersRule,
+	oomRule, quotaRule, overCPUsRule, contentionRule, fewThreadsRule, simdRule, blockedRule, memoryBoundRule, barriersRule,
 	deviceUnusedRule, fallbackRule, offloadRule, unevenRule, overheadRule,
 }
 

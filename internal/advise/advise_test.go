@@ -116,6 +116,9 @@ func TestRules(t *testing.T) {
 			p.SIMD = summary.SIMD{Build: "sse2", Host: "avx2"}
 			p.Phases[0].Ops[0].Bound, p.Phases[0].Ops[0].PeakFrac = summary.BoundSIMD, 0.2
 		}},
+		{"oom-killed", func(p *summary.Process) {
+			p.End = &summary.End{Cause: "killed by SIGKILL: the OOM killer", OOM: "cgroup", Cgroup: "/bench", Limit: 600e6, Peak: 599e6, Text: "killed by SIGKILL"}
+		}},
 		{"moe-uneven", func(p *summary.Process) {
 			p.MoE = append(p.MoE, summary.MoELayer{Layer: 1, Selections: []int64{40, 0, 0, 0}, Imbalance: 1.7})
 		}},
