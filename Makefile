@@ -32,12 +32,13 @@ all: build
 generate:
 	$(GOFLAGS_E) $(TOOL) mdatagen metadata.yaml
 	$(GOFLAGS_E) $(TOOL) mdatagen viewexporter/metadata.yaml
+	$(GOFLAGS_E) $(TOOL) mdatagen findingsconnector/metadata.yaml
 	@# mdatagen also writes component tests for a Go package next to
 	@# metadata.yaml; the repository root has none, so they cannot compile.
 	rm -f generated_component_test.go generated_package_test.go
 	$(GO) generate ./bpf/...
 	scripts/vendor-web.sh
-	gofmt -w internal/metadata viewexporter bpf
+	gofmt -w internal/metadata viewexporter findingsconnector bpf
 
 build:
 	$(MAKE) build-$$($(GO) env GOARCH)

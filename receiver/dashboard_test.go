@@ -335,10 +335,12 @@ func promGet(u string, params url.Values, data any) error {
 func startPromCollector(t *testing.T, ctx context.Context, exes []string) (*collector, string) {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	// No traces pipeline: the dashboard reads metrics only.
+	// The dashboard reads metrics only; the findings connector reads the traces too.
 	p := runCollector(t, ctx, fmt.Sprintf(`
 receivers:
   profinfer: {targets: [%s], discovery_interval: 1h, collection_interval: 1s, %s}
+connectors:
+  profinferfindings: {interval: 1s}
 exporters:
   prometheus:
     endpoint: %q
@@ -348,7 +350,9 @@ service:
     metrics:
       level: none
   pipelines:
-    metrics: {receivers: [profinfer], exporters: [prometheus]}
+    traces: {receivers: [profinfer], exporters: [profinferfindings]}
+    metrics: {receivers: [profinfer], exporters: [prometheus, profinferfindings]}
+    metrics/findings: {receivers: [profinferfindings], exporters: [prometheus]}
 `, executables(exes), fullTracing, addr))
 	return &collector{proc: p}, addr
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,23 @@ func readPage(t *testing.T, ctx context.Context, br *testbench.Browser, url stri
 	return f
 }
 
+// defaultConfig is make run's configuration, unedited but for its ports, the page's and
+// Prometheus's, and its file, out.
+func defaultConfig(t *testing.T, out string) (cfg string, page, prom int) {
+	t.Helper()
+	raw, err := os.ReadFile("../config/otelcol.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, prom = freePort(t), freePort(t)
+	cfg = strings.NewReplacer("127.0.0.1:9465", fmt.Sprintf("127.0.0.1:%d", page),
+		"127.0.0.1:9464", fmt.Sprintf("127.0.0.1:%d", prom), "./profinfer-output.jsonl", out).Replace(string(raw))
+	if cfg == string(raw) || !strings.Contains(cfg, out) || !strings.Contains(cfg, strconv.Itoa(prom)) {
+		t.Fatal("config/otelcol.yaml no longer names the ports and file this test moves")
+	}
+	return cfg, page, prom
+}
+
 // A newcomer's first minute, with make run's configuration: a llama-server on the 1B
 // model, requests of 48 tokens for 15 s. Within 5 s of the first request the page has a
 // decode op table (the first windows go to the phases none has traced), and on this
@@ -79,17 +97,7 @@ func TestE2ENewcomerPage(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
-	port := freePort(t)
-	// make run's configuration, unedited but for its ports and file.
-	raw, err := os.ReadFile("../config/otelcol.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.NewReplacer("127.0.0.1:9465", fmt.Sprintf("127.0.0.1:%d", port),
-		"127.0.0.1:9464", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "./profinfer-output.jsonl", out).Replace(string(raw))
-	if cfg == string(raw) || !strings.Contains(cfg, out) {
-		t.Fatal("config/otelcol.yaml no longer names the ports and file this test moves")
-	}
+	cfg, port, _ := defaultConfig(t, out)
 	c := &collector{proc: runCollector(t, ctx, cfg), out: out}
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	started := time.Now()

@@ -31,7 +31,8 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "out.jsonl")
 	bench := e.Bin("llama-bench")
-	runCollector(t, ctx, viewConfig("profinfer", fmt.Sprintf("{targets: [{executable: %q}]}", bench), out, freePort(t)))
+	cfg, _, prom := defaultConfig(t, out) // make run's: its findings reach the file and Prometheus
+	runCollector(t, ctx, cfg)
 	run := func(name string, args ...string) int {
 		p, err := testbench.Start(name, args...)
 		if err != nil {
@@ -104,7 +105,7 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 		}
 	}
 	// Its own finding, naming the threads and the CPUs, and no other cause's.
-	if f := finding(p, "threads-over-cpus"); f == nil || f.Severity != "warning" || !strings.Contains(f.Title, fmt.Sprintf("8 threads on %d CPUs", runtime.NumCPU())) ||
+	if f := finding(p, "threads-over-cpus"); f == nil || f.Severity != "warning" || !strings.Contains(f.Title, fmt.Sprintf("8 threads on %d CPUs:", runtime.NumCPU())) ||
 		!strings.Contains(f.Advice, fmt.Sprintf("-t %d", runtime.NumCPU())) {
 		t.Errorf("8 threads on 2 cores: no finding of the threads against the CPUs: %v", p.Findings)
 	}
@@ -159,6 +160,29 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 		}
 	}
 	noFalseShare(t, "F16 in 60% of its memory", text)
+
+	// Each cause's finding reached the pipeline, as a log record in the file and a
+	// profinfer_finding series in Prometheus, on its process; the healthy run's none.
+	causes := map[int]string{over: "threads-over-cpus", few: "threads-few", disk: "threads-blocked"}
+	got := findingsOut(t, ctx, out, prom, func(got pipelineFindings) bool {
+		for pid, id := range causes {
+			if got.logged[int64(pid)][id] == "" || !got.served[int64(pid)][id] {
+				return false
+			}
+		}
+		return true
+	})
+	for pid, id := range causes {
+		if got.logged[int64(pid)][id] != "warning" || !got.served[int64(pid)][id] {
+			t.Errorf("pid %d: %s logged %q, served %v; want a warning record and a series (logged %v, served %v)",
+				pid, id, got.logged[int64(pid)][id], got.served[int64(pid)][id], got.logged, got.served)
+		}
+	}
+	for id, sev := range got.logged[int64(healthy)] {
+		if sev == "warning" {
+			t.Errorf("healthy: %s logged as a warning", id)
+		}
+	}
 }
 
 // table is the text report of p, as `profinfer report` prints it.

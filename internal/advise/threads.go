@@ -81,7 +81,7 @@ func overCPUs(p *summary.Process) (summary.Finding, bool) {
 	switch {
 	case c.Threads > int64(c.Allowed):
 		f = summary.Finding{ID: "threads-over-cpus", Severity: "warning",
-			Title: fmt.Sprintf("%d threads on %d CPUs: the model's threads take turns on them", c.Threads, c.Allowed),
+			Title: fmt.Sprintf("%d threads on %s: the model's threads take turns on them", c.Threads, plural(int64(c.Allowed), "CPU")),
 			Advice: wait + "with more threads than CPUs, a thread without one holds every node up, while the others spin at the barrier on the CPUs it needs. " +
 				fmt.Sprintf("Run with %s, the CPUs it may use. ", threadsOption(p, c.Allowed)) + starvedNote,
 		}

@@ -1,0 +1,80 @@
+// Package findingsconnector is the profinferfindings connector: it folds the spans and
+// metrics of its pipelines into a per-process summary, as the page and the report do,
+// judges them with profinfer's rules, and sends the findings on as telemetry, so that a
+// fleet alerts on them where it alerts on anything else: a profinfer.finding point for
+// each finding a process has, its estimated gain, and a log record when a finding
+// appears or changes, each on the process's own resource.
+package findingsconnector // import "github.com/profinfer/profinfer/findingsconnector"
+
+import (
+	"context"
+	"sync"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+
+	"github.com/profinfer/profinfer/findingsconnector/internal/metadata"
+)
+
+// NewFactory returns the factory of the profinferfindings connector.
+func NewFactory() connector.Factory {
+	return connector.NewFactory(
+		metadata.Type,
+		func() component.Config { return createDefaultConfig() },
+		connector.WithTracesToMetrics(tracesToMetrics, metadata.TracesToMetricsStability),
+		connector.WithTracesToLogs(tracesToLogs, metadata.TracesToLogsStability),
+		connector.WithMetricsToMetrics(metricsToMetrics, metadata.MetricsToMetricsStability),
+		connector.WithMetricsToLogs(metricsToLogs, metadata.MetricsToLogsStability),
+	)
+}
+
+// The collector makes one connector per pair of pipeline types; those of one entry
+// share a judge, which each feeds with its input and hands its output.
+
+func tracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
+	j := judges.get(set, cfg.(*Config))
+	return j.input(tracesIn, out{metrics: next}), nil
+}
+
+func tracesToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Traces, error) {
+	j := judges.get(set, cfg.(*Config))
+	return j.input(tracesIn, out{logs: next}), nil
+}
+
+func metricsToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Metrics, error) {
+	j := judges.get(set, cfg.(*Config))
+	return j.input(metricsIn, out{metrics: next}), nil
+}
+
+func metricsToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Metrics, error) {
+	j := judges.get(set, cfg.(*Config))
+	return j.input(metricsIn, out{logs: next}), nil
+}
+
+// judges holds one judge per *Config. An entry lives until its Shutdown.
+var judges = &shared{byConfig: map[*Config]*judge{}}
+
+type shared struct {
+	mu       sync.Mutex
+	byConfig map[*Config]*judge
+}
+
+func (s *shared) get(set connector.Settings, cfg *Config) *judge {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.byConfig[cfg]
+	if j == nil {
+		j = newJudge(set, cfg, func(j *judge) { s.remove(cfg, j) })
+		s.byConfig[cfg] = j
+	}
+	return j
+}
+
+func (s *shared) remove(cfg *Config, j *judge) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byConfig[cfg] == j {
+		delete(s.byConfig, cfg)
+	}
+}
