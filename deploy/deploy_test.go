@@ -4,6 +4,7 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -143,6 +144,15 @@ func TestHelmValues(t *testing.T) {
 	}
 	if at(t, v, "alternateConfig", "service", "pipelines", "traces", "receivers", 0) != "profinfer" {
 		t.Error("the chart's config does not run the profinfer receiver")
+	}
+	// The chart's agent is deploy/agent.yaml's: the same connectors and pipelines.
+	agent := docs(t, "agent.yaml")[0]
+	for _, path := range [][]any{{"connectors"}, {"service", "pipelines"}} {
+		want, _ := json.Marshal(at(t, agent, path...))
+		got, _ := json.Marshal(at(t, v, append([]any{"alternateConfig"}, path...)...))
+		if string(got) != string(want) {
+			t.Errorf("the chart's %v %s, deploy/agent.yaml's %s", path, got, want)
+		}
 	}
 }
 
