@@ -128,6 +128,16 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	if g := f.Gain; g.To >= g.From*0.8 || g.To < g.From*0.5-1e-9 {
 		t.Errorf("1 thread on 2 cores: %s from %.1f to %.1f ms a token, want 1.25× to 2× faster", g.Phase, g.From, g.To)
 	}
+	// Against the truth: the healthy run computed the same model at 2 threads.
+	if g := f.Gain; g.Phase == "decode" {
+		at2 := phaseNamed(t, byPID(t, v, healthy), "decode")
+		truth := 1e3 * at2.DecodeSeconds / float64(at2.Tokens)
+		t.Logf("1 thread on 2 cores: decode estimated at 2 threads %.1f ms a token, measured %.1f (estimate/measured %.2f); at 1 thread %.1f",
+			g.To, truth, g.To/truth, g.From)
+		if g.To < 0.6*truth || g.To > 1.35*truth {
+			t.Errorf("1 thread on 2 cores: decode at 2 threads estimated %.1f ms a token, measured %.1f", g.To, truth)
+		}
+	}
 	if p.Findings[0].ID != "threads-few" {
 		t.Errorf("1 thread on 2 cores: the first finding is %s, want the one with the gain", p.Findings[0].ID)
 	}
