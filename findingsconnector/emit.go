@@ -11,7 +11,8 @@ import (
 
 // What the connector emits: docs/findings.md documents it.
 const (
-	// MetricFinding is 1 for each finding a process has, by id and severity.
+	// MetricFinding is 1 for each finding a process has, by id and severity, and 0 once
+	// for one it no longer has.
 	MetricFinding = "profinfer.finding"
 	// MetricFindingGain is the time a token a finding's cause costs, where estimated.
 	MetricFindingGain = "profinfer.finding.gain"
@@ -25,9 +26,10 @@ const (
 	AttrEvidence = "profinfer.finding.evidence"
 )
 
-// points adds a process's findings to md, on its resource.
-func points(md pmetric.Metrics, res pcommon.Resource, fs []summary.Finding, ts pcommon.Timestamp) {
-	if len(fs) == 0 {
+// points adds a process's findings to md, on its resource: 1 for each it has, and 0 for
+// each it no longer has (gone: their severities by id).
+func points(md pmetric.Metrics, res pcommon.Resource, fs []summary.Finding, gone map[string]string, ts pcommon.Timestamp) {
+	if len(fs)+len(gone) == 0 {
 		return
 	}
 	rm := md.ResourceMetrics().AppendEmpty()
@@ -37,8 +39,15 @@ func points(md pmetric.Metrics, res pcommon.Resource, fs []summary.Finding, ts p
 	m := sm.Metrics().AppendEmpty()
 	m.SetName(MetricFinding)
 	m.SetUnit("{finding}")
-	m.SetDescription("1 for each finding the process has, by its id and severity (warning or info): docs/findings.md lists them.")
+	m.SetDescription("1 for each finding the process has, by its id and severity (warning or info), and 0 once for one it no longer has: docs/findings.md lists them.")
 	found := m.SetEmptyGauge().DataPoints()
+	for id, severity := range gone {
+		dp := found.AppendEmpty()
+		dp.SetTimestamp(ts)
+		dp.SetIntValue(0)
+		dp.Attributes().PutStr(AttrID, id)
+		dp.Attributes().PutStr(AttrSeverity, severity)
+	}
 	var gains pmetric.NumberDataPointSlice
 	for _, f := range fs {
 		dp := found.AppendEmpty()

@@ -3,6 +3,7 @@ package findingsconnector // import "github.com/profinfer/profinfer/findingsconn
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,16 +105,16 @@ func (in *input) Shutdown(ctx context.Context) error {
 	var err error
 	j.stopOnce.Do(func() {
 		j.forget(j)
+		// No last word: the exporters downstream may be shut down already (one shared by
+		// several pipelines stops at its first pipeline's shutdown).
 		if j.started.Load() {
 			close(j.stop)
 			select {
 			case <-j.done:
 			case <-ctx.Done():
 				err = ctx.Err()
-				return
 			}
 		}
-		err = j.emit(ctx) // the last word: a short run's findings, judged whole
 	})
 	return err
 }
@@ -144,6 +145,24 @@ func (in *input) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 		j.keep(md.ResourceMetrics().At(i).Resource())
 	}
 	return nil
+}
+
+// resolved returns, by id, the severity of process id's findings that it had at the
+// last judging (was) and has no more (is): their points go to 0 once, so that an alert on
+// one ends with its cause.
+func resolved(id string, was, is map[string]string) map[string]string {
+	var gone map[string]string
+	for key, text := range was {
+		finding, ok := strings.CutPrefix(key, id+"\x00")
+		if _, still := is[key]; !ok || still {
+			continue
+		}
+		if gone == nil {
+			gone = map[string]string{}
+		}
+		gone[finding], _, _ = strings.Cut(text, "\x00")
+	}
+	return gone
 }
 
 // keep keeps a process's resource for its findings: a copy, made anew only when it
@@ -222,10 +241,10 @@ func (j *judge) emit(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		if now.Sub(p.LastSeen) < staleAfter {
-			points(md, res, p.Findings, ts)
-		}
 		records(ld, res, p, j.said, said, ts)
+		if now.Sub(p.LastSeen) < staleAfter {
+			points(md, res, p.Findings, resolved(p.ID, j.said, said), ts)
+		}
 	}
 	j.said = said
 

@@ -146,6 +146,9 @@ func TestFindingsOut(t *testing.T) {
 		t.Fatalf("the report's findings %v, want threads-over-cpus first", want)
 	}
 
+	if err := judges.get(set, cfg.(*Config)).emit(ctx); err != nil { // the ticker's
+		t.Fatal(err)
+	}
 	for _, c := range []connector.Traces{tm, tl} {
 		if err := c.Shutdown(ctx); err != nil {
 			t.Fatal(err)
@@ -237,5 +240,27 @@ func TestRecordsOnce(t *testing.T) {
 	}
 	if len(points.AllMetrics()) != 3 {
 		t.Errorf("%d batches of points over 3 intervals, want 3", len(points.AllMetrics()))
+	}
+}
+
+// A finding a process no longer has goes to 0 once, with its severity; another
+// process's, or one it still has, does not.
+func TestResolved(t *testing.T) {
+	was := map[string]string{"p1\x00threads-contended": "warning\x00t", "p1\x00cpu-quota": "warning\x00q", "p2\x00oom-killed": "warning\x00o"}
+	is := map[string]string{"p1\x00cpu-quota": "warning\x00q", "p1\x00threads-over-cpus": "warning\x00o"}
+	gone := resolved("p1", was, is)
+	if len(gone) != 1 || gone["threads-contended"] != "warning" {
+		t.Fatalf("resolved %v, want threads-contended", gone)
+	}
+	md := pmetric.NewMetrics()
+	points(md, pcommon.NewResource(), []summary.Finding{{ID: "cpu-quota", Severity: "warning"}}, gone, 0)
+	dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints()
+	values := map[string]int64{}
+	for i := 0; i < dps.Len(); i++ {
+		id, _ := dps.At(i).Attributes().Get(AttrID)
+		values[id.Str()] = dps.At(i).IntValue()
+	}
+	if len(values) != 2 || values["cpu-quota"] != 1 || values["threads-contended"] != 0 {
+		t.Errorf("points %v, want cpu-quota 1 and threads-contended 0", values)
 	}
 }

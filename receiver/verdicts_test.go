@@ -46,6 +46,9 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	healthy := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 64, 2, 3)...)
 	over := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 8, 1)...) // 8 threads on 2 cores
 	few := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 1, 1)...)  // 1 thread, the other core idle
+	smallUB := run(bench, e.BenchArgs("llama-1b-q4_0", 128, 4, 2, 1, "-ub", "8")...) // a prompt 8 tokens a graph
+	// Decode at a depth of 1024, flash attention off, long enough for a sampling window.
+	deep := run(bench, e.BenchArgs("llama-1b-q4_0", 0, 256, 2, 1, "-d", "1024", "-fa", "off")...)
 	// The F16 model in a memory cgroup at 60% of its file: its weights are read back from
 	// the file every token (F16 weights stay file-backed, where Q4_0's are repacked into
 	// anonymous memory and the process is OOM-killed instead).
@@ -171,9 +174,50 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	}
 	noFalseShare(t, "F16 in 60% of its memory", text)
 
+	// A 128-token prompt in ubatches of 8: its own finding, with the graphs it took; the
+	// healthy run's 64-token prompts, one graph each, none.
+	p = byPID(t, v, smallUB)
+	table(t, p)
+	if f := finding(p, "ubatch-small"); f == nil || !strings.Contains(f.Title, "a ubatch of 8") ||
+		!strings.Contains(strings.Join(f.Evidence, "\n"), "a decode of 128 tokens took 16 graphs of 8") || !strings.Contains(f.Advice, "-ub 512") {
+		t.Errorf("-ub 8: no finding of the ubatch: %v", p.Findings)
+	}
+	for _, f := range p.Findings {
+		if f.Severity == "warning" && f.ID != "ubatch-small" {
+			t.Errorf("-ub 8: another cause's finding: %s %s", f.ID, f.Title)
+		}
+	}
+	if f := finding(byPID(t, v, healthy), "ubatch-small"); f != nil {
+		t.Errorf("healthy: %s", f.Title)
+	}
+
+	// Decode at a depth of 1024 without flash attention: its own finding, naming the
+	// depth, with the attention's time a token as its gain, against the healthy run's
+	// decode some 100 cells deep; the healthy run none.
+	p = byPID(t, v, deep)
+	table(t, p)
+	f = finding(p, "attention-long")
+	if f == nil || !strings.Contains(f.Title, "flash attention off") || !strings.Contains(f.Advice, "-fa on") || f.Gain == nil {
+		t.Fatalf("depth 1024, -fa off: no finding of the attention (decode %d KV cells): %v", phaseNamed(t, p, "decode").KVCells, p.Findings)
+	}
+	shallow := phaseNamed(t, byPID(t, v, healthy), "decode")
+	truth := 1e3 * shallow.DecodeSeconds / float64(shallow.Tokens)
+	t.Logf("depth 1024, -fa off: %s; decode %.1f ms a token, %.1f without the attention, %.1f measured some 100 cells deep", f.Title, f.Gain.From, f.Gain.To, truth)
+	if f.Gain.To < 0.8*truth || f.Gain.To > 1.2*truth {
+		t.Errorf("depth 1024: decode without the attention estimated at %.1f ms a token, measured %.1f at a shallow depth", f.Gain.To, truth)
+	}
+	for _, f := range p.Findings {
+		if f.Severity == "warning" && f.ID != "attention-long" {
+			t.Errorf("depth 1024, -fa off: another cause's finding: %s %s", f.ID, f.Title)
+		}
+	}
+	if f := finding(byPID(t, v, healthy), "attention-long"); f != nil {
+		t.Errorf("healthy: %s", f.Title)
+	}
+
 	// Each cause's finding reached the pipeline, as a log record in the file and a
 	// profinfer_finding series in Prometheus, on its process; the healthy run's none.
-	causes := map[int]string{over: "threads-over-cpus", few: "threads-few", disk: "threads-blocked"}
+	causes := map[int]string{over: "threads-over-cpus", few: "threads-few", disk: "threads-blocked", smallUB: "ubatch-small", deep: "attention-long"}
 	got := findingsOut(t, ctx, out, prom, func(got pipelineFindings) bool {
 		for pid, id := range causes {
 			if got.logged[int64(pid)][id] == "" || !got.served[int64(pid)][id] {
@@ -183,9 +227,13 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 		return true
 	})
 	for pid, id := range causes {
-		if got.logged[int64(pid)][id] != "warning" || !got.served[int64(pid)][id] {
-			t.Errorf("pid %d: %s logged %q, served %v; want a warning record and a series (logged %v, served %v)",
-				pid, id, got.logged[int64(pid)][id], got.served[int64(pid)][id], got.logged, got.served)
+		want := "none"
+		if f := finding(byPID(t, v, pid), id); f != nil {
+			want = f.Severity
+		}
+		if got.logged[int64(pid)][id] != want || !got.served[int64(pid)][id] {
+			t.Errorf("pid %d: %s logged %q, served %v; want a %s record and a series (logged %v, served %v)",
+				pid, id, got.logged[int64(pid)][id], got.served[int64(pid)][id], want, got.logged, got.served)
 		}
 	}
 	for id, sev := range got.logged[int64(healthy)] {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -25,7 +26,7 @@ type Rule struct {
 
 // Rules are every rule, strongest first: the order findings are listed in.
 var Rules = []Rule{
-	oomRule, quotaRule, overCPUsRule, contentionRule, fewThreadsRule, simdRule, blockedRule, memoryBoundRule, barriersRule,
+	oomRule, quotaRule, overCPUsRule, contentionRule, fewThreadsRule, simdRule, ubatchRule, attentionRule, blockedRule, memoryBoundRule, barriersRule,
 	deviceUnusedRule, fallbackRule, offloadRule, unevenRule, overheadRule,
 }
 
@@ -111,6 +112,16 @@ func decodes(p *summary.Process) int64 {
 		n += ph.Decodes
 	}
 	return n
+}
+
+// executable is the name of p's executable; "" where its resource does not say.
+func executable(p *summary.Process) string {
+	for _, kv := range p.Resource {
+		if kv.Key == schema.ResourceProcessExecutableName {
+			return kv.Value
+		}
+	}
+	return ""
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }

@@ -119,6 +119,14 @@ func TestRules(t *testing.T) {
 		{"oom-killed", func(p *summary.Process) {
 			p.End = &summary.End{Cause: "killed by SIGKILL: the OOM killer", OOM: "cgroup", Cgroup: "/bench", Limit: 600e6, Peak: 599e6, Text: "killed by SIGKILL"}
 		}},
+		{"ubatch-small", func(p *summary.Process) { // a 128-token prompt 8 tokens a graph
+			p.Phases = append(p.Phases, &summary.Phase{Name: "prefill", Decodes: 2, Tokens: 256, DecodeSeconds: 2, Ubatch: 8, MaxBatch: 128})
+		}},
+		{"attention-long", func(p *summary.Process) { // depth 1536, flash attention off
+			p.Phases[0].KVCells = 1536
+			p.Phases[0].Ops = append(p.Phases[0].Ops, &summary.Op{Op: "MUL_MAT", Weight: summary.KVPrefix + "f16", Share: 0.25, Bound: "memory", PeakFrac: 0.4},
+				&summary.Op{Op: "SOFT_MAX", Weight: "none", Share: 0.05, Bound: "memory", PeakFrac: 0.4})
+		}},
 		{"moe-uneven", func(p *summary.Process) {
 			p.MoE = append(p.MoE, summary.MoELayer{Layer: 1, Selections: []int64{40, 0, 0, 0}, Imbalance: 1.7})
 		}},

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -39,18 +38,12 @@ const (
 
 // threadsOption names how p's runtime is told to compute with n threads.
 func threadsOption(p *summary.Process, n int) string {
-	exe := ""
-	for _, kv := range p.Resource {
-		if kv.Key == schema.ResourceProcessExecutableName {
-			exe = kv.Value
-		}
-	}
 	switch {
 	case p.Runtime == "ollama":
 		return fmt.Sprintf("num_thread %d (PARAMETER num_thread in the Modelfile, or options.num_thread in the request)", n)
 	case p.Runtime == "whisper.cpp":
 		return fmt.Sprintf("-t %d (n_threads in whisper_full_params, for a binding)", n)
-	case strings.HasPrefix(exe, "llama-"):
+	case strings.HasPrefix(executable(p), "llama-"):
 		return fmt.Sprintf("-t %d (--threads; -tb for the prompt's batches)", n)
 	}
 	return fmt.Sprintf("%d threads (n_threads and n_threads_batch of llama_context_params, or the binding's threads option)", n)

@@ -227,6 +227,10 @@ const (
 	// GGMLGraphMajorFaults (int; [SpanGraph]): the major page faults its process's
 	// threads took during the graph: each a wait for the disk.
 	GGMLGraphMajorFaults = "ggml.graph.major_faults"
+	// GGMLGraphKVCells (int; [SpanGraph]): the KV cells a query of the graph's attention
+	// reads at most: its decode's last position + 1 (a one-token decode's depth in the
+	// cache); absent where the batch does not say its positions.
+	GGMLGraphKVCells = "ggml.graph.kv_cells"
 	// GGMLGraphOnCPUShare (double; [SpanGraph]): on-CPU time over threads × wall time,
 	// at most 1.
 	GGMLGraphOnCPUShare = "ggml.graph.on_cpu_share"

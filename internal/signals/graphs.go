@@ -32,6 +32,9 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 	a.PutStr(schema.GGMLBackend, "CPU")
 	a.PutInt(schema.GGMLThreads, int64(g.NThreads))
 	a.PutInt(schema.ThreadID, int64(g.TID))
+	if g.Cells > 0 {
+		a.PutInt(schema.GGMLGraphKVCells, int64(g.Cells))
+	}
 	putCut(a, g.Cut)
 	if g.CPU.Known {
 		a.PutInt(schema.GGMLGraphOnCPUNS, int64(g.CPU.Run))

@@ -215,7 +215,7 @@ func (s *Spans) scope(td ptrace.Traces, p *Origin) ptrace.SpanSlice {
 // node spans get, so that each map is allocated once: every token makes one of each.
 const (
 	decodeAttrs = 12
-	graphAttrs  = 10
+	graphAttrs  = 11
 )
 
 // begin gives sp its identity, name and extent.

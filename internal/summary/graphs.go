@@ -76,6 +76,7 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 		return g
 	}
 	ph.TracedGraphs++
+	ph.KVCells = max(ph.KVCells, schema.Int(attrs, schema.GGMLGraphKVCells))
 	if boolAttr(attrs, schema.GGMLGraphOnCPUPerturbed) {
 		ph.TracedPerturbed++
 	}

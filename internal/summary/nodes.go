@@ -87,6 +87,16 @@ func (n *nodeAttrs) read(attrs pcommon.Map) {
 	})
 }
 
+// KVPrefix marks an op row of the attention's matmuls over the KV cache (llama.cpp's kq
+// and kqv, with flash attention off), whose "weights" are the cache: "KV f16".
+const KVPrefix = "KV "
+
+// attends says whether tensor names one of the attention's matmuls over the KV cache.
+func attends(tensor string) bool {
+	stem, _, _ := strings.Cut(tensor, "-")
+	return stem == "kq" || stem == "kqv"
+}
+
 func (a *Aggregator) node(p *proc, s ptrace.Span, g *graphRef) {
 	var n nodeAttrs
 	n.read(s.Attributes())
@@ -101,6 +111,9 @@ func (a *Aggregator) node(p *proc, s ptrace.Span, g *graphRef) {
 		ph = p.phase(name)
 	}
 	k := opKey{n.op, cmp.Or(n.weight, "none")}
+	if n.op == "MUL_MAT" && attends(n.tensor) {
+		k.weight = KVPrefix + k.weight // not weights: the KV cache, read by the attention
+	}
 	o := ph.ops[k]
 	if o == nil {
 		if len(ph.ops) >= maxOps {

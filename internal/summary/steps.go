@@ -33,6 +33,10 @@ func (p *proc) addStep(s ptrace.Span, name string, tokens int64) {
 	ph := p.phase(name)
 	ph.Decodes++
 	ph.Tokens += tokens
+	ph.MaxBatch = max(ph.MaxBatch, tokens)
+	if u := schema.Int(s.Attributes(), schema.LlamaContextUbatchSize); u > 0 && (ph.Ubatch == 0 || u < ph.Ubatch) {
+		ph.Ubatch = u
+	}
 	ph.DecodeSeconds += schema.Seconds(s)
 	if name == decode {
 		p.latency.add(schema.Seconds(s))

@@ -127,11 +127,19 @@ type Phase struct {
 	CopySeconds  float64 `json:"copy_seconds,omitempty"`
 	// CPU is what the threads computing the phase's CPU graphs had of the CPUs, over
 	// the graphs that carried it (those traced); nil when none did.
-	CPU     *ThreadsCPU `json:"cpu,omitempty"`
-	Ops     []*Op       `json:"ops"`    // by time, largest first
-	Layers  []Layer     `json:"layers"` // by layer number
-	OpLayer *OpLayer    `json:"op_layer,omitempty"`
-	Sched   SchedSums   `json:"sched"`
+	CPU *ThreadsCPU `json:"cpu,omitempty"`
+	// Ubatch is the smallest n_ubatch of the contexts its decodes' spans named (0 where
+	// none did), and MaxBatch the most tokens one of them carried: a decode of more
+	// tokens than its ubatch is computed a ubatch a graph.
+	Ubatch   int64 `json:"ubatch,omitempty"`
+	MaxBatch int64 `json:"max_batch,omitempty"`
+	// KVCells is the most KV cells a query of a traced graph's attention read
+	// (ggml.graph.kv_cells): a decode's depth in the cache.
+	KVCells int64     `json:"kv_cells,omitempty"`
+	Ops     []*Op     `json:"ops"`    // by time, largest first
+	Layers  []Layer   `json:"layers"` // by layer number
+	OpLayer *OpLayer  `json:"op_layer,omitempty"`
+	Sched   SchedSums `json:"sched"`
 }
 
 // ThreadsCPU is how much of a phase's graph time its process's threads had a CPU, over
@@ -190,7 +198,7 @@ type CPUs struct {
 // Op is one operator on one weight type within a phase: a row of the op table.
 type Op struct {
 	Op         string           `json:"op"`
-	Weight     string           `json:"weight"` // the weights' type for matmuls, else "none"
+	Weight     string           `json:"weight"` // the weights' type for matmuls (the KV cache's after KVPrefix for the attention's), else "none"
 	Calls      int64            `json:"calls"`
 	TotalMS    float64          `json:"total_ms"`
 	MeanUS     float64          `json:"mean_us"`

@@ -1,0 +1,64 @@
+package advise
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/profinfer/profinfer/internal/summary"
+)
+
+// Batching: how the runtime feeds its prompt to the graphs. llama_decode computes a batch
+// n_ubatch tokens a graph, and each graph reads every weight once: a small ubatch reads
+// the weights again for every few tokens of a prompt.
+
+var ubatchRule = Rule{
+	ID:    "ubatch-small",
+	Name:  "small ubatch",
+	Fires: fmt.Sprintf("a prefill decode carried at least two ubatches (`llama.batch.tokens` ≥ 2 × `llama.context.ubatch_size`) of %d tokens or fewer", smallUbatch),
+	Says:  "the ubatch, the tokens a prefill decode carried and the graphs that took, how far the prefill's matmuls were from their roof where traced, and the setting in the runtime's words (`-ub`/`-b`, `n_ubatch`, `num_batch`)",
+	apply: smallUbatches,
+}
+
+// smallUbatch is the largest ubatch the rule calls small: bindings default to 8 to 128,
+// llama.cpp's tools to 512, and a prompt's matmuls reach their roofs from some 64 up.
+const smallUbatch = 32
+
+// batchOption names how p's runtime is told its ubatch, set to n.
+func batchOption(p *summary.Process, n int) string {
+	switch {
+	case p.Runtime == "ollama":
+		return fmt.Sprintf("num_batch %d (PARAMETER num_batch in the Modelfile, or options.num_batch in the request)", n)
+	case strings.HasPrefix(executable(p), "llama-"):
+		return fmt.Sprintf("-ub %d (--ubatch-size, with -b at least as large)", n)
+	}
+	return fmt.Sprintf("n_ubatch %d (and n_batch at least as large) in llama_context_params, or the binding's batch size option", n)
+}
+
+// smallUbatches: prompts computed a few tokens a graph.
+func smallUbatches(p *summary.Process) (summary.Finding, bool) {
+	ph := seen(p, "prefill")
+	if ph == nil || ph.Ubatch == 0 || ph.Ubatch > smallUbatch || ph.MaxBatch < 2*ph.Ubatch {
+		return summary.Finding{}, false
+	}
+	graphs := (ph.MaxBatch + ph.Ubatch - 1) / ph.Ubatch
+	f := summary.Finding{ID: "ubatch-small", Severity: "warning",
+		Title: fmt.Sprintf("Prompts computed %d tokens a graph: a ubatch of %d", ph.Ubatch, ph.Ubatch),
+		Advice: "llama_decode computes a prompt n_ubatch tokens a graph, and each graph reads every weight of the model once, so a small ubatch reads the weights again every few tokens and keeps the matmuls from their compute roof. " +
+			fmt.Sprintf("Run with %s, if the memory allows its larger compute buffer.", batchOption(p, 512)),
+		Evidence: []string{fmt.Sprintf("prefill: a decode of %d tokens took %d graphs of %d (llama.context.ubatch_size)", ph.MaxBatch, graphs, ph.Ubatch)},
+	}
+	if judged(ph) {
+		var share, frac float64
+		for _, o := range ph.Ops {
+			if o.Op == "MUL_MAT" && o.PeakFrac > 0 {
+				share += o.Share
+				frac += o.Share * o.PeakFrac
+			}
+		}
+		if share > 0 {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("prefill: its matmuls, %s of its op time, reached %s of their roof", pct(share), pct(frac/share)))
+		}
+	}
+	f.Evidence = append(f.Evidence, "gain not estimated: what a larger ubatch reaches depends on the kernels a build picks for it; run with it and compare (profinfer compare)")
+	return f, true
+}
