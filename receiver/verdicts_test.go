@@ -44,8 +44,8 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 		return p.PID()
 	}
 	healthy := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 64, 2, 3)...)
-	over := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 8, 1)...) // 8 threads on 2 cores
-	few := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 1, 1)...)  // 1 thread, the other core idle
+	over := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 8, 1)...)                // 8 threads on 2 cores
+	few := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 1, 1)...)                 // 1 thread, the other core idle
 	smallUB := run(bench, e.BenchArgs("llama-1b-q4_0", 128, 4, 2, 1, "-ub", "8")...) // a prompt 8 tokens a graph
 	// Decode at a depth of 1024, flash attention off, long enough for a sampling window.
 	deep := run(bench, e.BenchArgs("llama-1b-q4_0", 0, 256, 2, 1, "-d", "1024", "-fa", "off")...)
