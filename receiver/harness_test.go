@@ -34,6 +34,10 @@ import (
 type collector struct {
 	proc *testbench.Process
 	out  string
+	// emulated says that it ran in a guest under emulation, whose roofs, measured once
+	// at its start, a kernel may pass later as the host's load changes: no hardware
+	// bound for checkRoofs to hold its nodes to.
+	emulated bool
 }
 
 // Receiver settings for tracing every node of every graph.
@@ -177,7 +181,7 @@ func (c *collector) read(t testing.TB, running bool) ([]ptrace.Traces, []pmetric
 			metrics = append(metrics, md)
 		}
 	}
-	if !running {
+	if !running && !c.emulated {
 		checkRoofs(t, traces, metrics)
 	}
 	return traces, metrics
