@@ -53,6 +53,7 @@ func narrowSIMD(p *summary.Process) (summary.Finding, bool) {
 		Evidence: []string{
 			fmt.Sprintf("ggml.cpu.simd %s, host.cpu.simd %s", s.Build, s.Host),
 			fmt.Sprintf("%s: %s of its op time in ops under half their roof in this build (%s)", worst.Name, pct(share), strings.Join(held, ", ")),
+			"gain not estimated: what a build for this CPU reaches is not measured here; run one and compare (profinfer compare)",
 		},
 	}
 	if p.Runtime == "ollama" {

@@ -41,7 +41,7 @@ func oomKilled(p *summary.Process) (summary.Finding, bool) {
 		f.Title = "Killed by the system's OOM killer: the machine ran out of memory"
 		f.Advice += " Here it was the machine's memory, not a limit: other processes took the rest."
 	}
-	f.Evidence = append(f.Evidence, "it ended "+e.Text)
+	f.Evidence = append(f.Evidence, "it ended "+e.Text, "gain not estimated: the process did not run to its end")
 	if p.Model != "" {
 		f.Evidence = append(f.Evidence, "model "+p.Model)
 	}

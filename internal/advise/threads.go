@@ -102,6 +102,7 @@ func overCPUs(p *summary.Process) (summary.Finding, bool) {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("%s: the threads had a CPU for %s of their graphs' time, and waited for one for %s of it",
 			ph.Name, pct(ph.CPU.Share), pct(ph.CPU.Wait/ph.CPU.ThreadSeconds)))
 	}
+	f.Evidence = append(f.Evidence, "gain not estimated: the threads' spinning at the barriers counts as work, so the figures cannot split it off; run with the threads advised and compare (profinfer compare)")
 	return f, true
 }
 
