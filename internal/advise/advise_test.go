@@ -127,6 +127,13 @@ func TestRules(t *testing.T) {
 			p.Phases[0].Ops = append(p.Phases[0].Ops, &summary.Op{Op: "MUL_MAT", Weight: summary.KVPrefix + "f16", Share: 0.25, Bound: "memory", PeakFrac: 0.4},
 				&summary.Op{Op: "SOFT_MAX", Weight: "none", Share: 0.05, Bound: "memory", PeakFrac: 0.4})
 		}},
+		{"cold-start", func(p *summary.Process) { // the model read from disk by the first graph, and the disk wait is its
+			p.Cold = &summary.Cold{Phase: "decode", Seconds: 3, Faults: 9000, Warm: 0.05, WarmGraphs: 30, WarmFaults: 1}
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.2, Wait: 0.02, Share: 0.6, Judged: true, Starved: true, Lacked: summary.LackedDisk, MajorFaults: 9001}
+		}},
+		{"cold-start", func(p *summary.Process) { // from the page cache: no fault, the first touch
+			p.Cold = &summary.Cold{Phase: "prefill", Seconds: 1.7, Warm: 0.2, WarmGraphs: 30}
+		}},
 		{"moe-uneven", func(p *summary.Process) {
 			p.MoE = append(p.MoE, summary.MoELayer{Layer: 1, Selections: []int64{40, 0, 0, 0}, Imbalance: 1.7})
 		}},

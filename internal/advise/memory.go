@@ -48,6 +48,73 @@ func oomKilled(p *summary.Process) (summary.Finding, bool) {
 	return f, true
 }
 
+var coldRule = Rule{
+	ID:    "cold-start",
+	Name:  "cold start",
+	Fires: fmt.Sprintf("the process's first graph took ≥ %.0f× the later graphs of its phase, and ≥ %.1f s more: information, a warning from %.0f s", coldRatio, coldCost, coldWarn),
+	Says:  "the first graph's time against the later ones, its major page faults (the disk) or their absence (the page tables of a mapped model), and how to pay it before the first request: a warm-up, `--mlock` or `--no-mmap`; for Ollama, `keep_alive`",
+	apply: coldStart,
+}
+
+// Thresholds of the cold-start rule: a first graph is slower for its buffers' first
+// touch too, by far less than a model faulted in.
+const (
+	coldRatio = 3.0
+	coldCost  = 0.5 // seconds
+	coldWarn  = 1.0
+)
+
+// coldCosts is what p's first graph took beyond the later ones of its phase, in seconds;
+// 0 where it was no cold start.
+func coldCosts(p *summary.Process) float64 {
+	c := p.Cold
+	if c == nil || c.Seconds < coldRatio*c.Warm || c.Seconds-c.Warm < coldCost {
+		return 0
+	}
+	return c.Seconds - c.Warm
+}
+
+// cold says whether p's major faults were its cold start's: its first graph's, next to
+// none after.
+func cold(p *summary.Process) bool {
+	c := p.Cold
+	return coldCosts(p) > 0 && c.Faults > 0 && c.WarmFaults < max(c.WarmGraphs, 1)
+}
+
+// coldStart: the first graph computed with nothing of the model in memory yet.
+func coldStart(p *summary.Process) (summary.Finding, bool) {
+	cost := coldCosts(p)
+	if cost == 0 {
+		return summary.Finding{}, false
+	}
+	c := p.Cold
+	f := summary.Finding{ID: "cold-start", Severity: "info",
+		Title: fmt.Sprintf("A cold start: the first %s graph took %.2f s, %.0f× the later ones", c.Phase, c.Seconds, c.Seconds/c.Warm),
+		Evidence: []string{fmt.Sprintf("the first %s graph took %.2f s; the later ones %.3f s each", c.Phase, c.Seconds, c.Warm)},
+	}
+	if c.Faults > 0 {
+		f.Advice = "The model's pages were not in memory when its first tokens were computed, so that graph read them from the disk, and the first request with it. "
+		f.Evidence = append(f.Evidence, fmt.Sprintf("it took %d major page faults (reads from the disk); the %d graphs after, %d", c.Faults, c.WarmGraphs, c.WarmFaults))
+	} else {
+		f.Advice = "The first graph faulted the model in: its pages were in the page cache, but the process had not touched them, so each was mapped on first use, and the first request paid for it. "
+		f.Evidence = append(f.Evidence, "it took no major page fault: the model came from the page cache, not the disk")
+	}
+	f.Advice += "Pay it before the first request: " + warmOption(p) + "."
+	if cost >= coldWarn {
+		f.Severity = "warning"
+	}
+	f.Evidence = append(f.Evidence, fmt.Sprintf("%.2f s beyond the later graphs, once, in the first request", cost))
+	return f, true
+}
+
+// warmOption names how p's runtime keeps its model in memory.
+func warmOption(p *summary.Process) string {
+	if p.Runtime == "ollama" {
+		return "keep the model loaded (keep_alive -1, or OLLAMA_KEEP_ALIVE), since Ollama unloads it after 5 idle minutes, and load it with an empty request at start"
+	}
+	return "a warm-up request at start (llama-server runs one unless --no-warmup), --mlock to keep the pages resident, or --no-mmap to read the model whole at load"
+}
+
 // contextOption names how p's runtime is told its context size.
 func contextOption(p *summary.Process) string {
 	if p.Runtime == "ollama" {

@@ -71,6 +71,7 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 			ph.addCPU(schema.Seconds(s), threads, float64(schema.Integer(v))/1e9, float64(schema.Int(attrs, schema.GGMLGraphRunqueueNS))/1e9,
 				schema.Int(attrs, schema.GGMLGraphMajorFaults), max(tokens, 1))
 		}
+		p.cold.add(name, schema.Int(attrs, schema.GGMLGraphMajorFaults), schema.Seconds(s))
 	}
 	if !boolAttr(attrs, schema.GGMLGraphTraced) {
 		return g
@@ -90,6 +91,53 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 		Duration: schema.Seconds(s) * 1e6, Threads: int(schema.Int(attrs, schema.GGMLThreads)),
 		Critical: float64(schema.Int(attrs, schema.GGMLCriticalPathDurationNS)) / 1e3}
 	return g
+}
+
+// coldState follows a process's first graph seen against the later ones of its phase:
+// the first computes with nothing of the model yet in its page tables or caches (a model
+// mapped from its file is faulted in by it, from the page cache or the disk).
+type coldState struct {
+	seen         bool
+	phase        string
+	seconds      float64
+	faults       int64
+	others       map[string]*[2]float64 // by phase: later graphs, and their seconds
+	othersFaults int64
+	othersGraphs int64
+}
+
+// maxColdPhases bounds the phases the later graphs are counted in: runtimes name a handful.
+const maxColdPhases = 8
+
+func (c *coldState) add(phase string, faults int64, secs float64) {
+	if !c.seen {
+		c.seen, c.phase, c.seconds, c.faults = true, phase, secs, faults
+		return
+	}
+	c.othersGraphs++
+	c.othersFaults += faults
+	if c.others == nil {
+		c.others = map[string]*[2]float64{}
+	}
+	o := c.others[phase]
+	if o == nil {
+		if len(c.others) >= maxColdPhases {
+			return
+		}
+		o = &[2]float64{}
+		c.others[phase] = o
+	}
+	o[0]++
+	o[1] += secs
+}
+
+// view is the first graph against the later ones of its phase; nil before one of those.
+func (c *coldState) view() *Cold {
+	o := c.others[c.phase]
+	if !c.seen || o == nil || o[0] == 0 {
+		return nil
+	}
+	return &Cold{Phase: c.phase, Seconds: c.seconds, Faults: c.faults, Warm: o[1] / o[0], WarmGraphs: c.othersGraphs, WarmFaults: c.othersFaults}
 }
 
 // minQuiet is how many graphs whose threads had their CPUs the cost of contention needs

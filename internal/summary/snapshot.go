@@ -92,6 +92,7 @@ func (p *proc) snapshot() *Process {
 		out.Quota = &Quota{Cgroup: q.cgroup, CPUs: q.cpus, Periods: int64(q.periods.delta(all)), Throttled: int64(q.throttled.delta(all)),
 			ThrottledSeconds: q.throttledTime.delta(all), SinceMade: all, Threads: p.threads}
 	}
+	out.Cold = p.cold.view()
 	if c := p.cpus; c.Allowed > 0 {
 		c.Threads = p.threads
 		out.CPUs = &c

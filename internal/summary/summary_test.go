@@ -648,3 +648,19 @@ func TestEnded(t *testing.T) {
 		t.Fatalf("phases %+v, latency %+v", p.Phases, p.Latency)
 	}
 }
+
+// The first graph is set against the later graphs of its phase.
+func TestColdStart(t *testing.T) {
+	var c coldState
+	c.add(prefill, 5000, 2.0) // the warm-up prompt faults the weights in
+	if v := c.view(); v != nil {
+		t.Errorf("a first graph alone: %+v", v)
+	}
+	c.add(decode, 2, 0.05)
+	c.add(prefill, 0, 0.2)
+	c.add(prefill, 0, 0.4)
+	v := c.view()
+	if v == nil || v.Phase != prefill || v.Seconds != 2 || v.Faults != 5000 || math.Abs(v.Warm-0.3) > 1e-9 || v.WarmGraphs != 3 || v.WarmFaults != 2 {
+		t.Fatalf("cold %+v", v)
+	}
+}

@@ -55,6 +55,8 @@ type Process struct {
 	NextWindow time.Time `json:"next_window,omitzero"`
 	// SIMD is the SIMD its CPU backend was built for against its CPU's.
 	SIMD SIMD `json:"simd,omitzero"`
+	// Cold is its first graph seen against the later ones of its phase; nil before one.
+	Cold *Cold `json:"cold,omitempty"`
 	// End is how it ended, where profinfer saw it end while traced; nil otherwise.
 	End *End `json:"end,omitempty"`
 }
@@ -64,6 +66,17 @@ type Process struct {
 type SIMD struct {
 	Build string `json:"build,omitempty"`
 	Host  string `json:"host,omitempty"`
+}
+
+// Cold is a process's first graph seen against the later ones of its phase: its time
+// and major page faults, and theirs.
+type Cold struct {
+	Phase      string  `json:"phase"`
+	Seconds    float64 `json:"seconds"`
+	Faults     int64   `json:"faults"`
+	Warm       float64 `json:"warm_seconds"` // the later graphs of its phase, a graph
+	WarmGraphs int64   `json:"warm_graphs"`  // later graphs, of every phase
+	WarmFaults int64   `json:"warm_faults"`
 }
 
 // End is how a process ended, from its process span's exit event.
