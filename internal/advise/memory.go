@@ -89,7 +89,7 @@ func coldStart(p *summary.Process) (summary.Finding, bool) {
 	}
 	c := p.Cold
 	f := summary.Finding{ID: "cold-start", Severity: "info",
-		Title: fmt.Sprintf("A cold start: the first %s graph took %.2f s, %.0f× the later ones", c.Phase, c.Seconds, c.Seconds/c.Warm),
+		Title:    fmt.Sprintf("A cold start: the first %s graph took %.2f s, %.0f× the later ones", c.Phase, c.Seconds, c.Seconds/c.Warm),
 		Evidence: []string{fmt.Sprintf("the first %s graph took %.2f s; the later ones %.3f s each", c.Phase, c.Seconds, c.Warm)},
 	}
 	if c.Faults > 0 {
