@@ -8,13 +8,13 @@ package findingsconnector // import "github.com/profinfer/profinfer/findingsconn
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
 
 	"github.com/profinfer/profinfer/findingsconnector/internal/metadata"
+	"github.com/profinfer/profinfer/internal/shared"
 )
 
 // NewFactory returns the factory of the profinferfindings connector.
@@ -33,48 +33,28 @@ func NewFactory() connector.Factory {
 // share a judge, which each feeds with its input and hands its output.
 
 func tracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
-	j := judges.get(set, cfg.(*Config))
+	j := getJudge(set, cfg.(*Config))
 	return j.input(tracesIn, out{metrics: next}), nil
 }
 
 func tracesToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Traces, error) {
-	j := judges.get(set, cfg.(*Config))
+	j := getJudge(set, cfg.(*Config))
 	return j.input(tracesIn, out{logs: next}), nil
 }
 
 func metricsToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Metrics, error) {
-	j := judges.get(set, cfg.(*Config))
+	j := getJudge(set, cfg.(*Config))
 	return j.input(metricsIn, out{metrics: next}), nil
 }
 
 func metricsToLogs(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Logs) (connector.Metrics, error) {
-	j := judges.get(set, cfg.(*Config))
+	j := getJudge(set, cfg.(*Config))
 	return j.input(metricsIn, out{logs: next}), nil
 }
 
 // judges holds one judge per *Config. An entry lives until its Shutdown.
-var judges = &shared{byConfig: map[*Config]*judge{}}
+var judges shared.ByConfig[Config, *judge]
 
-type shared struct {
-	mu       sync.Mutex
-	byConfig map[*Config]*judge
-}
-
-func (s *shared) get(set connector.Settings, cfg *Config) *judge {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j := s.byConfig[cfg]
-	if j == nil {
-		j = newJudge(set, cfg, func(j *judge) { s.remove(cfg, j) })
-		s.byConfig[cfg] = j
-	}
-	return j
-}
-
-func (s *shared) remove(cfg *Config, j *judge) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byConfig[cfg] == j {
-		delete(s.byConfig, cfg)
-	}
+func getJudge(set connector.Settings, cfg *Config) *judge {
+	return judges.Get(cfg, func(forget func()) *judge { return newJudge(set, cfg, forget) })
 }

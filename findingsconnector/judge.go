@@ -47,7 +47,7 @@ type out struct {
 type judge struct {
 	cfg    *Config
 	log    *zap.Logger
-	forget func(*judge)
+	forget func()
 
 	mu        sync.Mutex // guards what follows; the connectors consume while the ticker judges
 	agg       *summary.Aggregator
@@ -63,7 +63,7 @@ type judge struct {
 	stop, done          chan struct{}
 }
 
-func newJudge(set connector.Settings, cfg *Config, forget func(*judge)) *judge {
+func newJudge(set connector.Settings, cfg *Config, forget func()) *judge {
 	return &judge{cfg: cfg, log: set.Logger, forget: forget, agg: summary.New(), resources: map[string]pcommon.Resource{},
 		said: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
@@ -104,7 +104,7 @@ func (in *input) Shutdown(ctx context.Context) error {
 	j := in.j
 	var err error
 	j.stopOnce.Do(func() {
-		j.forget(j)
+		j.forget()
 		// No last word: the exporters downstream may be shut down already (one shared by
 		// several pipelines stops at its first pipeline's shutdown).
 		if j.started.Load() {

@@ -146,7 +146,7 @@ func TestFindingsOut(t *testing.T) {
 		t.Fatalf("the report's findings %v, want threads-over-cpus first", want)
 	}
 
-	if err := judges.get(set, cfg.(*Config)).emit(ctx); err != nil { // the ticker's
+	if err := getJudge(set, cfg.(*Config)).emit(ctx); err != nil { // the ticker's
 		t.Fatal(err)
 	}
 	for _, c := range []connector.Traces{tm, tl} {
@@ -225,7 +225,7 @@ func TestRecordsOnce(t *testing.T) {
 	ctx := context.Background()
 	var points consumertest.MetricsSink
 	var logs consumertest.LogsSink
-	j := newJudge(connectortest.NewNopSettings(metadata.Type), createDefaultConfig(), func(*judge) {})
+	j := newJudge(connectortest.NewNopSettings(metadata.Type), createDefaultConfig(), func() {})
 	mm := j.input(metricsIn, out{metrics: &points})
 	ml := j.input(metricsIn, out{logs: &logs})
 	tm := j.input(tracesIn, out{metrics: &points})

@@ -74,7 +74,7 @@ func (c pipeline) Metrics(md pmetric.Metrics) error {
 }
 
 func testView(t testing.TB) (*view, *httptest.Server) {
-	v := newView(exportertest.NewNopSettings(metadata.Type), createDefaultConfig(), func(*view) {})
+	v := newView(exportertest.NewNopSettings(metadata.Type), createDefaultConfig(), func() {})
 	srv := httptest.NewServer(v.routes())
 	t.Cleanup(srv.Close)
 	return v, srv

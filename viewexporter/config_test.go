@@ -42,7 +42,7 @@ func TestStartOnBusyPort(t *testing.T) {
 	}
 	defer ln.Close()
 	cfg := &Config{Endpoint: ln.Addr().String()}
-	v := views.get(exportertest.NewNopSettings(metadata.Type), cfg)
+	v := getView(exportertest.NewNopSettings(metadata.Type), cfg)
 	err = v.Start(context.Background(), componenttest.NewNopHost())
 	if err == nil || !strings.HasPrefix(err.Error(), "profinferview: serving the page on "+cfg.Endpoint+": ") {
 		t.Errorf("err = %v", err)

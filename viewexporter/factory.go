@@ -6,11 +6,11 @@ package viewexporter // import "github.com/profinfer/profinfer/viewexporter"
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/exporter"
 
+	"github.com/profinfer/profinfer/internal/shared"
 	"github.com/profinfer/profinfer/viewexporter/internal/metadata"
 )
 
@@ -25,37 +25,17 @@ func NewFactory() exporter.Factory {
 }
 
 func createTraces(_ context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
-	return views.get(set, cfg.(*Config)), nil
+	return getView(set, cfg.(*Config)), nil
 }
 
 func createMetrics(_ context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
-	return views.get(set, cfg.(*Config)), nil
+	return getView(set, cfg.(*Config)), nil
 }
 
 // views holds one view per *Config, so that the traces and metrics pipelines of one
 // entry fill one page. An entry lives until its Shutdown.
-var views = &shared{byConfig: map[*Config]*view{}}
+var views shared.ByConfig[Config, *view]
 
-type shared struct {
-	mu       sync.Mutex
-	byConfig map[*Config]*view
-}
-
-func (s *shared) get(set exporter.Settings, cfg *Config) *view {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := s.byConfig[cfg]
-	if v == nil {
-		v = newView(set, cfg, func(v *view) { s.remove(cfg, v) })
-		s.byConfig[cfg] = v
-	}
-	return v
-}
-
-func (s *shared) remove(cfg *Config, v *view) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byConfig[cfg] == v {
-		delete(s.byConfig, cfg)
-	}
+func getView(set exporter.Settings, cfg *Config) *view {
+	return views.Get(cfg, func(forget func()) *view { return newView(set, cfg, forget) })
 }

@@ -27,7 +27,7 @@ import (
 type view struct {
 	cfg    *Config
 	log    *zap.Logger
-	forget func(*view)
+	forget func()
 
 	mu  sync.Mutex // guards agg: pipelines consume while the server snapshots
 	agg *summary.Aggregator
@@ -40,7 +40,7 @@ type view struct {
 	done                chan struct{}
 }
 
-func newView(set exporter.Settings, cfg *Config, forget func(*view)) *view {
+func newView(set exporter.Settings, cfg *Config, forget func()) *view {
 	return &view{cfg: cfg, log: set.Logger, forget: forget, agg: summary.New(), sides: newSides()}
 }
 
@@ -134,7 +134,7 @@ func (v *view) serveView(w http.ResponseWriter, _ *http.Request) {
 // Shutdown stops serving; both pipelines call it, and it runs once.
 func (v *view) Shutdown(ctx context.Context) error {
 	v.stopOnce.Do(func() {
-		v.forget(v)
+		v.forget()
 		if v.srv == nil {
 			return
 		}

@@ -63,12 +63,13 @@ type Params struct {
 // Parse returns the parameters of a llama_context from head, its first bytes as a decode
 // sent them. Fields past head, or values no live context holds, are an error.
 func (c Context) Parse(head []byte) (Params, error) {
-	offs := []uint64{c.NCtx, c.NThreads}
+	offs := [4]uint64{c.NCtx, c.NThreads, c.NBatch, c.NUbatch} // an array: no allocation a decode
+	n := 2
 	if c.Batches {
-		offs = append(offs, c.NBatch, c.NUbatch)
+		n = 4
 	}
 	var vals [4]int
-	for i, off := range offs {
+	for i, off := range offs[:n] {
 		if off+4 > uint64(len(head)) {
 			return Params{}, fmt.Errorf("ggml: llama_context's field at %#x lies past the %d bytes sent with a decode", off, len(head))
 		}

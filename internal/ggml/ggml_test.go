@@ -105,6 +105,9 @@ func TestContextParse(t *testing.T) {
 	if p, err := c.Parse(head); err != nil || p != (Params{4096, 4, 2048, 512}) {
 		t.Errorf("read %+v, %v; want 4096, 4, 2048, 512", p, err)
 	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = c.Parse(head) }); n != 0 {
+		t.Errorf("%v allocations a parse: every decode pays them", n)
+	}
 	binary.LittleEndian.PutUint32(head[28:], 0xffffffff)
 	if _, err := c.Parse(head); err == nil {
 		t.Error("an n_ubatch of -1 was taken for a live context's")
