@@ -277,7 +277,7 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []s
 	if t.Failed() {
 		t.Fatalf("collector log:\n%s", log)
 	}
-	traces, metrics := (&collector{out: filepath.Join(dir, "profinfer-output.jsonl"), emulated: true}).read(t, false)
+	traces, metrics := (&collector{out: filepath.Join(dir, "profinfer-output.jsonl"), roofsOnce: true}).read(t, false)
 	if strings.Contains(log, "process hooks unavailable") {
 		t.Errorf("the process hooks did not load on Linux %s", k.Release)
 	}

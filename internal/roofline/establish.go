@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +50,9 @@ type EstablishConfig struct {
 // the next idle start replaces that; until then busy starts reuse it, so that verdicts
 // do not move with the load. Problems with the state file are warnings.
 func Establish(cfg EstablishConfig, log *zap.Logger) Roofs {
+	// The collector's start (the kernel's BTF decoded, the programs loaded) leaves
+	// garbage whose collection would otherwise take the probe's CPUs from its threads.
+	runtime.GC()
 	return establisher{
 		readStat: func() ([]byte, error) { return os.ReadFile("/proc/stat") },
 		sleep:    time.Sleep,
@@ -59,8 +63,8 @@ func Establish(cfg EstablishConfig, log *zap.Logger) Roofs {
 }
 
 // Idleness: the CPUs are busy if more than busyAbove of their time, all together, went
-// to anything but idle over idleWindow before the probe, or if the probe's own threads
-// were on their CPUs for less than minShare of its time.
+// to anything but idle over idleWindow before the probe, or to anything but profinfer
+// during it (the probe's share of the CPUs is then under minShare).
 const (
 	idleWindow = 200 * time.Millisecond
 	busyAbove  = 0.1
@@ -193,6 +197,11 @@ func (e establisher) cpuTimes() (cpuTimes, error) {
 	if err != nil {
 		return cpuTimes{}, err
 	}
+	return parseCPUTimes(b)
+}
+
+// parseCPUTimes reads the "cpu" line of /proc/stat, in ticks.
+func parseCPUTimes(b []byte) (cpuTimes, error) {
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	f := strings.Fields(string(line))
 	if len(f) < 9 || f[0] != "cpu" {

@@ -1,6 +1,7 @@
 package roofline
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 	"time"
@@ -87,8 +88,11 @@ const (
 // measurement is one run of the probe.
 type measurement struct {
 	Peaks
-	trials int     // timed trials, all roofs together
-	share  float64 // of its wall time, all CPUs together, its threads had: under 1, something else ran
+	trials int // timed trials, all roofs together
+	// share is of the CPUs' time over the probe, all together, that no other process
+	// took: under 1, something else ran beside it. (The probe's own threads are idle
+	// between trials, and the collector's other threads may run: neither is a neighbour.)
+	share float64
 }
 
 // measure probes this machine's peaks on every CPU at once, one thread pinned to each,
@@ -98,7 +102,7 @@ type measurement struct {
 // than the caches. A trial's rate is each thread's work over its own CPU time, summed: a
 // thread descheduled for a neighbour then neither gains nor loses.
 func measure(d time.Duration) measurement {
-	start := time.Now()
+	start, others := time.Now(), othersCPU()
 	cpus := allowedCPUs()
 	ws := startWorkers(cpus)
 	defer ws.stop()
@@ -134,7 +138,7 @@ func measure(d time.Duration) measurement {
 	}
 	n := int64(len(cpus))
 	m.Bandwidth = ws.read(memory, min(max(min(readBytes, readTotal/n), 4*llc/n), readMost/n), d/2, &m.trials)
-	m.share = float64(ws.cpu) / float64(time.Duration(len(cpus))*time.Since(start))
+	m.share = 1 - float64(othersCPU()-others)/float64(time.Duration(len(cpus))*time.Since(start))
 	debug.FreeOSMemory()
 	return m
 }
@@ -193,7 +197,6 @@ func allowedCPUs() []int {
 type workers struct {
 	jobs []chan job
 	done chan done
-	cpu  time.Duration // all jobs so far, all threads together
 }
 
 type job struct {
@@ -252,7 +255,6 @@ func (ws *workers) trial(d time.Duration, work func(int) float64) (rate float64,
 	)
 	for i := range ws.jobs {
 		r := <-ws.done
-		ws.cpu += r.cpu
 		if r.cpu > 0 {
 			rate += r.units / r.cpu.Seconds()
 		}
@@ -290,6 +292,22 @@ func (ws *workers) best(budget time.Duration, work func(int) float64, trials *in
 		return apart.first
 	}
 	return together.first
+}
+
+// othersCPU is the CPU time, all CPUs together, that went to any process but this one
+// since boot: /proc/stat's busy ticks (USER_HZ, 100 a second on Linux) less this
+// process's own time. Where /proc/stat cannot be read, none.
+func othersCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	t, err := parseCPUTimes(b)
+	var ru unix.Rusage
+	if err != nil || unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(t.busy)*10*time.Millisecond - time.Duration(ru.Utime.Nano()+ru.Stime.Nano())
 }
 
 func threadCPU() time.Duration {
