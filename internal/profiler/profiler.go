@@ -139,7 +139,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 		signals.NewMetrics(p.cfg.Metrics, p.set, roofs, ctr))
 	p.ctl = &controller{procs: map[int]*ctlProc{}, pool: probe.NewPool(), windows: window.New(p.cfg.Nodes.Interval, time.Now)}
 	// The hooks go first, so that a process started during the first scan is noticed.
-	p.watch, err = watch.Open(p.bpf.Traced, types)
+	p.watch, err = watch.Open(p.bpf.Traced, types, p.bpf.Multi())
 	switch {
 	case p.watch == nil:
 		p.log.Warn("process hooks unavailable: new targets are found only by scanning /proc every discovery_interval",

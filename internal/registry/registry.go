@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -278,6 +279,23 @@ func (r *Registry) Notice(noticed []int) {
 	_ = r.attachAll(named, todo, false)
 }
 
+// follow has the watcher hook the dynamic loaders of processes pids (nil: every
+// candidate), so that what they load later is noticed however their root differs from
+// profinfer's. A loader it cannot hook leaves that process to the scans of /proc.
+func (r *Registry) follow(w *watch.Watcher, pids []int) {
+	if pids == nil {
+		all, _ := r.candidates()
+		for pid := range all {
+			pids = append(pids, pid)
+		}
+	}
+	for _, pid := range pids {
+		if err := w.Follow(filepath.Join(r.cfg.Root, strconv.Itoa(pid))); err != nil {
+			r.log.Debug("not hooking a process's dynamic loader", zap.Int("pid", pid), zap.Error(err))
+		}
+	}
+}
+
 // extend has the tracer probe the GGML objects traced process pid mapped since.
 func (r *Registry) extend(pid int) {
 	proc, err := discover.Inspect(r.fs, r.cfg.Root, pid, r.Files.Classify)
@@ -374,6 +392,7 @@ const gather = 50 * time.Millisecond
 // (watch.Queue): a loader maps a library before it relocates it.
 func (r *Registry) Watch(w *watch.Watcher, interval time.Duration) {
 	scan := r.now().Add(interval)
+	r.follow(w, nil)
 	var (
 		queue watch.Queue
 		got   []watch.Notice
@@ -416,12 +435,14 @@ func (r *Registry) Watch(w *watch.Watcher, interval time.Duration) {
 		}
 		if !now.Before(scan) {
 			_ = r.Scan(false)
+			r.follow(w, nil)
 			scan = now.Add(interval)
 			queue.Clear()
 			clear(r.again)
 			continue
 		}
 		if due := queue.Due(now); len(due) > 0 {
+			r.follow(w, due)
 			r.Notice(due)
 			for pid := range r.again { // mapped, not yet relocated
 				queue.Add(pid, now)

@@ -4,12 +4,15 @@
 package watch
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -89,21 +92,32 @@ const hostRoot = "/proc/1/root"
 // Watcher owns the hooks and the ring buffer they write notices to.
 type Watcher struct {
 	objs   bpf.WatchObjects
-	links  []link.Link
 	reader *ringread.Reader
 	rec    ringbuf.Record
+
+	mu      sync.Mutex // links and closed: Follow runs on discovery's goroutine, Close on another
+	links   []link.Link
+	closed  bool
+	loaders map[[2]uint64]bool // the loaders hooked, by device and inode
+	exes    map[[2]uint64]bool // the executables whose loader was looked for
+	multi   bool               // the loader hook is a uprobe_multi program
 }
 
 // Open loads and attaches the hooks; traced is the profiler's map of traced processes,
-// and types the kernel's BTF, decoded once for every load at start. A loader hook that
-// cannot be placed does not fail Open: the returned Watcher works without it, and the
-// error says what is missing.
-func Open(traced *ebpf.Map, types *btf.Cache) (*Watcher, error) {
+// and types the kernel's BTF, decoded once for every load at start. multi says that the
+// kernel has uprobe_multi links (6.6), which the loader hook then is: a process with
+// CAP_PERFMON but not CAP_SYS_ADMIN may be refused a perf event's uprobe where it may
+// link one (profinfer's DaemonSet). A loader hook that cannot be placed does not fail
+// Open: the returned Watcher works without it, and the error says what is missing.
+func Open(traced *ebpf.Map, types *btf.Cache, multi bool) (*Watcher, error) {
 	spec, err := bpf.LoadWatch()
 	if err != nil {
 		return nil, fmt.Errorf("reading the watch eBPF object: %w", err)
 	}
-	w := &Watcher{}
+	if multi {
+		spec.Programs[bpf.WatchProgLoaderState].AttachType = ebpf.AttachTraceUprobeMulti
+	}
+	w := &Watcher{loaders: map[[2]uint64]bool{}, exes: map[[2]uint64]bool{}, multi: multi}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{"traced": traced}, Cache: types}
 	if err := spec.LoadAndAssign(&w.objs, opts); err != nil {
 		return nil, fmt.Errorf("loading the process hooks: %w", err)
@@ -124,34 +138,111 @@ func Open(traced *ebpf.Map, types *btf.Cache) (*Watcher, error) {
 }
 
 // attachLoaders places the loader hook on each of Loaders present, in profinfer's own
-// root and the host's, once per file.
+// root and the host's, once per file. Where neither has one (profinfer in a container
+// that cannot see the host's root), Follow hooks each process's own as it is noticed.
 func (w *Watcher) attachLoaders() error {
-	seen := map[[2]uint64]bool{}
 	var errs []error
 	for _, root := range []string{"/", hostRoot} {
 		for _, name := range Loaders {
-			// Not EvalSymlinks: under /proc/1/root it would resolve into profinfer's own root.
-			path := filepath.Join(root, name)
-			var st unix.Stat_t
-			if unix.Stat(path, &st) != nil || seen[[2]uint64{st.Dev, st.Ino}] {
-				continue
+			if err := w.hook(root, name); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+				errs = append(errs, err)
 			}
-			seen[[2]uint64{st.Dev, st.Ino}] = true
-			ex, err := link.OpenExecutable(path)
-			if err == nil {
-				var l link.Link
-				if l, err = ex.Uprobe("_dl_debug_state", w.objs.LoaderState, nil); err == nil {
-					w.links = append(w.links, l)
-					continue
-				}
-			}
-			errs = append(errs, fmt.Errorf("dynamic loader %s: %w", path, err))
 		}
 	}
-	if len(seen) == 0 {
-		errs = append(errs, fmt.Errorf("no dynamic loader found at %v, nor under %s", Loaders, hostRoot))
-	}
 	return errors.Join(errs...)
+}
+
+// maxLoaders bounds the loader files hooked (a container image's loader is a file of its
+// own), and maxExes the executables remembered as looked at.
+const (
+	maxLoaders = 64
+	maxExes    = 4096
+)
+
+// Follow places the loader hook on the dynamic loader of the process at proc (its
+// /proc/PID), where that file has none yet: a process in a container has its image's
+// loader, not the host's, and a uprobe is placed on a file. It costs a stat for an
+// executable already looked at. A process without a loader (static, a kernel thread,
+// gone) has nothing to hook, and is no error.
+func (w *Watcher) Follow(proc string) error {
+	var st unix.Stat_t
+	if unix.Stat(proc+"/exe", &st) != nil {
+		return nil
+	}
+	key := [2]uint64{st.Dev, st.Ino}
+	if w.exes[key] {
+		return nil
+	}
+	if len(w.exes) >= maxExes {
+		clear(w.exes)
+	}
+	w.exes[key] = true
+	interp, err := interpreter(proc + "/exe")
+	if err != nil || interp == "" {
+		return err
+	}
+	return w.hook(proc+"/root", interp)
+}
+
+// hook places the loader hook on the loader at name, as the processes whose root is
+// root see it, unless that file was hooked or tried before.
+func (w *Watcher) hook(root, name string) error {
+	path, err := within(root, name)
+	var st unix.Stat_t
+	if err == nil {
+		err = unix.Stat(path, &st)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamic loader %s under %s: %w", name, root, err)
+	}
+	key := [2]uint64{st.Dev, st.Ino}
+	if w.loaders[key] || len(w.loaders) >= maxLoaders {
+		return nil
+	}
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		return fmt.Errorf("dynamic loader %s: %w", path, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	// Through one process's root the file may be out of reach (a process of another
+	// user namespace's), through the next one's not: only a hook placed marks it done.
+	var l link.Link
+	if w.multi {
+		l, err = ex.UprobeMulti([]string{"_dl_debug_state"}, w.objs.LoaderState, nil)
+	} else {
+		l, err = ex.Uprobe("_dl_debug_state", w.objs.LoaderState, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamic loader %s: %w", path, err)
+	}
+	w.loaders[key] = true
+	w.links = append(w.links, l)
+	return nil
+}
+
+// interpreter is the program interpreter (PT_INTERP) the executable at path names:
+// "" for a static one.
+func interpreter(path string) (string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		b := make([]byte, min(p.Filesz, unix.PathMax))
+		if _, err := p.ReadAt(b, 0); err != nil {
+			return "", fmt.Errorf("%s: reading its interpreter: %w", path, err)
+		}
+		return strings.TrimRight(string(b), "\x00"), nil
+	}
+	return "", nil
 }
 
 // Read waits until deadline for a notice, and appends to got every notice that came by
@@ -185,6 +276,9 @@ func (w *Watcher) Close() error {
 	if w.reader != nil {
 		errs = append(errs, w.reader.Close())
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
 	for _, l := range w.links {
 		errs = append(errs, l.Close())
 	}

@@ -10,13 +10,20 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
-// open loads the hooks against a fresh traced map, or ends the test when it cannot.
+// open loads the hooks against a fresh traced map, the loader's a uprobe_multi link where
+// the kernel has them, or ends the test when it cannot.
 func open(t *testing.T) (*Watcher, *ebpf.Map) {
+	t.Helper()
+	return openKind(t, features.HaveBPFLinkUprobeMulti() == nil)
+}
+
+func openKind(t *testing.T, multi bool) (*Watcher, *ebpf.Map) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testbench.Missing(t, "root (eBPF)")
@@ -26,7 +33,7 @@ func open(t *testing.T) (*Watcher, *ebpf.Map) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { traced.Close() })
-	w, err := Open(traced, btf.NewCache())
+	w, err := Open(traced, btf.NewCache(), multi)
 	if w == nil {
 		t.Fatal(err)
 	}
@@ -71,7 +78,26 @@ func (ns *notices) until(t *testing.T, pid int, want Kind) (Notice, []Kind) {
 // A dynamic executable is noticed at exec and again when its loader has loaded its
 // libraries; once traced, its image replaced and its exit are noticed too.
 func TestNotices(t *testing.T) {
-	w, traced := open(t)
+	t.Run("uprobe", func(t *testing.T) { testNotices(t, false) })
+	t.Run("uprobe_multi", func(t *testing.T) {
+		if err := features.HaveBPFLinkUprobeMulti(); err != nil {
+			t.Skipf("this kernel has no uprobe_multi links: %v", err)
+		}
+		testNotices(t, true)
+	})
+}
+
+// The loader's hook is found and noticed as either kind of link; a process whose
+// loader it is adds no other.
+func testNotices(t *testing.T, multi bool) {
+	w, traced := openKind(t, multi)
+	if len(w.loaders) == 0 {
+		t.Fatal("no loader hooked in profinfer's own root")
+	}
+	links := len(w.links)
+	if err := w.Follow("/proc/self"); err != nil || len(w.links) != links {
+		t.Errorf("following the test's own process: %v, %d links after %d", err, len(w.links), links)
+	}
 	ns := &notices{w: w}
 	// sh execs sleep in place: one process, two images.
 	cmd := exec.Command("/bin/sh", "-c", "read x; exec sleep 0.2")
