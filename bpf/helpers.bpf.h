@@ -67,17 +67,18 @@ static __always_inline u64 wakeup(void)
 #define WINDOW_LAST 0xfffffffe  /* the graph being computed is the window's last */
 #define WINDOW_SPENT 0xffffffff /* the window's graphs are computed */
 
-/* Counts a graph start into the calling process's window. */
-static __always_inline void window_graph(void)
+/* Counts a graph start into the calling process's window; whether it is in one. */
+static __always_inline bool window_graph(void)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	u32 *left = bpf_map_lookup_elem(&traced, &tgid);
 	if (!left || !*left || *left >= WINDOW_LAST)
-		return;
+		return 0;
 	/* Not atomic: one thread computes a process's graphs. Were two to race, the wakeup
 	 * would come a graph late, or the reader's own tick would close the window. */
 	if (--*left == 0)
 		*left = WINDOW_LAST;
+	return 1;
 }
 
 /* Whether a device's split handed over now has its nodes described: every graph is

@@ -137,10 +137,14 @@ type ProfinferSeqTokens struct {
 }
 
 type ProfinferSlot struct {
-	_     structs.HostLayout
-	Tid   uint32
-	Known uint32
-	Graph uint64
+	_         structs.HostLayout
+	Tid       uint32
+	Known     uint32
+	Graph     uint64
+	Walking   uint32
+	Pad       uint32
+	WalkedAt  uint64
+	LeastWork uint64
 }
 
 type ProfinferSplitSlot struct {

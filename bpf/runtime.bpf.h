@@ -53,6 +53,12 @@ struct slot {
 	u32 tid;
 	u32 known; /* the graph's nodes were described under the current stamp */
 	u64 graph;
+	/* The threads' walk (choose_walk): whether this graph's entry walked them, when the
+	 * thread's last walked graph began, and the smallest work buffer it computed with. */
+	u32 walking;
+	u32 pad;
+	u64 walked_at;
+	u64 least_work;
 };
 
 struct {
@@ -118,10 +124,9 @@ static __always_inline void read_threads_cpu(struct threads_cpu *out, bool loop)
 	*out = w.sum;
 }
 
-/* emit for a graph's entry and exit, with the process's threads' CPU time and faults:
- * every graph carries them, in a sampling window or not, for they cost a walk of the
- * threads per graph (not per node), and every verdict on a phase stands on them. */
-static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth, bool loop)
+/* emit for a graph's entry and exit, with the process's threads' CPU time and faults
+ * where walk is set (choose_walk), none (0 threads: not known) where not. */
+static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth, bool walk, bool loop)
 {
 	struct graph_record *g = bpf_ringbuf_reserve(&events, sizeof(*g), 0);
 	if (!g) {
@@ -129,36 +134,72 @@ static __always_inline int emit_graph(u16 kind, u64 a, u64 b, u16 nth, bool loop
 		return 0;
 	}
 	fill(&g->ev, kind, a, b, 0, nth, 0);
-	read_threads_cpu(&g->cpu, loop);
+	if (walk)
+		read_threads_cpu(&g->cpu, loop);
+	else
+		__builtin_memset(&g->cpu, 0, sizeof(g->cpu));
 	bpf_ringbuf_submit(g, submit_flags(&g->ev));
 	return 0;
 }
 
+#define WALK_GAP_NS 50000000ULL /* 50 ms: a one-token decode's graphs walked at most 20 a second */
+
+/* Whether the graph the calling thread begins walks its process's threads at entry and
+ * exit, a few cold reads a thread, most of what a graph's probes cost (7 us a walk in a
+ * server of 11 threads). Every verdict on a phase stands on these sums, over its graphs,
+ * so not every graph needs them: a graph whose work buffer (ggml_cplan.work_size, which
+ * grows with the batch's tokens) is the smallest its thread has run, a one-token
+ * decode's, is walked once WALK_GAP_NS has passed since its thread's last walked graph
+ * began; a larger one (a prompt's, few and long) always, as is a thread's first graph
+ * and every graph of a sampling window. */
+static __always_inline bool choose_walk(struct slot *sl, u32 tid, u64 work, bool window)
+{
+	u64 now = bpf_ktime_get_ns();
+	bool walk = window || sl->tid != tid || work > sl->least_work || now - sl->walked_at >= WALK_GAP_NS;
+	if (sl->tid != tid || work < sl->least_work)
+		sl->least_work = work;
+	if (walk)
+		sl->walked_at = now;
+	sl->walking = walk;
+	return walk;
+}
+
 /* Decides, as the calling thread (thread 0) starts computing graph, whether its node
  * starts may skip the detail: the graph was computed before under the current stamp, so
- * its nodes were described then. Otherwise they will be now. */
-static __always_inline void remember_graph(void *graph)
+ * its nodes were described then. Otherwise they will be now. And whether the graph
+ * walks the threads (choose_walk). */
+static __always_inline bool remember_graph(void *graph, u64 work, bool window)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 zero = 0, tid = (u32)id, tgid = id >> 32, at = tid & (SLOTS - 1);
 	struct slot *sl = bpf_map_lookup_elem(&slots, &at);
 	u64 *stamp = bpf_map_lookup_elem(&built, &zero);
 	if (!sl || !stamp)
-		return;
+		return 1;
+	bool walk = choose_walk(sl, tid, work, window);
 	sl->tid = tid;
 	sl->known = 0;
 	sl->graph = 0;
 	if (!bpf_map_lookup_elem(&remember, &tgid))
-		return;
+		return walk;
 	struct graph_key key = {.tgid = tgid, .graph = (u64)graph};
 	u64 *seen = bpf_map_lookup_elem(&described, &key);
 	if (seen && *seen == *stamp) {
 		sl->known = 1;
-		return;
+		return walk;
 	}
 	sl->graph = (u64)graph;
 	u64 now = *stamp;
 	bpf_map_update_elem(&described, &key, &now, BPF_ANY);
+	return walk;
+}
+
+/* Whether the graph the calling thread ends walked the threads at its entry. */
+static __always_inline bool walking(void)
+{
+	u32 tid = bpf_get_current_pid_tgid(), at = tid & (SLOTS - 1);
+	struct slot *sl = bpf_map_lookup_elem(&slots, &at);
+	return !sl || (sl->tid == tid && sl->walking);
 }
 
 /* ggml_graph_compute(cgraph, cplan): the CPU backend's graph, on the calling thread. A
@@ -168,19 +209,21 @@ static __always_inline int graph_start(struct pt_regs *ctx, bool loop)
 	void *graph = (void *)PT_REGS_PARM1(ctx);
 	void *plan = (void *)PT_REGS_PARM2(ctx);
 	s32 nodes = 0, threads = 0;
+	u64 work = 0; /* ggml_cplan.work_size, its first field in every release */
 	bpf_probe_read_user(&nodes, sizeof(nodes), graph + graph_nnodes_off);
 	bpf_probe_read_user(&threads, sizeof(threads), plan + cplan_nthreads_off);
-	remember_graph(graph);
+	bpf_probe_read_user(&work, sizeof(work), plan);
+	bool window = window_graph() || all_traced;
+	bool walk = remember_graph(graph, work, window);
 	struct split_slot *split = open_split(bpf_get_current_pid_tgid());
 	if (split)
 		split->cpu = 1;
-	window_graph();
-	return emit_graph(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, (u16)threads, loop);
+	return emit_graph(EV_GRAPH_ENTER, (u64)graph, (u64)nodes, (u16)threads, walk, loop);
 }
 
 static __always_inline int graph_end(struct pt_regs *ctx, bool loop)
 {
-	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, loop);
+	return emit_graph(EV_GRAPH_EXIT, (u64)(s32)PT_REGS_RC(ctx), lost_so_far(), 0, walking(), loop);
 }
 
 SEC("uprobe/ggml_graph_compute")

@@ -75,6 +75,43 @@ func TestE2ESampledNodes(t *testing.T) {
 	if longest > 3 {
 		t.Errorf("%d graphs traced in a row, want windows of 3", longest)
 	}
+	checkWalks(t, graphs, spansByID(spans(traces)))
+}
+
+// checkWalks checks which graphs (sorted by start) carry their threads' CPU figures: every
+// prompt's and every traced one, and a one-token decode's once walkGap has passed since
+// the last graph that carried them began, not before. byID finds a graph's decode.
+func checkWalks(t *testing.T, graphs []span, byID map[string]span) {
+	t.Helper()
+	// The probe's clock read and the span's start differ by microseconds: a graph within
+	// a millisecond of the gap may go either way.
+	const walkGap, slack = 50 * time.Millisecond, time.Millisecond
+	var last uint64 // the start of the last walked graph
+	walked, skipped := 0, 0
+	for i, g := range graphs {
+		_, known := g.attrs["ggml.graph.on_cpu_ns"]
+		var phase any // its decode's, its nearest ancestor with one
+		for p, ok := byID[g.parent]; ok && phase == nil; p, ok = byID[p.parent] {
+			phase = p.attrs["llama.phase"]
+		}
+		must := i == 0 || phase != "decode" || g.attrs["ggml.graph.traced"] == true
+		switch since := time.Duration(g.start - last); {
+		case known && !must && since < walkGap-slack:
+			t.Errorf("decode graph %d walked %v after the last walked one, under %v", i, since, walkGap)
+		case !known && (must || since >= walkGap+slack):
+			t.Errorf("graph %d (%v, traced %v) not walked, %v after the last walked one: %v", i, phase,
+				g.attrs["ggml.graph.traced"], since, g.attrs)
+		}
+		if known {
+			walked, last = walked+1, g.start
+		} else {
+			skipped++
+		}
+	}
+	t.Logf("%d graphs walked for their threads' CPU, %d not", walked, skipped)
+	if skipped == 0 {
+		t.Errorf("every one of %d graphs walked: a one-token decode's at 20 ms a token should be walked one in two or three", walked)
+	}
 }
 
 // The node-llama-cpp prebuilt: CET code, a CPU variant loaded with dlopen, ggml's own

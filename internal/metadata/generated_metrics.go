@@ -848,7 +848,7 @@ type metricGgmlGraphThreadsCPUTime struct {
 // init fills ggml.graph.threads.cpu.time metric with initial data.
 func (m *metricGgmlGraphThreadsCPUTime) init() {
 	m.data.SetName("ggml.graph.threads.cpu.time")
-	m.data.SetDescription("Time the threads of a process computing CPU-backend graphs traced node by node (every graph with nodes.mode all) had a CPU while the graphs ran, summed over its threads.")
+	m.data.SetDescription("Time the threads of a process computing CPU-backend graphs had a CPU while the graphs ran, summed over its threads, over the graphs whose threads were read.")
 	m.data.SetUnit("s")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)

@@ -449,7 +449,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["ggml.graph.threads.cpu.time"] = true
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Time the threads of a process computing CPU-backend graphs traced node by node (every graph with nodes.mode all) had a CPU while the graphs ran, summed over its threads.", mi.Description())
+					assert.Equal(t, "Time the threads of a process computing CPU-backend graphs had a CPU while the graphs ran, summed over its threads, over the graphs whose threads were read.", mi.Description())
 					assert.Equal(t, "s", mi.Unit())
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())

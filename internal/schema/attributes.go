@@ -220,7 +220,8 @@ const (
 	// GGMLThreads (int; [SpanGraph], [SpanNode]): threads the graph was computed with.
 	GGMLThreads = "ggml.threads"
 	// GGMLGraphOnCPUNS (int; [SpanGraph]): its threads' time on a CPU during the graph,
-	// summed, ns, where it was read at both ends.
+	// summed, ns, where it was read at both ends: every prompt's graph and every graph of
+	// a sampling window, a one-token decode's at most every 50 ms.
 	GGMLGraphOnCPUNS = "ggml.graph.on_cpu_ns"
 	// GGMLGraphRunqueueNS (int; [SpanGraph]): their time runnable, waiting for a CPU, ns.
 	GGMLGraphRunqueueNS = "ggml.graph.runqueue_ns"
