@@ -134,6 +134,10 @@ func TestRules(t *testing.T) {
 		{"cold-start", func(p *summary.Process) { // from the page cache: no fault, the first touch
 			p.Cold = &summary.Cold{Phase: "prefill", Seconds: 1.7, Warm: 0.2, WarmGraphs: 30}
 		}},
+		{"idle-reclaimed", func(p *summary.Process) { // the model's pages reclaimed while a server idled, read back by its next prompt
+			p.Resumed = &summary.Resumed{Phase: "prefill", Idle: 30, Seconds: 1.6, Faults: 2400, Warm: 0.14, Graphs: 1, AllFaults: 2400}
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 4, OnCPU: 2.8, Wait: 0.02, Share: 0.7, Judged: true, Starved: true, Lacked: summary.LackedDisk, MajorFaults: 2400}
+		}},
 		{"moe-uneven", func(p *summary.Process) {
 			p.MoE = append(p.MoE, summary.MoELayer{Layer: 1, Selections: []int64{40, 0, 0, 0}, Imbalance: 1.7})
 		}},

@@ -183,8 +183,8 @@ var blockedRule = Rule{
 // waiting for one: asleep, not runnable, in major page faults or otherwise.
 func blocked(p *summary.Process) (summary.Finding, bool) {
 	ph := starved(p, summary.LackedDisk, summary.LackedSleep)
-	if ph == nil || ph.CPU.Lacked == summary.LackedDisk && cold(p) && float64(p.Cold.Faults) >= 0.9*float64(ph.CPU.MajorFaults) {
-		return summary.Finding{}, false // the disk waits were a cold start's: cold-start says it
+	if ph == nil || ph.CPU.Lacked == summary.LackedDisk && idleFaults(p, ph) {
+		return summary.Finding{}, false // the disk waits were a cold start's or an idle spell's: cold-start or idle-reclaimed says it
 	}
 	c := ph.CPU
 	f := summary.Finding{

@@ -107,6 +107,69 @@ func coldStart(p *summary.Process) (summary.Finding, bool) {
 	return f, true
 }
 
+var idleRule = Rule{
+	ID:    "idle-reclaimed",
+	Name:  "model reclaimed while idle",
+	Fires: fmt.Sprintf("a graph %.0f s or more after the one before took major page faults and ≥ %.0f× the warm graphs of its phase, and ≥ %.1f s more: information, a warning from %.0f s", summary.IdleAfter, coldRatio, coldCost, coldWarn),
+	Says:  "how long the process had computed nothing, that graph's time and reads from the disk against the warm graphs, and how to keep the model resident: `--mlock`, or memory for the model's file beside the rest (a cgroup's limit counts its page cache); for Ollama, `keep_alive`",
+	apply: idleReclaimed,
+}
+
+// resumedCost is what p's slowest graph after an idle spell took beyond the warm ones of
+// its phase, in seconds; 0 where it was no slower than a cold start's thresholds ask.
+func resumedCost(p *summary.Process) float64 {
+	r := p.Resumed
+	if r == nil || r.Seconds < coldRatio*r.Warm || r.Seconds-r.Warm < coldCost {
+		return 0
+	}
+	return r.Seconds - r.Warm
+}
+
+// idleReclaimed: the model's pages reclaimed while the process computed nothing, read
+// back from the disk by its next graph.
+func idleReclaimed(p *summary.Process) (summary.Finding, bool) {
+	cost := resumedCost(p)
+	if cost == 0 {
+		return summary.Finding{}, false
+	}
+	r := p.Resumed
+	f := summary.Finding{ID: "idle-reclaimed", Severity: "info",
+		Title: fmt.Sprintf("The model was read back from the disk after %.0f s idle: the next %s graph took %.2f s, %.0f× the warm ones", r.Idle, r.Phase, r.Seconds, r.Seconds/r.Warm),
+		Advice: fmt.Sprintf("While the process computed nothing for %.0f s, the model's pages left memory (the page cache gave them to other work, or a memory limit pressed), "+
+			"so the first graph after read them back from the model file, and the request then paid for it. ", r.Idle) + keepOption(p) + ".",
+		Evidence: []string{
+			fmt.Sprintf("after %.1f s without a graph, a %s graph took %.2f s; the warm ones %.3f s each", r.Idle, r.Phase, r.Seconds, r.Warm),
+			fmt.Sprintf("it took %s (reads from the disk); %s after an idle spell took them, %d in all", plural(r.Faults, "major page fault"), plural(r.Graphs, "graph"), r.AllFaults),
+			fmt.Sprintf("%.2f s beyond the warm graphs in that one; gain not estimated beyond it: how often the pages leave depends on the machine's other work", cost),
+		},
+	}
+	if cost >= coldWarn {
+		f.Severity = "warning"
+	}
+	return f, true
+}
+
+// idleFaults says whether the major faults of p's phase ph were mostly its cold start's
+// and those of its graphs after idle spells, which cold-start and idle-reclaimed say.
+func idleFaults(p *summary.Process, ph *summary.Phase) bool {
+	var f int64
+	if cold(p) {
+		f += p.Cold.Faults
+	}
+	if resumedCost(p) > 0 {
+		f += p.Resumed.AllFaults
+	}
+	return f > 0 && float64(f) >= 0.9*float64(ph.CPU.MajorFaults)
+}
+
+// keepOption names how p's runtime keeps its model resident.
+func keepOption(p *summary.Process) string {
+	if p.Runtime == "ollama" {
+		return "Keep it loaded and resident: keep_alive -1 (or OLLAMA_KEEP_ALIVE), and memory for the model beside the rest"
+	}
+	return "Keep it resident: --mlock (it needs the memlock limit, or CAP_IPC_LOCK), or leave the model's file room in memory beside the rest (a cgroup's limit counts its page cache)"
+}
+
 // warmOption names how p's runtime keeps its model in memory.
 func warmOption(p *summary.Process) string {
 	if p.Runtime == "ollama" {

@@ -64,14 +64,25 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 	g := &graphRef{phase: ph, trace: s.TraceID(), start: s.StartTimestamp(), end: s.EndTimestamp()}
 	threads := schema.Int(attrs, schema.GGMLThreads)
 	p.threads = max(p.threads, threads)
+	var idle float64 // since its process's previous graph ended, every graph counted
+	if p.lastGraph > 0 {
+		idle = float64(int64(s.StartTimestamp())-p.lastGraph) / 1e9
+	}
+	p.lastGraph = max(p.lastGraph, int64(s.EndTimestamp()))
 	if v, ok := attrs.Get(schema.GGMLGraphOnCPUNS); ok && threads > 0 {
+		faults := schema.Int(attrs, schema.GGMLGraphMajorFaults)
 		if boolAttr(attrs, schema.GGMLGraphOnCPUPerturbed) {
 			ph.cpu.Perturbed++
 		} else {
 			ph.addCPU(schema.Seconds(s), threads, float64(schema.Integer(v))/1e9, float64(schema.Int(attrs, schema.GGMLGraphRunqueueNS))/1e9,
-				schema.Int(attrs, schema.GGMLGraphMajorFaults), max(tokens, 1))
+				faults, max(tokens, 1))
 		}
-		p.cold.add(name, schema.Int(attrs, schema.GGMLGraphMajorFaults), schema.Seconds(s))
+		// A graph after an idle spell that read from the disk is not a warm one.
+		if p.cold.seen && idle >= IdleAfter && faults > 0 {
+			p.cold.resume(name, faults, schema.Seconds(s), idle)
+		} else {
+			p.cold.add(name, faults, schema.Seconds(s))
+		}
 	}
 	if !boolAttr(attrs, schema.GGMLGraphTraced) {
 		return g
@@ -104,6 +115,29 @@ type coldState struct {
 	others       map[string]*[2]float64 // by phase: later graphs, and their seconds
 	othersFaults int64
 	othersGraphs int64
+	resumed      Resumed // the slowest graph after an idle spell that took major faults
+}
+
+// resume counts a graph that began idle seconds after the one before and took faults
+// major page faults, keeping the slowest.
+func (c *coldState) resume(phase string, faults int64, secs, idle float64) {
+	c.resumed.Graphs++
+	c.resumed.AllFaults += faults
+	if secs > c.resumed.Seconds {
+		c.resumed = Resumed{Phase: phase, Idle: idle, Seconds: secs, Faults: faults, Graphs: c.resumed.Graphs, AllFaults: c.resumed.AllFaults}
+	}
+}
+
+// resumedView is the slowest graph after an idle spell against the later ones of its
+// phase; nil before one, or before a later graph of its phase.
+func (c *coldState) resumedView() *Resumed {
+	o := c.others[c.resumed.Phase]
+	if c.resumed.Graphs == 0 || o == nil || o[0] == 0 {
+		return nil
+	}
+	r := c.resumed
+	r.Warm = o[1] / o[0]
+	return &r
 }
 
 // maxColdPhases bounds the phases the later graphs are counted in: runtimes name a handful.

@@ -93,6 +93,7 @@ func (p *proc) snapshot() *Process {
 			ThrottledSeconds: q.throttledTime.delta(all), SinceMade: all, Threads: p.threads}
 	}
 	out.Cold = p.cold.view()
+	out.Resumed = p.cold.resumedView()
 	if c := p.cpus; c.Allowed > 0 {
 		c.Threads = p.threads
 		out.CPUs = &c

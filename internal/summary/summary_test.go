@@ -664,3 +664,22 @@ func TestColdStart(t *testing.T) {
 		t.Fatalf("cold %+v", v)
 	}
 }
+
+// A graph after an idle spell that read from the disk is set against the warm graphs of
+// its phase, and is not one of them; the slowest is kept.
+func TestResumed(t *testing.T) {
+	var c coldState
+	c.add(prefill, 0, 0.5)
+	c.resume(prefill, 60, 0.6, 4)
+	if v := c.resumedView(); v != nil {
+		t.Errorf("no warm prefill graph yet: %+v", v)
+	}
+	c.add(prefill, 0, 0.14)
+	c.add(prefill, 0, 0.16)
+	c.resume(prefill, 900, 1.5, 30)
+	c.resume(decode, 3, 0.1, 2)
+	v := c.resumedView()
+	if v == nil || v.Phase != prefill || v.Seconds != 1.5 || v.Faults != 900 || v.Idle != 30 || math.Abs(v.Warm-0.15) > 1e-9 || v.Graphs != 3 || v.AllFaults != 963 {
+		t.Fatalf("resumed %+v", v)
+	}
+}

@@ -57,6 +57,9 @@ type Process struct {
 	SIMD SIMD `json:"simd,omitzero"`
 	// Cold is its first graph seen against the later ones of its phase; nil before one.
 	Cold *Cold `json:"cold,omitempty"`
+	// Resumed is its slowest graph after an idle spell that read from the disk; nil
+	// before one.
+	Resumed *Resumed `json:"resumed,omitempty"`
 	// End is how it ended, where profinfer saw it end while traced; nil otherwise.
 	End *End `json:"end,omitempty"`
 }
@@ -78,6 +81,25 @@ type Cold struct {
 	WarmGraphs int64   `json:"warm_graphs"`  // later graphs, of every phase
 	WarmFaults int64   `json:"warm_faults"`
 }
+
+// Resumed is the slowest graph that began IdleAfter or more after its process's previous
+// graph ended and took major page faults, against the later graphs of its phase: a model
+// whose pages were reclaimed while its process idled is read back from the disk by the
+// first graph after.
+type Resumed struct {
+	Phase   string  `json:"phase"`
+	Idle    float64 `json:"idle_seconds"` // how long the process had computed nothing before it
+	Seconds float64 `json:"seconds"`
+	Faults  int64   `json:"faults"`
+	Warm    float64 `json:"warm_seconds"` // the later graphs of its phase, a graph
+	Graphs  int64   `json:"graphs"`       // graphs after an idle spell that took major faults
+	// AllFaults are the major page faults of all of them: the disk waits they explain.
+	AllFaults int64 `json:"all_faults"`
+}
+
+// IdleAfter is how long a process computes nothing before its next graph is one after an
+// idle spell (Resumed): requests a second apart are a server's ordinary pace.
+const IdleAfter = 1.0 // seconds
 
 // End is how a process ended, from its process span's exit event.
 type End struct {

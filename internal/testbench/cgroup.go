@@ -1,6 +1,8 @@
 package testbench
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -85,6 +87,36 @@ func made(t testing.TB, root, controller string, files [][2]string) *Cgroup {
 // executes them: what it runs is in the cgroup from its first instruction.
 func (c *Cgroup) Command(name string, args ...string) (string, []string) {
 	return "sh", append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, c.Dir, name}, args...)
+}
+
+// Reclaim has the kernel take back from the cgroup what it can beyond its tasks'
+// anonymous memory, the pages of the files they mapped, as other work's pressure would
+// while they idle: v2 by memory.reclaim, v1 by lowering its limit to that for a moment.
+func (c *Cgroup) Reclaim(t testing.TB) {
+	t.Helper()
+	if b, err := os.ReadFile(filepath.Join(c.Dir, "memory.current")); err == nil { // v2
+		// It says EAGAIN where it took back less than asked: what it could is gone.
+		if err := os.WriteFile(filepath.Join(c.Dir, "memory.reclaim"), bytes.TrimSpace(b), 0); err != nil && !errors.Is(err, unix.EAGAIN) {
+			t.Fatalf("reclaiming %s: %v", c.Dir, err)
+		}
+		return
+	}
+	limit, err := os.ReadFile(filepath.Join(c.Dir, "memory.limit_in_bytes"))
+	if err != nil {
+		t.Fatalf("reclaiming %s: %v", c.Dir, err)
+	}
+	var rss int64
+	b, _ := os.ReadFile(filepath.Join(c.Dir, "memory.stat"))
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "rss "); ok {
+			fmt.Sscan(v, &rss)
+		}
+	}
+	for _, v := range []string{fmt.Sprint(rss + 64<<20), string(bytes.TrimSpace(limit))} {
+		if err := os.WriteFile(filepath.Join(c.Dir, "memory.limit_in_bytes"), []byte(v), 0); err != nil {
+			t.Fatalf("reclaiming %s (limit %s): %v", c.Dir, v, err)
+		}
+	}
 }
 
 func exists(path string) bool {

@@ -65,13 +65,23 @@ type Server struct {
 // StartServer starts the llama-server executable exe (Bin("llama-server") or
 // StaticServer()) on model with threads and waits until it serves.
 func (e *Env) StartServer(ctx context.Context, exe, model string, threads int, extra ...string) (*Server, error) {
+	return e.StartServerWith(ctx, nil, exe, model, threads, extra...)
+}
+
+// StartServerWith is StartServer through wrap (a Cgroup's Command); nil starts it directly.
+func (e *Env) StartServerWith(ctx context.Context, wrap func(string, ...string) (string, []string), exe, model string, threads int,
+	extra ...string) (*Server, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"-m", e.Model(model), "-t", strconv.Itoa(threads), "--host", "127.0.0.1",
 		"--port", strconv.Itoa(port), "-c", "1024", "-np", "1"}, extra...)
-	p, err := Start(exe, args...)
+	name := exe
+	if wrap != nil {
+		name, args = wrap(exe, args...)
+	}
+	p, err := Start(name, args...)
 	if err != nil {
 		return nil, err
 	}
