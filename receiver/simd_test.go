@@ -48,7 +48,9 @@ func TestE2ESIMD(t *testing.T) {
 	t.Run("ollama-engine", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		c, o := ollamaServing(t, ctx, (*testbench.Env).OllamaOldExe, "", "OLLAMA_NEW_ENGINE=1")
+		// A window every 500 ms: at the default 10 s, the one window of its 2 s could fall
+		// on the graph its attach ran beside, and leave no graph judged.
+		c, o := ollamaServing(t, ctx, (*testbench.Env).OllamaOldExe, "nodes: {sample_interval: 500ms}", "OLLAMA_NEW_ENGINE=1")
 		if _, err := o.Generate(ctx, "llama-1b", "The capital of France is", 2, ""); err != nil {
 			t.Fatal(err)
 		}
