@@ -64,14 +64,30 @@ const (
 	coldWarn  = 1.0
 )
 
+// beyondWarm is what a graph of secs took beyond warm, a warm graph's of its phase, in
+// seconds, where it was a cold graph (coldRatio× and coldCost more); 0 otherwise.
+func beyondWarm(secs, warm float64) float64 {
+	if secs < coldRatio*warm || secs-warm < coldCost {
+		return 0
+	}
+	return secs - warm
+}
+
+// coldSeverity is the severity of a cold graph that cost seconds beyond the warm ones.
+func coldSeverity(cost float64) string {
+	if cost >= coldWarn {
+		return "warning"
+	}
+	return "info"
+}
+
 // coldCosts is what p's first graph took beyond the later ones of its phase, in seconds;
 // 0 where it was no cold start.
 func coldCosts(p *summary.Process) float64 {
-	c := p.Cold
-	if c == nil || c.Seconds < coldRatio*c.Warm || c.Seconds-c.Warm < coldCost {
+	if p.Cold == nil {
 		return 0
 	}
-	return c.Seconds - c.Warm
+	return beyondWarm(p.Cold.Seconds, p.Cold.Warm)
 }
 
 // cold says whether p's major faults were its cold start's: its first graph's, next to
@@ -88,7 +104,7 @@ func coldStart(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	c := p.Cold
-	f := summary.Finding{ID: "cold-start", Severity: "info",
+	f := summary.Finding{ID: "cold-start", Severity: coldSeverity(cost),
 		Title:    fmt.Sprintf("A cold start: the first %s graph took %.2f s, %.0f× the later ones", c.Phase, c.Seconds, c.Seconds/c.Warm),
 		Evidence: []string{fmt.Sprintf("the first %s graph took %.2f s; the later ones %.3f s each", c.Phase, c.Seconds, c.Warm)},
 	}
@@ -100,9 +116,6 @@ func coldStart(p *summary.Process) (summary.Finding, bool) {
 		f.Evidence = append(f.Evidence, "it took no major page fault: the model came from the page cache, not the disk")
 	}
 	f.Advice += "Pay it before the first request: " + warmOption(p) + "."
-	if cost >= coldWarn {
-		f.Severity = "warning"
-	}
 	f.Evidence = append(f.Evidence, fmt.Sprintf("%.2f s beyond the later graphs, once, in the first request", cost))
 	return f, true
 }
@@ -118,11 +131,10 @@ var idleRule = Rule{
 // resumedCost is what p's slowest graph after an idle spell took beyond the warm ones of
 // its phase, in seconds; 0 where it was no slower than a cold start's thresholds ask.
 func resumedCost(p *summary.Process) float64 {
-	r := p.Resumed
-	if r == nil || r.Seconds < coldRatio*r.Warm || r.Seconds-r.Warm < coldCost {
+	if p.Resumed == nil {
 		return 0
 	}
-	return r.Seconds - r.Warm
+	return beyondWarm(p.Resumed.Seconds, p.Resumed.Warm)
 }
 
 // idleReclaimed: the model's pages reclaimed while the process computed nothing, read
@@ -133,7 +145,7 @@ func idleReclaimed(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	r := p.Resumed
-	f := summary.Finding{ID: "idle-reclaimed", Severity: "info",
+	f := summary.Finding{ID: "idle-reclaimed", Severity: coldSeverity(cost),
 		Title: fmt.Sprintf("The model was read back from the disk after %.0f s idle: the next %s graph took %.2f s, %.0f× the warm ones", r.Idle, r.Phase, r.Seconds, r.Seconds/r.Warm),
 		Advice: fmt.Sprintf("While the process computed nothing for %.0f s, the model's pages left memory (the page cache gave them to other work, or a memory limit pressed), "+
 			"so the first graph after read them back from the model file, and the request then paid for it. ", r.Idle) + keepOption(p) + ".",
@@ -142,9 +154,6 @@ func idleReclaimed(p *summary.Process) (summary.Finding, bool) {
 			fmt.Sprintf("it took %s (reads from the disk); %s after an idle spell took them, %d in all", plural(r.Faults, "major page fault"), plural(r.Graphs, "graph"), r.AllFaults),
 			fmt.Sprintf("%.2f s beyond the warm graphs in that one; gain not estimated beyond it: how often the pages leave depends on the machine's other work", cost),
 		},
-	}
-	if cost >= coldWarn {
-		f.Severity = "warning"
 	}
 	return f, true
 }

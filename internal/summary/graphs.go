@@ -131,13 +131,22 @@ func (c *coldState) resume(phase string, faults int64, secs, idle float64) {
 // resumedView is the slowest graph after an idle spell against the later ones of its
 // phase; nil before one, or before a later graph of its phase.
 func (c *coldState) resumedView() *Resumed {
-	o := c.others[c.resumed.Phase]
-	if c.resumed.Graphs == 0 || o == nil || o[0] == 0 {
+	warm, ok := c.warm(c.resumed.Phase)
+	if c.resumed.Graphs == 0 || !ok {
 		return nil
 	}
 	r := c.resumed
-	r.Warm = o[1] / o[0]
+	r.Warm = warm
 	return &r
+}
+
+// warm is a later graph's seconds in phase, on average; false before one.
+func (c *coldState) warm(phase string) (float64, bool) {
+	o := c.others[phase]
+	if o == nil || o[0] == 0 {
+		return 0, false
+	}
+	return o[1] / o[0], true
 }
 
 // maxColdPhases bounds the phases the later graphs are counted in: runtimes name a handful.
@@ -167,11 +176,11 @@ func (c *coldState) add(phase string, faults int64, secs float64) {
 
 // view is the first graph against the later ones of its phase; nil before one of those.
 func (c *coldState) view() *Cold {
-	o := c.others[c.phase]
-	if !c.seen || o == nil || o[0] == 0 {
+	warm, ok := c.warm(c.phase)
+	if !c.seen || !ok {
 		return nil
 	}
-	return &Cold{Phase: c.phase, Seconds: c.seconds, Faults: c.faults, Warm: o[1] / o[0], WarmGraphs: c.othersGraphs, WarmFaults: c.othersFaults}
+	return &Cold{Phase: c.phase, Seconds: c.seconds, Faults: c.faults, Warm: warm, WarmGraphs: c.othersGraphs, WarmFaults: c.othersFaults}
 }
 
 // minQuiet is how many graphs whose threads had their CPUs the cost of contention needs
