@@ -14,9 +14,10 @@ import (
 )
 
 // A burst far beyond the ring buffer: every node of every graph traced on tiny-dense,
-// which llama-bench runs at thousands of tokens a second, into a 64 KiB ring. The kernel
+// which llama-bench runs at thousands of tokens a second, into a 16 KiB ring. The kernel
 // drops records and profinfer counts them, and every graph that lost any is dropped
-// whole: each graph span that is emitted has all its nodes, and every span its parent.
+// whole, the one llama-bench ends in too (in 5 runs of 12 its last exits were lost):
+// each graph span that is emitted has all its nodes, and every span its parent.
 // The collector's memory stays under the bound README.md states.
 func TestE2ELoad(t *testing.T) {
 	e := testbench.Require(t)
@@ -26,7 +27,7 @@ func TestE2ELoad(t *testing.T) {
 	// hide the steady state's peak. Above any this machine reaches, so that no node reads
 	// above its roof (the harness's check).
 	c := startCollector(t, ctx, e.Bin("llama-bench"),
-		"nodes: {mode: all}, ring_buffer_size: 65536, roofline: {peak_flops: 1e13, peak_bandwidth: 1e12}")
+		"nodes: {mode: all}, ring_buffer_size: 16384, roofline: {peak_flops: 1e13, peak_bandwidth: 1e12}")
 	res, err := e.Bench(ctx, e.BenchArgs("tiny-dense", 64, 1024, 2, 10)...)
 	if err != nil {
 		t.Fatal(err)

@@ -207,11 +207,7 @@ func (a *Assembler) exit(pid, tid uint32, kind StepKind, ts uint64, result int, 
 	p.decode = nil
 	if lost != p.lost {
 		p.lost = lost
-		a.dropDecode(d)
-		// Its batch is whole, and the requests it carried still need it.
-		*d = Step{Kind: d.Kind, PID: d.PID, TID: d.TID, Tokens: d.Tokens, Context: d.Context, Batch: d.Batch, Head: d.Head,
-			Job: d.Job, Start: d.Start, End: ts, Result: result, Dropped: true}
-		a.sink.Step(d)
+		a.dropStep(d, ts, result)
 		return
 	}
 	d.End, d.Result = ts, result
@@ -262,14 +258,38 @@ func (a *Assembler) dropDecode(d *Step) {
 	a.Stats.DroppedGraphs += uint64(len(d.Graphs))
 }
 
+// dropStep counts step d dropped, for records of it were lost, and delivers it ended at
+// ts with nothing below it: its batch is whole, and the requests it carried still need it.
+// A step the process ended inside stays Cut.
+func (a *Assembler) dropStep(d *Step, ts uint64, result int) {
+	a.dropDecode(d)
+	*d = Step{Kind: d.Kind, PID: d.PID, TID: d.TID, Tokens: d.Tokens, Context: d.Context, Batch: d.Batch, Head: d.Head,
+		Job: d.Job, Start: d.Start, End: ts, Result: result, Dropped: true, Cut: d.Cut}
+	a.sink.Step(d)
+}
+
 // Exit forgets a process that ended (exited, or replaced its image) at ts, once it has
 // delivered what the process computed: the graph in progress, its nodes closed at ts,
 // and the step in progress, both marked Cut; the decode a device computed; the graphs
-// held before a first step. A job in progress is counted dropped.
-func (a *Assembler) Exit(pid uint32, ts uint64) {
+// held before a first step. A job in progress is counted dropped. lost is the count of
+// the process's lost records at its end: where it grew since the last exit, what was in
+// progress lost some of its records (its exit, in a burst that filled the ring as the
+// process ended, or some of its nodes) and is dropped as an exit would drop it.
+func (a *Assembler) Exit(pid uint32, ts, lost uint64) {
 	p := a.procs[pid]
 	if p == nil {
 		return
+	}
+	if lost != p.lost {
+		if p.graph != nil {
+			p.graph = nil
+			a.Stats.DroppedGraphs++
+		}
+		if d := p.decode; d != nil {
+			p.decode = nil
+			d.Cut = true
+			a.dropStep(d, ts, 0)
+		}
 	}
 	if g := p.graph; g != nil {
 		for _, t := range p.threads {

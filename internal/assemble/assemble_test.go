@@ -117,7 +117,7 @@ func TestLooseGraphOrphansAndExit(t *testing.T) {
 	a.NodesOn(7, 1, 0)
 	a.GraphEnter(7, 7, 31, 0xa, 2, 1, events.ThreadsCPU{})
 	a.NodeStart(7, 7, 32, 0x2, 0, 0, nil, events.CPUSched{}, nil)
-	a.Exit(7, 35)
+	a.Exit(7, 35, 0)
 	if a.Stats.DroppedGraphs != 0 || a.Stats.DroppedDecode != 0 || len(s.decodes) != 1 {
 		t.Fatalf("stats %+v, %d decodes", a.Stats, len(s.decodes))
 	}
@@ -203,6 +203,17 @@ func TestLostRecords(t *testing.T) {
 	a.GraphExit(1, 1, 83, events.CPUSched{}, 6, events.ThreadsCPU{})
 	if len(s.graphs) != 1 || s.graphs[0].Start != 82 || a.Stats.DroppedGraphs != 5 {
 		t.Fatalf("loose graphs %d, stats %+v", len(s.graphs), a.Stats)
+	}
+	// The process ends in a decode whose last records, its exits among them, were lost
+	// in a burst that filled the ring: what it was computing is dropped, not cut.
+	a.DecodeEnter(1, 1, 90, 1, 0, nil)
+	a.GraphEnter(1, 1, 91, 0xa, 1, 1, events.ThreadsCPU{})
+	a.Exit(1, 95, 9)
+	if len(s.decodes) != 3 || a.Stats.DroppedDecode != 5 || a.Stats.DroppedGraphs != 6 {
+		t.Fatalf("decodes %d, stats %+v", len(s.decodes), a.Stats)
+	}
+	if d := s.dropped[len(s.dropped)-1]; d.Start != 90 || d.End != 95 || !d.Cut || len(d.Graphs) != 0 {
+		t.Fatalf("the decode the process ended in, with records lost: %+v", d)
 	}
 }
 

@@ -86,6 +86,16 @@ func Trace(maps *bpf.ProfinferMaps, pid int, on bool) error {
 	return errors.Join(maps.Traced.Delete(key), maps.Lost.Delete(key), err)
 }
 
+// Lost returns how many records of traced process pid were lost so far; 0 where it is
+// not traced.
+func Lost(maps *bpf.ProfinferMaps, pid int) uint64 {
+	var n uint64
+	if err := maps.Lost.Lookup(uint32(pid), &n); err != nil {
+		return 0
+	}
+	return n
+}
+
 // Remember lets the node programs send each node's detail of process pid once per graph
 // build instead of at every node start, from now on (now is CLOCK_MONOTONIC in ns); the
 // build probe (see SeesBuilds) must be attached. Calling it again has every detail sent

@@ -268,7 +268,8 @@ func (p *Profiler) reap() {
 		if r.end != nil {
 			at = r.end.At
 		}
-		in.asm.Exit(uint32(r.pid), at)
+		// Read before Trace forgets it below: what the process lost as it ended.
+		in.asm.Exit(uint32(r.pid), at, probe.Lost(&p.bpf.ProfinferMaps, r.pid))
 		t.looking = false
 		in.release(t)
 		in.endRequests(t, requests.Exited)
