@@ -3,21 +3,22 @@
 package receiver
 
 import (
-	"bufio"
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/profinfer/profinfer/findingsconnector"
+	"github.com/profinfer/profinfer/internal/report"
 	"github.com/profinfer/profinfer/internal/schema"
 )
 
@@ -47,46 +48,36 @@ func findingsOut(t *testing.T, ctx context.Context, out string, prom int, want f
 
 func loggedFindings(t *testing.T, out string) map[int64]map[string]string {
 	t.Helper()
-	f, err := os.Open(out)
-	if err != nil {
+	got := findingLogs{}
+	if err := readOutput(out, got); err != nil && !errors.Is(err, report.ErrCut) {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	got := map[int64]map[string]string{}
-	r := bufio.NewReaderSize(f, 1<<20)
-	for {
-		line, err := r.ReadBytes('\n')
-		if bytes.HasPrefix(line, []byte(`{"resourceLogs"`)) {
-			ld, perr := (&plog.JSONUnmarshaler{}).UnmarshalLogs(line)
-			if perr != nil {
-				t.Fatalf("a logs line of %s: %v", out, perr)
-			}
-			for i := 0; i < ld.ResourceLogs().Len(); i++ {
-				rl := ld.ResourceLogs().At(i)
-				pid, _ := rl.Resource().Attributes().Get(schema.ResourceProcessPID)
-				for j := 0; j < rl.ScopeLogs().Len(); j++ {
-					lrs := rl.ScopeLogs().At(j).LogRecords()
-					for k := 0; k < lrs.Len(); k++ {
-						lr := lrs.At(k)
-						if lr.EventName() != findingsconnector.EventFinding {
-							continue
-						}
-						id, _ := lr.Attributes().Get(findingsconnector.AttrID)
-						if got[pid.Int()] == nil {
-							got[pid.Int()] = map[string]string{}
-						}
-						got[pid.Int()][id.Str()] = lr.SeverityText()
-					}
+	return got
+}
+
+// findingLogs keeps the finding log records it is handed, by process: each finding's
+// last severity.
+type findingLogs map[int64]map[string]string
+
+func (findingLogs) Traces(ptrace.Traces) error    { return nil }
+func (findingLogs) Metrics(pmetric.Metrics) error { return nil }
+func (got findingLogs) Logs(ld plog.Logs) error {
+	for _, rl := range ld.ResourceLogs().All() {
+		pid, _ := rl.Resource().Attributes().Get(schema.ResourceProcessPID)
+		for _, sl := range rl.ScopeLogs().All() {
+			for _, lr := range sl.LogRecords().All() {
+				if lr.EventName() != findingsconnector.EventFinding {
+					continue
 				}
+				id, _ := lr.Attributes().Get(findingsconnector.AttrID)
+				if got[pid.Int()] == nil {
+					got[pid.Int()] = map[string]string{}
+				}
+				got[pid.Int()][id.Str()] = lr.SeverityText()
 			}
-		}
-		if err == io.EOF {
-			return got
-		}
-		if err != nil {
-			t.Fatal(err)
 		}
 	}
+	return nil
 }
 
 // findingSeries matches a profinfer_finding series of Prometheus's text format, its labels

@@ -6,9 +6,9 @@ package receiver
 // processes as root, and the checks the scenarios in the other files share.
 
 import (
-	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +24,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/advise"
 	"github.com/profinfer/profinfer/internal/dag"
+	"github.com/profinfer/profinfer/internal/report"
 	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
@@ -153,41 +154,46 @@ func (c *collector) stop(t *testing.T) ([]ptrace.Traces, []pmetric.Metrics) {
 	return c.read(t, false)
 }
 
-// read parses what the collector exported so far. While it runs (running true), the
-// last line may be half written, and is left for a later read.
+// read parses what the collector exported so far, as profinfer report reads it. While it
+// runs (running true), the last batch may be half written, and is left for a later read.
 func (c *collector) read(t testing.TB, running bool) ([]ptrace.Traces, []pmetric.Metrics) {
 	t.Helper()
-	raw, err := os.ReadFile(c.out)
-	if err != nil && !(running && os.IsNotExist(err)) {
+	var got batches
+	if err := readOutput(c.out, &got); err != nil && !(running && (os.IsNotExist(err) || errors.Is(err, report.ErrCut))) {
 		t.Fatal(err)
 	}
-	if i := bytes.LastIndexByte(raw, '\n'); running {
-		raw = raw[:i+1]
-	}
-	var (
-		traces  []ptrace.Traces
-		metrics []pmetric.Metrics
-	)
-	for _, line := range bytes.Split(raw, []byte("\n")) {
-		switch {
-		case bytes.Contains(line[:min(len(line), 32)], []byte("resourceSpans")):
-			td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(line)
-			if err != nil {
-				t.Fatal(err)
-			}
-			traces = append(traces, td)
-		case bytes.Contains(line[:min(len(line), 32)], []byte("resourceMetrics")):
-			md, err := (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(line)
-			if err != nil {
-				t.Fatal(err)
-			}
-			metrics = append(metrics, md)
-		}
-	}
+	traces, metrics := got.traces, got.metrics
 	if !running && !c.roofsOnce {
 		checkRoofs(t, traces, metrics)
 	}
 	return traces, metrics
+}
+
+// readOutput hands what the file exporter wrote to path, JSON lines or proto, to sink.
+func readOutput(path string, sink report.Sink) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = report.Read(f, path, sink)
+	return err
+}
+
+// batches keeps the batches it is handed.
+type batches struct {
+	traces  []ptrace.Traces
+	metrics []pmetric.Metrics
+}
+
+func (b *batches) Traces(td ptrace.Traces) error {
+	b.traces = append(b.traces, td)
+	return nil
+}
+
+func (b *batches) Metrics(md pmetric.Metrics) error {
+	b.metrics = append(b.metrics, md)
+	return nil
 }
 
 // checkRoofs fails where a node or an op read above its roof (issue 52): a roof under

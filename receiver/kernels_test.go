@@ -277,7 +277,7 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []s
 	if t.Failed() {
 		t.Fatalf("collector log:\n%s", log)
 	}
-	traces, metrics := (&collector{out: filepath.Join(dir, "profinfer-output.jsonl"), roofsOnce: true}).read(t, false)
+	traces, metrics := (&collector{out: filepath.Join(dir, "profinfer-output.pb"), roofsOnce: true}).read(t, false)
 	if strings.Contains(log, "process hooks unavailable") {
 		t.Errorf("the process hooks did not load on Linux %s", k.Release)
 	}
@@ -435,7 +435,7 @@ llama_server() {
 	sleep 3
 	# The quota is read at a metrics export, while the server lives.
 	if [ "${PWD##*/}" = default-llama-server ]; then
-		until_ok 30 grep -q profinfer.cgroup.cpu.limit profinfer-output.jsonl || echo "no quota exported"
+		until_ok 30 grep -q profinfer.cgroup.cpu.limit profinfer-output.pb || echo "no quota exported"
 	fi
 	kill $server; wait $server
 }

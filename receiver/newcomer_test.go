@@ -77,7 +77,7 @@ func defaultConfig(t *testing.T, out string) (cfg string, page, prom int) {
 	}
 	page, prom = freePort(t), freePort(t)
 	cfg = strings.NewReplacer("127.0.0.1:9465", fmt.Sprintf("127.0.0.1:%d", page),
-		"127.0.0.1:9464", fmt.Sprintf("127.0.0.1:%d", prom), "./profinfer-output.jsonl", out).Replace(string(raw))
+		"127.0.0.1:9464", fmt.Sprintf("127.0.0.1:%d", prom), "./profinfer-output.pb", out).Replace(string(raw))
 	if cfg == string(raw) || !strings.Contains(cfg, out) || !strings.Contains(cfg, strconv.Itoa(prom)) {
 		t.Fatal("config/otelcol.yaml no longer names the ports and file this test moves")
 	}

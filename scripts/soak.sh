@@ -158,7 +158,7 @@ sample() {
   curl -sf --max-time 5 127.0.0.1:9464/metrics >"$out/prom.txt" 2>/dev/null || : >"$out/prom.txt"
   local fds file=0
   fds=$(ls "/proc/$collector_pid/fd" 2>/dev/null | wc -l)
-  [ -f "$out/profinfer-output.jsonl" ] && file=$(stat -c %s "$out/profinfer-output.jsonl")
+  [ -f "$out/profinfer-output.pb" ] && file=$(stat -c %s "$out/profinfer-output.pb")
   echo "$t,$(status "$collector_pid" VmRSS),$(status "$collector_pid" RssAnon),$(status "$collector_pid" RssFile),$(status "$collector_pid" RssShmem),$(gc_heap),$(telemetry otelcol_process_runtime_heap_alloc_bytes),$(telemetry otelcol_process_runtime_total_sys_memory_bytes),$(status "$collector_pid" Threads),$fds,$(prom profinfer_events_dropped),$(prom profinfer_spans_dropped),$(prom profinfer_graphs_dropped),$(gcs),$(lines "$out/requests"),$(lines "$out/benches"),$file" |
     tee -a "$out/soak.csv"
   { echo "== $t s"; ls -l "/proc/$collector_pid/fd" 2>/dev/null | awk 'NR > 1 {k = $NF; if (k ~ /^\//) k = "file"; sub(/:\[[0-9]*\]$/, "", k); print k}' | sort | uniq -c; } >>"$out/fds.txt"

@@ -8,7 +8,7 @@
 //	                                    what changed from recording A to B, per token,
 //	                                    split over the ops (docs/compare.md)
 //
-// Run it with `go run ./cmd/profinfer report profinfer-output.jsonl`.
+// Run it with `go run ./cmd/profinfer report profinfer-output.pb`.
 package main
 
 import (
@@ -23,7 +23,8 @@ const usage = `usage:
                                       B against A: what differs in the setup, the time
                                       per token, its change split over the ops with an
                                       interval and a verdict; DIR/compare.json
-FILE is the collector's file exporter output (format: json); - reads standard input.
+FILE is the collector's file exporter output (format: proto or json); - reads standard
+input.
 A and B are each FILE[,FILE...][@pid=N|exe=NAME][,from=T][,to=T]: files of one
 recording, and optionally a process and a time range of them; T is an RFC 3339 time
 or an offset from the side's first span (30s, 2m). Both may name the same files:

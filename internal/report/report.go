@@ -1,5 +1,5 @@
-// Package report reads the file exporter's OTLP JSON lines, a line at a time, and hands
-// each batch to whatever builds the outputs: the summary behind the op table and
+// Package report reads the file exporter's OTLP, JSON lines or its proto stream, a batch
+// at a time, and hands each batch to whatever builds the outputs: the summary behind the op table and
 // report.html, and the Perfetto trace. It never holds more than a few lines at once, so
 // a file of any size reads in bounded memory.
 package report
@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 
+	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
@@ -23,33 +25,51 @@ type Sink interface {
 	Metrics(pmetric.Metrics) error
 }
 
-// Stats counts what a read saw.
-type Stats struct {
-	Bytes, Lines, Traces, Metrics, Skipped int64
+// LogSink is a Sink that takes the log records too: the findings connector's, written
+// beside the spans and metrics. Without one, log records are skipped unread.
+type LogSink interface {
+	Logs(plog.Logs) error
 }
 
-// maxLine bounds one line: the file exporter writes one export batch per line, a few MB
-// at full tracing.
+// Stats counts what a read saw.
+type Stats struct {
+	Bytes, Lines, Traces, Metrics, Logs, Skipped int64 // Lines counts a proto stream's messages
+}
+
+// maxLine bounds one line or message: the file exporter writes one export batch in each,
+// a few MB at full tracing.
 const maxLine = 256 << 20
 
 type batch struct {
 	n      int64 // line number, for errors
 	traces ptrace.Traces
 	mets   pmetric.Metrics
-	kind   int // 0 skipped, 1 traces, 2 metrics
+	logs   plog.Logs
+	kind   int // 0 skipped, 1 traces, 2 metrics, 3 logs
 	err    error
 }
 
-// Read parses the JSON lines of r and hands every batch to sinks, in order. Lines are
-// unmarshalled on every CPU, which is where the time goes. name labels errors.
+// ErrCut is what Read's error wraps where its input ends inside a batch: the file was cut
+// short, or is still being written.
+var ErrCut = errors.New("the file ends inside a batch")
+
+// Read parses what the file exporter wrote to r, JSON lines or its proto stream, and
+// hands every batch to sinks, in order. Batches are unmarshalled on every CPU, which is
+// where the time goes. name labels errors.
 func Read(r io.Reader, name string, sinks ...Sink) (Stats, error) {
 	var st Stats
 	br := bufio.NewReaderSize(r, 1<<20)
+	next, parse, unit := readLine, parseLine, "line"
+	if isProto(br) {
+		next, parse, unit = readMessage, parseMessage, "message"
+	}
+	logs := slices.ContainsFunc(sinks, func(s Sink) bool { _, ok := s.(LogSink); return ok })
 	workers := runtime.GOMAXPROCS(0)
 	// Each line gets a slot in order; workers fill slots, the sinks read them in turn.
 	type line struct {
 		n    int64
 		text []byte
+		cut  bool // the last line, without its newline
 		out  chan batch
 	}
 	slots := make(chan chan batch, 2*workers)
@@ -60,7 +80,11 @@ func Read(r io.Reader, name string, sinks ...Sink) (Stats, error) {
 		go func() {
 			defer wg.Done()
 			for l := range lines {
-				l.out <- parse(l.n, l.text)
+				b := parse(l.n, l.text, logs)
+				if b.err != nil && l.cut {
+					b.err = fmt.Errorf("%w (%w)", ErrCut, b.err)
+				}
+				l.out <- b
 			}
 		}()
 	}
@@ -70,20 +94,20 @@ func Read(r io.Reader, name string, sinks ...Sink) (Stats, error) {
 		defer close(lines)
 		var n int64
 		for {
-			text, err := readLine(br)
+			text, err := next(br)
 			if len(text) > 0 {
 				n++
 				st.Bytes += int64(len(text))
 				out := make(chan batch, 1)
 				slots <- out
-				lines <- line{n, text, out}
+				lines <- line{n, text, err == io.EOF, out}
 			}
 			if err == io.EOF {
 				readErr <- nil
 				return
 			}
 			if err != nil {
-				readErr <- fmt.Errorf("%s: line %d: %w", name, n+1, err)
+				readErr <- fmt.Errorf("%s: %s %d: %w", name, unit, n+1, err)
 				return
 			}
 		}
@@ -96,7 +120,7 @@ func Read(r io.Reader, name string, sinks ...Sink) (Stats, error) {
 		}
 		st.Lines++
 		if b.err != nil {
-			firstErr = fmt.Errorf("%s: line %d: %w", name, b.n, b.err)
+			firstErr = fmt.Errorf("%s: %s %d: %w", name, unit, b.n, b.err)
 			continue
 		}
 		for _, s := range sinks {
@@ -106,6 +130,10 @@ func Read(r io.Reader, name string, sinks ...Sink) (Stats, error) {
 				err = s.Traces(b.traces)
 			case 2:
 				err = s.Metrics(b.mets)
+			case 3:
+				if ls, ok := s.(LogSink); ok {
+					err = ls.Logs(b.logs)
+				}
 			}
 			if err != nil && firstErr == nil {
 				firstErr = err
@@ -118,6 +146,8 @@ func Read(r io.Reader, name string, sinks ...Sink) (Stats, error) {
 			st.Traces++
 		case 2:
 			st.Metrics++
+		case 3:
+			st.Logs++
 		}
 	}
 	wg.Wait()
@@ -154,7 +184,7 @@ var (
 	profPrefix    = []byte(`{"resourceProfiles"`)
 )
 
-func parse(n int64, line []byte) batch {
+func parseLine(n int64, line []byte, logs bool) batch {
 	b := batch{n: n}
 	trimmed := bytes.TrimLeft(line, " \t")
 	switch {
@@ -164,9 +194,12 @@ func parse(n int64, line []byte) batch {
 	case bytes.HasPrefix(trimmed, metricsPrefix):
 		b.kind = 2
 		b.mets, b.err = (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(line)
+	case logs && bytes.HasPrefix(trimmed, logsPrefix):
+		b.kind = 3
+		b.logs, b.err = (&plog.JSONUnmarshaler{}).UnmarshalLogs(line)
 	case bytes.HasPrefix(trimmed, logsPrefix), bytes.HasPrefix(trimmed, profPrefix), len(trimmed) == 0:
 	default:
-		b.err = errors.New("not an OTLP JSON line (expected resourceSpans or resourceMetrics, as the file exporter writes with format: json)")
+		b.err = errors.New("not an OTLP JSON line (expected resourceSpans or resourceMetrics, as the file exporter writes with format: json) nor its proto stream (format: proto)")
 	}
 	if b.err != nil {
 		b.kind = 0

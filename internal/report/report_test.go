@@ -79,6 +79,7 @@ func TestReadErrors(t *testing.T) {
 		{`{"resourceSpans":[]}` + "\nnot json\n", "x: line 2: not an OTLP JSON line"},
 		{`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":7}]}]}]}` + "\n", "x: line 1: "},
 		{`{"resourceLogs":[]}` + "\n\n" + `{"resourceMetrics":[]}`, ""},
+		{`{"resourceSpans":[]}` + "\n" + `{"resourceMetrics":[{"sco`, "x: line 2: the file ends inside a batch"},
 	} {
 		_, err := Read(strings.NewReader(tc.in), "x", Summary{summary.New()})
 		switch {
