@@ -20,19 +20,40 @@ struct {
 
 /* What batch_token reads: the batch's arrays in the target, NULL where it has none. */
 struct batch_arrays {
-	u64 pos, n_seq_id, seq_id, logits;
+	u64 token, pos, n_seq_id, seq_id, logits;
 	u32 last; /* the last token's index: its output is computed when there are no flags */
 };
 
+/* The arrays of the batch a CPU is summing, for batch_token_global, which takes scalars
+ * alone. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct batch_arrays);
+} batch_arrays SEC(".maps");
+
+/* A token's hash at its position, for the sum over a prompt's start: murmur3's finaliser
+ * over both, so that equal sums mean equal starts but for a 2^-32 chance. */
+static __always_inline u32 token_hash(u32 token, u32 pos)
+{
+	u32 h = token * 0x9e3779b1u ^ pos * 0x85ebca77u;
+	h ^= h >> 16;
+	h *= 0x7feb352du;
+	h ^= h >> 15;
+	h *= 0x846ca68bu;
+	return h ^ (h >> 16);
+}
+
 /* Sums token i of the batch into its sequence's entry: four reads of the target's memory
- * per token, paid once per decode. */
+ * per token, paid once per decode, and a fifth for a token of a prompt's start. */
 static __always_inline long sum_token(u64 i, struct batch_arrays *arr)
 {
 	u32 zero = 0;
 	struct batch *b = bpf_map_lookup_elem(&batches, &zero);
 	if (!b)
 		return 1;
-	s32 seq = 0, pos = -1, n_seq = 1;
+	s32 seq = 0, pos = -1, n_seq = 1, token = 0;
 	__s8 out = i == arr->last;
 	if (arr->seq_id) {
 		u64 ids = 0;
@@ -55,6 +76,8 @@ static __always_inline long sum_token(u64 i, struct batch_arrays *arr)
 			st->pos_min = pos;
 			st->pos_max = pos;
 			st->outputs = 0;
+			st->prefix_tokens = 0;
+			st->prefix = 0;
 			b->ev.nth = n + 1;
 		} else if (k > n || st->seq != seq) {
 			continue;
@@ -65,6 +88,11 @@ static __always_inline long sum_token(u64 i, struct batch_arrays *arr)
 		if (pos > st->pos_max)
 			st->pos_max = pos;
 		st->outputs += out != 0;
+		if (pos >= 0 && pos < PREFIX_TOKENS && arr->token &&
+		    !bpf_probe_read_user(&token, sizeof(token), (void *)(arr->token + i * 4))) {
+			st->prefix_tokens++;
+			st->prefix += token_hash(token, pos);
+		}
 		return 0;
 	}
 	b->ev.flags |= BATCH_MORE_SEQS;
@@ -79,16 +107,14 @@ static long batch_token(u64 i, void *arg)
 
 /* The same without bpf_loop. A global function is verified once, not at each call, so
  * the loop that calls it costs the verifier a few instructions a token. It takes scalars
- * only, as 5.10 requires, and five at most: the last token's index is the batch's count,
- * in the record being built. */
-__attribute__((noinline)) int batch_token_global(u64 i, u64 pos, u64 n_seq_id, u64 seq_id, u64 logits)
+ * only, as 5.10 requires: the arrays are in batch_arrays. */
+__attribute__((noinline)) int batch_token_global(u64 i)
 {
 	u32 zero = 0;
-	struct batch *b = bpf_map_lookup_elem(&batches, &zero);
-	if (!b)
+	struct batch_arrays *arr = bpf_map_lookup_elem(&batch_arrays, &zero);
+	if (!arr)
 		return 1;
-	struct batch_arrays arr = {.pos = pos, .n_seq_id = n_seq_id, .seq_id = seq_id, .logits = logits, .last = b->ev.a - 1};
-	return sum_token(i, &arr);
+	return sum_token(i, arr);
 }
 
 /* Where llama_decode's batch is. It is too large for registers: x86-64 passes it in
@@ -116,6 +142,7 @@ static __always_inline int decode_batch(struct pt_regs *ctx, bool loop, bool byr
 	s32 n = 0;
 	struct batch_arrays arr = {};
 	bpf_probe_read_user(&n, sizeof(n), batch);
+	bpf_probe_read_user(&arr.token, sizeof(arr.token), batch + batch_token_off);
 	bpf_probe_read_user(&arr.pos, sizeof(arr.pos), batch + batch_pos_off);
 	bpf_probe_read_user(&arr.n_seq_id, sizeof(arr.n_seq_id), batch + batch_n_seq_id_off);
 	bpf_probe_read_user(&arr.seq_id, sizeof(arr.seq_id), batch + batch_seq_id_off);
@@ -131,9 +158,9 @@ static __always_inline int decode_batch(struct pt_regs *ctx, bool loop, bool byr
 	bpf_probe_read_user(b->ctx_head, sizeof(b->ctx_head), (void *)PT_REGS_PARM1(ctx)); /* zeroed if unreadable */
 	if (loop) {
 		bpf_loop(tokens, batch_token, &arr, 0);
-	} else {
+	} else if (!bpf_map_update_elem(&batch_arrays, &zero, &arr, BPF_ANY)) {
 		for (u32 i = 0; i < BOUNDED_BATCH && i < tokens; i++)
-			if (batch_token_global(i, arr.pos, arr.n_seq_id, arr.seq_id, arr.logits))
+			if (batch_token_global(i))
 				break;
 	}
 	u32 seqs = b->ev.nth;

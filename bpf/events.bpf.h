@@ -13,6 +13,7 @@
 #define LABEL_MAX 256   /* bytes of an op's label sent, its NUL among them */
 #define TIMES_CHUNK 32  /* times in one device_times record */
 #define MAX_SEQS 16     /* sequences of a batch summed */
+#define PREFIX_TOKENS 64 /* a prompt's first tokens, hashed: a prompt start computed again */
 #define CTX_HEAD 64     /* bytes of a decode's llama_context sent with it */
 #define MAX_COUNTERS 8  /* perf counters per thread */
 
@@ -114,6 +115,11 @@ struct seq_tokens {
 	s32 pos_min;
 	s32 pos_max;
 	s32 outputs;
+	/* Its tokens at positions under PREFIX_TOKENS, those of a prompt's start computed
+	 * (not read from the cache): their count, and their hashes summed, so that a prompt
+	 * start split over decodes adds up. */
+	s32 prefix_tokens;
+	u32 prefix;
 };
 
 /* A decode's entry with its batch summed per sequence: a is the batch's token count, b

@@ -25,6 +25,7 @@ volatile const u32 graph_nodes_off = 16; /* struct ggml_cgraph.nodes */
 volatile const u32 cplan_nthreads_off = 16;
 volatile const u32 sched_n_backends_off = 4; /* struct ggml_backend_sched.n_backends, after two bools */
 volatile const u32 batch_stack_off = 8; /* llama_batch.n_tokens relative to sp at the probe (x86-64) */
+volatile const u32 batch_token_off = 8;     /* llama_batch.token */
 volatile const u32 batch_pos_off = 24;      /* llama_batch.pos */
 volatile const u32 batch_n_seq_id_off = 32; /* llama_batch.n_seq_id */
 volatile const u32 batch_seq_id_off = 40;   /* llama_batch.seq_id */

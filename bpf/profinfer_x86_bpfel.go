@@ -20,6 +20,17 @@ type ProfinferBatch struct {
 	Seqs    [16]ProfinferSeqTokens
 }
 
+type ProfinferBatchArrays struct {
+	_       structs.HostLayout
+	Token   uint64
+	Pos     uint64
+	N_seqId uint64
+	SeqId   uint64
+	Logits  uint64
+	Last    uint32
+	_       [4]byte
+}
+
 type ProfinferCounted struct {
 	_        structs.HostLayout
 	Ev       ProfinferEvent
@@ -128,12 +139,14 @@ type ProfinferLabelSlot struct {
 }
 
 type ProfinferSeqTokens struct {
-	_       structs.HostLayout
-	Seq     int32
-	Tokens  int32
-	PosMin  int32
-	PosMax  int32
-	Outputs int32
+	_            structs.HostLayout
+	Seq          int32
+	Tokens       int32
+	PosMin       int32
+	PosMax       int32
+	Outputs      int32
+	PrefixTokens int32
+	Prefix       uint32
 }
 
 type ProfinferSlot struct {
@@ -179,6 +192,7 @@ type ProfinferTimedNode struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	ProfinferMapBatchArrays               = "batch_arrays"
 	ProfinferMapBatches                   = "batches"
 	ProfinferMapBuilt                     = "built"
 	ProfinferMapCounterSlots              = "counter_slots"
@@ -240,6 +254,7 @@ const (
 	ProfinferVarBatchPosOff               = "batch_pos_off"
 	ProfinferVarBatchSeqIdOff             = "batch_seq_id_off"
 	ProfinferVarBatchStackOff             = "batch_stack_off"
+	ProfinferVarBatchTokenOff             = "batch_token_off"
 	ProfinferVarBufferGetBaseOff          = "buffer_get_base_off"
 	ProfinferVarCplanNthreadsOff          = "cplan_nthreads_off"
 	ProfinferVarFollowSched               = "follow_sched"
@@ -353,6 +368,7 @@ type ProfinferProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProfinferMapSpecs struct {
+	BatchArrays  *ebpf.MapSpec `ebpf:"batch_arrays"`
 	Batches      *ebpf.MapSpec `ebpf:"batches"`
 	Built        *ebpf.MapSpec `ebpf:"built"`
 	CounterSlots *ebpf.MapSpec `ebpf:"counter_slots"`
@@ -381,6 +397,7 @@ type ProfinferVariableSpecs struct {
 	BatchPosOff        *ebpf.VariableSpec `ebpf:"batch_pos_off"`
 	BatchSeqIdOff      *ebpf.VariableSpec `ebpf:"batch_seq_id_off"`
 	BatchStackOff      *ebpf.VariableSpec `ebpf:"batch_stack_off"`
+	BatchTokenOff      *ebpf.VariableSpec `ebpf:"batch_token_off"`
 	BufferGetBaseOff   *ebpf.VariableSpec `ebpf:"buffer_get_base_off"`
 	CplanNthreadsOff   *ebpf.VariableSpec `ebpf:"cplan_nthreads_off"`
 	FollowSched        *ebpf.VariableSpec `ebpf:"follow_sched"`
@@ -427,6 +444,7 @@ func (o *ProfinferObjects) Close() error {
 //
 // It can be passed to LoadProfinferObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProfinferMaps struct {
+	BatchArrays  *ebpf.Map `ebpf:"batch_arrays"`
 	Batches      *ebpf.Map `ebpf:"batches"`
 	Built        *ebpf.Map `ebpf:"built"`
 	CounterSlots *ebpf.Map `ebpf:"counter_slots"`
@@ -445,6 +463,7 @@ type ProfinferMaps struct {
 
 func (m *ProfinferMaps) Close() error {
 	return _ProfinferClose(
+		m.BatchArrays,
 		m.Batches,
 		m.Built,
 		m.CounterSlots,
@@ -474,6 +493,7 @@ type ProfinferVariables struct {
 	BatchPosOff        *ebpf.Variable `ebpf:"batch_pos_off"`
 	BatchSeqIdOff      *ebpf.Variable `ebpf:"batch_seq_id_off"`
 	BatchStackOff      *ebpf.Variable `ebpf:"batch_stack_off"`
+	BatchTokenOff      *ebpf.Variable `ebpf:"batch_token_off"`
 	BufferGetBaseOff   *ebpf.Variable `ebpf:"buffer_get_base_off"`
 	CplanNthreadsOff   *ebpf.Variable `ebpf:"cplan_nthreads_off"`
 	FollowSched        *ebpf.Variable `ebpf:"follow_sched"`

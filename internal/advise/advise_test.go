@@ -122,6 +122,10 @@ func TestRules(t *testing.T) {
 		{"ubatch-small", func(p *summary.Process) { // a 128-token prompt 8 tokens a graph
 			p.Phases = append(p.Phases, &summary.Phase{Name: "prefill", Decodes: 2, Tokens: 256, DecodeSeconds: 2, Ubatch: 8, MaxBatch: 128})
 		}},
+		{"prompt-recomputed", func(p *summary.Process) { // a conversation's turns, each computed from the start
+			p.Requests = &summary.Requests{Count: 4, Input: 2000, Output: 200, Recomputed: 3, RecomputedTokens: 1200}
+			p.Phases = append(p.Phases, &summary.Phase{Name: "prefill", Decodes: 4, Tokens: 2000, DecodeSeconds: 4})
+		}},
 		{"attention-long", func(p *summary.Process) { // depth 1536, flash attention off
 			p.Phases[0].KVCells = 1536
 			p.Phases[0].Ops = append(p.Phases[0].Ops, &summary.Op{Op: "MUL_MAT", Weight: summary.KVPrefix + "f16", Share: 0.25, Bound: "memory", PeakFrac: 0.4},

@@ -223,10 +223,18 @@ func (e *Event) SeqRemoved() (seq, p0, p1 int32) {
 const MaxSeqs = len(bpf.ProfinferBatch{}.Seqs)
 
 // SeqTokens is one sequence's tokens in a decode's batch: how many, their lowest and
-// highest position (-1 without positions), and how many ask for an output.
+// highest position (-1 without positions), and how many ask for an output; and of those
+// at positions under PrefixTokens (a prompt's start, computed), how many and their hashes
+// summed.
 type SeqTokens struct {
 	Seq, Tokens, PosMin, PosMax, Outputs int32
+	PrefixTokens                         int32
+	Prefix                               uint32
 }
+
+// PrefixTokens is how many of a prompt's first tokens are hashed (PREFIX_TOKENS in
+// bpf/events.bpf.h).
+const PrefixTokens = 64
 
 // CtxHead is how many bytes of its llama_context a decode sends.
 const CtxHead = len(bpf.ProfinferBatch{}.CtxHead)
@@ -373,7 +381,7 @@ func cstring(b []byte) []byte {
 }
 
 // seqTokensSize is the size of one struct seq_tokens.
-const seqTokensSize = 20
+const seqTokensSize = 28
 
 // decodeBatch reads a DecodeEnter's context head after the header, then its sequences,
 // Nth of them.
@@ -388,7 +396,8 @@ func decodeBatch(b []byte, e *Event) error {
 	for i := range n {
 		r := b[HeaderSize+CtxHead+i*seqTokensSize:]
 		e.Batch.Seqs[i] = SeqTokens{Seq: int32(le.Uint32(r[0:])), Tokens: int32(le.Uint32(r[4:])),
-			PosMin: int32(le.Uint32(r[8:])), PosMax: int32(le.Uint32(r[12:])), Outputs: int32(le.Uint32(r[16:]))}
+			PosMin: int32(le.Uint32(r[8:])), PosMax: int32(le.Uint32(r[12:])), Outputs: int32(le.Uint32(r[16:])),
+			PrefixTokens: int32(le.Uint32(r[20:])), Prefix: le.Uint32(r[24:])}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ package ggml
 // (all_pos_0, all_pos_1, all_seq_id) came and went.
 type Batch struct {
 	Stack  int // n_tokens, from the stack pointer at the probe
+	Token  int // llama_token *token: NULL where the batch carries embeddings
 	Pos    int // llama_pos *pos
 	NSeqID int // int32_t *n_seq_id
 	SeqID  int // llama_seq_id **seq_id
@@ -13,4 +14,4 @@ type Batch struct {
 }
 
 // LlamaBatch is llama_batch on x86-64.
-var LlamaBatch = Batch{Stack: 8, Pos: 24, NSeqID: 32, SeqID: 40, Logits: 48}
+var LlamaBatch = Batch{Stack: 8, Token: 8, Pos: 24, NSeqID: 32, SeqID: 40, Logits: 48}

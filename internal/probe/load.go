@@ -60,6 +60,7 @@ func Load(cfg LoadConfig, k Kernel, types *btf.Cache) (*Loaded, error) {
 		"n_counters":   uint32(cfg.Counters),
 		// llama_batch is llama's, not ggml's: one layout for every release.
 		"batch_stack_off":    uint32(ggml.LlamaBatch.Stack),
+		"batch_token_off":    uint32(ggml.LlamaBatch.Token),
 		"batch_pos_off":      uint32(ggml.LlamaBatch.Pos),
 		"batch_n_seq_id_off": uint32(ggml.LlamaBatch.NSeqID),
 		"batch_seq_id_off":   uint32(ggml.LlamaBatch.SeqID),

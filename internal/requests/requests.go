@@ -56,6 +56,11 @@ type Request struct {
 	// position its prompt started at), Output the tokens generated: one per decode that
 	// computed an output for it, the first from its prompt's last decode.
 	Prompt, Cached, Output int
+	// PrefixTokens is how many of its prompt's first events.PrefixTokens tokens it
+	// computed, and Prefix their hashes summed: with all of them computed, an earlier
+	// request with the same Prefix computed the same start.
+	PrefixTokens int
+	Prefix       uint32
 	// GapSum and GapMax are the time between the exits of its output decodes after the
 	// first: per output token, past the first.
 	GapSum, GapMax uint64
@@ -194,6 +199,8 @@ func (t *Tracker) Step(d *assemble.Step, link Link, out []*Request) []*Request {
 		switch {
 		case r.Output == 0:
 			r.Prompt += int(s.Tokens)
+			r.PrefixTokens += int(s.PrefixTokens)
+			r.Prefix += s.Prefix
 			if s.Outputs > 0 {
 				r.FirstToken = d.End
 				r.Output = 1

@@ -227,3 +227,20 @@ func TestWarmup(t *testing.T) {
 		}
 	}
 }
+
+// A prompt's start computed over two decodes (a batch of 32): its prefix hashes add up,
+// and a generated token's do not count.
+func TestPrefixOverDecodes(t *testing.T) {
+	f := &feed{t: New(1000 * ms)}
+	first := prompt(0, 0, 32)
+	first.Outputs, first.PrefixTokens, first.Prefix = 0, 32, 0x10
+	second := prompt(0, 32, 48)
+	second.PrefixTokens, second.Prefix = 32, 0x20
+	f.decode(50, first)
+	f.decode(60, second)
+	f.decode(10, events.SeqTokens{Seq: 0, Tokens: 1, PosMin: 80, PosMax: 80, Outputs: 1, PrefixTokens: 1, Prefix: 0x40})
+	f.out = f.t.End(1, Exited, f.out)
+	if len(f.out) != 1 || f.out[0].PrefixTokens != events.PrefixTokens || f.out[0].Prefix != 0x30 || f.out[0].Prompt != 80 {
+		t.Fatalf("requests %+v, want one of 80 prompt tokens, its first 64 hashed to 0x30", f.out)
+	}
+}

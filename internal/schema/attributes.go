@@ -33,6 +33,10 @@ const (
 	LlamaRequestWarmup = "llama.request.warmup"
 	// LlamaRequestPromptTokens (int; [SpanRequest]): prompt tokens computed, not cached.
 	LlamaRequestPromptTokens = "llama.request.prompt_tokens"
+	// LlamaRequestPromptPrefixHash (int; [SpanRequest]): a hash of its prompt's first 64
+	// tokens and their positions, where it computed them all (none came from the cache);
+	// absent otherwise. Two requests with the same computed the same prompt start.
+	LlamaRequestPromptPrefixHash = "llama.request.prompt.prefix_hash"
 	// LlamaRequestTimeToFirstToken (double; [SpanRequest]): seconds from its first
 	// decode's start to the end of the decode that computed its first output token;
 	// absent without output.

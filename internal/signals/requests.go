@@ -76,6 +76,9 @@ func (s *Spans) Request(td ptrace.Traces, p *Origin, r *requests.Request) {
 		a.PutBool(schema.LlamaRequestWarmup, true)
 	}
 	a.PutInt(schema.LlamaRequestPromptTokens, int64(r.Prompt))
+	if r.PrefixTokens == events.PrefixTokens {
+		a.PutInt(schema.LlamaRequestPromptPrefixHash, int64(r.Prefix))
+	}
 	if r.Output > 0 {
 		a.PutDouble(schema.LlamaRequestTimeToFirstToken, float64(r.TTFT())/1e9)
 	}

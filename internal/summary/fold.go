@@ -93,6 +93,7 @@ type proc struct {
 	phases           map[string]*phase
 	latency          *logHistogram
 	requests         Requests
+	prefixes         map[int64]computed // prompt starts computed, to the last request that computed each
 	jobs             Jobs
 	rtf              *logHistogram // real-time factors, as if seconds
 	ttft, tpot       *logHistogram

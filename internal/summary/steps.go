@@ -104,6 +104,11 @@ func (p *proc) request(s ptrace.Span) {
 	r.Cached += schema.Int(attrs, schema.GenAIUsageCacheReadInputTokens)
 	r.Output += schema.Int(attrs, schema.GenAIUsageOutputTokens)
 	r.MaxShared = max(r.MaxShared, schema.Int(attrs, schema.LlamaRequestSharedSequencesMax))
+	if v, ok := attrs.Get(schema.LlamaRequestPromptPrefixHash); ok {
+		p.prefix(v.Int(), schema.Int(attrs, schema.LlamaRequestPromptTokens), computed{
+			tokens:  schema.Int(attrs, schema.GenAIUsageInputTokens) + schema.Int(attrs, schema.GenAIUsageOutputTokens),
+			cleared: schema.Str(attrs, schema.LlamaRequestEnd) == "cleared"})
+	}
 	if v, ok := attrs.Get(schema.LlamaRequestTimeToFirstToken); ok {
 		p.ttft.add(v.Double())
 	}
@@ -111,6 +116,34 @@ func (p *proc) request(s ptrace.Span) {
 		p.tpot.add(v.Double())
 	}
 }
+
+// computed is a request that computed a prompt's start: the tokens it held (prompt and
+// output), and whether it ended with the cache cleared.
+type computed struct {
+	tokens  int64
+	cleared bool
+}
+
+// prefix notes request req, which computed its prompt's start, hash, and prompt tokens of
+// its own: where an earlier request computed the same start, the runtime computed it
+// again, and could have reused as much of it as this prompt shares with the earlier
+// request's tokens, taken to be all of them (a conversation's next turn repeats the last
+// one's prompt and answer). Not where the earlier one ended with the cache cleared: the
+// application dropped it (llama-bench, between its repetitions).
+func (p *proc) prefix(hash, prompt int64, req computed) {
+	r := &p.requests
+	if earlier, ok := p.prefixes[hash]; ok && !earlier.cleared {
+		r.Recomputed++
+		r.RecomputedTokens += min(prompt, earlier.tokens)
+	}
+	if p.prefixes == nil || len(p.prefixes) >= maxPrefixes {
+		p.prefixes = map[int64]computed{}
+	}
+	p.prefixes[hash] = req
+}
+
+// maxPrefixes bounds the prompt starts a process's fold keeps.
+const maxPrefixes = 4096
 
 func (p *proc) addRate(sec int64, name string, tokens int64) {
 	if n := len(p.rate); n == 0 || p.rate[n-1].Time < sec {

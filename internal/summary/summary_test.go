@@ -351,6 +351,30 @@ func TestRequests(t *testing.T) {
 	}
 }
 
+// A request that computed a prompt start an earlier one computed counts as recomputed,
+// with the earlier one's tokens; not where the cache was cleared between them, nor where
+// the start came from the cache (no hash), nor the first of a start.
+func TestRecomputedPrompts(t *testing.T) {
+	s := signals.NewSpans(signals.Clock{Offset: 1e18}, true, peaks, nil)
+	td := ptrace.NewTraces()
+	turn := func(prefix uint32, prefixTokens, prompt, cached int, end requests.End) {
+		s.Request(td, server, &requests.Request{PID: 7, Start: 0, FirstToken: 1e8, End: 1e9, Prompt: prompt, Cached: cached, Output: 20,
+			Decodes: 20, PrefixTokens: prefixTokens, Prefix: prefix, Ended: end})
+	}
+	turn(0xa, 64, 100, 0, requests.Rewound) // a conversation's first turn
+	turn(0xa, 64, 150, 0, requests.Rewound) // its second, computed again: 120 tokens held before
+	turn(0xa, 64, 200, 0, requests.Cleared) // the third, again: 170 held before
+	turn(0xa, 64, 250, 0, requests.Rewound) // after the cache was cleared: not counted
+	turn(0, 40, 60, 24, requests.Rewound)   // its start from the cache: no hash
+	turn(0xb, 64, 80, 0, requests.Rewound)  // another start, first seen
+	a := New()
+	a.Traces(td)
+	r := a.Snapshot().Processes[0].Requests
+	if r == nil || r.Count != 6 || r.Recomputed != 2 || r.RecomputedTokens != 120+170 {
+		t.Fatalf("requests %+v, want 2 recomputed holding 290 tokens", r)
+	}
+}
+
 // Every graph's threads' CPU time folds into its phase: the share, the contended graphs
 // and what they cost against the others' time per token. One verdict: the phase is
 // starved, and so is every op in it; a phase that is not has no starved op, whatever its

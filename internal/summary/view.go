@@ -297,6 +297,10 @@ type Requests struct {
 	Cached    int64 `json:"cached"`
 	Output    int64 `json:"output"`
 	MaxShared int64 `json:"max_shared"` // most other sequences in one decode with a request
+	// Requests that computed a prompt start (its first 64 tokens) an earlier request had
+	// computed, and the prompt tokens of theirs the earlier requests' held.
+	Recomputed       int64 `json:"recomputed,omitempty"`
+	RecomputedTokens int64 `json:"recomputed_tokens,omitempty"`
 }
 
 // Jobs sums a whisper.cpp process's transcriptions: the audio given, the time taken, and

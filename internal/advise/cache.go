@@ -1,0 +1,71 @@
+package advise
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/profinfer/profinfer/internal/summary"
+)
+
+// The prompt cache: a server keeps each slot's tokens in the KV cache, and a request
+// whose prompt starts as the slot's cached tokens do computes only the rest. One that
+// computes a start an earlier request computed paid for its prefill twice.
+
+var recomputedRule = Rule{
+	ID:    "prompt-recomputed",
+	Name:  "prompt cache not reused",
+	Fires: fmt.Sprintf("%d requests or more computed their prompt's first 64 tokens (`llama.request.prompt.prefix_hash`) where an earlier request of the process had computed the same, the cache not cleared between them: information, a warning from %.1f s of prefill a request recomputed (from %d tokens where prefill's rate is not known)", recomputedMin, recomputedWarn, recomputedWarnTokens),
+	Says:  "how many requests computed a prompt start again, the tokens the earlier requests held that they recomputed, what it cost their time to first token, and why a server does it in its own words: `cache_prompt` off, the request sent to another slot (`id_slot`, more slots than conversations), the prompt's start changed (a timestamp early in the system prompt), `--cache-reuse`; for Ollama, `keep_alive` and `OLLAMA_NUM_PARALLEL`",
+	apply: recomputedPrompts,
+}
+
+// recomputedMin is the requests that must have recomputed a start: one alone may be a
+// conversation picked up after another filled its slot.
+const recomputedMin = 2
+
+// recomputedWarn is the prefill a request on average computed again, in seconds, from
+// which the finding is a warning: a wait a user sees before the first token. Where
+// prefill's rate is not known, recomputedWarnTokens of it.
+const (
+	recomputedWarn       = 0.5
+	recomputedWarnTokens = 256
+)
+
+// cacheAdvice says in p's runtime's words what keeps a prompt's start in the cache.
+func cacheAdvice(p *summary.Process) string {
+	switch {
+	case p.Runtime == "ollama":
+		return "Ollama reuses a runner's cache for a prompt that starts as a slot's last one did: keep the model loaded (`keep_alive`), and as many slots (`OLLAMA_NUM_PARALLEL`) as conversations at once, so that each finds its own; keep the start of the prompt the same from turn to turn (no timestamp in the system prompt)."
+	case strings.HasPrefix(executable(p), "llama-server"):
+		return "llama-server reuses a slot's cache for the prompt start it shares with the slot's last one: keep `cache_prompt` on (a request field, on by default in recent builds), send a conversation's turns to the same slot (`id_slot`) with as many slots (`-np`) as conversations at once, and keep the start of the prompt the same from turn to turn (no timestamp in the system prompt); `--cache-reuse N` also reuses chunks past a change."
+	}
+	return "Keep each conversation's tokens in its own sequence of the KV cache and decode only what follows them: remove from the sequence (llama_memory_seq_rm) only the positions past the part of the prompt that is the same, and keep the start of the prompt the same from turn to turn."
+}
+
+// recomputedPrompts: requests that computed again a prompt start the cache had held.
+func recomputedPrompts(p *summary.Process) (summary.Finding, bool) {
+	r := p.Requests
+	if r == nil || r.Recomputed < recomputedMin {
+		return summary.Finding{}, false
+	}
+	each := float64(r.RecomputedTokens) / float64(r.Recomputed)
+	f := summary.Finding{ID: "prompt-recomputed", Severity: "info",
+		Title: fmt.Sprintf("%d of %d requests computed again a prompt start an earlier request had computed", r.Recomputed, r.Count),
+		Advice: "A request whose prompt starts as an earlier one's computed that start again, when the runtime could have kept it in its KV cache and computed only what follows. " +
+			cacheAdvice(p),
+		Evidence: []string{fmt.Sprintf("%d requests computed their prompt's first 64 tokens where an earlier request of the process had computed the same; the earlier requests held %.0f tokens of their prompts on average", r.Recomputed, each)},
+	}
+	if ph := seen(p, "prefill"); ph != nil && ph.Tokens > 0 && ph.DecodeSeconds > 0 {
+		perToken := 1e3 * ph.DecodeSeconds / float64(ph.Tokens)
+		if perToken*each/1e3 >= recomputedWarn {
+			f.Severity = "warning"
+		}
+		saved := perToken * float64(r.RecomputedTokens) / 1e3
+		f.Evidence = append(f.Evidence, fmt.Sprintf("at prefill's %.2f ms a token, some %.0f ms of time to first token for each", perToken, perToken*each))
+		f.Gain = &summary.Gain{Phase: "prefill", From: perToken, To: perToken * (1 - min(float64(r.RecomputedTokens)/float64(ph.Tokens), 1)), Saved: saved,
+			Assumes: "each request's prompt held all of the earlier request's tokens (a conversation's next turn), and each token recomputed cost prefill's mean time a token"}
+	} else if each >= recomputedWarnTokens {
+		f.Severity = "warning"
+	}
+	return f, true
+}
