@@ -86,13 +86,8 @@ func settle(t *testing.T, ctx context.Context, path string) {
 // summarize reads the collector's file as the report command does.
 func summarize(t *testing.T, path string) *summary.View {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	agg := summary.New()
-	if _, err := report.Read(f, path, report.Summary{Aggregator: agg}); err != nil {
+	if err := readOutput(path, report.Summary{Aggregator: agg}); err != nil {
 		t.Fatal(err)
 	}
 	v := agg.Snapshot()

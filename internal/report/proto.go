@@ -54,38 +54,26 @@ func readMessage(br *bufio.Reader) ([]byte, error) {
 }
 
 func parseMessage(n int64, msg []byte, logs bool) batch {
-	b := batch{n: n}
-	switch signalOf(msg) {
-	case spanMsg:
-		b.kind = 1
+	b := batch{n: n, kind: signalOf(msg)}
+	switch b.kind {
+	case spans:
 		b.traces, b.err = (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(msg)
-	case metricMsg:
-		b.kind = 2
+	case metrics:
 		b.mets, b.err = (&pmetric.ProtoUnmarshaler{}).UnmarshalMetrics(msg)
-	case logMsg:
-		if logs {
-			b.kind = 3
-			b.logs, b.err = (&plog.ProtoUnmarshaler{}).UnmarshalLogs(msg)
+	case logRecords:
+		if !logs {
+			b.kind = none
+			break
 		}
-	case emptyMsg:
-	default:
+		b.logs, b.err = (&plog.ProtoUnmarshaler{}).UnmarshalLogs(msg)
+	case unknown:
 		b.err = errors.New("not an OTLP message (spans, metrics or logs, as the file exporter writes with format: proto)")
 	}
 	if b.err != nil {
-		b.kind = 0
+		b.kind = none
 	}
 	return b
 }
-
-type signal int
-
-const (
-	unknownMsg signal = iota
-	emptyMsg          // no record in it: nothing to read
-	spanMsg
-	metricMsg
-	logMsg
-)
 
 // signalOf tells which signal an OTLP message carries from its first record. Traces,
 // metrics and logs nest alike (field 1 the resource's, field 2 a scope's, field 2 the
@@ -97,27 +85,27 @@ func signalOf(msg []byte) signal {
 	record, ok := first(msg, 1, 2, 2)
 	switch {
 	case !ok:
-		return unknownMsg
+		return unknown
 	case record == nil:
-		return emptyMsg
+		return none
 	}
-	found := unknownMsg
+	found := unknown
 	for len(record) > 0 {
 		num, typ, n := protowire.ConsumeTag(record)
 		if n < 0 {
-			return unknownMsg
+			return unknown
 		}
 		record = record[n:]
 		switch {
 		case (num == 7 || num == 8) && typ == protowire.Fixed64Type:
-			return spanMsg
+			return spans
 		case (num == 1 || num == 11) && typ == protowire.Fixed64Type:
-			return logMsg
+			return logRecords
 		case (num == 5 || num == 7 || num == 9 || num == 10 || num == 11) && typ == protowire.BytesType:
-			found = metricMsg
+			found = metrics
 		}
 		if n = protowire.ConsumeFieldValue(num, typ, record); n < 0 {
-			return unknownMsg
+			return unknown
 		}
 		record = record[n:]
 	}

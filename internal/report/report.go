@@ -1,7 +1,7 @@
 // Package report reads the file exporter's OTLP, JSON lines or its proto stream, a batch
-// at a time, and hands each batch to whatever builds the outputs: the summary behind the op table and
-// report.html, and the Perfetto trace. It never holds more than a few lines at once, so
-// a file of any size reads in bounded memory.
+// at a time, and hands each batch to whatever builds the outputs: the summary behind the
+// op table and report.html, and the Perfetto trace. It never holds more than a few
+// batches at once, so a file of any size reads in bounded memory.
 package report
 
 import (
@@ -45,9 +45,20 @@ type batch struct {
 	traces ptrace.Traces
 	mets   pmetric.Metrics
 	logs   plog.Logs
-	kind   int // 0 skipped, 1 traces, 2 metrics, 3 logs
+	kind   signal // none: skipped
 	err    error
 }
+
+// signal is what a batch carries.
+type signal int
+
+const (
+	none signal = iota // nothing to read, or not read
+	spans
+	metrics
+	logRecords
+	unknown // not OTLP
+)
 
 // ErrCut is what Read's error wraps where its input ends inside a batch: the file was cut
 // short, or is still being written.
@@ -126,11 +137,11 @@ func Read(r io.Reader, name string, sinks ...Sink) (Stats, error) {
 		for _, s := range sinks {
 			var err error
 			switch b.kind {
-			case 1:
+			case spans:
 				err = s.Traces(b.traces)
-			case 2:
+			case metrics:
 				err = s.Metrics(b.mets)
-			case 3:
+			case logRecords:
 				if ls, ok := s.(LogSink); ok {
 					err = ls.Logs(b.logs)
 				}
@@ -140,13 +151,13 @@ func Read(r io.Reader, name string, sinks ...Sink) (Stats, error) {
 			}
 		}
 		switch b.kind {
-		case 0:
+		case none:
 			st.Skipped++
-		case 1:
+		case spans:
 			st.Traces++
-		case 2:
+		case metrics:
 			st.Metrics++
-		case 3:
+		case logRecords:
 			st.Logs++
 		}
 	}
@@ -189,20 +200,20 @@ func parseLine(n int64, line []byte, logs bool) batch {
 	trimmed := bytes.TrimLeft(line, " \t")
 	switch {
 	case bytes.HasPrefix(trimmed, tracesPrefix):
-		b.kind = 1
+		b.kind = spans
 		b.traces, b.err = (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(line)
 	case bytes.HasPrefix(trimmed, metricsPrefix):
-		b.kind = 2
+		b.kind = metrics
 		b.mets, b.err = (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(line)
 	case logs && bytes.HasPrefix(trimmed, logsPrefix):
-		b.kind = 3
+		b.kind = logRecords
 		b.logs, b.err = (&plog.JSONUnmarshaler{}).UnmarshalLogs(line)
 	case bytes.HasPrefix(trimmed, logsPrefix), bytes.HasPrefix(trimmed, profPrefix), len(trimmed) == 0:
 	default:
 		b.err = errors.New("not an OTLP JSON line (expected resourceSpans or resourceMetrics, as the file exporter writes with format: json) nor its proto stream (format: proto)")
 	}
 	if b.err != nil {
-		b.kind = 0
+		b.kind = none
 	}
 	return b
 }
