@@ -44,6 +44,8 @@ enum kind {
 	EV_JOB_ENTER = 24,
 	EV_JOB_EXIT = 25,
 	EV_THREAD_NAME = 26,
+	EV_RECEIVED = 27, /* a connection's request arrived: a is its fd */
+	EV_REPLIED = 28,  /* the server answered it, or closed the connection (CONN_CLOSED) */
 };
 
 /* Flags on events. */
@@ -51,6 +53,7 @@ enum kind {
 #define COUNTED 2    /* the record carries the thread's perf counter values */
 #define NODE_KNOWN 4 /* thread 0's start of a node whose detail was sent since the last graph build */
 #define COPY_QUEUED 1 /* a copy a device queues with its work, rather than makes before returning */
+#define CONN_CLOSED 1 /* a request's connection closed before the server sent on it */
 /* On a decode's entry: what its batch leaves out, and whether its sequences overflowed. */
 #define BATCH_NO_POS 8       /* no positions: llama_decode places the tokens itself */
 #define BATCH_NO_SEQ 16      /* no sequence ids: every token is sequence 0's */

@@ -20,6 +20,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "helpers.bpf.h"  /* traced processes, sampling windows, sending records */
 #include "counters.bpf.h" /* perf counter reads */
 #include "sched.bpf.h"    /* scheduler tracepoints */
+#include "sockets.bpf.h"  /* requests' arrivals, from the socket syscalls */
 #include "app.bpf.h"      /* decodes, steps, jobs */
 #include "runtime.bpf.h"  /* CPU graphs, nodes, barriers, MoE experts */
 #include "device.bpf.h"   /* splits, syncs, copies, device times */

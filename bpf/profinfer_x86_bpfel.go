@@ -31,6 +31,12 @@ type ProfinferBatchArrays struct {
 	_       [4]byte
 }
 
+type ProfinferConnKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Fd   uint32
+}
+
 type ProfinferCounted struct {
 	_        structs.HostLayout
 	Ev       ProfinferEvent
@@ -128,6 +134,8 @@ const (
 	ProfinferKindEV_JOB_ENTER    ProfinferKind = 24
 	ProfinferKindEV_JOB_EXIT     ProfinferKind = 25
 	ProfinferKindEV_THREAD_NAME  ProfinferKind = 26
+	ProfinferKindEV_RECEIVED     ProfinferKind = 27
+	ProfinferKindEV_REPLIED      ProfinferKind = 28
 )
 
 type ProfinferLabelSlot struct {
@@ -195,6 +203,7 @@ const (
 	ProfinferMapBatchArrays               = "batch_arrays"
 	ProfinferMapBatches                   = "batches"
 	ProfinferMapBuilt                     = "built"
+	ProfinferMapConns                     = "conns"
 	ProfinferMapCounterSlots              = "counter_slots"
 	ProfinferMapCounters                  = "counters"
 	ProfinferMapDescribed                 = "described"
@@ -242,6 +251,8 @@ const (
 	ProfinferProgStepExit                 = "step_exit"
 	ProfinferProgSyncEnter                = "sync_enter"
 	ProfinferProgSyncExit                 = "sync_exit"
+	ProfinferProgSysEnter                 = "sys_enter"
+	ProfinferProgSysExit                  = "sys_exit"
 	ProfinferProgThreadExit               = "thread_exit"
 	ProfinferProgThreadName               = "thread_name"
 	ProfinferProgThreadStart              = "thread_start"
@@ -358,6 +369,8 @@ type ProfinferProgramSpecs struct {
 	StepExit                 *ebpf.ProgramSpec `ebpf:"step_exit"`
 	SyncEnter                *ebpf.ProgramSpec `ebpf:"sync_enter"`
 	SyncExit                 *ebpf.ProgramSpec `ebpf:"sync_exit"`
+	SysEnter                 *ebpf.ProgramSpec `ebpf:"sys_enter"`
+	SysExit                  *ebpf.ProgramSpec `ebpf:"sys_exit"`
 	ThreadExit               *ebpf.ProgramSpec `ebpf:"thread_exit"`
 	ThreadName               *ebpf.ProgramSpec `ebpf:"thread_name"`
 	ThreadStart              *ebpf.ProgramSpec `ebpf:"thread_start"`
@@ -371,6 +384,7 @@ type ProfinferMapSpecs struct {
 	BatchArrays  *ebpf.MapSpec `ebpf:"batch_arrays"`
 	Batches      *ebpf.MapSpec `ebpf:"batches"`
 	Built        *ebpf.MapSpec `ebpf:"built"`
+	Conns        *ebpf.MapSpec `ebpf:"conns"`
 	CounterSlots *ebpf.MapSpec `ebpf:"counter_slots"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	Described    *ebpf.MapSpec `ebpf:"described"`
@@ -447,6 +461,7 @@ type ProfinferMaps struct {
 	BatchArrays  *ebpf.Map `ebpf:"batch_arrays"`
 	Batches      *ebpf.Map `ebpf:"batches"`
 	Built        *ebpf.Map `ebpf:"built"`
+	Conns        *ebpf.Map `ebpf:"conns"`
 	CounterSlots *ebpf.Map `ebpf:"counter_slots"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	Described    *ebpf.Map `ebpf:"described"`
@@ -466,6 +481,7 @@ func (m *ProfinferMaps) Close() error {
 		m.BatchArrays,
 		m.Batches,
 		m.Built,
+		m.Conns,
 		m.CounterSlots,
 		m.Counters,
 		m.Described,
@@ -559,6 +575,8 @@ type ProfinferPrograms struct {
 	StepExit                 *ebpf.Program `ebpf:"step_exit"`
 	SyncEnter                *ebpf.Program `ebpf:"sync_enter"`
 	SyncExit                 *ebpf.Program `ebpf:"sync_exit"`
+	SysEnter                 *ebpf.Program `ebpf:"sys_enter"`
+	SysExit                  *ebpf.Program `ebpf:"sys_exit"`
 	ThreadExit               *ebpf.Program `ebpf:"thread_exit"`
 	ThreadName               *ebpf.Program `ebpf:"thread_name"`
 	ThreadStart              *ebpf.Program `ebpf:"thread_start"`
@@ -602,6 +620,8 @@ func (p *ProfinferPrograms) Close() error {
 		p.StepExit,
 		p.SyncEnter,
 		p.SyncExit,
+		p.SysEnter,
+		p.SysExit,
 		p.ThreadExit,
 		p.ThreadName,
 		p.ThreadStart,

@@ -139,6 +139,9 @@ type LayersConfig struct {
 	// Scheduler follows the traced threads through sched_switch and sched_wakeup:
 	// off-CPU time, run-queue wait, preemptions and migrations per node.
 	Scheduler bool `mapstructure:"scheduler"`
+	// Connections follows the traced servers' connections through their socket
+	// syscalls: when each request arrived, and so how long it waited for a slot.
+	Connections bool `mapstructure:"connections"`
 }
 
 var _ confmap.Validator = (*Config)(nil)
@@ -150,7 +153,7 @@ func createDefaultConfig() component.Config {
 		Nodes:                NodesConfig{Mode: profiler.NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 1},
 		Spans:                SpansConfig{Nodes: true, SampleEvery: 1},
 		Roofline:             RooflineConfig{Enabled: true, ProbeDuration: 400 * time.Millisecond, StateFile: defaultStateFile},
-		Layers:               LayersConfig{Application: true, Runtime: true},
+		Layers:               LayersConfig{Application: true, Runtime: true, Connections: true},
 		RingBufferSize:       defaultRingBufferSize,
 		ErrorMode:            ErrorModeIgnore,
 		TimerSlack:           defaultTimerSlack,

@@ -69,8 +69,8 @@ var guestArches = []guestArch{
 
 // The kernel matrix: Debian's x86-64 5.10, 6.1 and 6.12, and its arm64 6.1 and 6.12,
 // booted under qemu, each running the real collector built for its machine against a real
-// (portable, static) llama.cpp built for it. In each kernel: the eBPF verifier test and
-// the thread-name record's (TestE2EThreadName), then the default configuration
+// (portable, static) llama.cpp built for it. In each kernel: the eBPF verifier test, the
+// thread-name record's (TestE2EThreadName) and the connections' (TestE2EConnections), then the default configuration
 // (config/otelcol.yaml, unedited) and full tracing with the scheduler layer and a
 // software counter, each against llama-bench and against llama-server serving a request;
 // on arm64 also full tracing of the MoE model. Each must yield decodes, graphs, node
@@ -151,7 +151,8 @@ func TestE2EKernels(t *testing.T) {
 					t.Fatalf("guest script exited %d:\n%s", r.Status, r.Output)
 				}
 				verifierOut, _ := os.ReadFile(filepath.Join(r.Out, "verifier.txt"))
-				if !strings.Contains(string(verifierOut), "\nPASS") || !strings.Contains(string(verifierOut), "--- PASS: TestE2EThreadName") {
+				if !strings.Contains(string(verifierOut), "\nPASS") || !strings.Contains(string(verifierOut), "--- PASS: TestE2EThreadName") ||
+					!strings.Contains(string(verifierOut), "--- PASS: TestE2EConnections") {
 					t.Errorf("verifier test on Linux %s:\n%s", k.Release, verifierOut)
 				} else if m := regexp.MustCompile(`Linux [^:]*: .*`).Find(verifierOut); m != nil {
 					t.Logf("%s", m)
@@ -321,6 +322,10 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []s
 		// Ours generates 8 tokens; llama-server may decode one as it starts.
 		case strings.HasPrefix(s.name, "text_completion") && s.attrs["gen_ai.usage.output_tokens"] == int64(8):
 			requests++
+			// Its arrival, from the socket syscalls: the syscall numbers are the machine's.
+			if w, ok := s.attrs[schema.LlamaRequestWait].(float64); !ok || w < 0 || w > 5 {
+				t.Errorf("the request's wait %v, want its arrival seen, a moment before its first decode", s.attrs[schema.LlamaRequestWait])
+			}
 		}
 	}
 	if decodes < 2 || mulmats == 0 || graphs == 0 || onCPU <= 0 {
@@ -371,7 +376,7 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []s
 // decode it makes as it starts, even without its warm-up, which the checks allow.
 const guestScript = `
 set -u
-/usr/bin/probe.test -test.run 'TestE2EVerifier|TestE2EThreadName' -test.v >/out/verifier.txt 2>&1
+/usr/bin/probe.test -test.run 'TestE2EVerifier|TestE2EThreadName|TestE2EConnections' -test.v >/out/verifier.txt 2>&1
 echo "verifier test exited $?"
 
 # A cgroup v2 with a CPU quota of 2 CPUs, which does not slow the server it holds.

@@ -55,7 +55,7 @@ func (r *profinferReceiver) profilerConfig() profiler.Config {
 		SampleEvery:        c.Spans.SampleEvery,
 		RingBufferSize:     c.RingBufferSize,
 		Layers: probe.Layers{Application: c.Layers.Application, Runtime: c.Layers.Runtime, Barriers: c.Nodes.Barriers,
-			Scheduler: c.Layers.Scheduler},
+			Scheduler: c.Layers.Scheduler, Connections: c.Layers.Connections},
 		Propagate:  c.ErrorMode == ErrorModePropagate,
 		TimerSlack: c.TimerSlack,
 		Metrics:    c.MetricsBuilderConfig,

@@ -26,7 +26,7 @@ type Rule struct {
 
 // Rules are every rule, strongest first: the order findings are listed in.
 var Rules = []Rule{
-	oomRule, coldRule, idleRule, quotaRule, overCPUsRule, contentionRule, fewThreadsRule, simdRule, ubatchRule, recomputedRule, attentionRule, blockedRule, memoryBoundRule, barriersRule,
+	oomRule, coldRule, idleRule, quotaRule, overCPUsRule, contentionRule, fewThreadsRule, simdRule, ubatchRule, recomputedRule, queuedRule, attentionRule, blockedRule, memoryBoundRule, barriersRule,
 	deviceUnusedRule, fallbackRule, offloadRule, unevenRule, overheadRule,
 }
 
@@ -75,6 +75,10 @@ func saved(f summary.Finding) float64 {
 
 // gainText says what a finding's gain is, for its evidence.
 func gainText(g *summary.Gain) string {
+	if g.Per == summary.PerRequest {
+		return fmt.Sprintf("without it, %s would be about %.0f ms a request instead of %.0f, %.1f s of the requests' time saved over the run; assumes %s",
+			g.Phase, g.To, g.From, g.Saved, g.Assumes)
+	}
 	return fmt.Sprintf("without it, %s would take about %.1f ms a token instead of %.1f (%.1f× the tokens/s), %.1f s saved over the run; assumes %s",
 		g.Phase, g.To, g.From, g.From/max(g.To, 1e-9), g.Saved, g.Assumes)
 }

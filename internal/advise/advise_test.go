@@ -126,6 +126,10 @@ func TestRules(t *testing.T) {
 			p.Requests = &summary.Requests{Count: 4, Input: 2000, Output: 200, Recomputed: 3, RecomputedTokens: 1200}
 			p.Phases = append(p.Phases, &summary.Phase{Name: "prefill", Decodes: 4, Tokens: 2000, DecodeSeconds: 4})
 		}},
+		{"requests-queued", func(p *summary.Process) { // four requests at once to one slot
+			p.Requests = &summary.Requests{Count: 4, Input: 400, Output: 64, Queued: 3, QueuedWait: 3, QueuedTTFT: 0.6,
+				Wait: &summary.Quantiles{Count: 4, P50: 1000, P90: 1500, Max: 1500}}
+		}},
 		{"attention-long", func(p *summary.Process) { // depth 1536, flash attention off
 			p.Phases[0].KVCells = 1536
 			p.Phases[0].Ops = append(p.Phases[0].Ops, &summary.Op{Op: "MUL_MAT", Weight: summary.KVPrefix + "f16", Share: 0.25, Bound: "memory", PeakFrac: 0.4},

@@ -41,12 +41,14 @@ const (
 	JobEnter    = Kind(bpf.ProfinferKindEV_JOB_ENTER)
 	JobExit     = Kind(bpf.ProfinferKindEV_JOB_EXIT)
 	ThreadName  = Kind(bpf.ProfinferKindEV_THREAD_NAME)
-	lastKind    = ThreadName
+	Received    = Kind(bpf.ProfinferKindEV_RECEIVED)
+	Replied     = Kind(bpf.ProfinferKindEV_REPLIED)
+	lastKind    = Replied
 )
 
 var kindNames = [...]string{"", "decode_enter", "decode_exit", "graph_enter", "graph_exit", "node", "node_detail", "barrier", "thread_exit", "experts",
 	"split_enter", "split_exit", "copy", "copy_exit", "seq_rm", "thread_start", "split_node", "sync_enter", "sync_exit", "timed_node", "device_times", "sched_new",
-	"step_enter", "step_exit", "job_enter", "job_exit", "thread_name"}
+	"step_enter", "step_exit", "job_enter", "job_exit", "thread_name", "received", "replied"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k > 0 {
@@ -61,6 +63,7 @@ const (
 	FlagCounted = 2 // Counters holds the thread's perf counter values
 	FlagKnown   = 4 // a Node of thread 0 whose NodeDetail came since the process last built a graph
 	FlagQueued  = 1 // a Copy a device queues with its work (cpy_tensor_async)
+	FlagClosed  = 1 // a Replied that is the connection's close, nothing sent
 
 	// On a DecodeEnter, what its batch leaves out.
 	BatchNoPos     = 8   // no positions: llama_decode placed the tokens itself
@@ -140,6 +143,9 @@ func (e *Event) Context() uint64 { return e.b }
 
 // Result is the return value at DecodeExit, GraphExit and SplitExit.
 func (e *Event) Result() int { return int(int32(e.a)) }
+
+// FD is the connection of a Received or Replied, a file descriptor of its process.
+func (e *Event) FD() uint32 { return uint32(e.a) }
 
 // Lost is, at DecodeExit and GraphExit, how many records the process lost so far.
 func (e *Event) Lost() uint64 { return e.b }

@@ -343,6 +343,10 @@
         tile(num(r.tpot.p90, 1) + ' ms', 'p90'),
         tile(num(100 * r.cached / Math.max(1, r.input + r.cached), 0) + '%', 'prompt tokens from the cache'),
         tile(String(r.max_shared + 1), 'most sequences in one decode'));
+      if (r.wait) {
+        req.append(tile(num(r.wait.p50, 1) + ' ms', 'wait before the first decode p50, of ' + r.wait.count + ' arrivals seen'),
+          tile(num(r.wait.p90, 1) + ' ms', 'p90'));
+      }
       s.append(req);
     }
     if ((p.rate || []).length > 1) {

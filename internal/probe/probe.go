@@ -23,6 +23,7 @@ type Layers struct {
 	Barriers    bool // with the node probes, ggml_barrier: per-thread busy time
 	Scheduler   bool // sched_switch and sched_wakeup, for the traced processes' threads
 	Counters    bool // with the node probes, each thread's graph exit: perf counters per node
+	Connections bool // the socket syscalls: when each request reached a server, and its answer
 }
 
 // PrepareMulti makes spec's uprobe programs uprobe_multi programs, for kernels with
@@ -43,7 +44,8 @@ func PrepareMulti(spec *ebpf.CollectionSpec) {
 // process; the processes are chosen by Trace. Runtime: the names threads take, for a
 // device that runs in threads of the process's own (lavapipe's). Scheduler: sched_switch
 // and sched_wakeup. Counters: thread starts, so that a new thread's counters open before
-// it computes.
+// it computes. Connections: every syscall's entry and exit, which the programs leave at
+// once unless it is a traced process's receive, send, accept or close.
 func Tracepoints(progs *bpf.ProfinferPrograms, l Layers) ([]link.Link, error) {
 	type tracepoint struct {
 		name string
@@ -58,6 +60,9 @@ func Tracepoints(progs *bpf.ProfinferPrograms, l Layers) ([]link.Link, error) {
 	}
 	if l.Counters {
 		want = append(want, tracepoint{"sched_process_fork", progs.ThreadStart})
+	}
+	if l.Connections {
+		want = append(want, tracepoint{"sys_enter", progs.SysEnter}, tracepoint{"sys_exit", progs.SysExit})
 	}
 	var links []link.Link
 	for _, tp := range want {

@@ -205,7 +205,9 @@ func (p *Profiler) load(types *btf.Cache) error {
 			return fmt.Errorf("profinfer: %w", err)
 		}
 	}
-	layers := probe.Layers{Runtime: p.cfg.Layers.Runtime, Scheduler: p.cfg.Layers.Scheduler, Counters: p.cfg.Layers.Counters}
+	// A request's arrival is matched to its decodes: without them it says nothing.
+	layers := probe.Layers{Runtime: p.cfg.Layers.Runtime, Scheduler: p.cfg.Layers.Scheduler, Counters: p.cfg.Layers.Counters,
+		Connections: p.cfg.Layers.Connections && p.cfg.Layers.Application}
 	if p.tps, err = probe.Tracepoints(&l.ProfinferPrograms, layers); err != nil {
 		p.close()
 		return fmt.Errorf("profinfer: %w", err)

@@ -156,6 +156,10 @@ func (in *ingest) dispatch(ev *events.Event) {
 		seq, p0, p1 := ev.SeqRemoved()
 		in.reqs.Remove(ev.PID, ev.TS, seq, p0, p1)
 		a.SeqRemoved(ev.PID, seq, p0, p1)
+	case events.Received:
+		in.reqs.Arrive(ev.PID, ev.FD(), ev.TS)
+	case events.Replied:
+		in.reqs.Reply(ev.PID, ev.FD(), ev.TS)
 	case events.StepEnter:
 		if tr.runtime.Steps {
 			if !tr.schedSeen {

@@ -41,6 +41,10 @@ func Table(w io.Writer, v *summary.View) error {
 			fmt.Fprintf(tw, "requests: %d; time to first token p50 %.1f ms, p90 %.1f ms; per output token p50 %.1f ms, p90 %.1f ms;"+
 				" %d prompt tokens computed, %d from the cache, %d generated; at most %d sequences in one decode\n",
 				r.Count, r.TTFT.P50, r.TTFT.P90, r.TPOT.P50, r.TPOT.P90, r.Input, r.Cached, r.Output, r.MaxShared+1)
+			if w := r.Wait; w != nil {
+				fmt.Fprintf(tw, "waited between arriving and the first decode: p50 %.1f ms, p90 %.1f ms, at most %.1f ms, of %d requests whose arrival was seen\n",
+					w.P50, w.P90, w.Max, w.Count)
+			}
 		}
 		if q := p.Quota; q != nil {
 			fmt.Fprintf(tw, "%s\n", quotaLine(q))

@@ -5,6 +5,9 @@
 package requests
 
 import (
+	"math"
+	"slices"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/profinfer/profinfer/internal/assemble"
@@ -49,9 +52,18 @@ type Request struct {
 	// Implicit says its batches named no sequence (llama_batch_get_one): sequence 0 is
 	// assumed.
 	Implicit bool
-	// Start is the entry of the first decode that carried its prompt, FirstToken the exit
-	// of the decode that computed its first output, End the exit of its last decode.
-	Start, FirstToken, End uint64
+	// Arrived is when the request reached the server (the first bytes its connection
+	// received after the server last answered on it), 0 where none was seen, known once
+	// it ended; Start is the
+	// entry of the first decode that carried its prompt, FirstToken the exit of the decode
+	// that computed its first output, End the exit of its last decode.
+	Arrived, Start, FirstToken, End uint64
+	// Queued says that the request on its sequence before it was still computing when it
+	// arrived: it waited for that slot to free, as a server with every slot busy defers a
+	// request. A wait without it is the server's reading of the request, and the decode
+	// in progress when it came.
+	Queued bool
+	before uint64 // the last decode of the request before it on its sequence
 	// Prompt is the prompt tokens computed, Cached those already in the cache (the
 	// position its prompt started at), Output the tokens generated: one per decode that
 	// computed an output for it, the first from its prompt's last decode.
@@ -80,6 +92,16 @@ func (r *Request) Warmup() bool {
 	return r.Implicit && r.Decodes == 1 && r.Prompt+r.Cached <= 2 && (r.Ended == Cleared || r.Ended == Rewound)
 }
 
+// Wait is the time between its arrival and its first decode, in nanoseconds: its wait
+// for a slot, and the server's reading and tokenizing of it; 0 where its arrival was not
+// seen.
+func (r *Request) Wait() uint64 {
+	if r.Arrived == 0 {
+		return 0
+	}
+	return r.Start - r.Arrived
+}
+
 // TTFT is the time to the first token, in nanoseconds; 0 without one.
 func (r *Request) TTFT() uint64 {
 	if r.Output == 0 {
@@ -104,10 +126,23 @@ type key struct {
 }
 
 type process struct {
-	open    map[key]*Request
-	rewound map[int32]*marks // the latest rewinds of each sequence
-	cleared marks            // the latest clears
+	open     map[key]*Request
+	rewound  map[int32]*marks // the latest rewinds of each sequence
+	cleared  marks            // the latest clears
+	arrivals []arrival        // requests that reached the server, oldest first
+	ended    map[key]uint64   // the last decode of each sequence's latest ended request
 }
+
+// arrival is a request that reached the server on connection fd at ts, and was answered
+// (or its connection closed) at replied, 0 while it was not.
+type arrival struct {
+	fd          uint32
+	ts, replied uint64
+}
+
+// maxArrivals bounds the arrivals a process keeps that no request took: a server's
+// health checks and other calls that compute nothing.
+const maxArrivals = 256
 
 // marks are the times of the latest rewinds or clears. More than one is kept: a
 // process's decodes may be held back a while (until its new context is read) while the
@@ -186,7 +221,7 @@ func (t *Tracker) Step(d *assemble.Step, link Link, out []*Request) []*Request {
 				out = t.evict(p, out)
 			}
 			r = &Request{PID: d.PID, Context: d.Context, Seq: s.Seq, Implicit: d.Batch.Flags&events.BatchNoSeq != 0,
-				Start: d.Start, Cached: max(int(s.PosMin), 0)}
+				Start: d.Start, Cached: max(int(s.PosMin), 0), before: p.ended[k]}
 			p.open[k] = r
 		}
 		r.Decodes++
@@ -214,6 +249,72 @@ func (t *Tracker) Step(d *assemble.Step, link Link, out []*Request) []*Request {
 		r.End = d.End
 	}
 	return out
+}
+
+// Arrive follows a request reaching process pid's server on connection fd at ts.
+func (t *Tracker) Arrive(pid, fd uint32, ts uint64) {
+	p := t.proc(pid)
+	if len(p.arrivals) >= maxArrivals {
+		p.arrivals = slices.Delete(p.arrivals, 0, len(p.arrivals)-maxArrivals+1)
+	}
+	p.arrivals = append(p.arrivals, arrival{fd: fd, ts: ts})
+}
+
+// Reply follows the server's answer on connection fd at ts (or its close): its request
+// is answered, and a request that starts after it is not that one.
+func (t *Tracker) Reply(pid, fd uint32, ts uint64) {
+	p := t.procs[pid]
+	if p == nil {
+		return
+	}
+	for i := len(p.arrivals) - 1; i >= 0; i-- {
+		if a := &p.arrivals[i]; a.fd == fd {
+			if a.replied == 0 {
+				a.replied = ts
+			}
+			return
+		}
+	}
+}
+
+// arrival returns when request r, ended, arrived, 0 where none is known. Its arrival
+// came before its first decode and was answered after it: requests that arrive together
+// are taken in whatever order the server's threads hand them on, so of those the one
+// answered nearest to r's start, first token or end is r's (a streamed answer begins at
+// the first, a whole one follows the last), else the oldest not yet answered. The
+// arrivals no open request can have (answered before every open one started) go with it.
+func (p *process) arrival(r *Request) uint64 {
+	best, bestD := -1, uint64(math.MaxUint64)
+	for i, a := range p.arrivals {
+		if a.ts >= r.Start || (a.replied != 0 && a.replied < r.Start) {
+			continue
+		}
+		d := uint64(math.MaxUint64 - 1) // unanswered: after every answered one, oldest first
+		if a.replied != 0 {
+			d = min(absDiff(a.replied, r.Start), absDiff(a.replied, r.FirstToken), absDiff(a.replied, r.End))
+		}
+		if d < bestD {
+			best, bestD = i, d
+		}
+	}
+	var at uint64
+	if best >= 0 {
+		at = p.arrivals[best].ts
+		p.arrivals = slices.Delete(p.arrivals, best, best+1)
+	}
+	oldest := uint64(math.MaxUint64)
+	for _, o := range p.open {
+		oldest = min(oldest, o.Start)
+	}
+	p.arrivals = slices.DeleteFunc(p.arrivals, func(a arrival) bool { return a.replied != 0 && a.replied < oldest })
+	return at
+}
+
+func absDiff(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }
 
 // Remove follows a llama_memory_seq_rm(seq, p0, p1) of process pid at ts: removing every
@@ -289,7 +390,15 @@ func (t *Tracker) followed() (requests, rewinds int) {
 func (t *Tracker) end(p *process, k key, why End, out []*Request) []*Request {
 	r := p.open[k]
 	delete(p.open, k)
+	if p.ended == nil || len(p.ended) >= maxOpen {
+		p.ended = map[key]uint64{}
+	}
+	p.ended[k] = r.End
 	r.Ended = why
+	if !r.Warmup() {
+		r.Arrived = p.arrival(r)
+		r.Queued = r.Arrived != 0 && r.before > r.Arrived
+	}
 	return append(out, r)
 }
 

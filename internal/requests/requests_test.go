@@ -244,3 +244,88 @@ func TestPrefixOverDecodes(t *testing.T) {
 		t.Fatalf("requests %+v, want one of 80 prompt tokens, its first 64 hashed to 0x30", f.out)
 	}
 }
+
+// Four requests reach a one-slot server at once, with a health check answered between
+// and one whose client hung up unanswered: each request takes the oldest arrival not
+// answered before its first decode, so the waits grow as the queue drains.
+func TestArrivals(t *testing.T) {
+	f := &feed{t: New(1000 * ms)}
+	f.now = 1000 * ms
+	f.t.Arrive(1, 9, 100*ms) // a health check, answered at once
+	f.t.Reply(1, 9, 101*ms)
+	f.t.Arrive(1, 12, 200*ms) // a client that hung up before its turn
+	f.t.Reply(1, 12, 300*ms)
+	for i, fd := range []uint32{10, 11, 13, 14} {
+		f.t.Arrive(1, fd, uint64(400+i)*ms)
+	}
+	for i := range int32(4) {
+		f.t.Remove(1, f.now, 0, 0, -1)
+		f.decode(100, prompt(0, 0, 20))
+		f.decode(10, gen(0, 20))
+		f.t.Reply(1, []uint32{10, 11, 13, 14}[i], f.now)
+	}
+	f.out = f.t.End(1, Exited, f.out)
+	if len(f.out) != 4 {
+		t.Fatalf("%d requests, want 4", len(f.out))
+	}
+	for i, r := range f.out {
+		if want := uint64(400+i) * ms; r.Arrived != want || r.Wait() != r.Start-want {
+			t.Errorf("request %d arrived %d ms, want %d", i, r.Arrived/ms, want/ms)
+		}
+	}
+	if f.out[3].Wait() <= f.out[1].Wait() {
+		t.Errorf("waits %d then %d ms: the queue's last waited longest", f.out[1].Wait()/ms, f.out[3].Wait()/ms)
+	}
+	for i, r := range f.out { // the first had the slot free; the others waited for it
+		if r.Queued != (i > 0) {
+			t.Errorf("request %d queued %v", i, r.Queued)
+		}
+	}
+	// Arrivals within a millisecond, served in another order than they came (the
+	// server's threads hand them on as each has read its request), each answered as it
+	// ends: each request has its own.
+	o := &feed{t: New(1000 * ms), now: 1000 * ms}
+	for i, fd := range []uint32{4, 5, 6, 7} {
+		o.t.Arrive(1, fd, 900*ms+uint64(i)*ms/4)
+	}
+	served := []uint32{5, 7, 4, 6}
+	for _, fd := range served {
+		o.t.Remove(1, o.now, 0, 0, -1)
+		o.decode(100, prompt(0, 0, 20))
+		o.decode(10, gen(0, 20))
+		o.t.Reply(1, fd, o.now)
+	}
+	o.out = o.t.End(1, Exited, o.out)
+	for i, r := range o.out {
+		if want := 900*ms + uint64(served[i]-4)*ms/4; r.Arrived != want {
+			t.Errorf("served %d: arrived at %d µs, want %d", i, r.Arrived/1000, want/1000)
+		}
+	}
+	// Two slots, two requests at once: the second waits for the first's prompt to be
+	// computed, not for a slot.
+	b := &feed{t: New(1000 * ms), now: 1000 * ms}
+	b.t.Arrive(1, 10, 900*ms)
+	b.t.Arrive(1, 11, 901*ms)
+	b.decode(150, prompt(0, 0, 20))
+	b.decode(150, gen(0, 20), prompt(1, 0, 20))
+	b.out = b.t.End(1, Exited, b.out)
+	for _, r := range b.out {
+		if r.Arrived == 0 || r.Queued {
+			t.Errorf("two slots: seq %d arrived %d ms, queued %v", r.Seq, r.Arrived/ms, r.Queued)
+		}
+	}
+	// No arrival known: no wait, and arrivals are bounded.
+	g := &feed{t: New(1000 * ms)}
+	for i := range 3 * maxArrivals {
+		g.t.Arrive(1, uint32(i), uint64(i))
+	}
+	if n := len(g.t.procs[1].arrivals); n != maxArrivals {
+		t.Errorf("%d arrivals kept, want %d", n, maxArrivals)
+	}
+	h := &feed{t: New(1000 * ms)}
+	h.decode(100, prompt(0, 0, 20))
+	h.out = h.t.End(1, Exited, h.out)
+	if r := h.out[0]; r.Arrived != 0 || r.Wait() != 0 {
+		t.Errorf("no arrival seen: arrived %d, wait %d", r.Arrived, r.Wait())
+	}
+}

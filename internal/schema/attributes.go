@@ -37,6 +37,15 @@ const (
 	// tokens and their positions, where it computed them all (none came from the cache);
 	// absent otherwise. Two requests with the same computed the same prompt start.
 	LlamaRequestPromptPrefixHash = "llama.request.prompt.prefix_hash"
+	// LlamaRequestWait (double; [SpanRequest]): seconds from its arrival (the first bytes
+	// its connection received after the server last answered on it) to its first
+	// decode's start: its wait for a slot, and the server's reading of it; absent where
+	// its arrival was not seen (the connections layer off, or not a server).
+	LlamaRequestWait = "llama.request.wait"
+	// LlamaRequestQueued (bool; [SpanRequest]): true where the request before it on its
+	// sequence was still computing when it arrived: it waited for that slot to free, as
+	// a server with every slot busy defers a request; absent otherwise.
+	LlamaRequestQueued = "llama.request.queued"
 	// LlamaRequestTimeToFirstToken (double; [SpanRequest]): seconds from its first
 	// decode's start to the end of the decode that computed its first output token;
 	// absent without output.

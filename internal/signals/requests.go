@@ -79,6 +79,12 @@ func (s *Spans) Request(td ptrace.Traces, p *Origin, r *requests.Request) {
 	if r.PrefixTokens == events.PrefixTokens {
 		a.PutInt(schema.LlamaRequestPromptPrefixHash, int64(r.Prefix))
 	}
+	if r.Arrived != 0 {
+		a.PutDouble(schema.LlamaRequestWait, float64(r.Wait())/1e9)
+	}
+	if r.Queued {
+		a.PutBool(schema.LlamaRequestQueued, true)
+	}
 	if r.Output > 0 {
 		a.PutDouble(schema.LlamaRequestTimeToFirstToken, float64(r.TTFT())/1e9)
 	}

@@ -96,7 +96,7 @@ type proc struct {
 	prefixes         map[int64]computed // prompt starts computed, to the last request that computed each
 	jobs             Jobs
 	rtf              *logHistogram // real-time factors, as if seconds
-	ttft, tpot       *logHistogram
+	ttft, tpot, wait *logHistogram
 	rate             []Rate // ring by second
 	roofs, derived   Roofs
 	timeline         *Timeline
@@ -143,7 +143,7 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 		if len(a.procs) >= maxProcesses {
 			a.forgetOldest()
 		}
-		p = &proc{id: id, phases: map[string]*phase{}, latency: newLogHistogram(), ttft: newLogHistogram(), tpot: newLogHistogram(), rtf: newLogHistogram(),
+		p = &proc{id: id, phases: map[string]*phase{}, latency: newLogHistogram(), ttft: newLogHistogram(), tpot: newLogHistogram(), wait: newLogHistogram(), rtf: newLogHistogram(),
 			moeSpans: map[int][]int64{}, moeMetric: map[int][]int64{},
 			backends: map[string]*Backend{}, copies: map[[2]string]*Copy{}, counters: map[string]bool{}}
 		a.procs[id] = p

@@ -41,6 +41,9 @@ func (p *proc) snapshot() *Process {
 	if p.requests.Count > 0 {
 		r := p.requests
 		r.TTFT, r.TPOT = p.ttft.quantiles(), p.tpot.quantiles()
+		if w := p.wait.quantiles(); w.Count > 0 {
+			r.Wait = &w
+		}
 		out.Requests = &r
 	}
 	if p.jobs.Count > 0 {

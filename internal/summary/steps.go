@@ -109,8 +109,17 @@ func (p *proc) request(s ptrace.Span) {
 			tokens:  schema.Int(attrs, schema.GenAIUsageInputTokens) + schema.Int(attrs, schema.GenAIUsageOutputTokens),
 			cleared: schema.Str(attrs, schema.LlamaRequestEnd) == "cleared"})
 	}
-	if v, ok := attrs.Get(schema.LlamaRequestTimeToFirstToken); ok {
-		p.ttft.add(v.Double())
+	ttft := schema.Float(attrs, schema.LlamaRequestTimeToFirstToken)
+	if _, ok := attrs.Get(schema.LlamaRequestTimeToFirstToken); ok {
+		p.ttft.add(ttft)
+	}
+	if v, ok := attrs.Get(schema.LlamaRequestWait); ok {
+		p.wait.add(v.Double())
+		if v.Double() >= QueuedWait && boolAttr(attrs, schema.LlamaRequestQueued) {
+			r.Queued++
+			r.QueuedWait += v.Double()
+			r.QueuedTTFT += ttft
+		}
 	}
 	if v, ok := attrs.Get(schema.LlamaRequestTimePerOutputToken); ok {
 		p.tpot.add(v.Double())

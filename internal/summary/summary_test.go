@@ -707,3 +707,25 @@ func TestResumed(t *testing.T) {
 		t.Fatalf("resumed %+v", v)
 	}
 }
+
+// Requests whose arrival was seen fold their waits: those that waited for their slot
+// from QueuedWait count as queued, with their waits and times to first token; one
+// without an arrival has no wait.
+func TestQueuedRequests(t *testing.T) {
+	s := signals.NewSpans(signals.Clock{Offset: 1e18}, true, peaks, nil)
+	td := ptrace.NewTraces()
+	for _, wait := range []uint64{2e6, 6e8, 12e8} {
+		s.Request(td, server, &requests.Request{PID: 7, Arrived: 1e9, Start: 1e9 + wait, FirstToken: 1e9 + wait + 2e8, End: 3e9 + wait,
+			Prompt: 20, Output: 10, Decodes: 10, Ended: requests.Rewound, Queued: wait > 2e6})
+	}
+	// Waited as long, for the decode in progress, its slot free: not queued.
+	s.Request(td, server, &requests.Request{PID: 7, Arrived: 1e9, Start: 16e8, FirstToken: 18e8, End: 3e9, Prompt: 20, Output: 10, Decodes: 10, Ended: requests.Rewound})
+	s.Request(td, server, &requests.Request{PID: 7, Start: 1e9, FirstToken: 12e8, End: 3e9, Prompt: 20, Output: 10, Decodes: 10, Ended: requests.Rewound})
+	a := New()
+	a.Traces(td)
+	r := a.Snapshot().Processes[0].Requests
+	if r == nil || r.Count != 5 || r.Wait == nil || r.Wait.Count != 4 || r.Queued != 2 ||
+		math.Abs(r.QueuedWait-1.8) > 1e-9 || math.Abs(r.QueuedTTFT-0.4) > 1e-9 {
+		t.Fatalf("requests %+v (wait %+v), want 4 waits, 2 queued 1.8 s with 0.4 s to their first tokens", r, r.Wait)
+	}
+}

@@ -301,7 +301,20 @@ type Requests struct {
 	// computed, and the prompt tokens of theirs the earlier requests' held.
 	Recomputed       int64 `json:"recomputed,omitempty"`
 	RecomputedTokens int64 `json:"recomputed_tokens,omitempty"`
+	// Wait is, of the requests whose arrival was seen, the time from it to their first
+	// decode, ms. Queued are those that waited QueuedWait or more for their slot (the
+	// request before them on it still computing when they came), with their waits and
+	// their times to first token after it summed, in seconds.
+	Wait       *Quantiles `json:"wait,omitempty"`
+	Queued     int64      `json:"queued,omitempty"`
+	QueuedWait float64    `json:"queued_wait_seconds,omitempty"`
+	QueuedTTFT float64    `json:"queued_ttft_seconds,omitempty"`
 }
+
+// QueuedWait is the wait between a request's arrival and its first decode, in seconds,
+// from which it counts as queued: reading and tokenizing a request takes milliseconds;
+// a tenth of a second is another request's prefill or a dozen of its tokens.
+const QueuedWait = 0.1
 
 // Jobs sums a whisper.cpp process's transcriptions: the audio given, the time taken, and
 // the time of its encoder's and decoder's passes.
@@ -412,11 +425,17 @@ type Finding struct {
 }
 
 // Gain is a phase's time per token as measured and as estimated without a finding's
-// cause, what the estimate assumes, and the seconds it would have saved over the run.
+// cause, what the estimate assumes, and the seconds it would have saved over the run. A
+// gain Per "request" is a latency's instead, its time a request: Phase names it (time to
+// first token), and the seconds saved are the requests' own.
 type Gain struct {
 	Phase   string  `json:"phase"`
-	From    float64 `json:"from_ms"` // ms a token
+	Per     string  `json:"per,omitempty"` // "request"; a token where empty
+	From    float64 `json:"from_ms"`       // ms a token, or a request
 	To      float64 `json:"to_ms"`
 	Saved   float64 `json:"saved_seconds"`
 	Assumes string  `json:"assumes"`
 }
+
+// PerRequest is Gain.Per for a request's latency.
+const PerRequest = "request"

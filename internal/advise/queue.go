@@ -1,0 +1,73 @@
+package advise
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/profinfer/profinfer/internal/summary"
+)
+
+// Slots: a server computes as many requests at once as it has slots (llama-server's
+// `--parallel`, Ollama's OLLAMA_NUM_PARALLEL); the others wait, and their wait is time
+// to first token that no faster kernel wins back.
+
+var queuedRule = Rule{
+	ID:   "requests-queued",
+	Name: "requests wait for a slot",
+	Fires: fmt.Sprintf("%d requests or more waited %.1f s or more between reaching the server (the first bytes their connection received after its last answer) and their first decode (`llama.request.wait`, the connections layer), for a slot: the request before each on its sequence was still computing when it came (`llama.request.queued`); information, a warning from %.1f s on average",
+		queuedMin, summary.QueuedWait, queuedWarn),
+	Says:  "how many requests waited, how long, against their time to first token once computing, and how many sequences the server computed at once; the change in the runtime's words: more slots (`--parallel`/`-np`, with the context each gets; `OLLAMA_NUM_PARALLEL`), or another replica where every slot was busy",
+	apply: queuedRequests,
+}
+
+// queuedMin is the requests that must have waited: one may have come as the server
+// finished loading, or met another's long prompt once.
+const queuedMin = 2
+
+// queuedWarn is the mean wait of the queued requests, in seconds, from which the finding
+// is a warning: a wait a user sees before the first token.
+const queuedWarn = 0.5
+
+// slotsAdvice says in p's runtime's words how a server computes more requests at once,
+// having computed at most slots sequences at a time.
+func slotsAdvice(p *summary.Process, slots int64) string {
+	more := "give it more slots"
+	if slots > 1 {
+		more = fmt.Sprintf("every one of its %d slots was busy: more slots, where memory allows, or another replica behind the same endpoint", slots)
+	}
+	switch {
+	case p.Runtime == "ollama":
+		return fmt.Sprintf("Ollama's runner computed at most %d requests at once and the others waited on it: %s (`OLLAMA_NUM_PARALLEL`; each slot's context is `num_ctx`, so the KV cache grows with it).", slots, more)
+	case strings.HasPrefix(executable(p), "llama-server"):
+		return fmt.Sprintf("llama-server computed at most %d requests at once and queued the others for a free slot: %s (`--parallel N`, `-np N`; the slots share the context `-c`, each getting its Nth unless `--kv-unified`, so raise `-c` with it). Decodes then carry several sequences: each request's tokens come a little slower, and none waits for the first.", slots, more)
+	}
+	return fmt.Sprintf("The server computed at most %d requests at once while others waited: %s, computing several sequences in one batch (a sequence id each in llama_batch, and a KV cache with room for them).", slots, more)
+}
+
+// queuedRequests: requests that waited for the server before it computed them.
+func queuedRequests(p *summary.Process) (summary.Finding, bool) {
+	r := p.Requests
+	if r == nil || r.Queued < queuedMin {
+		return summary.Finding{}, false
+	}
+	slots := r.MaxShared + 1
+	wait := r.QueuedWait / float64(r.Queued)
+	ttft := r.QueuedTTFT / float64(r.Queued)
+	f := summary.Finding{ID: "requests-queued", Severity: "info",
+		Title:  fmt.Sprintf("%d of %d requests waited %.2f s on average before the server computed them", r.Queued, r.Count, wait),
+		Advice: "Requests reached the server while it was computing others, and waited for it before their first decode. " + slotsAdvice(p, slots),
+		Evidence: []string{
+			fmt.Sprintf("%d requests waited %.1f s or more between reaching the server and their first decode, each for the request before it on its slot to finish: %.2f s on average, %.1f s in all; their first token came %.0f ms after their first decode, on average", r.Queued, summary.QueuedWait, wait, r.QueuedWait, 1e3*ttft),
+			fmt.Sprintf("the server computed at most %d sequences in one decode", slots),
+		},
+		Gain: &summary.Gain{Phase: "time to first token", Per: summary.PerRequest, From: 1e3 * (wait + ttft), To: 1e3 * ttft, Saved: r.QueuedWait,
+			Assumes: "a free slot for each request as it came; with more slots each decode carries more sequences, and their tokens come somewhat slower"},
+	}
+	if w := r.Wait; w != nil {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("of %d requests whose arrival was seen, the wait's median %.0f ms, its 90th percentile %.0f ms, at most %.0f ms", w.Count, w.P50, w.P90, w.Max))
+	}
+	if wait >= queuedWarn {
+		f.Severity = "warning"
+	}
+	return f, true
+}

@@ -1,0 +1,87 @@
+//go:build e2e
+
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/profinfer/profinfer/internal/advise"
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// Four requests at once to llama-server: with one slot (`-np 1`) three wait for it, each
+// longer than the last (requests-queued, in the report and the pipeline); with four
+// slots every request starts at once, and nothing is said, though each waited for the
+// decode in progress when it came.
+func TestE2ERequestsQueued(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "out.pb")
+	cfg, _, prom := defaultConfig(t, out) // make run's: its findings reach the file and Prometheus
+	runCollector(t, ctx, cfg)
+	burst := func(slots int) int {
+		s, err := e.StartServer(ctx, e.Bin("llama-server"), "llama-1b-q4_0", 2, "-np", fmt.Sprint(slots))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Stop()
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := s.Complete(ctx, fmt.Sprintf("Request %d: tell me about the weather in the mountains today.", i), 16); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		return s.PID()
+	}
+	one := burst(1)
+	four := burst(4)
+	settle(t, ctx, out)
+	v := summarize(t, out)
+	advise.Annotate(v)
+
+	p := byPID(t, v, four)
+	t.Logf("-np 4: requests %+v, wait %+v, findings %v", p.Requests, p.Requests.Wait, findingIDs(p))
+	if r := p.Requests; r == nil || r.Wait == nil || r.Wait.Count != 4 || r.MaxShared == 0 {
+		t.Fatalf("-np 4: want 4 requests' arrivals seen, computed together: %+v", r)
+	}
+	if f := finding(p, "requests-queued"); f != nil {
+		t.Errorf("-np 4: %s %v", f.Title, f.Evidence)
+	}
+	p = byPID(t, v, one)
+	r := p.Requests
+	t.Logf("-np 1: requests %+v, wait %+v, findings %v", r, r.Wait, findingIDs(p))
+	f := finding(p, "requests-queued")
+	if f == nil || r.Queued != 3 || r.MaxShared != 0 || r.Wait == nil || r.Wait.Count != 4 {
+		t.Fatalf("-np 1: want 3 of 4 requests queued and the finding: requests %+v: %v", r, p.Findings)
+	}
+	t.Logf("%s: %s %v", f.Severity, f.Title, f.Evidence)
+	// Each waits for the ones before it: the last about three requests' time.
+	if each := (r.TTFT.P50 + 15*r.TPOT.P50) / 1e3; r.Wait.Max/1e3 < 2*each || f.Severity != "warning" {
+		t.Errorf("-np 1: the longest wait %.2f s against %.2f s a request; %s", r.Wait.Max/1e3, each, f.Severity)
+	}
+	if f.Gain == nil || f.Gain.Saved < r.Wait.Max/1e3 {
+		t.Errorf("-np 1: the time saved %+v, want the waits", f.Gain)
+	}
+	for _, f := range p.Findings {
+		if f.Severity == "warning" && f.ID != "requests-queued" {
+			t.Errorf("-np 1: another cause's finding: %s %s", f.ID, f.Title)
+		}
+	}
+	got := findingsOut(t, ctx, out, prom, func(got pipelineFindings) bool {
+		return got.logged[int64(one)]["requests-queued"] != ""
+	})
+	if got.logged[int64(one)]["requests-queued"] == "" || got.logged[int64(four)]["requests-queued"] != "" {
+		t.Errorf("the pipeline's findings: %v", got.logged)
+	}
+}
