@@ -54,6 +54,7 @@ enum kind {
 #define NODE_KNOWN 4 /* thread 0's start of a node whose detail was sent since the last graph build */
 #define COPY_QUEUED 1 /* a copy a device queues with its work, rather than makes before returning */
 #define CONN_CLOSED 1 /* a request's connection closed before the server sent on it */
+#define CONN_FRONT 4  /* of the front that handed the request to the process (ollama serve); not 2, every kind's COUNTED */
 /* On a decode's entry: what its batch leaves out, and whether its sequences overflowed. */
 #define BATCH_NO_POS 8       /* no positions: llama_decode places the tokens itself */
 #define BATCH_NO_SEQ 16      /* no sequence ids: every token is sequence 0's */

@@ -37,6 +37,12 @@ type ProfinferConnKey struct {
 	Fd   uint32
 }
 
+type ProfinferConnOwner struct {
+	_     structs.HostLayout
+	Tgid  uint32
+	Front uint32
+}
+
 type ProfinferCounted struct {
 	_        structs.HostLayout
 	Ev       ProfinferEvent
@@ -203,6 +209,7 @@ const (
 	ProfinferMapBatchArrays               = "batch_arrays"
 	ProfinferMapBatches                   = "batches"
 	ProfinferMapBuilt                     = "built"
+	ProfinferMapConnOwners                = "conn_owners"
 	ProfinferMapConns                     = "conns"
 	ProfinferMapCounterSlots              = "counter_slots"
 	ProfinferMapCounters                  = "counters"
@@ -384,6 +391,7 @@ type ProfinferMapSpecs struct {
 	BatchArrays  *ebpf.MapSpec `ebpf:"batch_arrays"`
 	Batches      *ebpf.MapSpec `ebpf:"batches"`
 	Built        *ebpf.MapSpec `ebpf:"built"`
+	ConnOwners   *ebpf.MapSpec `ebpf:"conn_owners"`
 	Conns        *ebpf.MapSpec `ebpf:"conns"`
 	CounterSlots *ebpf.MapSpec `ebpf:"counter_slots"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
@@ -461,6 +469,7 @@ type ProfinferMaps struct {
 	BatchArrays  *ebpf.Map `ebpf:"batch_arrays"`
 	Batches      *ebpf.Map `ebpf:"batches"`
 	Built        *ebpf.Map `ebpf:"built"`
+	ConnOwners   *ebpf.Map `ebpf:"conn_owners"`
 	Conns        *ebpf.Map `ebpf:"conns"`
 	CounterSlots *ebpf.Map `ebpf:"counter_slots"`
 	Counters     *ebpf.Map `ebpf:"counters"`
@@ -481,6 +490,7 @@ func (m *ProfinferMaps) Close() error {
 		m.BatchArrays,
 		m.Batches,
 		m.Built,
+		m.ConnOwners,
 		m.Conns,
 		m.CounterSlots,
 		m.Counters,

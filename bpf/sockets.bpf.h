@@ -54,7 +54,23 @@ struct conn_key {
 	u32 fd;
 };
 
-/* The traced processes' connections. LRU: a process's closes are seen, but not its exit. */
+/* The processes whose connections are followed, to the traced process their requests
+ * are computed by: each traced process is its own; a front is a process that takes the
+ * requests and hands them to a traced one (ollama serve, to its runner), whose records go
+ * to that one's, flagged CONN_FRONT. Filled by user space. */
+struct conn_owner {
+	u32 tgid;
+	u32 front;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, struct conn_owner);
+} conn_owners SEC(".maps");
+
+/* The followed processes' connections. LRU: a process's closes are seen, but not its exit. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
@@ -62,9 +78,17 @@ struct {
 	__type(value, u32);
 } conns SEC(".maps");
 
-static __always_inline bool traced_tgid(u32 tgid)
+/* A record of kind for connection fd of the calling process, sent as its owner's. */
+static __always_inline void conn_record(u16 kind, u32 fd, struct conn_owner *o, u16 flags)
 {
-	return bpf_map_lookup_elem(&traced, &tgid) != 0;
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		dropped();
+		return;
+	}
+	fill(e, kind, fd, 0, 0, 0, flags | (o->front ? CONN_FRONT : 0));
+	e->pid = o->tgid;
+	bpf_ringbuf_submit(e, wakeup());
 }
 
 /* A send on fd, or its close: the request it received is answered. */
@@ -74,7 +98,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	if (id != NR_WRITE && id != NR_SENDTO && id != NR_CLOSE)
 		return 0;
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!traced_tgid(tgid))
+	struct conn_owner *o = bpf_map_lookup_elem(&conn_owners, &tgid);
+	if (!o)
 		return 0;
 	struct conn_key k = {.tgid = tgid, .fd = (u32)SYSCALL_ARG0(regs)};
 	u32 *state = bpf_map_lookup_elem(&conns, &k);
@@ -86,7 +111,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	else
 		*state = CONN_IDLE;
 	if (received)
-		emit(EV_REPLIED, k.fd, 0, 0, 0, id == NR_CLOSE ? CONN_CLOSED : 0);
+		conn_record(EV_REPLIED, k.fd, o, id == NR_CLOSE ? CONN_CLOSED : 0);
 	return 0;
 }
 
@@ -100,7 +125,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	if (ret < 0)
 		return 0;
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!traced_tgid(tgid))
+	struct conn_owner *o = bpf_map_lookup_elem(&conn_owners, &tgid);
+	if (!o)
 		return 0;
 	struct conn_key k = {.tgid = tgid};
 	u32 received = CONN_RECEIVED;
@@ -124,6 +150,6 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			return 0;
 		bpf_map_update_elem(&conns, &k, &received, BPF_ANY);
 	}
-	emit(EV_RECEIVED, k.fd, 0, 0, 0, 0);
+	conn_record(EV_RECEIVED, k.fd, o, 0);
 	return 0;
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,6 +83,71 @@ func TestE2ERequestsQueued(t *testing.T) {
 		return got.logged[int64(one)]["requests-queued"] != ""
 	})
 	if got.logged[int64(one)]["requests-queued"] == "" || got.logged[int64(four)]["requests-queued"] != "" {
+		t.Errorf("the pipeline's findings: %v", got.logged)
+	}
+}
+
+// Ollama as it ships, one slot a model (OLLAMA_NUM_PARALLEL=1): ollama serve holds each
+// request until its runner's slot is free, so the runner sees them one at a time; their
+// arrival is taken at ollama serve, the runner's front. Two requests one after the other
+// wait for nothing; of four at once, three wait, and the finding says it in Ollama's words.
+func TestE2EOllamaQueued(t *testing.T) {
+	e := testbench.Require(t)
+	testbench.RequireOllama(t, e.OllamaExe())
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "out.pb")
+	cfg, _, prom := defaultConfig(t, out)
+	runCollector(t, ctx, cfg)
+	o, err := testbench.StartOllama(ctx, e.OllamaExe(), t.TempDir(), "OLLAMA_NUM_PARALLEL=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Stop)
+	if err := o.Create(ctx, "llama-1b", e.Model("llama-1b-q4_0")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := o.Generate(ctx, "llama-1b", "The capital of France is", 8, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := runner(t, ctx, o)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := o.Generate(ctx, "llama-1b", fmt.Sprintf("Request %d: tell me about the weather in the mountains today.", i), 16, ""); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	settle(t, ctx, out)
+	v := summarize(t, out)
+	advise.Annotate(v)
+	p := byPID(t, v, pid)
+	r := p.Requests
+	t.Logf("runner %d: requests %+v, wait %+v, findings %v", pid, r, r.Wait, findingIDs(p))
+	f := finding(p, "requests-queued")
+	// The first request's arrival at ollama serve came before its runner was started, let
+	// alone traced; the runner's own connection answers (a streamed answer's headers)
+	// before its first decode, and is not taken for it.
+	if f == nil || r.Count != 6 || r.Queued != 3 || r.Wait == nil || r.Wait.Count != 5 {
+		t.Fatalf("want 5 of 6 requests' arrivals seen and 3 queued, with the finding: requests %+v: %v", r, p.Findings)
+	}
+	t.Logf("%s: %s %v; %s", f.Severity, f.Title, f.Evidence, f.Advice)
+	if !strings.Contains(f.Advice, "OLLAMA_NUM_PARALLEL") {
+		t.Errorf("the advice is not in Ollama's words: %s", f.Advice)
+	}
+	for _, f := range p.Findings {
+		if f.Severity == "warning" && f.ID != "requests-queued" {
+			t.Errorf("another cause's finding: %s %s", f.ID, f.Title)
+		}
+	}
+	got := findingsOut(t, ctx, out, prom, func(got pipelineFindings) bool { return got.logged[int64(pid)]["requests-queued"] != "" })
+	if got.logged[int64(pid)]["requests-queued"] == "" {
 		t.Errorf("the pipeline's findings: %v", got.logged)
 	}
 }

@@ -31,17 +31,19 @@ const queuedWarn = 0.5
 // slotsAdvice says in p's runtime's words how a server computes more requests at once,
 // having computed at most slots sequences at a time.
 func slotsAdvice(p *summary.Process, slots int64) string {
+	at := "one request at a time"
 	more := "give it more slots"
 	if slots > 1 {
+		at = fmt.Sprintf("at most %d requests at once", slots)
 		more = fmt.Sprintf("every one of its %d slots was busy: more slots, where memory allows, or another replica behind the same endpoint", slots)
 	}
 	switch {
 	case p.Runtime == "ollama":
-		return fmt.Sprintf("Ollama's runner computed at most %d requests at once and the others waited on it: %s (`OLLAMA_NUM_PARALLEL`; each slot's context is `num_ctx`, so the KV cache grows with it).", slots, more)
+		return fmt.Sprintf("Ollama's runner computed %s, and ollama serve held the others until a slot was free: %s (`OLLAMA_NUM_PARALLEL`; Ollama gives each slot the model's context, `num_ctx`, so the KV cache grows with them).", at, more)
 	case strings.HasPrefix(executable(p), "llama-server"):
-		return fmt.Sprintf("llama-server computed at most %d requests at once and queued the others for a free slot: %s (`--parallel N`, `-np N`; the slots share the context `-c`, each getting its Nth unless `--kv-unified`, so raise `-c` with it). Decodes then carry several sequences: each request's tokens come a little slower, and none waits for the first.", slots, more)
+		return fmt.Sprintf("llama-server computed %s and deferred the others until a slot was free: %s (`--parallel N`, `-np N`; the slots share the context `-c`, each getting its Nth unless `--kv-unified`, so raise `-c` with it). Decodes then carry several sequences: each request's tokens come a little slower, and none waits for the first.", at, more)
 	}
-	return fmt.Sprintf("The server computed at most %d requests at once while others waited: %s, computing several sequences in one batch (a sequence id each in llama_batch, and a KV cache with room for them).", slots, more)
+	return fmt.Sprintf("The server computed %s while others waited: %s, computing several sequences in one batch (a sequence id each in llama_batch, and a KV cache with room for them).", at, more)
 }
 
 // queuedRequests: requests that waited for the server before it computed them.
@@ -58,7 +60,7 @@ func queuedRequests(p *summary.Process) (summary.Finding, bool) {
 		Advice: "Requests reached the server while it was computing others, and waited for it before their first decode. " + slotsAdvice(p, slots),
 		Evidence: []string{
 			fmt.Sprintf("%d requests waited %.1f s or more between reaching the server and their first decode, each for the request before it on its slot to finish: %.2f s on average, %.1f s in all; their first token came %.0f ms after their first decode, on average", r.Queued, summary.QueuedWait, wait, r.QueuedWait, 1e3*ttft),
-			fmt.Sprintf("the server computed at most %d sequences in one decode", slots),
+			fmt.Sprintf("the server computed at most %s in one decode", plural(slots, "sequence")),
 		},
 		Gain: &summary.Gain{Phase: "time to first token", Per: summary.PerRequest, From: 1e3 * (wait + ttft), To: 1e3 * ttft, Saved: r.QueuedWait,
 			Assumes: "a free slot for each request as it came; with more slots each decode carries more sequences, and their tokens come somewhat slower"},

@@ -64,6 +64,7 @@ const (
 	FlagKnown   = 4 // a Node of thread 0 whose NodeDetail came since the process last built a graph
 	FlagQueued  = 1 // a Copy a device queues with its work (cpy_tensor_async)
 	FlagClosed  = 1 // a Replied that is the connection's close, nothing sent
+	FlagFront   = 4 // a Received or Replied of the process's front (ollama serve), not its own
 
 	// On a DecodeEnter, what its batch leaves out.
 	BatchNoPos     = 8   // no positions: llama_decode placed the tokens itself

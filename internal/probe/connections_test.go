@@ -19,14 +19,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/sockets"
 )
 
 // A traced server's connections: Go's net/http (accept4, read, write, as Ollama's runners)
 // sends a record when each request arrives and one when it is answered, two requests on
 // one kept-alive connection; a socket read and written with recvfrom and sendto (as
 // cpp-httplib's) likewise, and its close unanswered says so. A file read, and the client
-// ends of the connections, send nothing. The kernel matrix runs this in each kernel it
-// boots.
+// ends of the connections, send nothing. As another's front, a connection accepted before
+// (found in /proc) sends its request as that one's. The kernel matrix runs this in each
+// kernel it boots.
 func TestE2EConnections(t *testing.T) {
 	k := probeKernel(t)
 	l, err := Load(LoadConfig{RingBufferSize: 1 << 20}, k, btf.NewCache())
@@ -140,5 +142,52 @@ func TestE2EConnections(t *testing.T) {
 		fmt.Sprintf("received %d", fd), fmt.Sprintf("replied %d", fd), fmt.Sprintf("received %d", fd), fmt.Sprintf("replied closed %d", fd)}
 	if !slices.Equal(got, want) {
 		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// This process as the front of another (ollama serve's for its runner): a request
+	// here, accepted before, is sent as the other's, flagged.
+	other := os.Getppid()
+	peer2, err := net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer2.Close()
+	before, err := raw.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.Close()
+	if err := Trace(&l.ProfinferMaps, pid, false); err != nil {
+		t.Fatal(err)
+	}
+	fds, err := sockets.Accepted("/proc", pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(Front(&l.ProfinferMaps, pid, other, true), Accepted(&l.ProfinferMaps, pid, fds)); err != nil {
+		t.Fatal(err)
+	}
+	defer Front(&l.ProfinferMaps, pid, other, false)
+	peer2.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	if _, err := before.Read(make([]byte, 64)); err != nil { // read(2), on a connection accepted before
+		t.Fatal(err)
+	}
+	before.Write([]byte("HTTP/1.1 200 OK\r\n\r\n"))
+	got = got[:0]
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+		if err := rd.ReadInto(&rec); err != nil {
+			continue
+		}
+		if err := events.Parse(rec.RawSample, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == events.Received || ev.Kind == events.Replied {
+			got = append(got, fmt.Sprintf("%s pid %d front %v", ev.Kind, ev.PID, ev.Flags&events.FlagFront != 0))
+		}
+	}
+	want = []string{fmt.Sprintf("received pid %d front true", other), fmt.Sprintf("replied pid %d front true", other)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("as a front: records %q, want %q", got, want)
 	}
 }

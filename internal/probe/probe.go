@@ -82,13 +82,47 @@ func Tracepoints(progs *bpf.ProfinferPrograms, l Layers) ([]link.Link, error) {
 func Trace(maps *bpf.ProfinferMaps, pid int, on bool) error {
 	key := uint32(pid)
 	if on {
-		return errors.Join(maps.Traced.Put(key, uint32(0)), maps.Lost.Put(key, uint64(0)))
+		return errors.Join(maps.Traced.Put(key, uint32(0)), maps.Lost.Put(key, uint64(0)),
+			maps.ConnOwners.Put(key, bpf.ProfinferConnOwner{Tgid: key}))
 	}
 	err := maps.Remember.Delete(key)
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
 		err = nil
 	}
-	return errors.Join(maps.Traced.Delete(key), maps.Lost.Delete(key), err)
+	return errors.Join(maps.Traced.Delete(key), maps.Lost.Delete(key), maps.ConnOwners.Delete(key), err)
+}
+
+// Front has the connections of process front, which takes requests and hands them to
+// traced process pid (ollama serve, to its runner), followed as pid's: a request's
+// arrival there is when its client sent it. Off, it stops where front still hands to pid.
+// A front traced itself keeps its own.
+func Front(maps *bpf.ProfinferMaps, front, pid int, on bool) error {
+	key := uint32(front)
+	var o bpf.ProfinferConnOwner
+	found := maps.ConnOwners.Lookup(key, &o) == nil
+	switch {
+	case on && found && o.Front == 0:
+		return nil
+	case on:
+		return maps.ConnOwners.Put(key, bpf.ProfinferConnOwner{Tgid: uint32(pid), Front: 1})
+	case found && o.Front == 1 && o.Tgid == uint32(pid):
+		return maps.ConnOwners.Delete(key)
+	}
+	return nil
+}
+
+// Accepted has the connections process pid accepted before profinfer came (fds) followed
+// as those it accepts from now on: their reads are known to be a client's, not a file's.
+// One followed already keeps its state.
+func Accepted(maps *bpf.ProfinferMaps, pid int, fds []int) error {
+	var errs []error
+	for _, fd := range fds {
+		err := maps.Conns.Update(bpf.ProfinferConnKey{Tgid: uint32(pid), Fd: uint32(fd)}, uint32(0), ebpf.UpdateNoExist)
+		if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Lost returns how many records of traced process pid were lost so far; 0 where it is

@@ -62,6 +62,7 @@ type inProc struct {
 	schedRead   bool       // a read of its scheduler was asked for
 	quotaWarned bool       // a failure to read its cgroup CPU quota was logged
 	cpus        cpus.Count // the CPUs it may run on, as last read
+	front       int        // the process whose connections are followed as its own (runtimes.Front), or 0
 	// reread says that it made a scheduler since: a new llama_context, which may have
 	// the address of one freed before, so its next decode's context is read again.
 	reread bool

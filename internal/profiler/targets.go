@@ -22,6 +22,7 @@ import (
 	"github.com/profinfer/profinfer/internal/runtimes"
 	"github.com/profinfer/profinfer/internal/signals"
 	"github.com/profinfer/profinfer/internal/simd"
+	"github.com/profinfer/profinfer/internal/sockets"
 	"github.com/profinfer/profinfer/internal/watch"
 )
 
@@ -79,6 +80,9 @@ func (p *Profiler) Trace(f *registry.Found) error {
 				_ = probe.Trace(&p.bpf.ProfinferMaps, pid, false)
 				return
 			}
+			if p.cfg.Layers.Connections {
+				in.front = p.followConnections(pid, runtimes.Front(f.Process))
+			}
 			// Traced, its threads' names come as they take them; those taken before
 			// are read here.
 			in.software = backends.Software("/proc", pid)
@@ -128,6 +132,32 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		zap.String("container", cmp.Or(f.Container, "none")), zap.Int("probes", probes), zap.Int("emulated", a.Emulated()),
 		zap.Bool("split_probes", splits))
 	return nil
+}
+
+// followConnections has the connections that process pid and its front (0 for none)
+// accepted before it was traced followed, and the front's connections followed as pid's,
+// and returns the front whose are.
+func (p *Profiler) followConnections(pid, front int) int {
+	maps := &p.bpf.ProfinferMaps
+	follow := func(of int) error {
+		fds, err := sockets.Accepted("/proc", of)
+		return errors.Join(err, probe.Accepted(maps, of, fds))
+	}
+	if err := follow(pid); err != nil {
+		p.log.Debug("connections made before it was traced not followed", zap.Int("pid", pid), zap.Error(err))
+	}
+	if front == 0 {
+		return 0
+	}
+	if err := probe.Front(maps, front, pid, true); err != nil {
+		p.log.Warn("its front's connections not followed: its requests' waits are what it saw itself", zap.Int("pid", pid),
+			zap.Int("front", front), zap.Error(err))
+		return 0
+	}
+	if err := follow(front); err != nil {
+		p.log.Debug("connections its front made before it was traced not followed", zap.Int("pid", pid), zap.Int("front", front), zap.Error(err))
+	}
+	return front
 }
 
 // buildSIMD is the SIMD proc's CPU backend was compiled for, read from its code once
@@ -280,6 +310,9 @@ func (p *Profiler) reap() {
 		in.acc.Forget(r.pid)
 		delete(in.procs, r.pid)
 		_ = probe.Trace(&p.bpf.ProfinferMaps, r.pid, false)
+		if t.front > 0 {
+			_ = probe.Front(&p.bpf.ProfinferMaps, t.front, r.pid, false)
+		}
 		in.effects = append(in.effects, effect{kind: gone, pid: r.pid})
 		p.log.Info(r.why, zap.Int("pid", r.pid))
 	}

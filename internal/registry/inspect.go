@@ -79,7 +79,8 @@ func (r *Registry) inspectGGML(pid int) (f *Found, mapped bool, err error) {
 		return nil, false, r.notGGML(pid)
 	}
 	// A runtime's process that computes no model is let be, after this look alone.
-	rp := runtimes.Process{Process: proc, Args: r.args(pid), Parent: r.parent(pid)}
+	rp := runtimes.Process{Process: proc, Args: r.args(pid)}
+	rp.Parent, rp.ParentPID = r.parent(pid)
 	rt, idle := runtimes.Of(rp)
 	if rt == nil {
 		return nil, false, fmt.Errorf("pid %d (%s) is %s: %w", pid, proc.Exe, idle, errIdle)
@@ -145,23 +146,23 @@ func (r *Registry) build(proc *discover.Process, mem io.ReaderAt) ggml.Build {
 	return b
 }
 
-// parent returns the executable of the process that started process pid; "" where it
-// cannot be read.
-func (r *Registry) parent(pid int) string {
+// parent returns the executable of the process that started process pid, and its pid;
+// "" and 0 where they cannot be read.
+func (r *Registry) parent(pid int) (exe string, ppid int) {
 	proc, err := r.fs.Proc(pid)
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	st, err := proc.Stat()
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	pp, err := r.fs.Proc(st.PPID)
 	if err != nil {
-		return ""
+		return "", st.PPID
 	}
-	exe, _ := discover.Executable(pp)
-	return exe
+	exe, _ = discover.Executable(pp)
+	return exe, st.PPID
 }
 
 // args returns the arguments of process pid; nil where they cannot be read.

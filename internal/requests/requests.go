@@ -133,10 +133,17 @@ type process struct {
 	ended    map[key]uint64   // the last decode of each sequence's latest ended request
 }
 
-// arrival is a request that reached the server on connection fd at ts, and was answered
-// (or its connection closed) at replied, 0 while it was not.
+// Conn is a connection requests reach a process by: a file descriptor of its own, or of
+// its front's (the process that hands it requests: ollama serve).
+type Conn struct {
+	FD    uint32
+	Front bool
+}
+
+// arrival is a request that reached the server on conn at ts, and was answered (or its
+// connection closed) at replied, 0 while it was not.
 type arrival struct {
-	fd          uint32
+	conn        Conn
 	ts, replied uint64
 }
 
@@ -251,24 +258,24 @@ func (t *Tracker) Step(d *assemble.Step, link Link, out []*Request) []*Request {
 	return out
 }
 
-// Arrive follows a request reaching process pid's server on connection fd at ts.
-func (t *Tracker) Arrive(pid, fd uint32, ts uint64) {
+// Arrive follows a request reaching process pid's server on conn at ts.
+func (t *Tracker) Arrive(pid uint32, conn Conn, ts uint64) {
 	p := t.proc(pid)
 	if len(p.arrivals) >= maxArrivals {
 		p.arrivals = slices.Delete(p.arrivals, 0, len(p.arrivals)-maxArrivals+1)
 	}
-	p.arrivals = append(p.arrivals, arrival{fd: fd, ts: ts})
+	p.arrivals = append(p.arrivals, arrival{conn: conn, ts: ts})
 }
 
-// Reply follows the server's answer on connection fd at ts (or its close): its request
-// is answered, and a request that starts after it is not that one.
-func (t *Tracker) Reply(pid, fd uint32, ts uint64) {
+// Reply follows the server's answer on conn at ts (or its close): its request is
+// answered, and a request that starts after it is not that one.
+func (t *Tracker) Reply(pid uint32, conn Conn, ts uint64) {
 	p := t.procs[pid]
 	if p == nil {
 		return
 	}
 	for i := len(p.arrivals) - 1; i >= 0; i-- {
-		if a := &p.arrivals[i]; a.fd == fd {
+		if a := &p.arrivals[i]; a.conn == conn {
 			if a.replied == 0 {
 				a.replied = ts
 			}
@@ -281,10 +288,12 @@ func (t *Tracker) Reply(pid, fd uint32, ts uint64) {
 // came before its first decode and was answered after it: requests that arrive together
 // are taken in whatever order the server's threads hand them on, so of those the one
 // answered nearest to r's start, first token or end is r's (a streamed answer begins at
-// the first, a whole one follows the last), else the oldest not yet answered. The
-// arrivals no open request can have (answered before every open one started) go with it.
+// the first, a whole one follows the last), else the oldest not yet answered. A front's
+// arrival comes before the process's own: the client sent the request there, and the
+// front may have held it (ollama serve, for a slot of its runner's). The arrivals no open
+// request can have (answered before every open one started) go with it.
 func (p *process) arrival(r *Request) uint64 {
-	best, bestD := -1, uint64(math.MaxUint64)
+	best, bestOwn, bestD := -1, true, uint64(math.MaxUint64)
 	for i, a := range p.arrivals {
 		if a.ts >= r.Start || (a.replied != 0 && a.replied < r.Start) {
 			continue
@@ -293,8 +302,9 @@ func (p *process) arrival(r *Request) uint64 {
 		if a.replied != 0 {
 			d = min(absDiff(a.replied, r.Start), absDiff(a.replied, r.FirstToken), absDiff(a.replied, r.End))
 		}
-		if d < bestD {
-			best, bestD = i, d
+		own := !a.conn.Front
+		if (bestOwn && !own) || (own == bestOwn && d < bestD) {
+			best, bestOwn, bestD = i, own, d
 		}
 	}
 	var at uint64

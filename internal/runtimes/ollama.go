@@ -24,6 +24,16 @@ func ollamaChild(p Process) bool {
 	return filepath.Base(p.Parent) == "ollama" || strings.Contains(p.Exe, "/lib/ollama/")
 }
 
+// Front is the process that takes the requests p computes from their clients and hands
+// them to p, 0 where p takes its own: ollama serve, for its runners. ollama serve holds a
+// request until its runner has a slot (OLLAMA_NUM_PARALLEL): the runner sees it only then.
+func Front(p Process) int {
+	if filepath.Base(p.Parent) == "ollama" {
+		return p.ParentPID
+	}
+	return 0
+}
+
 // ollamaIdle says why a process of Ollama's that maps GGML computes no model: "" for its
 // runners, which name their model (--model). The others are looked at and let be: the
 // server itself (before 0.30 GGML is in its executable), the device discovery it runs at

@@ -72,11 +72,12 @@ const (
 )
 
 // Process is what Of looks at: the process as discovery found it, its arguments, and the
-// executable of the process that started it.
+// executable and pid of the process that started it.
 type Process struct {
 	*discover.Process
-	Args   []string
-	Parent string
+	Args      []string
+	Parent    string
+	ParentPID int
 }
 
 // The runtimes, by what chooses them.
