@@ -5,11 +5,14 @@ package receiver
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/profinfer/profinfer/internal/advise"
 	"github.com/profinfer/profinfer/internal/testbench"
@@ -25,13 +28,21 @@ func TestE2ERequestsQueued(t *testing.T) {
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "out.pb")
 	cfg, _, prom := defaultConfig(t, out) // make run's: its findings reach the file and Prometheus
-	runCollector(t, ctx, cfg)
+	col := runCollector(t, ctx, cfg)
+	// The syscall hooks cost every syscall of the machine: attached only while a process
+	// is traced.
+	if n := syscallHooks(t, col.PID()); n != 0 {
+		t.Errorf("%d syscall hooks before any process was traced", n)
+	}
 	burst := func(slots int) int {
 		s, err := e.StartServer(ctx, e.Bin("llama-server"), "llama-1b-q4_0", 2, "-np", fmt.Sprint(slots))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Stop()
+		if n := syscallHooks(t, col.PID()); n != 2 {
+			t.Errorf("%d syscall hooks while llama-server is traced, want sys_enter and sys_exit", n)
+		}
 		var wg sync.WaitGroup
 		for i := range 4 {
 			wg.Add(1)
@@ -48,6 +59,12 @@ func TestE2ERequestsQueued(t *testing.T) {
 	one := burst(1)
 	four := burst(4)
 	settle(t, ctx, out)
+	for end := time.Now().Add(10 * time.Second); syscallHooks(t, col.PID()) != 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Errorf("%d syscall hooks 10 s after the last traced process ended", syscallHooks(t, col.PID()))
+			break
+		}
+	}
 	v := summarize(t, out)
 	advise.Annotate(v)
 
@@ -150,4 +167,38 @@ func TestE2EOllamaQueued(t *testing.T) {
 	if got.logged[int64(pid)]["requests-queued"] == "" {
 		t.Errorf("the pipeline's findings: %v", got.logged)
 	}
+}
+
+// syscallHooks counts the links of the programs named sys_enter and sys_exit that
+// process pid holds: the connections layer's, its own (another package's tests may hold
+// theirs meanwhile).
+func syscallHooks(t *testing.T, pid int) int {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		b, err := os.ReadFile(filepath.Join(dir, fd.Name()))
+		if err != nil || !strings.Contains(string(b), "link_type:") {
+			continue
+		}
+		var id uint32
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "prog_id:"); ok {
+				fmt.Sscan(strings.TrimSpace(v), &id)
+			}
+		}
+		prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+		if err != nil {
+			continue
+		}
+		if pi, err := prog.Info(); err == nil && (pi.Name == "sys_enter" || pi.Name == "sys_exit") {
+			n++
+		}
+		prog.Close()
+	}
+	return n
 }

@@ -36,11 +36,11 @@ func TestE2EConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	links, err := Tracepoints(&l.ProfinferPrograms, Layers{Connections: true})
+	links, err := AttachConnections(&l.ProfinferPrograms)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeAll(links)
+	defer links.Close()
 	rd, err := ringbuf.NewReader(l.Events)
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ type Layers struct {
 	Barriers    bool // with the node probes, ggml_barrier: per-thread busy time
 	Scheduler   bool // sched_switch and sched_wakeup, for the traced processes' threads
 	Counters    bool // with the node probes, each thread's graph exit: perf counters per node
-	Connections bool // the socket syscalls: when each request reached a server, and its answer
+	Connections bool // the socket syscalls: when each request reached a server, and its answer (AttachConnections)
 }
 
 // PrepareMulti makes spec's uprobe programs uprobe_multi programs, for kernels with
@@ -44,13 +44,8 @@ func PrepareMulti(spec *ebpf.CollectionSpec) {
 // process; the processes are chosen by Trace. Runtime: the names threads take, for a
 // device that runs in threads of the process's own (lavapipe's). Scheduler: sched_switch
 // and sched_wakeup. Counters: thread starts, so that a new thread's counters open before
-// it computes. Connections: every syscall's entry and exit, which the programs leave at
-// once unless it is a traced process's receive, send, accept or close.
+// it computes. Connections are attached apart (AttachConnections).
 func Tracepoints(progs *bpf.ProfinferPrograms, l Layers) ([]link.Link, error) {
-	type tracepoint struct {
-		name string
-		prog *ebpf.Program
-	}
 	var want []tracepoint
 	if l.Runtime {
 		want = append(want, tracepoint{"task_rename", progs.ThreadName})
@@ -61,9 +56,15 @@ func Tracepoints(progs *bpf.ProfinferPrograms, l Layers) ([]link.Link, error) {
 	if l.Counters {
 		want = append(want, tracepoint{"sched_process_fork", progs.ThreadStart})
 	}
-	if l.Connections {
-		want = append(want, tracepoint{"sys_enter", progs.SysEnter}, tracepoint{"sys_exit", progs.SysExit})
-	}
+	return attachTracing(want)
+}
+
+type tracepoint struct {
+	name string
+	prog *ebpf.Program
+}
+
+func attachTracing(want []tracepoint) ([]link.Link, error) {
 	var links []link.Link
 	for _, tp := range want {
 		lk, err := link.AttachTracing(link.TracingOptions{Program: tp.prog})
@@ -74,6 +75,20 @@ func Tracepoints(progs *bpf.ProfinferPrograms, l Layers) ([]link.Link, error) {
 		links = append(links, lk)
 	}
 	return links, nil
+}
+
+// AttachConnections attaches the connections layer: every syscall's entry and exit, which
+// the programs leave at once unless it is a followed process's receive, send, accept or
+// close. Enabled, the syscall tracepoints take every thread of the machine through the
+// kernel's slower syscall path (some 130 ns a syscall here): the caller keeps them only
+// while it traces a process.
+func AttachConnections(progs *bpf.ProfinferPrograms) (Links, error) {
+	links, err := attachTracing([]tracepoint{{"sys_enter", progs.SysEnter}, {"sys_exit", progs.SysExit}})
+	out := make(Links, len(links))
+	for i, l := range links {
+		out[i] = l
+	}
+	return out, err
 }
 
 // Trace adds process pid to the traced processes, whose lasting probes report (see

@@ -25,6 +25,10 @@ type controller struct {
 	pool    *probe.Pool // the lasting probes, placed once per file; safe for any goroutine
 	windows *window.Scheduler
 	search  time.Time // when to look for model files next; zero: none is missing
+	// conns is the connections layer, attached while a process is traced: it costs
+	// every syscall of the machine.
+	conns      probe.Links
+	connsError bool // a failure to attach it was logged
 }
 
 // ctlProc is a traced process as the controller knows it.
@@ -159,10 +163,32 @@ func (p *Profiler) act(e effect) {
 		}
 	case gone:
 		delete(c.procs, e.pid)
+		if len(c.procs) == 0 && c.conns != nil {
+			p.closeLater(c.conns)
+			c.conns = nil
+		}
 		c.windows.Remove(e.pid)
 		p.closeLater(t.attachment)
 		p.sweepPool()
 	}
+}
+
+// followConnections attaches the connections layer, if it is on and not attached: on the
+// controller, as a process is traced.
+func (p *Profiler) followConnections() {
+	c := p.ctl
+	if c.conns != nil || !p.cfg.Layers.Connections || !p.cfg.Layers.Application {
+		return
+	}
+	l, err := probe.AttachConnections(&p.bpf.ProfinferPrograms)
+	if err != nil {
+		if !c.connsError {
+			p.log.Warn("the connections layer not attached: requests have no wait before their first decode", zap.Error(err))
+			c.connsError = true
+		}
+		return
+	}
+	c.conns = l
 }
 
 // shown is what the controller last published for the metrics.

@@ -205,9 +205,7 @@ func (p *Profiler) load(types *btf.Cache) error {
 			return fmt.Errorf("profinfer: %w", err)
 		}
 	}
-	// A request's arrival is matched to its decodes: without them it says nothing.
-	layers := probe.Layers{Runtime: p.cfg.Layers.Runtime, Scheduler: p.cfg.Layers.Scheduler, Counters: p.cfg.Layers.Counters,
-		Connections: p.cfg.Layers.Connections && p.cfg.Layers.Application}
+	layers := probe.Layers{Runtime: p.cfg.Layers.Runtime, Scheduler: p.cfg.Layers.Scheduler, Counters: p.cfg.Layers.Counters}
 	if p.tps, err = probe.Tracepoints(&l.ProfinferPrograms, layers); err != nil {
 		p.close()
 		return fmt.Errorf("profinfer: %w", err)
@@ -322,6 +320,9 @@ func (p *Profiler) close() {
 		for pid, t := range c.procs {
 			t.attachment.Close()
 			delete(c.procs, pid)
+		}
+		if c.conns != nil {
+			c.conns.Close()
 		}
 		c.pool.Close()
 		p.shown.Store(&shown{})

@@ -81,7 +81,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 				return
 			}
 			if p.cfg.Layers.Connections {
-				in.front = p.followConnections(pid, runtimes.Front(f.Process))
+				in.front = p.followAccepted(pid, runtimes.Front(f.Process))
 			}
 			// Traced, its threads' names come as they take them; those taken before
 			// are read here.
@@ -98,6 +98,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 			delete(c.procs, pid)
 			return
 		}
+		p.followConnections()
 		switch {
 		case !p.cfg.Layers.Runtime:
 		case p.cfg.Nodes.Mode == NodesSampled:
@@ -134,10 +135,10 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	return nil
 }
 
-// followConnections has the connections that process pid and its front (0 for none)
+// followAccepted has the connections that process pid and its front (0 for none)
 // accepted before it was traced followed, and the front's connections followed as pid's,
 // and returns the front whose are.
-func (p *Profiler) followConnections(pid, front int) int {
+func (p *Profiler) followAccepted(pid, front int) int {
 	maps := &p.bpf.ProfinferMaps
 	follow := func(of int) error {
 		fds, err := sockets.Accepted("/proc", of)
