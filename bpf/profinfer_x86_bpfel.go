@@ -152,6 +152,12 @@ type ProfinferLabelSlot struct {
 	Label uint64
 }
 
+type ProfinferPortKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Port uint32
+}
+
 type ProfinferSeqTokens struct {
 	_            structs.HostLayout
 	Seq          int32
@@ -172,6 +178,12 @@ type ProfinferSlot struct {
 	Pad       uint32
 	WalkedAt  uint64
 	LeastWork uint64
+}
+
+type ProfinferSockConn struct {
+	_     structs.HostLayout
+	Owner ProfinferConnOwner
+	State uint32
 }
 
 type ProfinferSplitSlot struct {
@@ -217,9 +229,11 @@ const (
 	ProfinferMapDrops                     = "drops"
 	ProfinferMapEvents                    = "events"
 	ProfinferMapLabelSlots                = "label_slots"
+	ProfinferMapListening                 = "listening"
 	ProfinferMapLost                      = "lost"
 	ProfinferMapRemember                  = "remember"
 	ProfinferMapSlots                     = "slots"
+	ProfinferMapSockConns                 = "sock_conns"
 	ProfinferMapSplitSlots                = "split_slots"
 	ProfinferMapThreads                   = "threads"
 	ProfinferMapTraced                    = "traced"
@@ -251,6 +265,9 @@ const (
 	ProfinferProgSchedWakeup              = "sched_wakeup"
 	ProfinferProgSeqClear                 = "seq_clear"
 	ProfinferProgSeqRm                    = "seq_rm"
+	ProfinferProgSockRecv                 = "sock_recv"
+	ProfinferProgSockSend                 = "sock_send"
+	ProfinferProgSockState                = "sock_state"
 	ProfinferProgSplitEnter               = "split_enter"
 	ProfinferProgSplitExit                = "split_exit"
 	ProfinferProgSplitExitBounded         = "split_exit_bounded"
@@ -369,6 +386,9 @@ type ProfinferProgramSpecs struct {
 	SchedWakeup              *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
 	SeqClear                 *ebpf.ProgramSpec `ebpf:"seq_clear"`
 	SeqRm                    *ebpf.ProgramSpec `ebpf:"seq_rm"`
+	SockRecv                 *ebpf.ProgramSpec `ebpf:"sock_recv"`
+	SockSend                 *ebpf.ProgramSpec `ebpf:"sock_send"`
+	SockState                *ebpf.ProgramSpec `ebpf:"sock_state"`
 	SplitEnter               *ebpf.ProgramSpec `ebpf:"split_enter"`
 	SplitExit                *ebpf.ProgramSpec `ebpf:"split_exit"`
 	SplitExitBounded         *ebpf.ProgramSpec `ebpf:"split_exit_bounded"`
@@ -399,9 +419,11 @@ type ProfinferMapSpecs struct {
 	Drops        *ebpf.MapSpec `ebpf:"drops"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	LabelSlots   *ebpf.MapSpec `ebpf:"label_slots"`
+	Listening    *ebpf.MapSpec `ebpf:"listening"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	Remember     *ebpf.MapSpec `ebpf:"remember"`
 	Slots        *ebpf.MapSpec `ebpf:"slots"`
+	SockConns    *ebpf.MapSpec `ebpf:"sock_conns"`
 	SplitSlots   *ebpf.MapSpec `ebpf:"split_slots"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
@@ -477,9 +499,11 @@ type ProfinferMaps struct {
 	Drops        *ebpf.Map `ebpf:"drops"`
 	Events       *ebpf.Map `ebpf:"events"`
 	LabelSlots   *ebpf.Map `ebpf:"label_slots"`
+	Listening    *ebpf.Map `ebpf:"listening"`
 	Lost         *ebpf.Map `ebpf:"lost"`
 	Remember     *ebpf.Map `ebpf:"remember"`
 	Slots        *ebpf.Map `ebpf:"slots"`
+	SockConns    *ebpf.Map `ebpf:"sock_conns"`
 	SplitSlots   *ebpf.Map `ebpf:"split_slots"`
 	Threads      *ebpf.Map `ebpf:"threads"`
 	Traced       *ebpf.Map `ebpf:"traced"`
@@ -498,9 +522,11 @@ func (m *ProfinferMaps) Close() error {
 		m.Drops,
 		m.Events,
 		m.LabelSlots,
+		m.Listening,
 		m.Lost,
 		m.Remember,
 		m.Slots,
+		m.SockConns,
 		m.SplitSlots,
 		m.Threads,
 		m.Traced,
@@ -578,6 +604,9 @@ type ProfinferPrograms struct {
 	SchedWakeup              *ebpf.Program `ebpf:"sched_wakeup"`
 	SeqClear                 *ebpf.Program `ebpf:"seq_clear"`
 	SeqRm                    *ebpf.Program `ebpf:"seq_rm"`
+	SockRecv                 *ebpf.Program `ebpf:"sock_recv"`
+	SockSend                 *ebpf.Program `ebpf:"sock_send"`
+	SockState                *ebpf.Program `ebpf:"sock_state"`
 	SplitEnter               *ebpf.Program `ebpf:"split_enter"`
 	SplitExit                *ebpf.Program `ebpf:"split_exit"`
 	SplitExitBounded         *ebpf.Program `ebpf:"split_exit_bounded"`
@@ -623,6 +652,9 @@ func (p *ProfinferPrograms) Close() error {
 		p.SchedWakeup,
 		p.SeqClear,
 		p.SeqRm,
+		p.SockRecv,
+		p.SockSend,
+		p.SockState,
 		p.SplitEnter,
 		p.SplitExit,
 		p.SplitExitBounded,

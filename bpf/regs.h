@@ -64,5 +64,14 @@ struct task_struct {
 	unsigned long maj_flt; /* major page faults */
 } __attribute__((preserve_access_index));
 
+/* A socket, as the socket tracepoints give it: its local port. */
+struct sock_common {
+	unsigned short skc_num;
+} __attribute__((preserve_access_index));
+
+struct sock {
+	struct sock_common __sk_common;
+} __attribute__((preserve_access_index));
+
 /* bpf_tracing.h reads pt_regs by kernel field names when this is defined. */
 #define __VMLINUX_H__

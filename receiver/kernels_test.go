@@ -26,8 +26,8 @@ import (
 // degradations are the warnings each kernel of the matrix must print at start, once,
 // and no other kernel may: what it lacks, found by probing its features.
 var degradations = map[string][]string{
-	"5.10": {"no bpf_loop (Linux 5.17)", "no uprobe_multi links (Linux 6.6)"},
-	"6.1":  {"no uprobe_multi links (Linux 6.6)"},
+	"5.10": {"no bpf_loop (Linux 5.17)", "no socket tracepoints (Linux 6.5)", "no uprobe_multi links (Linux 6.6)"},
+	"6.1":  {"no socket tracepoints (Linux 6.5)", "no uprobe_multi links (Linux 6.6)"},
 	"6.12": nil,
 }
 

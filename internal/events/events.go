@@ -145,8 +145,9 @@ func (e *Event) Context() uint64 { return e.b }
 // Result is the return value at DecodeExit, GraphExit and SplitExit.
 func (e *Event) Result() int { return int(int32(e.a)) }
 
-// FD is the connection of a Received or Replied, a file descriptor of its process.
-func (e *Event) FD() uint32 { return uint32(e.a) }
+// Conn is the connection of a Received or Replied: a file descriptor of the process (or
+// its front), or the kernel's struct sock, by the programs that saw it.
+func (e *Event) Conn() uint64 { return e.a }
 
 // Lost is, at DecodeExit and GraphExit, how many records the process lost so far.
 func (e *Event) Lost() uint64 { return e.b }

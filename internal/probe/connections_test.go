@@ -27,16 +27,28 @@ import (
 // one kept-alive connection; a socket read and written with recvfrom and sendto (as
 // cpp-httplib's) likewise, and its close unanswered says so. A file read, and the client
 // ends of the connections, send nothing. As another's front, a connection accepted before
-// (found in /proc) sends its request as that one's. The kernel matrix runs this in each
-// kernel it boots.
+// (found in /proc) sends its request as that one's. Both sets of programs: the socket
+// tracepoints', and the syscalls' that stand in for them where a kernel has none. The
+// kernel matrix runs this in each kernel it boots.
 func TestE2EConnections(t *testing.T) {
+	t.Run("sockets", func(t *testing.T) {
+		if !probeKernel(t).SockLength {
+			t.Logf("Linux %s has no socket tracepoints: the syscalls' stand in", release())
+			return
+		}
+		connections(t, ConnSockets)
+	})
+	t.Run("syscalls", func(t *testing.T) { connections(t, ConnSyscalls) })
+}
+
+func connections(t *testing.T, set []string) {
 	k := probeKernel(t)
 	l, err := Load(LoadConfig{RingBufferSize: 1 << 20}, k, btf.NewCache())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	links, err := AttachConnections(&l.ProfinferPrograms)
+	links, err := l.Programs.AttachSet(set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +121,11 @@ func TestE2EConnections(t *testing.T) {
 	recv()
 	f.Close()
 
+	peer.Close() // TCP closes the connection once both ends have
 	var got []string
 	var rec ringbuf.Record
 	var ev events.Event
+	conns := map[uint64]string{} // the connections in the order they came: a, b
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 		rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
 		err := rd.ReadInto(&rec)
@@ -131,15 +145,13 @@ func TestE2EConnections(t *testing.T) {
 		if ev.Flags&events.FlagClosed != 0 {
 			s += " closed"
 		}
-		got = append(got, fmt.Sprintf("%s %d", s, ev.FD()))
+		if conns[ev.Conn()] == "" {
+			conns[ev.Conn()] = string(rune('a' + len(conns)))
+		}
+		got = append(got, s+" "+conns[ev.Conn()])
 	}
-	// net/http's connection first, its fd whichever it was given.
-	var httpFD uint32
-	if len(got) > 0 {
-		fmt.Sscanf(got[0], "received %d", &httpFD)
-	}
-	want := []string{fmt.Sprintf("received %d", httpFD), fmt.Sprintf("replied %d", httpFD), fmt.Sprintf("received %d", httpFD), fmt.Sprintf("replied %d", httpFD),
-		fmt.Sprintf("received %d", fd), fmt.Sprintf("replied %d", fd), fmt.Sprintf("received %d", fd), fmt.Sprintf("replied closed %d", fd)}
+	// net/http's connection (a), then the one read with recvfrom (b).
+	want := []string{"received a", "replied a", "received a", "replied a", "received b", "replied b", "received b", "replied closed b"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -160,11 +172,11 @@ func TestE2EConnections(t *testing.T) {
 	if err := Trace(&l.ProfinferMaps, pid, false); err != nil {
 		t.Fatal(err)
 	}
-	fds, err := sockets.Accepted("/proc", pid)
+	served, err := sockets.Read("/proc", pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := errors.Join(Front(&l.ProfinferMaps, pid, other, true), Accepted(&l.ProfinferMaps, pid, fds)); err != nil {
+	if err := errors.Join(Front(&l.ProfinferMaps, pid, other, true), Serving(&l.ProfinferMaps, pid, served.Ports, served.Accepted)); err != nil {
 		t.Fatal(err)
 	}
 	defer Front(&l.ProfinferMaps, pid, other, false)

@@ -23,6 +23,9 @@ type Kernel struct {
 	Loop        bool // bpf_loop (Linux 5.17): a decode's whole batch is summed, and a start verifies less
 	PrevState   bool // sched_switch's prev_state argument (5.18)
 	UprobeMulti bool // uprobe_multi links (6.6): windows open and close without stalling the target
+	// SockLength: the socket layer's sock_recv_length and sock_send_length tracepoints
+	// (6.5), which the connections layer uses in place of every syscall's.
+	SockLength bool
 
 	memlock error // why RLIMIT_MEMLOCK, which kernels before 5.11 charge maps to, could not be raised
 }
@@ -79,6 +82,7 @@ func ProbeKernel(types *btf.Cache) (Kernel, error) {
 		return k, fmt.Errorf("probing the kernel for uprobe_multi links: %w", err)
 	}
 	k.PrevState = tracepointArgs(kernelBTF, "sched_switch") >= 4
+	k.SockLength = tracepointArgs(kernelBTF, "sock_recv_length") >= 0 && tracepointArgs(kernelBTF, "sock_send_length") >= 0
 	return k, nil
 }
 
@@ -119,6 +123,10 @@ func (k Kernel) Degraded() []string {
 		d = append(d, fmt.Sprintf("no bpf_loop (Linux 5.17): a decode's batch is summed per sequence from its first %d tokens; "+
 			"a longer batch's spans say llama.batch.partial and its requests count fewer prompt tokens; "+
 			"a GPU split's nodes are not read, nor ggml-vulkan's perf logger's times", BoundedBatch))
+	}
+	if !k.SockLength {
+		d = append(d, "no socket tracepoints (Linux 6.5): the connections layer follows a server's requests on the raw syscall tracepoints, "+
+			"which slow every syscall of the machine (some 130 ns each) while a process is traced; layers.connections: false turns it off")
 	}
 	if !k.UprobeMulti {
 		d = append(d, "no uprobe_multi links (Linux 6.6): node probes are perf-event uprobes, and attaching or detaching them "+

@@ -23,7 +23,7 @@ type Layers struct {
 	Barriers    bool // with the node probes, ggml_barrier: per-thread busy time
 	Scheduler   bool // sched_switch and sched_wakeup, for the traced processes' threads
 	Counters    bool // with the node probes, each thread's graph exit: perf counters per node
-	Connections bool // the socket syscalls: when each request reached a server, and its answer (AttachConnections)
+	Connections bool // the socket syscalls: when each request reached a server, and its answer (Loaded.AttachConnections)
 }
 
 // PrepareMulti makes spec's uprobe programs uprobe_multi programs, for kernels with
@@ -44,7 +44,7 @@ func PrepareMulti(spec *ebpf.CollectionSpec) {
 // process; the processes are chosen by Trace. Runtime: the names threads take, for a
 // device that runs in threads of the process's own (lavapipe's). Scheduler: sched_switch
 // and sched_wakeup. Counters: thread starts, so that a new thread's counters open before
-// it computes. Connections are attached apart (AttachConnections).
+// it computes. Connections are attached apart (Loaded.AttachConnections).
 func Tracepoints(progs *bpf.ProfinferPrograms, l Layers) ([]link.Link, error) {
 	var want []tracepoint
 	if l.Runtime {
@@ -75,20 +75,6 @@ func attachTracing(want []tracepoint) ([]link.Link, error) {
 		links = append(links, lk)
 	}
 	return links, nil
-}
-
-// AttachConnections attaches the connections layer: every syscall's entry and exit, which
-// the programs leave at once unless it is a followed process's receive, send, accept or
-// close. Enabled, the syscall tracepoints take every thread of the machine through the
-// kernel's slower syscall path (some 130 ns a syscall here): the caller keeps them only
-// while it traces a process.
-func AttachConnections(progs *bpf.ProfinferPrograms) (Links, error) {
-	links, err := attachTracing([]tracepoint{{"sys_enter", progs.SysEnter}, {"sys_exit", progs.SysExit}})
-	out := make(Links, len(links))
-	for i, l := range links {
-		out[i] = l
-	}
-	return out, err
 }
 
 // Trace adds process pid to the traced processes, whose lasting probes report (see
@@ -126,16 +112,22 @@ func Front(maps *bpf.ProfinferMaps, front, pid int, on bool) error {
 	return nil
 }
 
-// Accepted has the connections process pid accepted before profinfer came (fds) followed
-// as those it accepts from now on: their reads are known to be a client's, not a file's.
-// One followed already keeps its state.
-func Accepted(maps *bpf.ProfinferMaps, pid int, fds []int) error {
+// Serving has what process pid served on before profinfer came followed as what it
+// serves on from now on: the ports it listens on, and its connections accepted on them
+// (fds), whose reads are known to be a client's, not a file's. One followed already
+// keeps its state.
+func Serving(maps *bpf.ProfinferMaps, pid int, ports, fds []int) error {
 	var errs []error
-	for _, fd := range fds {
-		err := maps.Conns.Update(bpf.ProfinferConnKey{Tgid: uint32(pid), Fd: uint32(fd)}, uint32(0), ebpf.UpdateNoExist)
+	keep := func(err error) {
 		if err != nil && !errors.Is(err, ebpf.ErrKeyExist) {
 			errs = append(errs, err)
 		}
+	}
+	for _, port := range ports {
+		keep(maps.Listening.Update(bpf.ProfinferPortKey{Tgid: uint32(pid), Port: uint32(port)}, uint8(1), ebpf.UpdateAny))
+	}
+	for _, fd := range fds {
+		keep(maps.Conns.Update(bpf.ProfinferConnKey{Tgid: uint32(pid), Fd: uint32(fd)}, uint32(0), ebpf.UpdateNoExist))
 	}
 	return errors.Join(errs...)
 }

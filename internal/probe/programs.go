@@ -94,6 +94,11 @@ func (p *Programs) load(l ggml.Layout, types *btf.Cache) (*bpf.ProfinferPrograms
 // field holds its fallback where the kernel runs that instead.
 func loadPrograms(spec *ebpf.CollectionSpec, k Kernel, maps map[string]*ebpf.Map, types *btf.Cache) (*bpf.ProfinferPrograms, error) {
 	instead := map[string]string{}
+	for name := range spec.Programs {
+		if connProgram(name) { // loaded apart, as they are attached
+			delete(spec.Programs, name)
+		}
+	}
 	for _, v := range variants {
 		run, drop := v.program, v.fallback
 		if !v.runs(k) {

@@ -180,7 +180,7 @@ func (p *Profiler) followConnections() {
 	if c.conns != nil || !p.cfg.Layers.Connections || !p.cfg.Layers.Application {
 		return
 	}
-	l, err := probe.AttachConnections(&p.bpf.ProfinferPrograms)
+	l, err := p.bpf.AttachConnections()
 	if err != nil {
 		if !c.connsError {
 			p.log.Warn("the connections layer not attached: requests have no wait before their first decode", zap.Error(err))

@@ -158,9 +158,9 @@ func (in *ingest) dispatch(ev *events.Event) {
 		in.reqs.Remove(ev.PID, ev.TS, seq, p0, p1)
 		a.SeqRemoved(ev.PID, seq, p0, p1)
 	case events.Received:
-		in.reqs.Arrive(ev.PID, requests.Conn{FD: ev.FD(), Front: ev.Flags&events.FlagFront != 0}, ev.TS)
+		in.reqs.Arrive(ev.PID, requests.Conn{ID: ev.Conn(), Front: ev.Flags&events.FlagFront != 0}, ev.TS)
 	case events.Replied:
-		in.reqs.Reply(ev.PID, requests.Conn{FD: ev.FD(), Front: ev.Flags&events.FlagFront != 0}, ev.TS)
+		in.reqs.Reply(ev.PID, requests.Conn{ID: ev.Conn(), Front: ev.Flags&events.FlagFront != 0}, ev.TS)
 	case events.StepEnter:
 		if tr.runtime.Steps {
 			if !tr.schedSeen {

@@ -135,14 +135,14 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	return nil
 }
 
-// followAccepted has the connections that process pid and its front (0 for none)
-// accepted before it was traced followed, and the front's connections followed as pid's,
-// and returns the front whose are.
+// followAccepted has what process pid and its front (0 for none) served on before it
+// was traced followed (ports, accepted connections), and the front's connections followed
+// as pid's, and returns the front whose are.
 func (p *Profiler) followAccepted(pid, front int) int {
 	maps := &p.bpf.ProfinferMaps
 	follow := func(of int) error {
-		fds, err := sockets.Accepted("/proc", of)
-		return errors.Join(err, probe.Accepted(maps, of, fds))
+		srv, err := sockets.Read("/proc", of)
+		return errors.Join(err, probe.Serving(maps, of, srv.Ports, srv.Accepted))
 	}
 	if err := follow(pid); err != nil {
 		p.log.Debug("connections made before it was traced not followed", zap.Int("pid", pid), zap.Error(err))

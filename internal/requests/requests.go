@@ -133,10 +133,10 @@ type process struct {
 	ended    map[key]uint64   // the last decode of each sequence's latest ended request
 }
 
-// Conn is a connection requests reach a process by: a file descriptor of its own, or of
-// its front's (the process that hands it requests: ollama serve).
+// Conn is a connection requests reach a process by, its own or its front's (the process
+// that hands it requests: ollama serve): ID tells it from the others open at once.
 type Conn struct {
-	FD    uint32
+	ID    uint64
 	Front bool
 }
 

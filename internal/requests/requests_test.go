@@ -251,18 +251,18 @@ func TestPrefixOverDecodes(t *testing.T) {
 func TestArrivals(t *testing.T) {
 	f := &feed{t: New(1000 * ms)}
 	f.now = 1000 * ms
-	f.t.Arrive(1, Conn{FD: 9}, 100*ms) // a health check, answered at once
-	f.t.Reply(1, Conn{FD: 9}, 101*ms)
-	f.t.Arrive(1, Conn{FD: 12}, 200*ms) // a client that hung up before its turn
-	f.t.Reply(1, Conn{FD: 12}, 300*ms)
-	for i, fd := range []uint32{10, 11, 13, 14} {
-		f.t.Arrive(1, Conn{FD: fd}, uint64(400+i)*ms)
+	f.t.Arrive(1, Conn{ID: 9}, 100*ms) // a health check, answered at once
+	f.t.Reply(1, Conn{ID: 9}, 101*ms)
+	f.t.Arrive(1, Conn{ID: 12}, 200*ms) // a client that hung up before its turn
+	f.t.Reply(1, Conn{ID: 12}, 300*ms)
+	for i, fd := range []uint64{10, 11, 13, 14} {
+		f.t.Arrive(1, Conn{ID: fd}, uint64(400+i)*ms)
 	}
 	for i := range int32(4) {
 		f.t.Remove(1, f.now, 0, 0, -1)
 		f.decode(100, prompt(0, 0, 20))
 		f.decode(10, gen(0, 20))
-		f.t.Reply(1, Conn{FD: []uint32{10, 11, 13, 14}[i]}, f.now)
+		f.t.Reply(1, Conn{ID: []uint64{10, 11, 13, 14}[i]}, f.now)
 	}
 	f.out = f.t.End(1, Exited, f.out)
 	if len(f.out) != 4 {
@@ -285,15 +285,15 @@ func TestArrivals(t *testing.T) {
 	// server's threads hand them on as each has read its request), each answered as it
 	// ends: each request has its own.
 	o := &feed{t: New(1000 * ms), now: 1000 * ms}
-	for i, fd := range []uint32{4, 5, 6, 7} {
-		o.t.Arrive(1, Conn{FD: fd}, 900*ms+uint64(i)*ms/4)
+	for i, fd := range []uint64{4, 5, 6, 7} {
+		o.t.Arrive(1, Conn{ID: fd}, 900*ms+uint64(i)*ms/4)
 	}
-	served := []uint32{5, 7, 4, 6}
+	served := []uint64{5, 7, 4, 6}
 	for _, fd := range served {
 		o.t.Remove(1, o.now, 0, 0, -1)
 		o.decode(100, prompt(0, 0, 20))
 		o.decode(10, gen(0, 20))
-		o.t.Reply(1, Conn{FD: fd}, o.now)
+		o.t.Reply(1, Conn{ID: fd}, o.now)
 	}
 	o.out = o.t.End(1, Exited, o.out)
 	for i, r := range o.out {
@@ -305,16 +305,16 @@ func TestArrivals(t *testing.T) {
 	// then hands it on; its arrival at the front is when its client sent it, though the
 	// runner's own connection (fd 5 of its, fd 5 of the front's too) saw it later.
 	fr := &feed{t: New(1000 * ms), now: 1000 * ms}
-	front := func(fd uint32) Conn { return Conn{FD: fd, Front: true} }
+	front := func(fd uint64) Conn { return Conn{ID: fd, Front: true} }
 	fr.t.Arrive(1, front(5), 900*ms)
 	fr.t.Arrive(1, front(6), 901*ms)
 	for i := range 2 {
-		fr.t.Arrive(1, Conn{FD: 5}, fr.now-ms)
+		fr.t.Arrive(1, Conn{ID: 5}, fr.now-ms)
 		fr.t.Remove(1, fr.now, 0, 0, -1)
 		fr.decode(100, prompt(0, 0, 20))
 		fr.decode(10, gen(0, 20))
-		fr.t.Reply(1, Conn{FD: 5}, fr.now)
-		fr.t.Reply(1, front(uint32(5+i)), fr.now+ms)
+		fr.t.Reply(1, Conn{ID: 5}, fr.now)
+		fr.t.Reply(1, front(uint64(5+i)), fr.now+ms)
 	}
 	fr.out = fr.t.End(1, Exited, fr.out)
 	if len(fr.out) != 2 || fr.out[0].Arrived != 900*ms || fr.out[1].Arrived != 901*ms || fr.out[0].Queued || !fr.out[1].Queued {
@@ -325,8 +325,8 @@ func TestArrivals(t *testing.T) {
 	// Two slots, two requests at once: the second waits for the first's prompt to be
 	// computed, not for a slot.
 	b := &feed{t: New(1000 * ms), now: 1000 * ms}
-	b.t.Arrive(1, Conn{FD: 10}, 900*ms)
-	b.t.Arrive(1, Conn{FD: 11}, 901*ms)
+	b.t.Arrive(1, Conn{ID: 10}, 900*ms)
+	b.t.Arrive(1, Conn{ID: 11}, 901*ms)
 	b.decode(150, prompt(0, 0, 20))
 	b.decode(150, gen(0, 20), prompt(1, 0, 20))
 	b.out = b.t.End(1, Exited, b.out)
@@ -338,7 +338,7 @@ func TestArrivals(t *testing.T) {
 	// No arrival known: no wait, and arrivals are bounded.
 	g := &feed{t: New(1000 * ms)}
 	for i := range 3 * maxArrivals {
-		g.t.Arrive(1, Conn{FD: uint32(i)}, uint64(i))
+		g.t.Arrive(1, Conn{ID: uint64(i)}, uint64(i))
 	}
 	if n := len(g.t.procs[1].arrivals); n != maxArrivals {
 		t.Errorf("%d arrivals kept, want %d", n, maxArrivals)

@@ -1,6 +1,6 @@
-// Package sockets reads from /proc which of a process's file descriptors are TCP
-// connections it accepted: those a server holds for its clients, as opposed to those it
-// opened to others, and its files.
+// Package sockets reads from /proc the TCP ports a process listens on, and which of its
+// file descriptors are connections it accepted on them: those a server holds for its
+// clients, as opposed to those it opened to others, and its files.
 package sockets
 
 import (
@@ -19,21 +19,28 @@ const (
 	listening   = 0x0a
 )
 
-// Accepted returns the file descriptors of process pid (under procRoot, /proc) that are
-// established TCP connections on a port it listens on: connections its clients made to
-// it. A connection it made to a port it also listens on is counted too; a server does not.
-func Accepted(procRoot string, pid int) ([]int, error) {
+// Server is what a process serves on: the TCP ports it listens on, and the file
+// descriptors of the established connections on them (its clients'; a connection it made
+// to a port it also listens on among them, which a server does not make).
+type Server struct {
+	Ports    []int
+	Accepted []int
+}
+
+// Read reads process pid's server sockets, under procRoot (/proc).
+func Read(procRoot string, pid int) (Server, error) {
+	var out Server
 	proc, err := procfs.NewFS(procRoot)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	p, err := proc.Proc(pid)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	fds, err := p.FileDescriptors()
 	if err != nil {
-		return nil, fmt.Errorf("pid %d's file descriptors: %w", pid, err)
+		return out, fmt.Errorf("pid %d's file descriptors: %w", pid, err)
 	}
 	inodes := map[uint64]int{} // socket inode to fd
 	dir := filepath.Join(procRoot, strconv.Itoa(pid))
@@ -51,7 +58,7 @@ func Accepted(procRoot string, pid int) ([]int, error) {
 	// The process's own network namespace: its /proc/<pid>/net.
 	netFS, err := procfs.NewFS(dir)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	var lines procfs.NetTCP
 	for _, read := range []func() (procfs.NetTCP, error){netFS.NetTCP, netFS.NetTCP6} {
@@ -61,14 +68,14 @@ func Accepted(procRoot string, pid int) ([]int, error) {
 	}
 	ports := map[uint64]bool{}
 	for _, l := range lines {
-		if _, ours := inodes[l.Inode]; ours && l.St == listening {
+		if _, ours := inodes[l.Inode]; ours && l.St == listening && !ports[l.LocalPort] {
 			ports[l.LocalPort] = true
+			out.Ports = append(out.Ports, int(l.LocalPort))
 		}
 	}
-	var out []int
 	for _, l := range lines {
 		if fd, ours := inodes[l.Inode]; ours && l.St == established && ports[l.LocalPort] {
-			out = append(out, fd)
+			out.Accepted = append(out.Accepted, fd)
 		}
 	}
 	return out, nil

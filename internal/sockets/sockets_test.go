@@ -20,9 +20,10 @@ func fdOf(t *testing.T, c net.Conn) int {
 }
 
 // This process listens, dials a port of its own and one of another's (a listener it
-// closes, its connection still open), and accepts: the accepted connection is one, the
-// connection to a port it no longer listens on is not, nor is the listener or a file.
-func TestAccepted(t *testing.T) {
+// closes, its connection still open), and accepts: it listens on the port, the accepted
+// connection is one, the connection to a port it no longer listens on is not, nor is the
+// listener or a file.
+func TestRead(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -59,15 +60,19 @@ func TestAccepted(t *testing.T) {
 	}
 	defer f.Close()
 
-	got, err := Accepted("/proc", os.Getpid())
+	srv, err := Read("/proc", os.Getpid())
 	if err != nil {
 		t.Fatal(err)
+	}
+	got := srv.Accepted
+	if port := ln.Addr().(*net.TCPAddr).Port; !slices.Contains(srv.Ports, port) {
+		t.Errorf("listening on %v, want %d among them", srv.Ports, port)
 	}
 	// The dialed end of ours is on another port (its ephemeral one): not accepted.
 	if want := fdOf(t, accepted); !slices.Contains(got, want) || slices.Contains(got, fdOf(t, in)) || slices.Contains(got, fdOf(t, out)) {
 		t.Errorf("accepted fds %v, want %d alone of ours (dialed %d and %d)", got, want, fdOf(t, in), fdOf(t, out))
 	}
-	if _, err := Accepted("/proc", 1<<30); err == nil {
+	if _, err := Read("/proc", 1<<30); err == nil {
 		t.Error("no error for a process that does not exist")
 	}
 }
