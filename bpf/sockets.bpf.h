@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* The connections layer: when each request reached a traced server, and when the server
- * first answered it, from the socket syscalls of its HTTP threads. A request is the first
+ * first answered it, from the socket calls of its HTTP threads. A request is the first
  * bytes a connection receives after the server last sent on it (or after it was
  * accepted); its answer is the first send after that, or the connection's close. User
  * space matches each to the request whose first decode falls between: the time before
  * that decode is the request's wait for a slot. Two records a request, none a token.
  *
- * Two sets of programs, one attached (user space's AttachConnections): the socket layer's
- * tracepoints, or the raw syscall tracepoints on kernels before them.
- * cpp-httplib (llama-server) receives and sends with recv and send; Go's net/http
- * (ollama serve, Ollama's old runners) with read and write, which are counted only on a
- * connection the process accepted or received on, never on a file. */
+ * Two sets of programs, one attached while a process is traced (user space's
+ * AttachConnections): the socket layer's tracepoints, or before Linux 6.5 the raw syscall
+ * tracepoints. */
 #pragma once
 
 #include "maps.bpf.h"
@@ -70,7 +68,8 @@ struct {
 	__type(value, struct conn_owner);
 } conn_owners SEC(".maps");
 
-/* The followed processes' connections. LRU: a process's closes are seen, but not its exit. */
+/* The followed processes' connections by fd, for the syscalls' set. LRU: a process's
+ * closes are seen, but not its exit. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
@@ -90,62 +89,6 @@ static __always_inline void conn_record(u16 kind, u64 conn, struct conn_owner *o
 	fill(e, kind, conn, 0, 0, 0, flags | (o->front ? CONN_FRONT : 0));
 	e->pid = o->tgid;
 	bpf_ringbuf_submit(e, wakeup());
-}
-
-/* A send on fd, or its close (syscall nr): the request it received is answered. */
-static __always_inline int sent(long nr, u32 fd)
-{
-	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct conn_owner *o = bpf_map_lookup_elem(&conn_owners, &tgid);
-	if (!o)
-		return 0;
-	struct conn_key k = {.tgid = tgid, .fd = fd};
-	u32 *state = bpf_map_lookup_elem(&conns, &k);
-	if (!state)
-		return 0;
-	bool received = *state == CONN_RECEIVED;
-	if (nr == NR_CLOSE)
-		bpf_map_delete_elem(&conns, &k);
-	else
-		*state = CONN_IDLE;
-	if (received)
-		conn_record(EV_REPLIED, k.fd, o, nr == NR_CLOSE ? CONN_CLOSED : 0);
-	return 0;
-}
-
-/* A connection accepted (fd ret), or ret bytes received on fd (syscall nr). */
-static __always_inline int received(long nr, u32 fd, long ret)
-{
-	if (ret < 0)
-		return 0;
-	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct conn_owner *o = bpf_map_lookup_elem(&conn_owners, &tgid);
-	if (!o)
-		return 0;
-	struct conn_key k = {.tgid = tgid};
-	u32 state_received = CONN_RECEIVED;
-	if (nr == NR_ACCEPT || nr == NR_ACCEPT4) {
-		u32 idle = CONN_IDLE;
-		k.fd = (u32)ret;
-		bpf_map_update_elem(&conns, &k, &idle, BPF_ANY);
-		return 0;
-	}
-	if (ret == 0) /* the peer's end of the stream */
-		return 0;
-	k.fd = fd;
-	u32 *state = bpf_map_lookup_elem(&conns, &k);
-	if (state) {
-		if (*state == CONN_RECEIVED)
-			return 0;
-		*state = CONN_RECEIVED;
-	} else {
-		/* recvfrom is a socket's alone: a connection made before profinfer came. */
-		if (nr == NR_READ)
-			return 0;
-		bpf_map_update_elem(&conns, &k, &state_received, BPF_ANY);
-	}
-	conn_record(EV_RECEIVED, k.fd, o, 0);
-	return 0;
 }
 
 /* Where the kernel has the socket layer's tracepoints (Linux 6.5): sock_recv_length
@@ -252,7 +195,66 @@ int BPF_PROG(sock_state, struct sock *sk, int oldstate, int newstate)
 
 /* Before Linux 6.5: the raw syscall tracepoints, which take every syscall of the machine
  * through the kernel's slower path while attached (some 130 ns a syscall here); the
- * programs leave all but seven at the comparison of the syscall's number. */
+ * programs leave all but seven at the comparison of the syscall's number. cpp-httplib
+ * (llama-server) receives and sends with recv and send; Go's net/http (ollama serve,
+ * Ollama's old runners) with read and write, which are counted only on a connection the
+ * process accepted or received on, never on a file. */
+/* A send on fd, or its close (syscall nr): the request it received is answered. */
+static __always_inline int sent(long nr, u32 fd)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct conn_owner *o = bpf_map_lookup_elem(&conn_owners, &tgid);
+	if (!o)
+		return 0;
+	struct conn_key k = {.tgid = tgid, .fd = fd};
+	u32 *state = bpf_map_lookup_elem(&conns, &k);
+	if (!state)
+		return 0;
+	bool received = *state == CONN_RECEIVED;
+	if (nr == NR_CLOSE)
+		bpf_map_delete_elem(&conns, &k);
+	else
+		*state = CONN_IDLE;
+	if (received)
+		conn_record(EV_REPLIED, k.fd, o, nr == NR_CLOSE ? CONN_CLOSED : 0);
+	return 0;
+}
+
+/* A connection accepted (fd ret), or ret bytes received on fd (syscall nr). */
+static __always_inline int received(long nr, u32 fd, long ret)
+{
+	if (ret < 0)
+		return 0;
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct conn_owner *o = bpf_map_lookup_elem(&conn_owners, &tgid);
+	if (!o)
+		return 0;
+	struct conn_key k = {.tgid = tgid};
+	u32 state_received = CONN_RECEIVED;
+	if (nr == NR_ACCEPT || nr == NR_ACCEPT4) {
+		u32 idle = CONN_IDLE;
+		k.fd = (u32)ret;
+		bpf_map_update_elem(&conns, &k, &idle, BPF_ANY);
+		return 0;
+	}
+	if (ret == 0) /* the peer's end of the stream */
+		return 0;
+	k.fd = fd;
+	u32 *state = bpf_map_lookup_elem(&conns, &k);
+	if (state) {
+		if (*state == CONN_RECEIVED)
+			return 0;
+		*state = CONN_RECEIVED;
+	} else {
+		/* recvfrom is a socket's alone: a connection made before profinfer came. */
+		if (nr == NR_READ)
+			return 0;
+		bpf_map_update_elem(&conns, &k, &state_received, BPF_ANY);
+	}
+	conn_record(EV_RECEIVED, k.fd, o, 0);
+	return 0;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
