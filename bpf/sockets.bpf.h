@@ -142,6 +142,7 @@ int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
 		if (c->state == CONN_RECEIVED)
 			return 0;
 		c->state = CONN_RECEIVED;
+		c->owner = *o; /* a front's kept-alive connection, its runner since replaced */
 	} else {
 		struct port_key pk = {.tgid = tgid, .port = BPF_CORE_READ(sk, __sk_common.skc_num)};
 		if (!bpf_map_lookup_elem(&listening, &pk))

@@ -51,7 +51,7 @@ func TestLoadConfig(t *testing.T) {
 				Nodes:                NodesConfig{Mode: profiler.NodesAll, SampleInterval: 10 * time.Second, SampleGraphs: 1, Barriers: true},
 				Spans:                SpansConfig{Nodes: false, SampleEvery: 8},
 				Roofline:             RooflineConfig{Enabled: true, PeakFLOPS: 1.5e11, PeakBandwidth: 2.5e10, ProbeDuration: 400 * time.Millisecond},
-				Layers:               LayersConfig{Application: false, Runtime: true, Scheduler: true},
+				Layers:               LayersConfig{Application: false, Runtime: true, Scheduler: true, Connections: true},
 				Counters:             []string{"task-clock", "cycles", "r01c2"},
 				RingBufferSize:       32 << 20,
 				ErrorMode:            ErrorModePropagate,

@@ -151,10 +151,10 @@ func TestE2EOllamaQueued(t *testing.T) {
 	t.Logf("runner %d: requests %+v, wait %+v, findings %v", pid, r, r.Wait, findingIDs(p))
 	f := finding(p, "requests-queued")
 	// The first request's arrival at ollama serve came before its runner was started, let
-	// alone traced; the runner's own connection answers (a streamed answer's headers)
-	// before its first decode, and is not taken for it.
-	if f == nil || r.Count != 6 || r.Queued != 3 || r.Wait == nil || r.Wait.Count != 5 {
-		t.Fatalf("want 5 of 6 requests' arrivals seen and 3 queued, with the finding: requests %+v: %v", r, p.Findings)
+	// alone traced: its runner's own connection may answer (a streamed answer's headers)
+	// before its first decode or after, and it is taken only after.
+	if f == nil || r.Count != 6 || r.Queued != 3 || r.Wait == nil || r.Wait.Count < 5 {
+		t.Fatalf("want 5 or 6 requests' arrivals seen and 3 queued, with the finding: requests %+v: %v", r, p.Findings)
 	}
 	t.Logf("%s: %s %v; %s", f.Severity, f.Title, f.Evidence, f.Advice)
 	if !strings.Contains(f.Advice, "OLLAMA_NUM_PARALLEL") {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
@@ -31,6 +32,7 @@ import (
 // tracepoints', and the syscalls' that stand in for them where a kernel has none. The
 // kernel matrix runs this in each kernel it boots.
 func TestE2EConnections(t *testing.T) {
+	t.Run("syscalls", func(t *testing.T) { connections(t, ConnSyscalls) })
 	t.Run("sockets", func(t *testing.T) {
 		if !probeKernel(t).SockLength {
 			t.Logf("Linux %s has no socket tracepoints: the syscalls' stand in", release())
@@ -38,7 +40,6 @@ func TestE2EConnections(t *testing.T) {
 		}
 		connections(t, ConnSockets)
 	})
-	t.Run("syscalls", func(t *testing.T) { connections(t, ConnSyscalls) })
 }
 
 func connections(t *testing.T, set []string) {
@@ -53,6 +54,9 @@ func connections(t *testing.T, set []string) {
 		t.Fatal(err)
 	}
 	defer links.Close()
+	if stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		defer stats.Close()
+	}
 	rd, err := ringbuf.NewReader(l.Events)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +157,7 @@ func connections(t *testing.T, set []string) {
 	// net/http's connection (a), then the one read with recvfrom (b).
 	want := []string{"received a", "replied a", "received a", "replied a", "received b", "replied b", "received b", "replied closed b"}
 	if !slices.Equal(got, want) {
-		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Fatalf("records:\n%s\nwant:\n%s\nthe programs' runs: %s", strings.Join(got, "\n"), strings.Join(want, "\n"), runs(links))
 	}
 
 	// This process as the front of another (ollama serve's for its runner): a request
@@ -202,4 +206,20 @@ func connections(t *testing.T, set []string) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("as a front: records %q, want %q", got, want)
 	}
+}
+
+// runs says how often each program among links ran, where the kernel counts
+// (kernel.bpf_stats_enabled), for a failure's message.
+func runs(links Links) string {
+	var out []string
+	for _, l := range links {
+		if p, ok := l.(*ebpf.Program); ok {
+			info, err := p.Info()
+			stats, serr := p.Stats()
+			if err == nil && serr == nil {
+				out = append(out, fmt.Sprintf("%s %d", info.Name, stats.RunCount))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }
