@@ -139,8 +139,8 @@ type LayersConfig struct {
 	// Scheduler follows the traced threads through sched_switch and sched_wakeup:
 	// off-CPU time, run-queue wait, preemptions and migrations per node.
 	Scheduler bool `mapstructure:"scheduler"`
-	// Connections follows the traced servers' connections through their socket
-	// syscalls: when each request arrived, and so how long it waited for a slot.
+	// Connections follows the traced servers' connections through their socket calls:
+	// when each request arrived, and so how long it waited for a slot.
 	Connections bool `mapstructure:"connections"`
 }
 

@@ -23,7 +23,7 @@ type Layers struct {
 	Barriers    bool // with the node probes, ggml_barrier: per-thread busy time
 	Scheduler   bool // sched_switch and sched_wakeup, for the traced processes' threads
 	Counters    bool // with the node probes, each thread's graph exit: perf counters per node
-	Connections bool // the socket syscalls: when each request reached a server, and its answer (Loaded.AttachConnections)
+	Connections bool // socket calls: when each request reached a server, and its answer (Loaded.AttachConnections)
 }
 
 // PrepareMulti makes spec's uprobe programs uprobe_multi programs, for kernels with

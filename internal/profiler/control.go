@@ -26,7 +26,7 @@ type controller struct {
 	windows *window.Scheduler
 	search  time.Time // when to look for model files next; zero: none is missing
 	// conns is the connections layer, attached while a process is traced: it costs
-	// every syscall of the machine.
+	// every socket call of the machine (every syscall, before Linux 6.5).
 	conns      probe.Links
 	connsError bool // a failure to attach it was logged
 }

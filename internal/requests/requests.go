@@ -54,9 +54,9 @@ type Request struct {
 	Implicit bool
 	// Arrived is when the request reached the server (the first bytes its connection
 	// received after the server last answered on it), 0 where none was seen, known once
-	// it ended; Start is the
-	// entry of the first decode that carried its prompt, FirstToken the exit of the decode
-	// that computed its first output, End the exit of its last decode.
+	// it ended; Start is the entry of the first decode that carried its prompt,
+	// FirstToken the exit of the decode that computed its first output, End the exit of
+	// its last decode.
 	Arrived, Start, FirstToken, End uint64
 	// Queued says that the request on its sequence before it was still computing when it
 	// arrived: it waited for that slot to free, as a server with every slot busy defers a

@@ -109,15 +109,17 @@ func (p *proc) request(s ptrace.Span) {
 			tokens:  schema.Int(attrs, schema.GenAIUsageInputTokens) + schema.Int(attrs, schema.GenAIUsageOutputTokens),
 			cleared: schema.Str(attrs, schema.LlamaRequestEnd) == "cleared"})
 	}
-	ttft := schema.Float(attrs, schema.LlamaRequestTimeToFirstToken)
-	if _, ok := attrs.Get(schema.LlamaRequestTimeToFirstToken); ok {
+	var ttft float64
+	if v, ok := attrs.Get(schema.LlamaRequestTimeToFirstToken); ok {
+		ttft = v.Double()
 		p.ttft.add(ttft)
 	}
 	if v, ok := attrs.Get(schema.LlamaRequestWait); ok {
-		p.wait.add(v.Double())
-		if v.Double() >= QueuedWait && boolAttr(attrs, schema.LlamaRequestQueued) {
+		wait := v.Double()
+		p.wait.add(wait)
+		if wait >= QueuedWait && boolAttr(attrs, schema.LlamaRequestQueued) {
 			r.Queued++
-			r.QueuedWait += v.Double()
+			r.QueuedWait += wait
 			r.QueuedTTFT += ttft
 		}
 	}
