@@ -26,7 +26,7 @@ type Rule struct {
 
 // Rules are every rule, strongest first: the order findings are listed in.
 var Rules = []Rule{
-	oomRule, coldRule, idleRule, quotaRule, overCPUsRule, contentionRule, fewThreadsRule, simdRule, ubatchRule, recomputedRule, queuedRule, attentionRule, blockedRule, memoryBoundRule, barriersRule,
+	oomRule, coldRule, idleRule, quotaRule, overCPUsRule, contentionRule, fewThreadsRule, simdRule, ubatchRule, recomputedRule, queuedRule, contextRule, stallRule, batchingRule, attentionRule, blockedRule, memoryBoundRule, barriersRule,
 	deviceUnusedRule, fallbackRule, offloadRule, unevenRule, overheadRule,
 }
 

@@ -130,6 +130,23 @@ func TestRules(t *testing.T) {
 			p.Requests = &summary.Requests{Count: 4, Input: 400, Output: 64, Queued: 3, QueuedWait: 3, QueuedTTFT: 0.6,
 				Wait: &summary.Quantiles{Count: 4, P50: 1000, P90: 1500, Max: 1500}}
 		}},
+		{"context-full", func(p *summary.Process) { // a slot's share of -c reached, generation cut
+			p.Requests = &summary.Requests{Count: 4, Output: 300, Full: 1, Truncated: 1, MaxCells: 255}
+			p.Serving = &summary.Serving{Steps: 300, Sequences: 600, MaxSequences: 2, Slots: 2, Context: 512, SeqContext: 256}
+		}},
+		{"context-full", func(p *summary.Process) { // shifted instead
+			p.Requests = &summary.Requests{Count: 4, Output: 300, Full: 1, Shifts: 2, MaxCells: 256}
+		}},
+		{"prompts-stall", func(p *summary.Process) { // others' prompts computed between a request's tokens
+			p.Requests = &summary.Requests{Count: 8, Output: 320, Stalled: 5, StallPrompts: 900, StallSeconds: 3, StallOutput: 200,
+				GapMedian: summary.Quantiles{Count: 8, P50: 60}, GapMax: summary.Quantiles{Count: 8, P50: 600, P90: 900, Max: 950}}
+			p.Phases = append(p.Phases, &summary.Phase{Name: "mixed", Decodes: 5, Tokens: 930, PromptTokens: 900, NextTokens: 30, DecodeSeconds: 3, MaxBatch: 190})
+		}},
+		{"batching-little", func(p *summary.Process) { // two sequences a step at 1.7× one
+			p.Phases[0].Widths = []summary.Width{
+				{Width: "1", Steps: 20, StepMS: summary.Quantiles{P50: 32}, Sequences: 1, Cost: 1, Gain: 1},
+				{Width: "2", Steps: 100, StepMS: summary.Quantiles{P50: 54}, Sequences: 2, Cost: 1.7, Gain: 1.18}}
+		}},
 		{"attention-long", func(p *summary.Process) { // depth 1536, flash attention off
 			p.Phases[0].KVCells = 1536
 			p.Phases[0].Ops = append(p.Phases[0].Ops, &summary.Op{Op: "MUL_MAT", Weight: summary.KVPrefix + "f16", Share: 0.25, Bound: "memory", PeakFrac: 0.4},
@@ -214,6 +231,23 @@ func TestRulesNeedEvidence(t *testing.T) {
 	p.Phases[0].Sched.OffCPU = 1
 	if f := Findings(p); len(f) != 0 {
 		t.Errorf("a verdict from one graph: %+v", f)
+	}
+	// Steps of four sequences at 1.6× one paid; steps of two against too few of one are no
+	// comparison; one request stalled once is a server's ordinary life.
+	p = clean()
+	p.Phases[0].Widths = []summary.Width{
+		{Width: "1", Steps: 20, StepMS: summary.Quantiles{P50: 32}, Sequences: 1, Cost: 1, Gain: 1},
+		{Width: "3-4", Steps: 100, StepMS: summary.Quantiles{P50: 51}, Sequences: 4, Cost: 1.6, Gain: 2.5}}
+	p.Requests = &summary.Requests{Count: 8, Output: 320, Stalled: 1, StallSeconds: 0.4,
+		GapMedian: summary.Quantiles{Count: 8, P50: 60}, GapMax: summary.Quantiles{Count: 8, P50: 70, Max: 500}}
+	if f := Findings(p); len(f) != 0 {
+		t.Errorf("batching that paid, one stall: %+v", f)
+	}
+	p.Phases[0].Widths = []summary.Width{
+		{Width: "1", Steps: 3, StepMS: summary.Quantiles{P50: 32}, Sequences: 1, Cost: 1, Gain: 1},
+		{Width: "2", Steps: 100, StepMS: summary.Quantiles{P50: 60}, Sequences: 2, Cost: 1.9, Gain: 1.05}}
+	if f := Findings(p); len(f) != 0 {
+		t.Errorf("steps of two against 3 of one: %+v", f)
 	}
 	p = clean()
 	p.Phases[0].TracedPerturbed = p.Phases[0].TracedGraphs

@@ -197,10 +197,13 @@ type Step struct {
 	Batch    events.Batch // LlamaDecode: its tokens per sequence
 	// implied is the first position of a batch without positions, where its process's
 	// memory tells it; -1 where not.
-	implied    int32
-	Settings   ggml.Params // LlamaDecode: its llama_context's, where read; set by the sink
-	Head       *Head       // SchedCompute: what the graph begins with
-	Job        *Job        // the job it is part of (whisper's transcription), or nil
+	implied  int32
+	Settings ggml.Params // LlamaDecode: its llama_context's, where read; set by the sink
+	// Mix is what its sequences did, as the requests that follow them read it: set by
+	// the sink (requests.Tracker) before it is exported; zero for other steps.
+	Mix        Mix
+	Head       *Head // SchedCompute: what the graph begins with
+	Job        *Job  // the job it is part of (whisper's transcription), or nil
 	Start, End uint64
 	Result     int
 	// Name, Phase and Stage are what the process's runtime calls a SchedCompute step, the
@@ -267,4 +270,49 @@ type Stats struct {
 	DroppedDecode uint64 // steps not delivered, likewise
 	DroppedJobs   uint64 // jobs whose exit was lost
 	PartialGraphs uint64 // graphs whose nodes were dropped: the node probes came or went mid-graph, or their window was full
+}
+
+// Mix is what a decode's sequences did: those computing a prompt (or a chunk of one),
+// and those adding their next token, generating. A server computes every generating
+// slot's next token in one decode, and a new request's prompt chunk beside them; read by
+// batch size alone, such a decode would be a prefill.
+type Mix struct {
+	PromptSeqs, PromptTokens int
+	NextSeqs, NextTokens     int // one token each, more where a draft is verified
+	// KVCells is the KV cells its context's sequences held after it, summed (positions
+	// up to the highest each reached); KVSeqMax the most one of them held.
+	KVCells, KVSeqMax int
+}
+
+// The phases a decode is in, by its Mix.
+const (
+	PhasePrefill = "prefill" // every sequence computed a prompt
+	PhaseDecode  = "decode"  // every sequence added its next token
+	PhaseMixed   = "mixed"   // a prompt's chunk beside other sequences' next tokens
+)
+
+// Phase is the decode's phase.
+func (m Mix) Phase() string {
+	switch {
+	case m.PromptSeqs == 0:
+		return PhaseDecode
+	case m.NextSeqs == 0:
+		return PhasePrefill
+	}
+	return PhaseMixed
+}
+
+// Sequences is how many sequences the decode carried: a decode step's width.
+func (m Mix) Sequences() int { return m.PromptSeqs + m.NextSeqs }
+
+// Mixed returns d's Mix where it was set, else one read from its tokens alone: one
+// sequence, adding its next token where it is one token, computing a prompt otherwise.
+func (d *Step) Mixed() Mix {
+	switch {
+	case d.Mix.Sequences() > 0:
+		return d.Mix
+	case d.Tokens == 1:
+		return Mix{NextSeqs: 1, NextTokens: 1}
+	}
+	return Mix{PromptSeqs: 1, PromptTokens: d.Tokens}
 }

@@ -102,9 +102,21 @@ func TestContextParse(t *testing.T) {
 		t.Errorf("without the batch getters: read %+v, %v; want 4096, 4 and no batch sizes", p, err)
 	}
 	c.NBatch, c.NUbatch, c.Batches = 24, 28, true
-	if p, err := c.Parse(head); err != nil || p != (Params{4096, 4, 2048, 512}) {
+	if p, err := c.Parse(head); err != nil || p != (Params{Size: 4096, Threads: 4, Batch: 2048, Ubatch: 512}) {
 		t.Errorf("read %+v, %v; want 4096, 4, 2048, 512", p, err)
 	}
+	// n_ctx_seq and n_seq_max beside n_ctx, as llama_cparams has them: four slots of 1024.
+	binary.LittleEndian.PutUint32(head[12:], 1024)
+	binary.LittleEndian.PutUint32(head[32:], 4)
+	c.NCtxSeq, c.NSeqMax, c.Seqs = 12, 32, true
+	if p, err := c.Parse(head); err != nil || p != (Params{Size: 4096, Threads: 4, Batch: 2048, Ubatch: 512, SeqSize: 1024, Seqs: 4}) {
+		t.Errorf("read %+v, %v; want four slots of 1024 cells", p, err)
+	}
+	binary.LittleEndian.PutUint32(head[12:], 8192)
+	if _, err := c.Parse(head); err == nil {
+		t.Error("a sequence's 8192 cells in a context of 4096 were taken for a live context's")
+	}
+	binary.LittleEndian.PutUint32(head[12:], 1024)
 	if n := testing.AllocsPerRun(100, func() { _, _ = c.Parse(head) }); n != 0 {
 		t.Errorf("%v allocations a parse: every decode pays them", n)
 	}

@@ -177,6 +177,7 @@ const (
 	_ AttributeLlamaPhase = iota
 	AttributeLlamaPhasePrefill
 	AttributeLlamaPhaseDecode
+	AttributeLlamaPhaseMixed
 )
 
 // String returns the string representation of the AttributeLlamaPhase.
@@ -186,6 +187,8 @@ func (av AttributeLlamaPhase) String() string {
 		return "prefill"
 	case AttributeLlamaPhaseDecode:
 		return "decode"
+	case AttributeLlamaPhaseMixed:
+		return "mixed"
 	}
 	return ""
 }
@@ -194,6 +197,7 @@ func (av AttributeLlamaPhase) String() string {
 var MapAttributeLlamaPhase = map[string]AttributeLlamaPhase{
 	"prefill": AttributeLlamaPhasePrefill,
 	"decode":  AttributeLlamaPhaseDecode,
+	"mixed":   AttributeLlamaPhaseMixed,
 }
 
 // AttributeProfinferAttachReason specifies the value profinfer.attach.reason attribute.

@@ -137,6 +137,7 @@
     if (name === 'encode') return 'an encoder pass';
     if (name === 'decode' && runtimeOf(p).speech) return 'a decoder pass';
     if (name === 'compute') return 'a scheduler computation';
+    if (name === 'mixed') return 'a mixed decode (a prompt beside other sequences\' next tokens)';
     return 'a ' + name + ' token';
   }
 
@@ -210,6 +211,7 @@
 
     if (runtimeOf(p).speech) renderSpeech(main, p);
     else renderThroughput(main, p);
+    renderServing(main, p);
     for (const ph of p.phases || []) renderPhase(main, p, ph, !!l);
     renderRoofline(main, p, !!l);
     renderTimeline(main, p);
@@ -361,6 +363,69 @@
     main.append(s);
   }
 
+  // A server's slots computed together: the sequences a decode carried, decode steps by
+  // width against a step of one, the KV cells in use, each request's gaps between its
+  // tokens and where its latency went. Only where a decode carried several sequences.
+  const shareNames = {
+    wait: 'waiting for a slot', prompt: 'its prompt', alone: 'its next token alone',
+    batched: 'beside other sequences\' next tokens', mixed: 'beside other requests\' prompts',
+    other_prompts: 'other requests\' prompts without it', other_decodes: 'other sequences\' next tokens without it',
+    between: 'between decodes (sampling, grammar, sending)',
+  };
+  function renderServing(main, p) {
+    const sv = p.serving;
+    if (!sv || sv.max_sequences < 2) return;
+    const s = section('Serving: the slots together', 'serving');
+    const tiles = el('div', 'tiles');
+    tiles.append(tile(num(sv.sequences / sv.steps, 1), 'sequences a decode on average, ' + sv.max_sequences + ' at most' + (sv.slots ? ', of ' + sv.slots + ' slots' : '')));
+    if (sv.next_tokens_per_second) tiles.append(tile(num(sv.next_tokens_per_second, 1), 'next tokens a second of decoding, summed over the sequences'));
+    if (sv.kv_cells) {
+      tiles.append(tile(sv.context ? pct(sv.kv_cells / sv.context) : String(sv.kv_cells), 'KV cells in use at most: ' + sv.kv_cells + (sv.context ? ' of ' + sv.context : '')));
+      if (sv.seq_context && sv.seq_context < sv.context) {
+        tiles.append(tile(pct(sv.kv_seq_cells / sv.seq_context), 'one sequence\'s cells at most: ' + sv.kv_seq_cells + ' of its slot\'s ' + sv.seq_context));
+      }
+    }
+    const r = p.requests;
+    if (r && r.gap_median && r.gap_median.count) {
+      tiles.append(tile(num(r.gap_median.p50, 1) + ' ms', 'a request\'s median gap between tokens, p50'),
+        tile(num(r.gap_max.p50, 1) + ' ms', 'its longest gap, p50; at most ' + num(r.gap_max.max, 1) + ' ms'));
+      if (r.stalled) {
+        const t = tile(String(r.stalled), 'requests stalled ' + r.stall_ratio + '× their median or more by other requests\' prompts');
+        t.classList.add('starved');
+        tiles.append(t);
+      }
+    }
+    if (r && r.full) tiles.append(tile(String(r.full), 'requests reached their context' + (r.truncated ? ', ' + r.truncated + ' cut there' : '') + (r.shifts ? '; ' + r.shifts + ' context shifts' : '')));
+    s.append(tiles);
+    const dec = phaseOf(p, 'decode');
+    if (dec && (dec.widths || []).some((w) => w.width !== '1')) {
+      s.append(el('p', null, 'Decode steps by the sequences each carried, each against a step of one sequence: what batching buys on this machine and build.'));
+      s.append(table(['sequences a step', 'steps', 'step p50 ms', 'step p90 ms', 'a token ms', 'cost against one', 'tokens/s against one'],
+        dec.widths.map((w) => [w.width, w.steps, num(w.step_ms.p50, 1), num(w.step_ms.p90, 1), num(w.token_ms, 1),
+          w.cost ? num(w.cost, 2) + '×' : '–', w.gain ? num(w.gain, 2) + '×' : '–']), 'widths'));
+    }
+    if (r && (r.time || []).length && r.latency_seconds) {
+      s.append(el('p', null, 'Where the requests\' latency went, ' + num(r.latency_seconds, 2) + ' s in all:'));
+      s.append(table(['share', 'seconds', '% of latency'], r.time.filter((t) => t.seconds > 0).map((t) =>
+        [shareNames[t.name] || t.name, num(t.seconds, 3), pct(t.seconds / r.latency_seconds)]), 'latency-shares'));
+    }
+    const rate = (p.rate || []).filter((x) => x.steps);
+    if (rate.length > 1) {
+      const xs = rate.map((x) => x.t * 1000);
+      chart(s, {
+        legend: {}, grid: { left: 50, right: 60, top: 30, bottom: 30 },
+        xAxis: { type: 'time' },
+        yAxis: [{ type: 'value', name: 'sequences a decode' }, { type: 'value', name: 'KV cells' }],
+        tooltip: { trigger: 'axis', renderMode: 'richText' },
+        series: [
+          { name: 'sequences a decode', type: 'line', showSymbol: false, data: rate.map((x, i) => [xs[i], x.sequences / x.steps]) },
+          { name: 'KV cells in use', type: 'line', yAxisIndex: 1, showSymbol: false, data: rate.map((x, i) => [xs[i], x.kv_cells || 0]) },
+        ],
+      });
+    }
+    main.append(s);
+  }
+
   // What a phase with no graph traced node by node waits for: the next sampling window,
   // which its next graph brings forward unless the phase had its windows already.
   function waitingFor(p, ph) {
@@ -377,6 +442,8 @@
     if (offloads) s.append(el('p', null, 'The CPU\'s part: the nodes of its graphs. Each backend\'s part is at the top.'));
     s.append(el('p', null, ph.traced_graphs + ' graphs traced node by node, ' + num(ph.graph_seconds * 1e3, 1) + ' ms of graph time' +
       (ph.tokens ? '; ' + ph.tokens + ' tokens in ' + ph.decodes + ' ' + runtimeOf(p).step : ph.decodes ? '; ' + ph.decodes + ' ' + runtimeOf(p).step : '') +
+      (ph.name === 'mixed' ? ' (' + (ph.prompt_tokens || 0) + ' prompt tokens, ' + (ph.next_tokens || 0) + ' next tokens)' : '') +
+      (ph.mixed_tokens ? '; ' + ph.mixed_tokens + ' more in mixed ' + runtimeOf(p).step : '') +
       (ph.cpu ? '; ' + cpuShare(ph.cpu) : '')));
     if (!ph.traced_graphs) {
       s.append(el('p', 'empty waiting', waitingFor(p, ph)));

@@ -7,7 +7,7 @@ import (
 
 	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/probe"
-	"github.com/profinfer/profinfer/internal/signals"
+	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/window"
 )
 
@@ -35,7 +35,7 @@ func (in *ingest) notePhases(t *inProc, d *assemble.Step) {
 	}
 	phase := d.Phase
 	if d.Kind == assemble.LlamaDecode {
-		phase = signals.Phase(d.Tokens)
+		phase = requests.Phase(d)
 	}
 	if len(d.Graphs) > 0 {
 		in.notePhase(t, window.Phase{Name: phase}, slices.ContainsFunc(d.Graphs, func(g *assemble.Graph) bool { return g.Traced }))

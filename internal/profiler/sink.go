@@ -48,25 +48,30 @@ func (s sink) Step(d *assemble.Step) {
 // they are exported without.
 const maxHeld = 256
 
-// export counts step d of tr and builds its spans, if kept, then follows the requests it
-// carried. A step dropped for lost records counts for its requests alone.
+// export follows the requests step d of tr carried, which tells what its sequences did
+// (its Mix), then counts it and builds its spans, if kept. A step dropped for lost records
+// counts for its requests alone; one the process ended inside for its own, as its
+// requests ended with the process.
 func (s sink) export(tr *inProc, d *assemble.Step) {
 	in := s.in
-	var link requests.Link
+	d.Settings = in.settings(tr, d)
+	if d.Cut {
+		in.reqs.Classify(d)
+	} else {
+		in.ended = in.reqs.Step(d, in.ended[:0])
+	}
 	if !d.Dropped {
-		d.Settings = in.settings(tr, d)
 		in.acc.Step(&tr.proc, d)
 		// Graph-less steps are cheap, and the one a process ended in is its last word:
 		// keep them all.
 		if in.traces && (len(d.Graphs) == 0 || d.Cut || s.keep()) {
-			link = in.spans.Step(in.pending, &tr.proc, d)
+			in.reqs.Link(d, in.spans.Step(in.pending, &tr.proc, d))
 			s.pend()
 		}
 	}
 	if d.Cut {
-		return // it computed no token: the process's end ends its requests
+		return
 	}
-	in.ended = in.reqs.Step(d, link, in.ended[:0])
 	for _, r := range in.ended {
 		s.request(tr, r)
 	}

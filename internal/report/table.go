@@ -45,7 +45,9 @@ func Table(w io.Writer, v *summary.View) error {
 				fmt.Fprintf(tw, "waited between arriving and the first decode: p50 %.1f ms, p90 %.1f ms, at most %.1f ms, of %d requests whose arrival was seen\n",
 					w.P50, w.P90, w.Max, w.Count)
 			}
+			requestLines(tw, r)
 		}
+		serving(tw, p)
 		if q := p.Quota; q != nil {
 			fmt.Fprintf(tw, "%s\n", quotaLine(q))
 		}
@@ -55,13 +57,9 @@ func Table(w io.Writer, v *summary.View) error {
 		lead(tw, p)
 		offloads := summary.Offloads(p)
 		for _, ph := range p.Phases {
-			if ph.Tokens > 0 {
-				fmt.Fprintf(tw, "\n%s: %d tokens in %d %s, %.1f tokens/s; %d graphs traced, %.1f ms%s\n",
-					ph.Name, ph.Tokens, ph.Decodes, summary.Steps(p.Runtime), ph.TokensPerSec, ph.TracedGraphs, ph.GraphSeconds*1e3, onCPU(ph.CPU))
-			} else {
-				fmt.Fprintf(tw, "\n%s: %d %s, %.1f ms; %d graphs traced, %.1f ms%s\n",
-					ph.Name, ph.Decodes, summary.Steps(p.Runtime), ph.DecodeSeconds*1e3, ph.TracedGraphs, ph.GraphSeconds*1e3, onCPU(ph.CPU))
-			}
+			fmt.Fprintf(tw, "\n%s; %d graphs traced, %.1f ms%s\n", phaseLine(ph, summary.Steps(p.Runtime)),
+				ph.TracedGraphs, ph.GraphSeconds*1e3, onCPU(ph.CPU))
+			widths(tw, ph)
 			if len(ph.Ops) == 0 {
 				continue
 			}

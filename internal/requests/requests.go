@@ -74,14 +74,31 @@ type Request struct {
 	PrefixTokens int
 	Prefix       uint32
 	// GapSum and GapMax are the time between the exits of its output decodes after the
-	// first: per output token, past the first.
+	// first: per output token, past the first. Gaps holds each of them, for their median;
+	// GapMaxPrompts is the prompt tokens of other requests its context computed in the
+	// longest: what filled it.
 	GapSum, GapMax uint64
+	Gaps           Gaps
+	GapMaxPrompts  int
 	// Decodes is how many decodes carried it; SharedSum and SharedMax count the other
 	// sequences in those decodes.
 	Decodes              int
 	SharedSum, SharedMax int
-	Links                []Link
-	Ended                End
+	// Time is where its time from its first decode's start to its last decode's end
+	// went, by Share: with Wait, its whole latency. MixedDecodes are the decodes that
+	// computed its next token beside other requests' prompts.
+	Time         [Shares]uint64
+	MixedDecodes int
+	// Cells is the most KV cells its sequence held; SeqCells the cells a sequence of its
+	// context may hold (n_ctx_seq), 0 where unknown. Full says that its sequence reached
+	// them, as a server stops a generation at its slot's context (or shifts it); Shifts
+	// counts the context shifts of its sequence while it ran (a span removed inside it).
+	Cells, SeqCells int
+	Full            bool
+	Shifts          int
+	snap            totals // its context's totals after its last decode
+	Links           []Link
+	Ended           End
 }
 
 // Warmup says that the request is llama.cpp's warm-up at load (common_init): a batch of
@@ -90,6 +107,18 @@ type Request struct {
 // before they serve: no client asked for it.
 func (r *Request) Warmup() bool {
 	return r.Implicit && r.Decodes == 1 && r.Prompt+r.Cached <= 2 && (r.Ended == Cleared || r.Ended == Rewound)
+}
+
+// PromptStall is the time its generation waited for other requests' prompts, in
+// nanoseconds: its context's decodes that computed them while it generated, with its
+// next token or without, less its median pace for the tokens they gave it.
+func (r *Request) PromptStall() uint64 {
+	held := r.Time[TimeMixed] + r.Time[TimeOtherPrompts]
+	paced := uint64(r.MixedDecodes) * r.Gaps.Median()
+	if r.Output < 2 || held <= paced {
+		return 0
+	}
+	return held - paced
 }
 
 // Wait is the time between its arrival and its first decode, in nanoseconds: its wait
@@ -126,6 +155,7 @@ type key struct {
 }
 
 type process struct {
+	ctxs     map[uint64]*context // by llama_context
 	open     map[key]*Request
 	rewound  map[int32]*marks // the latest rewinds of each sequence
 	cleared  marks            // the latest clears
@@ -206,15 +236,19 @@ func (p *process) boundary(seq int32, last, ts uint64) (End, bool) {
 	return "", false
 }
 
-// Step follows step d (a decode), whose span (if kept) is link, and appends to out the requests
-// it shows ended. A decode that failed computed nothing.
-func (t *Tracker) Step(d *assemble.Step, link Link, out []*Request) []*Request {
+// Step follows step d (a decode), sets its Mix, and appends to out the requests it shows
+// ended. A decode that failed computed nothing. Link gives the requests it carried its
+// span, once built.
+func (t *Tracker) Step(d *assemble.Step, out []*Request) []*Request {
+	p := t.proc(d.PID)
 	if d.Result != 0 {
+		d.Mix = p.classify(d)
 		return out
 	}
-	p := t.proc(d.PID)
+	c := p.context(d.Context)
 	seqs := d.Batch.Sequences()
-	for _, s := range seqs {
+	var carried [events.MaxSeqs]*Request
+	for i, s := range seqs {
 		k := key{d.Context, s.Seq}
 		r := p.open[k]
 		if r != nil {
@@ -231,13 +265,16 @@ func (t *Tracker) Step(d *assemble.Step, link Link, out []*Request) []*Request {
 				Start: d.Start, Cached: max(int(s.PosMin), 0), before: p.ended[k]}
 			p.open[k] = r
 		}
+		carried[i] = r
+	}
+	d.Mix = mix(d, carried[:len(seqs)])
+	c.step(d, carried[:len(seqs)])
+	for i, s := range seqs {
+		r := carried[i]
 		r.Decodes++
 		others := len(seqs) - 1
 		r.SharedSum += others
 		r.SharedMax = max(r.SharedMax, others)
-		if len(r.Links) < maxLinks && !link.Span.IsEmpty() {
-			r.Links = append(r.Links, link)
-		}
 		switch {
 		case r.Output == 0:
 			r.Prompt += int(s.Tokens)
@@ -250,12 +287,55 @@ func (t *Tracker) Step(d *assemble.Step, link Link, out []*Request) []*Request {
 		case s.Outputs > 0: // the tokens fed back are its own outputs, not prompt
 			gap := d.End - r.End
 			r.GapSum += gap
-			r.GapMax = max(r.GapMax, gap)
+			r.Gaps.Add(gap)
+			if gap > r.GapMax {
+				r.GapMax = gap
+				r.GapMaxPrompts = c.totals.promptTokens - r.snap.promptTokens
+			}
 			r.Output++
 		}
 		r.End = d.End
+		r.snap = c.totals
+		r.Cells = max(r.Cells, c.cells[s.Seq])
+		if d.Settings.SeqSize > 0 {
+			r.SeqCells = d.Settings.SeqSize
+			r.Full = r.Full || c.cells[s.Seq]+1 >= r.SeqCells
+		}
 	}
 	return out
+}
+
+// Link gives the requests step d carried its span, link.
+func (t *Tracker) Link(d *assemble.Step, link Link) {
+	p := t.procs[d.PID]
+	if p == nil || link.Span.IsEmpty() || d.Result != 0 {
+		return
+	}
+	for _, s := range d.Batch.Sequences() {
+		if r := p.open[key{d.Context, s.Seq}]; r != nil && len(r.Links) < maxLinks {
+			r.Links = append(r.Links, link)
+		}
+	}
+}
+
+// Classify sets the Mix of step d, which its process ended inside, from what the
+// requests it carried had done before it.
+func (t *Tracker) Classify(d *assemble.Step) {
+	d.Mix = t.proc(d.PID).classify(d)
+}
+
+// classify is d's Mix as the open requests of its sequences read it, d changing nothing.
+func (p *process) classify(d *assemble.Step) assemble.Mix {
+	seqs := d.Batch.Sequences()
+	var carried [events.MaxSeqs]*Request
+	for i, s := range seqs {
+		if r := p.open[key{d.Context, s.Seq}]; r != nil {
+			if _, ok := p.boundary(s.Seq, r.End, d.Start); !ok {
+				carried[i] = r
+			}
+		}
+	}
+	return mix(d, carried[:len(seqs)])
 }
 
 // Arrive follows a request reaching process pid's server on conn at ts.
@@ -329,12 +409,14 @@ func absDiff(a, b uint64) uint64 {
 
 // Remove follows a llama_memory_seq_rm(seq, p0, p1) of process pid at ts: removing every
 // position from p0 on rewinds the sequence, as a server does when a new prompt comes to a
-// slot; removing a span within it (a context shift) does not. seq < 0 is every sequence.
+// slot; removing a span within it (a context shift) does not, and counts a shift of the
+// request open on it. seq < 0 is every sequence.
 func (t *Tracker) Remove(pid uint32, ts uint64, seq, p0, p1 int32) {
+	p := t.proc(pid)
+	p.remove(seq, p0, p1)
 	if p1 >= 0 && p1 > p0 {
 		return
 	}
-	p := t.proc(pid)
 	if seq < 0 {
 		p.cleared.add(ts)
 		return

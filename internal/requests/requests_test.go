@@ -11,9 +11,10 @@ const ms = 1_000_000
 
 // feed is a process's decodes, as llama-server makes them: each a batch of sequences.
 type feed struct {
-	t   *Tracker
-	now uint64
-	out []*Request
+	t    *Tracker
+	now  uint64
+	out  []*Request
+	last *assemble.Step // the latest decode
 }
 
 // decode runs a decode of dur ms carrying seqs, and returns its start.
@@ -24,7 +25,9 @@ func (f *feed) decode(dur uint64, seqs ...events.SeqTokens) uint64 {
 		d.Tokens += int(s.Tokens)
 	}
 	f.now = d.End + ms
-	f.out = f.t.Step(d, Link{Span: [8]byte{1}}, f.out)
+	f.out = f.t.Step(d, f.out)
+	f.t.Link(d, Link{Span: [8]byte{1}})
+	f.last = d
 	return d.Start
 }
 
@@ -174,7 +177,7 @@ func TestFailedDecode(t *testing.T) {
 	tr := New(1000 * ms)
 	d := &assemble.Step{PID: 1, Result: 1}
 	d.Batch.N = copy(d.Batch.Seqs[:], []events.SeqTokens{prompt(0, 0, 9)})
-	tr.Step(d, Link{}, nil)
+	tr.Step(d, nil)
 	if n, _ := tr.followed(); n != 0 {
 		t.Fatal("a failed decode opened a request")
 	}
@@ -195,7 +198,7 @@ func TestBoundariesBeforeHeldDecodes(t *testing.T) {
 	}
 	var out []*Request
 	for _, d := range held {
-		out = tr.Step(d, Link{}, out)
+		out = tr.Step(d, out)
 	}
 	out = tr.End(1, Exited, out)
 	if len(out) != 3 {

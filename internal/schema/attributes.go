@@ -56,6 +56,37 @@ const (
 	// LlamaRequestTimePerOutputTokenMax (double; [SpanRequest]): the longest gap between
 	// output tokens after the first, seconds; absent under two outputs.
 	LlamaRequestTimePerOutputTokenMax = "llama.request.time_per_output_token.max"
+	// LlamaRequestTimePerOutputTokenMedian (double; [SpanRequest]): the median gap between
+	// output tokens after the first, seconds, to within 9%; absent under two outputs.
+	LlamaRequestTimePerOutputTokenMedian = "llama.request.time_per_output_token.median"
+	// LlamaRequestGapMaxPromptTokens (int; [SpanRequest]): prompt tokens of other
+	// requests its llama_context computed in its longest gap: what filled it; absent
+	// under two outputs.
+	LlamaRequestGapMaxPromptTokens = "llama.request.time_per_output_token.max.prompt_tokens"
+	// LlamaRequestTimePrefix (double; [SpanRequest]): the prefix of seven attributes,
+	// LlamaRequestTimePrefix + a share's name, that say where its time went from its
+	// first decode's start to its last decode's end, in seconds, adding up to its span:
+	// prompt (decodes computing its prompt), alone (its next token alone in a decode),
+	// batched (beside other sequences' next tokens), mixed (beside other requests'
+	// prompts), other_prompts and other_decodes (its llama_context's decodes that did not
+	// carry it, computing others' prompts or next tokens), between (between its
+	// context's decodes: the server sampling, applying a grammar, sending, reading).
+	// With [LlamaRequestWait], its latency.
+	LlamaRequestTimePrefix = "llama.request.time."
+	// LlamaRequestPromptStall (double; [SpanRequest]): seconds its generation waited for
+	// other requests' prompts: its context's decodes that computed them while it
+	// generated, with its next token (mixed) or without it (other_prompts), less its
+	// median pace for the tokens they gave it; absent under two outputs.
+	LlamaRequestPromptStall = "llama.request.prompt_stall"
+	// LlamaRequestKVCells (int; [SpanRequest]): the most KV cells its sequence held.
+	LlamaRequestKVCells = "llama.request.kv_cells"
+	// LlamaRequestContextFull (bool; [SpanRequest]): true where its sequence reached the
+	// cells one sequence may hold ([LlamaContextSeqSize]), where a server stops a
+	// generation (llama-server's truncated) or shifts its context; absent otherwise.
+	LlamaRequestContextFull = "llama.request.context.full"
+	// LlamaRequestContextShifts (int; [SpanRequest]): context shifts of its sequence while
+	// it ran (a span of it removed, the rest moved down); absent where none.
+	LlamaRequestContextShifts = "llama.request.context.shifts"
 	// LlamaRequestDecodes (int; [SpanRequest]): the decodes that carried it.
 	LlamaRequestDecodes = "llama.request.decodes"
 	// LlamaRequestSharedSequencesMax (int; [SpanRequest]): the most other sequences a
@@ -73,8 +104,27 @@ const (
 const (
 	// LlamaBatchTokens (int; [SpanDecode]): tokens in the batch.
 	LlamaBatchTokens = "llama.batch.tokens"
-	// LlamaPhase (string; [SpanDecode]): prefill (more than one token) or decode.
+	// LlamaPhase (string; [SpanDecode]): what its sequences did: prefill (each computed
+	// a prompt, or a chunk of one), decode (each added its next token: one token, or a
+	// draft verified with it), mixed (a prompt's chunk beside other sequences' next
+	// tokens, as a server computes a new request's prompt beside its generating slots).
 	LlamaPhase = "llama.phase"
+	// LlamaBatchPromptSequences (int; [SpanDecode]): the sequences of the batch
+	// computing a prompt (or a chunk of one).
+	LlamaBatchPromptSequences = "llama.batch.prompt.sequences"
+	// LlamaBatchPromptTokens (int; [SpanDecode]): their tokens.
+	LlamaBatchPromptTokens = "llama.batch.prompt.tokens"
+	// LlamaBatchNextSequences (int; [SpanDecode]): the sequences of the batch adding
+	// their next token (a decode step's width).
+	LlamaBatchNextSequences = "llama.batch.next.sequences"
+	// LlamaBatchNextTokens (int; [SpanDecode]): their tokens: one each, more where a
+	// draft is verified.
+	LlamaBatchNextTokens = "llama.batch.next.tokens"
+	// LlamaKVCells (int; [SpanDecode]): the KV cells its llama_context's sequences held
+	// after it, summed (positions up to the highest each reached, less those removed).
+	LlamaKVCells = "llama.kv.cells"
+	// LlamaKVSeqCellsMax (int; [SpanDecode]): the most one of them held.
+	LlamaKVSeqCellsMax = "llama.kv.seq_cells.max"
 	// LlamaDecodeResult (int; [SpanDecode]): llama_decode's return value.
 	LlamaDecodeResult = "llama.decode.result"
 	// LlamaBatchSeqIDs (int[]; [SpanDecode]): the sequences the batch carried.
@@ -101,6 +151,12 @@ const (
 	LlamaContextBatchSize = "llama.context.batch_size"
 	// LlamaContextUbatchSize (int; [SpanDecode]): its context's n_ubatch.
 	LlamaContextUbatchSize = "llama.context.ubatch_size"
+	// LlamaContextSeqSize (int; [SpanDecode]): its context's n_ctx_seq, the cells one
+	// sequence may hold: n_ctx with one sequence or a unified KV cache, else its share.
+	LlamaContextSeqSize = "llama.context.seq_size"
+	// LlamaContextSequences (int; [SpanDecode]): its context's n_seq_max, the sequences
+	// (a server's slots) it computes at once.
+	LlamaContextSequences = "llama.context.sequences"
 )
 
 // whisper.cpp's transcriptions.

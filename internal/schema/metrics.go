@@ -6,7 +6,8 @@ const (
 	// HistogramOpDuration (s; [GGMLOp], [GGMLWeightType], [GGMLTensorType]): duration of
 	// computed graph nodes, from the first thread's start to the last thread's end.
 	HistogramOpDuration = "ggml.op.duration"
-	// HistogramDecodeDuration (s; [LlamaPhase]): duration of llama_decode calls.
+	// HistogramDecodeDuration (s; [LlamaPhase], [LlamaBatchWidth] on decode's):
+	// duration of llama_decode calls.
 	HistogramDecodeDuration = "llama.decode.duration"
 	// HistogramRequestDuration (s; [GenAIOperationName], [GenAIProviderName],
 	// [GenAIRequestModel]): time from a request's first decode to its last, as the
@@ -25,6 +26,30 @@ const (
 	// span attribute.
 	HistogramBatchTokens = LlamaBatchTokens
 )
+
+// Data point attributes of the histograms.
+const (
+	// LlamaBatchWidth: of a llama.decode.duration point of phase decode, how many
+	// sequences its steps added a token to, as Widths names them.
+	LlamaBatchWidth = "llama.batch.width"
+)
+
+// Widths are the buckets of a decode step's width, by the most sequences each holds: a
+// step of one sequence, of two, three or four, up to 256 (LLAMA_MAX_SEQ) and beyond.
+var Widths = [...]struct {
+	Max  int
+	Name string
+}{{1, "1"}, {2, "2"}, {4, "3-4"}, {8, "5-8"}, {16, "9-16"}, {32, "17-32"}, {64, "33-64"}, {1 << 30, "65+"}}
+
+// Width returns the index in Widths of a decode step of n sequences (at least one).
+func Width(n int) int {
+	for i, w := range Widths {
+		if n <= w.Max {
+			return i
+		}
+	}
+	return len(Widths) - 1
+}
 
 // Keys of the generated metrics' data point attributes that readers look up (the
 // MetricsBuilder writes them; schema_test.go checks them against it). [GGMLLayer] is

@@ -90,8 +90,10 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 		if pm.windowed {
 			m.mb.RecordProfinferWindowNextDataPoint(now, pm.window)
 		}
-		for ph, name := range [2]metadata.AttributeLlamaPhase{metadata.AttributeLlamaPhasePrefill, metadata.AttributeLlamaPhaseDecode} {
-			m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[ph], name)
+		for ph, name := range phaseNames {
+			if ph < len(pm.tokens) {
+				m.mb.RecordLlamaDecodeTokensDataPoint(now, pm.tokens[ph], name)
+			}
 			if pm.graphThreads[ph] > 0 {
 				m.mb.RecordGgmlGraphThreadsCPUTimeDataPoint(now, pm.graphCPU[ph]/1e9, name)
 				m.mb.RecordGgmlGraphThreadsTimeDataPoint(now, pm.graphThreads[ph]/1e9, name)

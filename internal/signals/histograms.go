@@ -60,16 +60,24 @@ func (m *Metrics) histograms(ms pmetric.MetricSlice, pm *processMetrics, now pco
 		h.put(dp)
 	}
 	dec := newHistogramMetric(ms, schema.HistogramDecodeDuration, "Duration of llama_decode calls.", "s")
-	for ph, name := range []string{"prefill", "decode"} {
-		if pm.decodeDur[ph].count == 0 {
-			continue
+	point := func(h *histogram, phase string, width int) {
+		if h == nil || h.count == 0 {
+			return
 		}
 		dp := dec.DataPoints().AppendEmpty()
 		dp.SetStartTimestamp(m.start)
 		dp.SetTimestamp(now)
-		dp.Attributes().PutStr(schema.LlamaPhase, name)
-		pm.decodeDur[ph].put(dp)
+		dp.Attributes().PutStr(schema.LlamaPhase, phase)
+		if width >= 0 {
+			dp.Attributes().PutStr(schema.LlamaBatchWidth, schema.Widths[width].Name)
+		}
+		h.put(dp)
 	}
+	point(pm.prefillDur, phaseNames[prefillPhase].String(), -1)
+	for w, h := range pm.decodeDur {
+		point(h, phaseNames[decodePhase].String(), w)
+	}
+	point(pm.mixedDur, phaseNames[mixedPhase].String(), -1)
 	m.requestMetrics(ms, pm, now)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/schema"
 )
 
 // tokenTypes are the kinds of the request token counter, in the order of reqTokens.
@@ -34,10 +35,12 @@ type processMetrics struct {
 	// bounds threads at maxThreads.
 	threadSeen map[uint32]uint64
 	graphs     uint64
-	tokens     [2]int64 // by phase: prefill, decode
-	decodeDur  [2]*histogram
+	tokens     [2]int64 // by phase: prefill (prompts), decode (next tokens), mixed decodes' in theirs
+	// Decodes' duration by phase: prefill, mixed, and decode by width (schema.Widths).
+	prefillDur, mixedDur *histogram
+	decodeDur            [len(schema.Widths)]*histogram
 	// The traced graphs' threads' CPU time and thread time (threads × wall), by phase, ns.
-	graphCPU, graphThreads [2]float64
+	graphCPU, graphThreads [phases]float64
 	window                 float64 // seconds until its next sampling window, if windowed
 	windowed               bool
 	// Requests: GenAI server histograms, tokens by kind, and batch occupancy.
@@ -163,9 +166,9 @@ func (m *Metrics) process(p *Origin) *processMetrics {
 	pm = &processMetrics{proc: *p, ops: map[opKey]*opStats{}, bounds: map[boundKey]int64{},
 		ctrBounds: map[ctrBoundKey]int64{}, threads: map[threadKey]*events.Counters{}, threadSeen: map[uint32]uint64{}, moe: map[int][]int64{},
 		splits: map[string]*span{}, devices: map[string]*device{}, deviceOps: map[deviceOp]uint64{}, copies: map[copyKey]*copied{},
-		steps:     map[string]*span{},
-		decodeDur: [2]*histogram{newHistogram(decodeBounds), newHistogram(decodeBounds)},
-		ttft:      newHistogram(ttftBounds), tpot: newHistogram(tpotBounds), duration: newHistogram(durationBounds),
+		steps:      map[string]*span{},
+		prefillDur: newHistogram(decodeBounds), mixedDur: newHistogram(decodeBounds),
+		ttft: newHistogram(ttftBounds), tpot: newHistogram(tpotBounds), duration: newHistogram(durationBounds),
 		batchSeqs: newHistogram(seqBounds), batchToks: newHistogram(tokenBounds)}
 	m.procs[p.PID] = pm
 	return pm
@@ -176,16 +179,29 @@ func (m *Metrics) process(p *Origin) *processMetrics {
 // process ended inside counts for its graphs alone: it computed no token.
 func (m *Metrics) Step(p *Origin, d *assemble.Step) {
 	pm := m.process(p)
-	ph := 1
-	switch {
-	case d.Kind == assemble.SchedCompute && d.Phase != "prefill" && d.Phase != "decode":
-		ph = -1 // whisper's encoder and decoder passes, graphs of no known runtime
-	case Phase(d.Tokens) == "prefill":
-		ph = 0
-	}
+	ph := phaseIndex(d)
 	if ph >= 0 && !d.Cut {
-		pm.tokens[ph] += int64(d.Tokens)
-		pm.decodeDur[ph].add(float64(d.End-d.Start) / 1e9)
+		dur := float64(d.End-d.Start) / 1e9
+		switch {
+		case d.Kind == assemble.SchedCompute: // Ollama's own engine's batches, of one phase
+			pm.tokens[ph] += int64(d.Tokens)
+		default:
+			mix := d.Mixed()
+			pm.tokens[prefillPhase] += int64(mix.PromptTokens)
+			pm.tokens[decodePhase] += int64(mix.NextTokens)
+		}
+		switch ph {
+		case prefillPhase:
+			pm.prefillDur.add(dur)
+		case mixedPhase:
+			pm.mixedDur.add(dur)
+		default:
+			w := schema.Width(d.Mixed().NextSeqs)
+			if pm.decodeDur[w] == nil {
+				pm.decodeDur[w] = newHistogram(decodeBounds)
+			}
+			pm.decodeDur[w].add(dur)
+		}
 	}
 	if d.Kind == assemble.SchedCompute && !d.Cut {
 		addSpan(pm.steps, d.Phase, d.End-d.Start)
@@ -228,6 +244,37 @@ func (m *Metrics) Step(p *Origin, d *assemble.Step) {
 		}
 		m.graph(pm, g)
 	}
+}
+
+// The phases of llama.phase, as the metrics index them.
+const (
+	prefillPhase = iota
+	decodePhase
+	mixedPhase
+	phases
+)
+
+// phaseNames are the phases' llama.phase values, by index.
+var phaseNames = [phases]metadata.AttributeLlamaPhase{metadata.AttributeLlamaPhasePrefill,
+	metadata.AttributeLlamaPhaseDecode, metadata.AttributeLlamaPhaseMixed}
+
+// phaseIndex is step d's phase's index: its Mix's for a llama_decode, the runtime's
+// name for another step; -1 for whisper's encoder and decoder passes and graphs of no
+// known runtime.
+func phaseIndex(d *assemble.Step) int {
+	name := d.Phase
+	if d.Kind == assemble.LlamaDecode {
+		name = d.Mixed().Phase()
+	}
+	switch name {
+	case assemble.PhasePrefill:
+		return prefillPhase
+	case assemble.PhaseDecode:
+		return decodePhase
+	case assemble.PhaseMixed:
+		return mixedPhase
+	}
+	return -1
 }
 
 // Job counts a finished job (whisper's transcription): the audio it was given, its time.

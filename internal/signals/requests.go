@@ -4,6 +4,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/profinfer/profinfer/internal/assemble"
 	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/requests"
 	"github.com/profinfer/profinfer/internal/schema"
@@ -54,6 +55,26 @@ func putBatch(a pcommon.Map, b *events.Batch) {
 	}
 }
 
+// putMix says what a decode's sequences did, and the KV cells its context's held after.
+func putMix(a pcommon.Map, m *assemble.Mix) {
+	a.PutInt(schema.LlamaBatchPromptSequences, int64(m.PromptSeqs))
+	a.PutInt(schema.LlamaBatchPromptTokens, int64(m.PromptTokens))
+	a.PutInt(schema.LlamaBatchNextSequences, int64(m.NextSeqs))
+	a.PutInt(schema.LlamaBatchNextTokens, int64(m.NextTokens))
+	if m.KVCells > 0 {
+		a.PutInt(schema.LlamaKVCells, int64(m.KVCells))
+		a.PutInt(schema.LlamaKVSeqCellsMax, int64(m.KVSeqMax))
+	}
+}
+
+// requestTimes are the attribute keys of a request's time by share.
+var requestTimes = func() (keys [requests.Shares]string) {
+	for s := range requests.Shares {
+		keys[s] = schema.LlamaRequestTimePrefix + s.String()
+	}
+	return keys
+}()
+
 // Request appends a request's span to td, as the root of its own trace, linked to the
 // decode spans that computed it.
 func (s *Spans) Request(td ptrace.Traces, p *Origin, r *requests.Request) {
@@ -91,6 +112,21 @@ func (s *Spans) Request(td ptrace.Traces, p *Origin, r *requests.Request) {
 	if r.Output > 1 {
 		a.PutDouble(schema.LlamaRequestTimePerOutputToken, float64(r.TPOT())/1e9)
 		a.PutDouble(schema.LlamaRequestTimePerOutputTokenMax, float64(r.GapMax)/1e9)
+		a.PutDouble(schema.LlamaRequestTimePerOutputTokenMedian, float64(r.Gaps.Median())/1e9)
+		a.PutInt(schema.LlamaRequestGapMaxPromptTokens, int64(r.GapMaxPrompts))
+		a.PutDouble(schema.LlamaRequestPromptStall, float64(r.PromptStall())/1e9)
+	}
+	for s, ns := range r.Time {
+		a.PutDouble(requestTimes[s], float64(ns)/1e9)
+	}
+	if r.Cells > 0 {
+		a.PutInt(schema.LlamaRequestKVCells, int64(r.Cells))
+	}
+	if r.Full {
+		a.PutBool(schema.LlamaRequestContextFull, true)
+	}
+	if r.Shifts > 0 {
+		a.PutInt(schema.LlamaRequestContextShifts, int64(r.Shifts))
 	}
 	a.PutInt(schema.LlamaRequestDecodes, int64(r.Decodes))
 	a.PutInt(schema.LlamaRequestSharedSequencesMax, int64(r.SharedMax))

@@ -140,14 +140,6 @@ func (c Clock) Time(mono uint64) pcommon.Timestamp {
 	return pcommon.Timestamp(uint64(int64(mono) + c.Offset))
 }
 
-// Phase names a decode by its batch: more than one token is prefill.
-func Phase(tokens int) string {
-	if tokens > 1 {
-		return "prefill"
-	}
-	return "decode"
-}
-
 // Spans builds traces. It is not safe for concurrent use.
 type Spans struct {
 	Clock    Clock
@@ -214,7 +206,7 @@ func (s *Spans) scope(td ptrace.Traces, p *Origin) ptrace.SpanSlice {
 // decodeAttrs and graphAttrs are the most attributes a decode span and a graph span without
 // node spans get, so that each map is allocated once: every token makes one of each.
 const (
-	decodeAttrs = 12
+	decodeAttrs = 22
 	graphAttrs  = 11
 )
 

@@ -59,10 +59,12 @@ func (s *Spans) decode(sp ptrace.Span, trace pcommon.TraceID, parent pcommon.Spa
 	a := sp.Attributes()
 	a.EnsureCapacity(decodeAttrs)
 	a.PutInt(schema.LlamaBatchTokens, int64(d.Tokens))
-	a.PutStr(schema.LlamaPhase, Phase(d.Tokens))
+	mix := d.Mixed()
+	a.PutStr(schema.LlamaPhase, mix.Phase())
 	a.PutInt(schema.LlamaDecodeResult, int64(d.Result))
 	a.PutInt(schema.ThreadID, int64(d.TID))
 	putBatch(a, &d.Batch)
+	putMix(a, &mix)
 	putSettings(a, &d.Settings)
 	putCut(a, d.Cut)
 	if d.Result != 0 {
@@ -85,6 +87,8 @@ func putSettings(a pcommon.Map, c *ggml.Params) {
 	put(schema.LlamaContextSize, c.Size)
 	put(schema.LlamaContextBatchSize, c.Batch)
 	put(schema.LlamaContextUbatchSize, c.Ubatch)
+	put(schema.LlamaContextSeqSize, c.SeqSize)
+	put(schema.LlamaContextSequences, c.Seqs)
 }
 
 // compute makes sp the span of a scheduler's computation of a graph, as the process's

@@ -26,6 +26,7 @@ const (
 	outside       = "outside decode"
 	prefill       = "prefill"
 	decode        = "decode"
+	mixed         = "mixed"   // a prompt's chunk beside other sequences' next tokens
 	encode        = "encode"  // whisper.cpp's encoder passes
 	compute       = "compute" // computations of no known runtime
 	unknownValue  = "unknown"
@@ -97,24 +98,31 @@ type proc struct {
 	jobs             Jobs
 	rtf              *logHistogram // real-time factors, as if seconds
 	ttft, tpot, wait *logHistogram
-	rate             []Rate // ring by second
-	roofs, derived   Roofs
-	timeline         *Timeline
-	moeSpans         map[int][]int64
-	moeMetric        map[int][]int64
-	backends         map[string]*Backend
-	loaded           []string
-	software         string // the software driver its device runs on
-	copies           map[[2]string]*Copy
-	counters         map[string]bool
-	threads          int64      // the most threads a graph was computed with
-	quota            quotaState // the cgroup CPU quota
-	cpus             CPUs       // the CPUs it may run on, Threads aside
-	cold             coldState  // its first graphs' major page faults, and those after idle spells
-	lastGraph        int64      // when its latest graph ended, ns
-	simd             SIMD
-	end              *End // how it ended, from its process span
-	cut              bool // a step of it was cut short by its end
+	gapMedian        *logHistogram // requests' median gaps between output tokens
+	gapMax           *logHistogram // and their longest
+	rate             []Rate        // ring by second
+	serve            Serving
+	// nextTokens and nextSecs are the next tokens its decode and mixed steps computed,
+	// and their time.
+	nextTokens     int64
+	nextSecs       float64
+	roofs, derived Roofs
+	timeline       *Timeline
+	moeSpans       map[int][]int64
+	moeMetric      map[int][]int64
+	backends       map[string]*Backend
+	loaded         []string
+	software       string // the software driver its device runs on
+	copies         map[[2]string]*Copy
+	counters       map[string]bool
+	threads        int64      // the most threads a graph was computed with
+	quota          quotaState // the cgroup CPU quota
+	cpus           CPUs       // the CPUs it may run on, Threads aside
+	cold           coldState  // its first graphs' major page faults, and those after idle spells
+	lastGraph      int64      // when its latest graph ended, ns
+	simd           SIMD
+	end            *End // how it ended, from its process span
+	cut            bool // a step of it was cut short by its end
 }
 
 type phase struct {
@@ -124,6 +132,7 @@ type phase struct {
 	// the contended ones: the cost of contention is measured against the former.
 	quietSeconds                              float64
 	quietGraphs, quietTokens, contendedTokens int64
+	widths                                    [len(schema.Widths)]*widthState // decode's steps by width
 	ops                                       map[opKey]*Op
 	layers                                    map[int]float64
 	opLayer                                   map[string]map[int]float64 // by op
@@ -143,7 +152,8 @@ func (a *Aggregator) process(res pcommon.Resource) *proc {
 		if len(a.procs) >= maxProcesses {
 			a.forgetOldest()
 		}
-		p = &proc{id: id, phases: map[string]*phase{}, latency: newLogHistogram(), ttft: newLogHistogram(), tpot: newLogHistogram(), wait: newLogHistogram(), rtf: newLogHistogram(),
+		p = &proc{id: id, phases: map[string]*phase{}, latency: newLogHistogram(), ttft: newLogHistogram(),
+			gapMedian: newLogHistogram(), gapMax: newLogHistogram(), tpot: newLogHistogram(), wait: newLogHistogram(), rtf: newLogHistogram(),
 			moeSpans: map[int][]int64{}, moeMetric: map[int][]int64{},
 			backends: map[string]*Backend{}, copies: map[[2]string]*Copy{}, counters: map[string]bool{}}
 		a.procs[id] = p

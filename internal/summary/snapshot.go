@@ -41,6 +41,11 @@ func (p *proc) snapshot() *Process {
 	if p.requests.Count > 0 {
 		r := p.requests
 		r.TTFT, r.TPOT = p.ttft.quantiles(), p.tpot.quantiles()
+		r.GapMedian, r.GapMax = p.gapMedian.quantiles(), p.gapMax.quantiles()
+		r.Time = slices.Clone(r.Time)
+		if r.Stalled > 0 {
+			r.StallRatio = StallRatio
+		}
 		if w := p.wait.quantiles(); w.Count > 0 {
 			r.Wait = &w
 		}
@@ -56,7 +61,8 @@ func (p *proc) snapshot() *Process {
 		out.Roofs = p.derived
 		out.Roofs.Source = "derived from the spans' peak fractions"
 	}
-	for _, name := range []string{prefill, encode, decode, compute, outside} {
+	out.Serving = p.servingView()
+	for _, name := range []string{prefill, encode, decode, mixed, compute, outside} {
 		if ph := p.phases[name]; ph != nil {
 			out.Phases = append(out.Phases, ph.snapshot(out.Roofs, out.SIMD))
 		}
@@ -116,6 +122,7 @@ func (ph *phase) snapshot(roofs Roofs, simd SIMD) *Phase {
 	if out.DecodeSeconds > 0 {
 		out.TokensPerSec = float64(out.Tokens) / out.DecodeSeconds
 	}
+	out.Widths = ph.widthsView()
 	if c := ph.cpu; c.Graphs > 0 || c.Perturbed > 0 {
 		c.judge()
 		if ph.quietGraphs >= minQuiet && ph.contendedTokens > 0 {

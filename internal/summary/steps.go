@@ -13,12 +13,13 @@ import (
 func (a *Aggregator) decode(p *proc, s ptrace.Span) {
 	attrs := s.Attributes()
 	name := schema.Str(attrs, schema.LlamaPhase)
-	if name != prefill && name != decode {
+	if name != prefill && name != decode && name != mixed {
 		name = decode
 	}
 	tokens := schema.Int(attrs, schema.LlamaBatchTokens)
 	a.phases.put(s.TraceID(), name, tokens, int64(s.StartTimestamp()), int64(s.EndTimestamp()))
 	p.addStep(s, name, tokens)
+	p.serving(s, name, tokens)
 }
 
 // addStep counts step s (a llama_decode, or a runtime's other step) of tokens into phase
@@ -126,6 +127,50 @@ func (p *proc) request(s ptrace.Span) {
 	if v, ok := attrs.Get(schema.LlamaRequestTimePerOutputToken); ok {
 		p.tpot.add(v.Double())
 	}
+	p.requestServing(s)
+}
+
+// requestServing folds what request span s says of its gaps, its time by share and its
+// context.
+func (p *proc) requestServing(s ptrace.Span) {
+	attrs := s.Attributes()
+	r := &p.requests
+	if v, ok := attrs.Get(schema.LlamaRequestTimePerOutputTokenMedian); ok {
+		median, worst := v.Double(), schema.Float(attrs, schema.LlamaRequestTimePerOutputTokenMax)
+		p.gapMedian.add(median)
+		p.gapMax.add(worst)
+		prompts := schema.Int(attrs, schema.LlamaRequestGapMaxPromptTokens)
+		if median > 0 && worst >= StallRatio*median && prompts > 0 {
+			r.Stalled++
+			r.StallPrompts += prompts
+		}
+		if stall := schema.Float(attrs, schema.LlamaRequestPromptStall); stall > 0 {
+			r.StallSeconds += stall
+			r.StallOutput += schema.Int(attrs, schema.GenAIUsageOutputTokens)
+		}
+	}
+	if _, ok := attrs.Get(schema.LlamaRequestTimePrefix + "prompt"); ok {
+		if r.Time == nil {
+			for _, name := range TimeShares {
+				r.Time = append(r.Time, TimeShare{Name: name})
+			}
+		}
+		wait := schema.Float(attrs, schema.LlamaRequestWait)
+		r.Time[0].Seconds += wait
+		for i := 1; i < len(r.Time); i++ {
+			r.Time[i].Seconds += schema.Float(attrs, schema.LlamaRequestTimePrefix+r.Time[i].Name)
+		}
+		r.Latency += wait + schema.Seconds(s)
+	}
+	r.MaxCells = max(r.MaxCells, schema.Int(attrs, schema.LlamaRequestKVCells))
+	shifts := schema.Int(attrs, schema.LlamaRequestContextShifts)
+	r.Shifts += shifts
+	if boolAttr(attrs, schema.LlamaRequestContextFull) {
+		r.Full++
+		if shifts == 0 {
+			r.Truncated++
+		}
+	}
 }
 
 // computed is a request that computed a prompt's start: the tokens it held (prompt and
@@ -157,6 +202,20 @@ func (p *proc) prefix(hash, prompt int64, req computed) {
 const maxPrefixes = 4096
 
 func (p *proc) addRate(sec int64, name string, tokens int64) {
+	i := p.rateAt(sec)
+	if i < 0 {
+		return
+	}
+	if name == prefill {
+		p.rate[i].Prefill += tokens
+	} else {
+		p.rate[i].Decode += tokens
+	}
+}
+
+// rateAt returns the index of second sec in p.rate, which it adds where it is missing;
+// -1 for a second before those kept.
+func (p *proc) rateAt(sec int64) int {
 	if n := len(p.rate); n == 0 || p.rate[n-1].Time < sec {
 		p.rate = append(p.rate, Rate{Time: sec})
 		if len(p.rate) > rateSeconds {
@@ -167,15 +226,11 @@ func (p *proc) addRate(sec int64, name string, tokens int64) {
 	i, found := slices.BinarySearchFunc(p.rate, sec, func(r Rate, t int64) int { return cmp.Compare(r.Time, t) })
 	if !found {
 		if i == 0 && len(p.rate) >= rateSeconds {
-			return
+			return -1
 		}
 		p.rate = slices.Insert(p.rate, i, Rate{Time: sec})
 	}
-	if name == prefill {
-		p.rate[i].Prefill += tokens
-	} else {
-		p.rate[i].Decode += tokens
-	}
+	return i
 }
 
 // Steps names a runtime's steps, plural: llama.cpp's decodes, whisper.cpp's passes.

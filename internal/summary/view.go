@@ -34,6 +34,7 @@ type Process struct {
 	Phases   []*Phase   `json:"phases"`             // prefill, decode and graphs outside a decode, those seen
 	Latency  Quantiles  `json:"latency"`            // of decode-phase llama_decode calls
 	Requests *Requests  `json:"requests,omitempty"` // generations, from the request spans
+	Serving  *Serving   `json:"serving,omitempty"`  // what its decodes carried together
 	Jobs     *Jobs      `json:"jobs,omitempty"`     // whisper's transcriptions, from their spans
 	Rate     []Rate     `json:"rate"`               // tokens per second over the last minutes
 	Timeline *Timeline  `json:"timeline,omitempty"` // the newest traced decode-phase graph
@@ -145,11 +146,20 @@ type Roofs struct {
 // Phase is where the time of one kind of step went: llama_decode's prefill and decode,
 // whisper's encode and decode passes, a computation of no known runtime.
 type Phase struct {
-	Name          string  `json:"name"` // prefill, decode, encode, compute, or "outside decode"
+	Name          string  `json:"name"` // prefill, decode, mixed, encode, compute, or "outside decode"
 	Decodes       int64   `json:"decodes"`
-	Tokens        int64   `json:"tokens"`
+	Tokens        int64   `json:"tokens"` // computed in its own steps: a mixed phase's, of both kinds
 	DecodeSeconds float64 `json:"decode_seconds"`
-	TokensPerSec  float64 `json:"tokens_per_second"`
+	TokensPerSec  float64 `json:"tokens_per_second"` // Tokens over DecodeSeconds
+	// MixedTokens, of prefill and decode, are their tokens computed in mixed steps (a
+	// prompt's chunk beside other sequences' next tokens), whose time is the mixed
+	// phase's: not in Tokens. PromptTokens and NextTokens, of the mixed phase, are its
+	// Tokens of each kind.
+	MixedTokens  int64 `json:"mixed_tokens,omitempty"`
+	PromptTokens int64 `json:"prompt_tokens,omitempty"`
+	NextTokens   int64 `json:"next_tokens,omitempty"`
+	// Widths are a decode phase's steps by how many sequences each carried.
+	Widths []Width `json:"widths,omitempty"`
 	// Graphs traced node by node and their time, the denominator of every share;
 	// TracedPerturbed of them ran while the collector itself was busy.
 	TracedGraphs    int64   `json:"traced_graphs"`
@@ -309,7 +319,52 @@ type Requests struct {
 	Queued     int64      `json:"queued,omitempty"`
 	QueuedWait float64    `json:"queued_wait_seconds,omitempty"`
 	QueuedTTFT float64    `json:"queued_ttft_seconds,omitempty"`
+	// GapMedian and GapMax are, over the requests of two outputs or more, each one's
+	// median and longest gap between output tokens, ms.
+	GapMedian Quantiles `json:"gap_median"`
+	GapMax    Quantiles `json:"gap_max"`
+	// Stalled are the requests whose longest gap was StallRatio× their median or more
+	// and held other requests' prompts; StallPrompts the prompt tokens computed in those
+	// gaps, summed. StallSeconds is the time every request's generation waited for other
+	// requests' prompts (llama.request.prompt_stall), summed, and StallOutput the output
+	// tokens of the requests that waited.
+	Stalled      int64   `json:"stalled,omitempty"`
+	StallRatio   float64 `json:"stall_ratio,omitempty"` // StallRatio, where some stalled
+	StallPrompts int64   `json:"stall_prompts,omitempty"`
+	StallSeconds float64 `json:"stall_seconds,omitempty"`
+	StallOutput  int64   `json:"stall_output,omitempty"`
+	// Time is where the requests' latency went, summed over them, seconds: the wait
+	// for their first decode (where their arrival was seen), then their spans' shares
+	// (TimeShares names them). Latency is their latency, summed: the wait and the span.
+	Time    []TimeShare `json:"time,omitempty"`
+	Latency float64     `json:"latency_seconds,omitempty"`
+	// Full are the requests whose sequence reached the cells one sequence may hold
+	// (a server stops them there, or shifts their context), Shifts the context shifts
+	// of their sequences, and Truncated those full with no shift: cut at the context's
+	// end. MaxCells is the most cells one request's sequence held.
+	Full      int64 `json:"full,omitempty"`
+	Shifts    int64 `json:"shifts,omitempty"`
+	Truncated int64 `json:"truncated,omitempty"`
+	MaxCells  int64 `json:"max_cells,omitempty"`
 }
+
+// TimeShare is one share of the requests' latency, seconds.
+type TimeShare struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+}
+
+// TimeShares are the shares of a request's latency, in the order they are shown: its
+// wait for a slot, its prompt, the decodes that computed its next tokens (alone, beside
+// other sequences' next tokens, beside other requests' prompts), its context's decodes
+// without it, and the server's time between decodes.
+var TimeShares = []string{"wait", "prompt", "alone", "batched", "mixed", "other_prompts", "other_decodes", "between"}
+
+// StallRatio is how many times its median gap a request's longest gap between output
+// tokens is, from which it counts as stalled: a server's steps vary by a few tens of
+// percent as slots come and go; a prompt computed between two tokens takes many steps'
+// time.
+const StallRatio = 5.0
 
 // QueuedWait is the wait between a request's arrival and its first decode, in seconds,
 // from which it counts as queued: reading and tokenizing a request takes milliseconds;
@@ -329,11 +384,16 @@ type Jobs struct {
 	DecodeSeconds float64   `json:"decode_seconds"`
 }
 
-// Rate is the tokens computed in one second of wall time, by phase.
+// Rate is the tokens computed in one second of wall time, by phase (a mixed step's in
+// theirs), the decodes that ended in it and the sequences they carried, summed (over
+// Steps: the slots in use), and the most KV cells in use after one.
 type Rate struct {
-	Time    int64 `json:"t"` // unix seconds
-	Prefill int64 `json:"prefill"`
-	Decode  int64 `json:"decode"`
+	Time      int64 `json:"t"` // unix seconds
+	Prefill   int64 `json:"prefill"`
+	Decode    int64 `json:"decode"`
+	Steps     int64 `json:"steps,omitempty"`
+	Sequences int64 `json:"sequences,omitempty"`
+	KVCells   int64 `json:"kv_cells,omitempty"`
 }
 
 // Timeline is one traced graph, node by node, across its threads, and the device work
