@@ -132,8 +132,8 @@ func batchingLittle(p *summary.Process) (summary.Finding, bool) {
 }
 
 var contextRule = Rule{
-	ID:   "context-full",
-	Name: "requests reach the context",
+	ID:    "context-full",
+	Name:  "requests reach the context",
 	Fires: "a request's sequence reached the KV cells one sequence may hold (`llama.request.context.full`, against `llama.context.seq_size`): the server stopped it there (llama-server's `truncated`) or shifted its context (`llama.request.context.shifts`); a warning where one was cut, information where the context was shifted",
 	Says:  "how many requests reached the context and what the server did, the cells a sequence may hold against the context and its slots, and the settings in the runtime's words (`-c`, `--parallel`, `--kv-unified`, `--context-shift`; `num_ctx`)",
 	apply: contextFull,
