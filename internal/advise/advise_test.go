@@ -237,7 +237,7 @@ func TestRulesNeedEvidence(t *testing.T) {
 	p = clean()
 	p.Phases[0].Widths = []summary.Width{
 		{Width: "1", Steps: 20, StepMS: summary.Quantiles{P50: 32}, Sequences: 1, Cost: 1, Gain: 1},
-		{Width: "3-4", Steps: 100, StepMS: summary.Quantiles{P50: 51}, Sequences: 4, Cost: 1.6, Gain: 2.5}}
+		{Width: "4", Steps: 100, StepMS: summary.Quantiles{P50: 51}, Sequences: 4, Cost: 1.6, Gain: 2.5}}
 	p.Requests = &summary.Requests{Count: 8, Output: 320, Stalled: 1, StallSeconds: 0.4,
 		GapMedian: summary.Quantiles{Count: 8, P50: 60}, GapMax: summary.Quantiles{Count: 8, P50: 70, Max: 500}}
 	if f := Findings(p); len(f) != 0 {

@@ -152,7 +152,7 @@ type Options struct {
 // bursts of compute, differed by 22% (by llama-bench's own figures by 28%); their decode
 // by 4%, halves of one run by 13%, and the VMs' runs by 15%, as their users see.
 func DefaultFloor(phase string) float64 {
-	if phase == "prefill" {
+	if phase == "prefill" || phase == "mixed" { // a mixed decode is a prompt's chunk with others' next tokens
 		return 0.25
 	}
 	return 0.15
@@ -162,7 +162,7 @@ func DefaultFloor(phase string) float64 {
 const confidence = 0.95
 
 // phaseOrder is the order phases are shown in.
-var phaseOrder = []string{"prefill", "encode", "decode", "compute"}
+var phaseOrder = []string{"prefill", "encode", "decode", "mixed", "compute"}
 
 // Diff compares side b against side a. It fails where a side took nothing (naming why),
 // or where neither side computed the phase asked for.

@@ -37,7 +37,7 @@ func stepOf(sp ptrace.Span) (phase string, tokens int64, ok bool) {
 	switch {
 	case sp.Name() == schema.SpanDecode:
 		phase = schema.Str(attrs, schema.LlamaPhase)
-		if phase != "prefill" {
+		if phase != "prefill" && phase != "mixed" {
 			phase = "decode"
 		}
 		return phase, schema.Int(attrs, schema.LlamaBatchTokens), true

@@ -97,16 +97,19 @@ type Request struct {
 	Full            bool
 	Shifts          int
 	snap            totals // its context's totals after its last decode
+	server          bool   // its process named sequences in other batches: a server's clients
 	Links           []Link
 	Ended           End
 }
 
 // Warmup says that the request is llama.cpp's warm-up at load (common_init): a batch of
 // the BOS and EOS tokens with no sequence named, decoded once, then the cache cleared or
-// the sequence rewound for the first request. Ollama's runners and llama-server do it
-// before they serve: no client asked for it.
+// the sequence rewound for the first request, or left as it was by a server that names
+// its clients' sequences (llama-server warms up twice, and may never use the second's
+// slot again). Ollama's runners and llama-server do it before they serve: no client
+// asked for it.
 func (r *Request) Warmup() bool {
-	return r.Implicit && r.Decodes == 1 && r.Prompt+r.Cached <= 2 && (r.Ended == Cleared || r.Ended == Rewound)
+	return r.Implicit && r.Decodes == 1 && r.Prompt+r.Cached <= 2 && (r.Ended == Cleared || r.Ended == Rewound || r.server)
 }
 
 // PromptStall is the time its generation waited for other requests' prompts, in
@@ -161,6 +164,7 @@ type process struct {
 	cleared  marks            // the latest clears
 	arrivals []arrival        // requests that reached the server, oldest first
 	ended    map[key]uint64   // the last decode of each sequence's latest ended request
+	named    bool             // a batch of it named its sequences
 }
 
 // Conn is a connection requests reach a process by, its own or its front's (the process
@@ -181,23 +185,26 @@ type arrival struct {
 // health checks and other calls that compute nothing.
 const maxArrivals = 256
 
-// marks are the times of the latest rewinds or clears. More than one is kept: a
-// process's decodes may be held back a while (until its new context is read) while the
-// calls between them are not, and llama-bench clears before every run.
+// marks are the times of the latest rewinds or clears, and the position each removed
+// from. More than one is kept: a process's decodes may be held back a while (until its
+// new context is read) while the calls between them are not, and llama-bench clears
+// before every run.
 type marks struct {
 	ts   [8]uint64
+	from [8]int32
 	next int
 }
 
-func (m *marks) add(ts uint64) {
-	m.ts[m.next] = ts
+func (m *marks) add(ts uint64, from int32) {
+	m.ts[m.next], m.from[m.next] = ts, from
 	m.next = (m.next + 1) % len(m.ts)
 }
 
-// between says whether a mark falls after last and by ts.
-func (m *marks) between(last, ts uint64) bool {
-	for _, t := range m.ts {
-		if t > last && t <= ts {
+// between says whether a mark falls after last and by ts that removed positions before
+// end: one that removed from end on removed nothing a sequence held.
+func (m *marks) between(last, ts uint64, end int32) bool {
+	for i, t := range m.ts {
+		if t > last && t <= ts && m.from[i] < end {
 			return true
 		}
 	}
@@ -224,13 +231,19 @@ func (t *Tracker) proc(pid uint32) *process {
 	return p
 }
 
-// boundary says whether sequence seq was rewound, or the cache cleared, after last and
-// before ts.
-func (p *process) boundary(seq int32, last, ts uint64) (End, bool) {
-	if rw := p.rewound[seq]; rw != nil && rw.between(last, ts) {
+// boundary says whether request r's sequence was rewound, or the cache cleared, after
+// its last decode and by ts. A server computing a prompt in chunks removes what lies past
+// each chunk before the next (nothing): no boundary while r computes its prompt; after r
+// generated, a rewind to its end starts the next turn of a conversation.
+func (p *process) boundary(r *Request, ts uint64) (End, bool) {
+	end := int32(math.MaxInt32)
+	if r.Output == 0 {
+		end = int32(r.Cached + r.Prompt)
+	}
+	if rw := p.rewound[r.Seq]; rw != nil && rw.between(r.End, ts, end) {
 		return Rewound, true
 	}
-	if p.cleared.between(last, ts) {
+	if p.cleared.between(r.End, ts, math.MaxInt32) {
 		return Cleared, true
 	}
 	return "", false
@@ -247,12 +260,13 @@ func (t *Tracker) Step(d *assemble.Step, out []*Request) []*Request {
 	}
 	c := p.context(d.Context)
 	seqs := d.Batch.Sequences()
+	p.named = p.named || len(seqs) > 0 && d.Batch.Flags&events.BatchNoSeq == 0
 	var carried [events.MaxSeqs]*Request
 	for i, s := range seqs {
 		k := key{d.Context, s.Seq}
 		r := p.open[k]
 		if r != nil {
-			if why, ok := p.boundary(s.Seq, r.End, d.Start); ok {
+			if why, ok := p.boundary(r, d.Start); ok {
 				out = t.end(p, k, why, out)
 				r = nil
 			}
@@ -330,7 +344,7 @@ func (p *process) classify(d *assemble.Step) assemble.Mix {
 	var carried [events.MaxSeqs]*Request
 	for i, s := range seqs {
 		if r := p.open[key{d.Context, s.Seq}]; r != nil {
-			if _, ok := p.boundary(s.Seq, r.End, d.Start); !ok {
+			if _, ok := p.boundary(r, d.Start); !ok {
 				carried[i] = r
 			}
 		}
@@ -418,7 +432,7 @@ func (t *Tracker) Remove(pid uint32, ts uint64, seq, p0, p1 int32) {
 		return
 	}
 	if seq < 0 {
-		p.cleared.add(ts)
+		p.cleared.add(ts, 0)
 		return
 	}
 	m := p.rewound[seq]
@@ -429,7 +443,7 @@ func (t *Tracker) Remove(pid uint32, ts uint64, seq, p0, p1 int32) {
 		m = &marks{}
 		p.rewound[seq] = m
 	}
-	m.add(ts)
+	m.add(ts, max(p0, 0))
 }
 
 // Sweep ends, at now, the requests whose sequence was rewound since their last decode,
@@ -441,7 +455,7 @@ func (t *Tracker) Sweep(now uint64, settled func(pid uint32) bool, out []*Reques
 			continue
 		}
 		for k, r := range p.open {
-			if why, ok := p.boundary(k.seq, r.End, now); ok {
+			if why, ok := p.boundary(r, now); ok {
 				out = t.end(p, k, why, out)
 				continue
 			}
@@ -487,6 +501,7 @@ func (t *Tracker) end(p *process, k key, why End, out []*Request) []*Request {
 	}
 	p.ended[k] = r.End
 	r.Ended = why
+	r.server = p.named
 	if !r.Warmup() {
 		r.Arrived = p.arrival(r)
 		r.Queued = r.Arrived != 0 && r.before > r.Arrived

@@ -224,6 +224,7 @@ func TestWarmup(t *testing.T) {
 		{Request{Implicit: true, Decodes: 3, Prompt: 2, Output: 3, Ended: Cleared}, false},
 		{Request{Decodes: 1, Prompt: 2, Output: 1, Ended: Rewound}, false}, // a sequence named: a server's client
 		{Request{Implicit: true, Decodes: 1, Prompt: 2, Output: 1, Ended: Exited}, false},
+		{Request{Implicit: true, Decodes: 1, Prompt: 2, Output: 1, Ended: Exited, server: true}, true}, // llama-server's second, its slot unused
 	} {
 		if got := tc.r.Warmup(); got != tc.want {
 			t.Errorf("%+v: warm-up %v, want %v", tc.r, got, tc.want)
@@ -351,5 +352,35 @@ func TestArrivals(t *testing.T) {
 	h.out = h.t.End(1, Exited, h.out)
 	if r := h.out[0]; r.Arrived != 0 || r.Wait() != 0 {
 		t.Errorf("no arrival seen: arrived %d, wait %d", r.Arrived, r.Wait())
+	}
+}
+
+// llama-server computes a prompt longer than its batch in chunks, removing what lies past
+// each chunk before the next (nothing): one request, its prompt every chunk's tokens. After
+// it generated, a rewind to its end is the next turn: another request.
+func TestChunkedPromptRewinds(t *testing.T) {
+	f := &feed{t: New(1000 * ms)}
+	for i := range int32(3) {
+		f.t.Remove(1, f.now, 0, 125*i, -1)
+		chunk := prompt(0, 125*i, 125)
+		chunk.Outputs = 0
+		f.decode(100, chunk, gen(1, 40+i))
+	}
+	f.t.Remove(1, f.now, 0, 375, -1)
+	f.decode(100, prompt(0, 375, 118))
+	f.decode(10, gen(0, 493))
+	f.t.Remove(1, f.now, 0, 494, -1) // the next turn, its prompt extending this one's
+	f.decode(50, prompt(0, 494, 20))
+	f.out = f.t.End(1, Exited, f.out)
+	var seq0 []*Request
+	for _, r := range f.out {
+		if r.Seq == 0 {
+			seq0 = append(seq0, r)
+		}
+	}
+	if len(seq0) != 2 || seq0[0].Prompt != 493 || seq0[0].Output != 2 || seq0[0].Ended != Rewound || seq0[1].Prompt != 20 {
+		for _, r := range seq0 {
+			t.Errorf("request %+v", *r)
+		}
 	}
 }

@@ -34,12 +34,13 @@ const (
 	LlamaBatchWidth = "llama.batch.width"
 )
 
-// Widths are the buckets of a decode step's width, by the most sequences each holds: a
-// step of one sequence, of two, three or four, up to 256 (LLAMA_MAX_SEQ) and beyond.
+// Widths are the buckets of a decode step's width, by the most sequences each holds:
+// each of one to four apart (llama.cpp's CPU kernels change at four: its repacked
+// matmuls take four sequences at a time), then by powers of two.
 var Widths = [...]struct {
 	Max  int
 	Name string
-}{{1, "1"}, {2, "2"}, {4, "3-4"}, {8, "5-8"}, {16, "9-16"}, {32, "17-32"}, {64, "33-64"}, {1 << 30, "65+"}}
+}{{1, "1"}, {2, "2"}, {3, "3"}, {4, "4"}, {8, "5-8"}, {16, "9-16"}, {32, "17-32"}, {64, "33-64"}, {1 << 30, "65+"}}
 
 // Width returns the index in Widths of a decode step of n sequences (at least one).
 func Width(n int) int {

@@ -14,7 +14,7 @@ import (
 
 // Width is the decode steps that carried a number of sequences, one of schema.Widths.
 type Width struct {
-	Width     string    `json:"width"` // "1", "2", "3-4", …
+	Width     string    `json:"width"` // "1", "2", "3", "4", "5-8", …
 	Steps     int64     `json:"steps"`
 	Tokens    int64     `json:"tokens"`
 	Seconds   float64   `json:"seconds"`

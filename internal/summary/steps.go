@@ -97,6 +97,7 @@ func (p *proc) job(s ptrace.Span) {
 func (p *proc) request(s ptrace.Span) {
 	attrs := s.Attributes()
 	if boolAttr(attrs, schema.LlamaRequestWarmup) {
+		p.requests.WarmupTokens += schema.Int(attrs, schema.LlamaRequestPromptTokens)
 		return
 	}
 	r := &p.requests

@@ -307,6 +307,9 @@ type Requests struct {
 	Cached    int64 `json:"cached"`
 	Output    int64 `json:"output"`
 	MaxShared int64 `json:"max_shared"` // most other sequences in one decode with a request
+	// WarmupTokens are the tokens of llama.cpp's warm-ups at load, which no client asked
+	// for: in the prefill phase, in no request.
+	WarmupTokens int64 `json:"warmup_tokens,omitempty"`
 	// Requests that computed a prompt start (its first 64 tokens) an earlier request had
 	// computed, and the prompt tokens of theirs the earlier requests' held.
 	Recomputed       int64 `json:"recomputed,omitempty"`

@@ -192,25 +192,35 @@ func ParseNode(out []byte) (NodeResult, error) {
 	return r, nil
 }
 
-// Completion is llama-server's answer to a /completion request: the slot it ran on and its
-// own timings.
+// Completion is llama-server's answer to a /completion request: the slot it ran on, what
+// it generated, whether the slot's context cut it (truncated), and its own timings.
 type Completion struct {
-	Slot    int `json:"id_slot"`
-	Timings struct {
+	Slot            int  `json:"id_slot"`
+	TokensPredicted int  `json:"tokens_predicted"`
+	Truncated       bool `json:"truncated"`
+	Timings         struct {
 		PromptN             int     `json:"prompt_n"`
 		CacheN              int     `json:"cache_n"`
 		PredictedN          int     `json:"predicted_n"`
 		PromptMS            float64 `json:"prompt_ms"`
 		PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
 	} `json:"timings"`
+	// Done is when the answer came back.
+	Done time.Time `json:"-"`
 }
 
 // CompleteCached sends one completion request that may reuse the slot's cached prompt
 // prefix, and returns the server's account of it.
 func (s *Server) CompleteCached(ctx context.Context, prompt string, n int) (Completion, error) {
+	return s.Request(ctx, map[string]any{"prompt": prompt, "n_predict": n, "cache_prompt": true})
+}
+
+// Request sends a /completion request of body's fields and returns the server's account
+// of it.
+func (s *Server) Request(ctx context.Context, body map[string]any) (Completion, error) {
 	var c Completion
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "n_predict": n, "cache_prompt": true})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/completion", bytes.NewReader(body))
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/completion", bytes.NewReader(b))
 	if err != nil {
 		return c, err
 	}
@@ -223,7 +233,9 @@ func (s *Server) CompleteCached(ctx context.Context, prompt string, n int) (Comp
 	if resp.StatusCode != http.StatusOK {
 		return c, fmt.Errorf("llama-server: %s", resp.Status)
 	}
-	return c, json.NewDecoder(resp.Body).Decode(&c)
+	err = json.NewDecoder(resp.Body).Decode(&c)
+	c.Done = time.Now()
+	return c, err
 }
 
 // CompleteCut streams a completion of up to n tokens and hangs up after chunks of them,
@@ -247,4 +259,54 @@ func (s *Server) CompleteCut(ctx context.Context, prompt string, n, chunks int) 
 		}
 	}
 	return sc.Err()
+}
+
+// Stream sends a streamed /completion request of body's fields, calls token after each
+// token it receives (with how many came so far), and returns the server's account of it,
+// from its last chunk.
+func (s *Server) Stream(ctx context.Context, body map[string]any, token func(n int)) (Completion, error) {
+	var c Completion
+	body["stream"] = true
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/completion", bytes.NewReader(b))
+	if err != nil {
+		return c, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return c, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return c, fmt.Errorf("llama-server: %s", resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	n := 0
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue
+		}
+		var chunk struct {
+			Stop bool `json:"stop"`
+		}
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return c, fmt.Errorf("llama-server's chunk %q: %w", data, err)
+		}
+		if chunk.Stop {
+			err = json.Unmarshal(data, &c)
+			c.Done = time.Now()
+			return c, err
+		}
+		n++
+		if token != nil {
+			token(n)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return c, err
+	}
+	return c, fmt.Errorf("llama-server's stream ended without its last chunk")
 }

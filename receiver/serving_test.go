@@ -1,0 +1,338 @@
+//go:build e2e
+
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/profinfer/profinfer/internal/advise"
+	"github.com/profinfer/profinfer/internal/schema"
+	"github.com/profinfer/profinfer/internal/summary"
+	"github.com/profinfer/profinfer/internal/testbench"
+)
+
+// A busy server, as llama-server serves by default: several requests at once in parallel
+// slots, every generating slot's next token in one decode, a new request's prompt beside
+// them. Under make run's configuration, one collector for every server:
+//
+//   - four slots, a request alone then eight at once: every generated token in decode,
+//     the phases' tokens adding up to the prompts and the outputs, each request's time per
+//     output token within 5% of the server's own, decode steps by width;
+//   - the same with a long prompt arriving while three requests generate, its chunk a
+//     decode 2048 tokens and 128: prompts-stall on both, the longest gaps shorter with the
+//     smaller chunk;
+//   - two slots and three (steps of 2 and 3 sequences, which llama.cpp's repacked Q4_0
+//     matmuls compute a sequence at a time): batching-little, and not with four;
+//   - a slot's share of a small context reached, the generation cut (truncated) and,
+//     with --context-shift, shifted: context-full;
+//   - one slot, one request after another: none of the three.
+func TestE2EBusyServer(t *testing.T) {
+	e := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "out.pb")
+	cfg, _, prom := defaultConfig(t, out)
+	runCollector(t, ctx, cfg)
+	server := func(args ...string) *testbench.Server {
+		s, err := e.StartServer(ctx, e.Bin("llama-server"), "llama-1b-q4_0", 2, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ask := func(s *testbench.Server, body map[string]any) testbench.Completion {
+		c, err := s.Request(ctx, body)
+		if err != nil {
+			t.Error(err)
+		}
+		return c
+	}
+	// at once sends n requests together, each its own prompt, and returns the server's
+	// answers.
+	atOnce := func(s *testbench.Server, n, predict int) []testbench.Completion {
+		answers := make([]testbench.Completion, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { answers[i] = ask(s, completion(prompt(i, 12), predict)) })
+		}
+		wg.Wait()
+		return answers
+	}
+	// A request alone (the steps of one sequence, to compare the wider ones with), then
+	// a burst.
+	burst := func(slots, n, predict int) (int, []testbench.Completion) {
+		s := server("-np", fmt.Sprint(slots), "-c", "4096")
+		defer s.Stop()
+		alone := ask(s, completion(prompt(99, 12), 32))
+		return s.PID(), append(atOnce(s, n, predict), alone)
+	}
+	// Three requests generating, then a long prompt: its chunks computed beside their
+	// next tokens.
+	stalled := func(batch int) int {
+		s := server("-np", "4", "-c", "4096", "-b", fmt.Sprint(batch), "-ub", fmt.Sprint(min(batch, 512)))
+		defer s.Stop()
+		var wg sync.WaitGroup
+		var started sync.WaitGroup
+		for i := range 3 {
+			started.Add(1)
+			wg.Go(func() {
+				var once sync.Once
+				if _, err := s.Stream(ctx, completion(prompt(i, 12), 96), func(int) { once.Do(started.Done) }); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		started.Wait()
+		ask(s, completion(prompt(50, 240), 4))
+		wg.Wait()
+		return s.PID()
+	}
+	four, answers := burst(4, 8, 40)
+	stall2048 := stalled(2048)
+	stall128 := stalled(128)
+	two, _ := burst(2, 6, 40)
+	three, _ := burst(3, 6, 40)
+	// A slot's share of 512 cells: a prompt of some 150 tokens and 400 to generate.
+	cut := server("-np", "2", "-c", "512")
+	cutAnswer := ask(cut, completion(prompt(7, 60), 400))
+	cut.Stop()
+	shifted := server("-np", "2", "-c", "512", "--context-shift")
+	ask(shifted, completion(prompt(8, 60), 300))
+	shifted.Stop()
+	healthy := server("-np", "1", "-c", "4096")
+	for i := range 3 {
+		ask(healthy, completion(prompt(i, 12), 32))
+	}
+	healthy.Stop()
+	settle(t, ctx, out)
+
+	v := summarize(t, out)
+	advise.Annotate(v)
+	reqs := requestsByPID(t, out)
+
+	// Four slots: every generated token in decode (or beside a prompt, in mixed), the
+	// phases' tokens adding up, steps by width.
+	p := byPID(t, v, four)
+	text := table(t, p)
+	t.Logf("-np 4:\n%s", text)
+	checkPhasesAddUp(t, "-np 4", p)
+	dec := phaseNamed(t, p, "decode")
+	if w := width(dec, "4"); w == nil || w.Steps < 20 || w.Cost <= 1 {
+		t.Errorf("-np 4: decode steps of 4 sequences %+v, want 20 or more against steps of one", w)
+	}
+	if s := p.Serving; s == nil || s.MaxSequences != 4 || s.Slots != 4 || s.SeqContext != 1024 || s.Context != 4096 || s.KVCells < 4*40 {
+		t.Errorf("-np 4: serving %+v, want 4 sequences at most of 4 slots, 1024 cells each of 4096", s)
+	}
+	for _, want := range []string{"serving: ", "sequences a step", "gaps between a request's output tokens", "where the requests' latency went"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("-np 4: the report lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s+4\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+×`).MatchString(text) {
+		t.Errorf("-np 4: the report has no row of steps of 4 sequences against one")
+	}
+	checkTPOT(t, answers, reqs[int64(four)])
+	checkLatencyShares(t, reqs[int64(four)])
+	if f := finding(p, "batching-little"); f != nil {
+		t.Errorf("-np 4: %s %v", f.Title, f.Evidence)
+	}
+
+	// A long prompt stalls three generating requests; in chunks of 128 less long.
+	var worst [2]float64
+	for i, pid := range []int{stall2048, stall128} {
+		p := byPID(t, v, pid)
+		name := []string{"-b 2048", "-b 128"}[i]
+		checkPhasesAddUp(t, name, p)
+		f := finding(p, "prompts-stall")
+		r := p.Requests
+		if f == nil || r.Stalled < 3 {
+			t.Errorf("%s: no stall of the three generating requests: %+v %v", name, r, findingIDs(p))
+			continue
+		}
+		t.Logf("%s: %s: %s %v", name, f.Severity, f.Title, f.Evidence)
+		worst[i] = r.GapMax.Max
+		if mixed := phaseNamed(t, p, "mixed"); mixed.PromptTokens < 200 || mixed.NextTokens < 2 {
+			t.Errorf("%s: mixed decodes %+v, want the long prompt's tokens beside the generating requests'", name, mixed)
+		}
+	}
+	if worst[1] >= worst[0] {
+		t.Errorf("the longest gap %.0f ms in chunks of 128 against %.0f ms in chunks of 2048: want shorter", worst[1], worst[0])
+	}
+
+	// Two and three slots: steps of two or three sequences at nearly as many steps of one.
+	for _, pid := range []int{two, three} {
+		p := byPID(t, v, pid)
+		checkPhasesAddUp(t, p.Title, p)
+		f := finding(p, "batching-little")
+		if f == nil {
+			t.Errorf("%s: batching-little did not fire: widths %+v", p.Title, phaseNamed(t, p, "decode").Widths)
+			continue
+		}
+		t.Logf("%s: %s %v", p.Title, f.Title, f.Evidence)
+	}
+
+	// The context reached: cut there, then shifted.
+	p = byPID(t, v, cut.PID())
+	if f := finding(p, "context-full"); f == nil || f.Severity != "warning" || p.Requests.Truncated != 1 || !cutAnswer.Truncated {
+		t.Errorf("-c 512 -np 2: the cut request (truncated %v, %d tokens): %+v %v", cutAnswer.Truncated, cutAnswer.TokensPredicted, p.Requests, findingIDs(p))
+	} else {
+		t.Logf("cut: %s %v", f.Title, f.Evidence)
+	}
+	p = byPID(t, v, shifted.PID())
+	if f := finding(p, "context-full"); f == nil || f.Severity != "info" || p.Requests.Shifts == 0 || p.Requests.Truncated != 0 {
+		t.Errorf("--context-shift: %+v %v", p.Requests, findingIDs(p))
+	} else {
+		t.Logf("shifted: %s %v", f.Title, f.Evidence)
+	}
+
+	// One slot, one request after another: nothing of the three.
+	p = byPID(t, v, healthy.PID())
+	checkPhasesAddUp(t, "-np 1", p)
+	for _, id := range []string{"prompts-stall", "batching-little", "context-full"} {
+		if f := finding(p, id); f != nil {
+			t.Errorf("-np 1, one at a time: %s %s %v", id, f.Title, f.Evidence)
+		}
+	}
+	if w := phaseNamed(t, p, "decode").Widths; len(w) != 1 || w[0].Width != "1" {
+		t.Errorf("-np 1: widths %+v, want steps of one sequence alone", w)
+	}
+	got := findingsOut(t, ctx, out, prom, func(got pipelineFindings) bool {
+		return got.logged[int64(stall2048)]["prompts-stall"] != "" && got.logged[int64(cut.PID())]["context-full"] != ""
+	})
+	if got.logged[int64(two)]["batching-little"] == "" || got.logged[int64(healthy.PID())]["prompts-stall"] != "" {
+		t.Errorf("the pipeline's findings: %v", got.logged)
+	}
+}
+
+// completion is a /completion request's body: prompt, n tokens to generate, the slot's
+// cache not reused.
+func completion(prompt string, n int) map[string]any {
+	return map[string]any{"prompt": prompt, "n_predict": n, "cache_prompt": false}
+}
+
+// prompt is request i's own prompt of some words: no two share a start.
+func prompt(i, words int) string {
+	w := []string{fmt.Sprintf("Request %d:", i)}
+	for j := range words {
+		w = append(w, []string{"tell", "me", "about", "the", "weather", "in", "mountains", "today"}[(i+j)%8])
+	}
+	return strings.Join(w, " ")
+}
+
+func width(ph *summary.Phase, name string) *summary.Width {
+	for i := range ph.Widths {
+		if ph.Widths[i].Width == name {
+			return &ph.Widths[i]
+		}
+	}
+	return nil
+}
+
+// checkPhasesAddUp checks that p's phases hold every token its requests computed: the
+// prompts in prefill (llama.cpp's warm-ups at load too), every output but
+// each request's first (which its prompt's last decode computed) in decode, counting the
+// tokens of each kind that mixed decodes computed.
+func checkPhasesAddUp(t *testing.T, name string, p *summary.Process) {
+	t.Helper()
+	r := p.Requests
+	if r == nil {
+		t.Errorf("%s: no requests", name)
+		return
+	}
+	var prefill, decode int64
+	for _, ph := range p.Phases {
+		switch ph.Name {
+		case "prefill":
+			prefill += ph.Tokens + ph.MixedTokens
+		case "decode":
+			decode += ph.Tokens + ph.MixedTokens
+		}
+	}
+	if decode != r.Output-r.Count {
+		t.Errorf("%s: %d tokens in decode, want the %d outputs but each of %d requests' first", name, decode, r.Output, r.Count)
+	}
+	if prefill != r.Input+r.WarmupTokens || r.WarmupTokens == 0 {
+		t.Errorf("%s: %d tokens in prefill, want the %d prompt tokens and the warm-ups' %d", name, prefill, r.Input, r.WarmupTokens)
+	}
+}
+
+// checkTPOT checks each request's time per output token against llama-server's own
+// (timings.predicted_per_token_ms): the server divides the time from its first token to
+// its last by all its tokens, profinfer by the gaps between them, one fewer.
+func checkTPOT(t *testing.T, answers []testbench.Completion, reqs []span) {
+	t.Helper()
+	bySlot := map[int][]span{}
+	for _, r := range reqs {
+		bySlot[int(r.attrs[schema.LlamaSeqID].(int64))] = append(bySlot[int(r.attrs[schema.LlamaSeqID].(int64))], r)
+	}
+	answered := map[int][]testbench.Completion{}
+	for _, a := range answers {
+		answered[a.Slot] = append(answered[a.Slot], a)
+	}
+	checked := 0
+	for slot, as := range answered {
+		slices.SortFunc(as, func(x, y testbench.Completion) int { return x.Done.Compare(y.Done) })
+		rs := bySlot[slot]
+		slices.SortFunc(rs, func(x, y span) int { return int(int64(x.start) - int64(y.start)) })
+		if len(rs) != len(as) {
+			t.Errorf("slot %d: %d request spans for %d answers", slot, len(rs), len(as))
+			continue
+		}
+		for i, a := range as {
+			n := a.Timings.PredictedN
+			got, ok := rs[i].attrs[schema.LlamaRequestTimePerOutputToken].(float64)
+			if !ok || n < 2 {
+				t.Errorf("slot %d, request %d: no time per output token (%d predicted)", slot, i, n)
+				continue
+			}
+			server := a.Timings.PredictedPerTokenMS * float64(n) / float64(n-1)
+			if math.Abs(1e3*got/server-1) > 0.05 {
+				t.Errorf("slot %d, request %d: %.2f ms per output token, the server's %.2f (over %d tokens)", slot, i, 1e3*got, server, n)
+			}
+			checked++
+		}
+	}
+	if checked < len(answers) {
+		t.Errorf("%d of %d requests' time per output token checked", checked, len(answers))
+	}
+}
+
+// checkLatencyShares checks that each request's time adds up, share by share, to its span.
+func checkLatencyShares(t *testing.T, reqs []span) {
+	t.Helper()
+	for _, r := range reqs {
+		var sum float64
+		for _, name := range summary.TimeShares[1:] {
+			sum += r.attrs[schema.LlamaRequestTimePrefix+name].(float64)
+		}
+		if span := float64(r.end-r.start) / 1e9; math.Abs(sum-span) > 0.02*span {
+			t.Errorf("request on slot %v: shares sum to %.3f s, its span is %.3f s", r.attrs[schema.LlamaSeqID], sum, span)
+		}
+	}
+}
+
+// requestsByPID reads the request spans the collector wrote to out, by process, llama.cpp's
+// warm-up left out.
+func requestsByPID(t *testing.T, out string) map[int64][]span {
+	t.Helper()
+	var got batches
+	if err := readOutput(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	by := map[int64][]span{}
+	for _, s := range spans(got.traces) {
+		if s.attrs[schema.GenAIOperationName] != nil && s.attrs[schema.LlamaRequestWarmup] == nil {
+			by[s.pid] = append(by[s.pid], s)
+		}
+	}
+	return by
+}
