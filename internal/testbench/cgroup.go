@@ -56,6 +56,68 @@ func MemoryLimit(t testing.TB, limit int64) *Cgroup {
 	return nil
 }
 
+// ReadLimit makes a cgroup whose tasks read at most bps bytes a second from the disk
+// that holds path, in the hierarchy that holds the I/O controller (v1's blkio where it is
+// bound there, else v2's io). A process in it faults a mapped file in at that rate, a
+// disk's pace whatever the machine's own disk and CPU: a cold start's reads take the
+// file's size over bps. It is removed when the test ends.
+func ReadLimit(t testing.TB, path string, bps int64) *Cgroup {
+	t.Helper()
+	dev := disk(t, path)
+	switch {
+	case exists("/sys/fs/cgroup/blkio/blkio.throttle.read_bps_device"):
+		return made(t, "/sys/fs/cgroup/blkio", "", [][2]string{{"blkio.throttle.read_bps_device", fmt.Sprintf("%s %d", dev, bps)}})
+	case controllerV2("io"):
+		return made(t, "/sys/fs/cgroup", "io", [][2]string{{"io.max", fmt.Sprintf("%s rbps=%d", dev, bps)}})
+	}
+	Missing(t, "a cgroup file system with the blkio or io controller")
+	return nil
+}
+
+// disk is the MAJ:MIN of the whole disk that holds path, as the I/O controllers name it
+// (a partition's disk is its parent).
+func disk(t testing.TB, path string) string {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	sys := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	if !exists(sys) {
+		Missing(t, fmt.Sprintf("a block device under %s (it is on device %d:%d): a throttle of its reads", path, unix.Major(st.Dev), unix.Minor(st.Dev)))
+	}
+	if exists(sys + "/partition") {
+		sys += "/.."
+	}
+	b, err := os.ReadFile(sys + "/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Within is a command line that moves itself into every cgroup of cgs, each in its own
+// hierarchy, then executes name and args.
+func Within(cgs ...*Cgroup) func(name string, args ...string) (string, []string) {
+	var dirs []string
+	for _, c := range cgs {
+		dirs = append(dirs, c.Dir)
+	}
+	return func(name string, args ...string) (string, []string) {
+		script := `for d in ` + shellWords(dirs) + `; do echo $$ > "$d/cgroup.procs" || exit 1; done; exec "$@"`
+		return "sh", append([]string{"-c", script, "sh", name}, args...)
+	}
+}
+
+// shellWords quotes each of ws for sh, single-quoted.
+func shellWords(ws []string) string {
+	q := make([]string, len(ws))
+	for i, w := range ws {
+		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
 // made makes a cgroup under root with files written in order, removed when the test
 // ends; on v2, the root hands controller down to its children first.
 func made(t testing.TB, root, controller string, files [][2]string) *Cgroup {
