@@ -5,7 +5,8 @@
 #   make build-arm64      cross-build the distribution for linux/arm64 (build-amd64 likewise),
 #                         into build/linux-ARCH/, where the container image takes it from
 #   make run              build, then run the collector with config/otelcol.yaml (needs root)
-#   make testenv test     set up the test environment, then run every test (e2e tests need root)
+#   make test             set up the test environment, build, then run every test (e2e tests
+#                         need root), and print each step's and the slowest tests' minutes
 #   make bench            measure the receiver's overhead on llama.cpp against a naive bpftrace
 #                         peer, PAIRS (8) alternating rounds; report in build/bench.md (needs root)
 #   make bench-report     time `profinfer report` on a 1 GB input (throughput, peak RSS)
@@ -57,10 +58,10 @@ run: build
 testenv:
 	scripts/testenv.sh
 
-test: testenv build build-arm64
-	@# -p 1: the e2e tests target executables by path, so another package's llama.cpp
-	@# processes running meanwhile would be profiled too.
-	$(GO) test -tags e2e -p 1 -count=1 -timeout 60m ./...
+# The test bench, both builds, then every package's tests, one package at a time; a
+# timing summary at the end (scripts/test.sh).
+test:
+	GO=$(GO) scripts/test.sh
 
 bench: testenv build
 	command -v bpftrace >/dev/null || { apt-get update && apt-get install -y bpftrace; }

@@ -38,6 +38,8 @@ cached() {
   "$@"
   echo "$key" >"$dir/.stamp"
   log "$name made in $((SECONDS - t0)) s"
+  # The run's timing summary lists each part made (scripts/test.sh).
+  [ -z "${PROFINFER_TIMES:-}" ] || printf 'testenv: %s\t%d\t0\n' "$name" $((SECONDS - t0)) >>"$PROFINFER_TIMES"
   if mkdir -p "$CACHE" 2>/dev/null && rm -rf "$c.new" && cp -a "$dir" "$c.new"; then
     rm -rf "$c" && mv "$c.new" "$c"
   else
@@ -45,10 +47,17 @@ cached() {
   fi
 }
 
+# What the builds and the VM tests need from Debian, in one apt run: the VM tests
+# (internal/vm) boot Debian's kernels under qemu with busybox as the guest's userland
+# (busybox-static, since the guest has no libraries), and the arm64 guests' llama.cpp is
+# cross-built with Debian's aarch64 GCC.
 need_apt=()
-for tool in cmake:cmake ninja:ninja-build git:git node:nodejs npm:npm; do
+for tool in cmake:cmake ninja:ninja-build git:git node:nodejs npm:npm qemu-system-x86_64:qemu-system-x86 \
+    qemu-system-aarch64:qemu-system-arm zstd:zstd aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu \
+    aarch64-linux-gnu-g++:g++-aarch64-linux-gnu; do
   command -v "${tool%%:*}" >/dev/null || need_apt+=("${tool#*:}")
 done
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || need_apt+=(busybox-static)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing ${need_apt[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
@@ -74,134 +83,29 @@ install_nlc() { # DIR VERSION [PACKAGE...]
 NPM=$TE/npm
 install_nlc "$NPM" "$NLC_VERSION" @node-llama-cpp/linux-x64-vulkan @node-llama-cpp/linux-x64-cuda @node-llama-cpp/linux-arm64
 
+
+# Downloads run in the background while the builds below use the CPUs: the older
+# node-llama-cpp prebuilts and the Node addons (their llama.cpp sources are waited for
+# before the builds that need them), the kernels, and the Go modules of Ollama's builds
+# and the models' writer. Each job's log lines interleave with the builds'.
+FUGOOD=$TE/npm-fugood
 # Older node-llama-cpp prebuilts, one llama.cpp release each, a quarter or so apart from
 # late 2024 (release in bins/linux-x64/_nlcBuildMetadata.json): 3.20.0 b10361, 3.18.0
 # b8352, 3.14.0 b6673, 3.12.0 b6122 (the first with ggml_version), 3.10.0 b5640, 3.6.0
 # b4753, and 3.3.0 b4234 and 3.1.1 b3889, which have no node probe point. Tens of MB each
-# with their JS dependencies, no build.
-for v in ${NLC_OLD:-3.20.0 3.18.0 3.14.0 3.12.0 3.10.0 3.6.0 3.3.0 3.1.1}; do
-  install_nlc "$TE/npm-$v" "$v"
-done
-
-# llama.cpp from the release bundle: the source, cloned from it, and the tools built from
-# it, once per version, into bin/ (RUNPATH $ORIGIN, so that the cache's copy runs anywhere).
-# Shared, with OpenMP, the RPC backend, and the layout Ollama ships (GGML_BACKEND_DL: the
-# CPU backend a library libggml loads with dlopen), here the one CPU variant this machine
-# runs rather than Ollama's fourteen: Ollama's lib/ollama below is this build's llama-server
-# and libraries.
-LC=$TE/llama.cpp
-BUNDLE=$NPM/node_modules/node-llama-cpp/llama/gitRelease.bundle
-SRC_KEY="$NLC_VERSION $(sha256sum "$BUNDLE" | cut -c1-16)"
-KEY="$SRC_KEY v3 $TOOLS"
-common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON -DLLAMA_OPENSSL=OFF
-        -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=ON
-        -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON)
-# ggml refuses GGML_NATIVE with GGML_BACKEND_DL: the variant is named by the instruction
-# sets this CPU has instead, as ggml's options call them.
-isa=()
-for f in sse4_2:SSE42 avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx_vnni:AVX_VNNI avx512f:AVX512 \
-    avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
-  grep -qw "${f%%:*}" /proc/cpuinfo && isa+=("-DGGML_${f#*:}=ON") || isa+=("-DGGML_${f#*:}=OFF")
-done
-shared=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_NATIVE=OFF "${isa[@]}")
-if [ "$(cat "$LC/src/.stamp" 2>/dev/null)" != "$SRC_KEY" ]; then
-  rm -rf "$LC/src" && mkdir -p "$LC"
-  git clone -q "$BUNDLE" "$LC/src" 2>/dev/null
-  echo "$SRC_KEY" >"$LC/src/.stamp"
-fi
-build_llama() {
-  log "building llama.cpp ($KEY); about 7 minutes on 2 cores"
-  local build=$LC/build
-  rm -rf "$build"
-  cmake -S "$LC/src" -B "$build" "${common[@]}" "${shared[@]}" >/dev/null
-  cmake --build "$build" -j "$JOBS" --target llama-bench llama-server llama-quantize \
-      test-backend-ops test-llama-archs ggml-rpc-server ggml-cpu
-  cp -a "$build/bin/." "$LC/bin/"
-  rm -rf "$build"
-}
-cached llama.cpp "$KEY" "$LC/bin" build_llama
-
-# Static llama-bench builds of older releases, from the source bundled with their
-# node-llama-cpp: GGML linked into the executable, with OpenMP (the default then), where
-# the prebuilts use ggml's own threadpool. About a minute each on 2 cores.
-build_old_static() { # NODE_LLAMA_CPP_VERSION RELEASE
-  local dir=$TE/llama.cpp-$2 bundle=$TE/npm-$1/node_modules/node-llama-cpp/llama/gitRelease.bundle
-  cached "llama.cpp-$2" "$2 $(sha256sum "$bundle" | cut -c1-16) v2 $TOOLS" "$dir/static" old_static "$bundle" "$dir"
-}
-old_static() { # BUNDLE DIR
-  log "building static llama-bench $(basename "$2")"
-  rm -rf "$2/src" "$2/build"
-  git clone -q "$1" "$2/src" 2>/dev/null
-  cmake -S "$2/src" -B "$2/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF >/dev/null
-  cmake --build "$2/build" -j "$JOBS" --target llama-bench >/dev/null
-  cp "$2/build/bin/llama-bench" "$2/static/llama-bench"
-  rm -rf "$2/build" "$2/src"
-}
-build_old_static 3.1.1 b3889
-build_old_static 3.3.0 b4234
-
-# GGML runtimes beside llama.cpp itself: whisper.cpp's Node addon, CPU and Vulkan (GGML
-# linked in, OpenMP), and llama.cpp's in one addon, each with its workload driver.
-FUGOOD=$TE/npm-fugood
-cached npm-fugood "whisper 1.1.3 llama 1.7.15 v1" "$FUGOOD" npm_install "$FUGOOD" @fugood/whisper.node@1.1.3 \
-  @fugood/node-whisper-linux-x64@1.1.3 @fugood/node-whisper-linux-x64-vulkan@1.1.3 @fugood/llama.node@1.7.15 \
-  @fugood/node-llama-linux-x64@1.7.15
-cp "$ROOT/scripts/whisper-driver.mjs" "$ROOT/scripts/llama-node-driver.mjs" "$FUGOOD/"
-
-# Ollama as it ships (0.30 on): its Go executable, built from its module, and the
-# lib/ollama it starts llama-server from: the build above, which is Ollama's layout, from
-# the same llama.cpp source Ollama's CMake project would build. Ollama's one patch of that
-# source (hooks that translate blobs of its own older format) does not apply to it, and
-# is left out, as Ollama's OLLAMA_LLAMA_CPP_SOURCE leaves it out of a local tree's build.
-OLLAMA_VERSION=${OLLAMA_VERSION:-v0.33.0}
-OLLAMA_OLD=${OLLAMA_OLD:-v0.24.0} # the last release before 0.30, on its own Go engine
-module_src() { # MODULE@VERSION DIR: a writable copy of the module's tree
-  local mod
-  mod=$(cd "$ROOT" && GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-  [ -d "$mod" ] || { log "go mod download $1 failed"; return 1; }
-  cp -r "$mod" "$2" && chmod -R u+w "$2"
-}
-build_ollama() { # DIR
-  local dir=$1 src=$1/.src
-  log "building Ollama $OLLAMA_VERSION; about 3 minutes on 2 cores"
-  module_src "github.com/ollama/ollama@$OLLAMA_VERSION" "$src"
-  (cd "$src" && CGO_ENABLED=1 go build -trimpath -buildmode=pie \
-      -ldflags "-X=github.com/ollama/ollama/version.Version=${OLLAMA_VERSION#v}" -o "$dir/bin/ollama" .)
-  rm -rf "$src"
-}
-cached ollama "$OLLAMA_VERSION v2 $(go env GOVERSION)" "$TE/ollama" build_ollama "$TE/ollama"
-rm -rf "$TE/ollama/lib/ollama" && mkdir -p "$TE/ollama/lib/ollama"
-cp -a "$LC/bin/llama-server" "$LC/bin/llama-quantize" "$LC/bin/"lib*.so* "$TE/ollama/lib/ollama/"
-
-# Ollama before 0.30, whose own Go engine computes through cgo (ggml and llama.cpp inside
-# the executable, no CMake). Module zips leave out what lies under a vendor directory, and
-# its llama.cpp's tools need four headers from there: the test bench's llama.cpp has them.
-build_ollama_old() { # DIR
-  local dir=$1 src=$1/.src h
-  log "building Ollama $OLLAMA_OLD (its Go engine, ggml through cgo); about 6 minutes on 2 cores"
-  module_src "github.com/ollama/ollama@$OLLAMA_OLD" "$src"
-  for h in nlohmann/json.hpp nlohmann/json_fwd.hpp stb/stb_image.h miniaudio/miniaudio.h; do
-    mkdir -p "$src/llama/llama.cpp/vendor/$(dirname "$h")"
-    cp "$LC/src/vendor/$h" "$src/llama/llama.cpp/vendor/$h"
+# with their JS dependencies, no build. Then the GGML runtimes beside llama.cpp itself:
+# whisper.cpp's Node addon, CPU and Vulkan (GGML linked in, OpenMP), and llama.cpp's in
+# one addon, each with its workload driver.
+fetch_npm() {
+  local v
+  for v in ${NLC_OLD:-3.20.0 3.18.0 3.14.0 3.12.0 3.10.0 3.6.0 3.3.0 3.1.1}; do
+    install_nlc "$TE/npm-$v" "$v"
   done
-  (cd "$src" && CGO_ENABLED=1 go build -ldflags "-X=github.com/ollama/ollama/version.Version=${OLLAMA_OLD#v}" \
-      -o "$dir/ollama" .)
-  rm -rf "$src"
+  cached npm-fugood "whisper 1.1.3 llama 1.7.15 v1" "$FUGOOD" npm_install "$FUGOOD" @fugood/whisper.node@1.1.3 \
+    @fugood/node-whisper-linux-x64@1.1.3 @fugood/node-whisper-linux-x64-vulkan@1.1.3 @fugood/llama.node@1.7.15 \
+    @fugood/node-llama-linux-x64@1.7.15
+  cp "$ROOT/scripts/whisper-driver.mjs" "$ROOT/scripts/llama-node-driver.mjs" "$FUGOOD/"
 }
-cached ollama-old "$OLLAMA_OLD $SRC_KEY v1 $TOOLS $(go env GOVERSION)" "$TE/ollama-old" build_ollama_old "$TE/ollama-old"
-
-# The VM tests (internal/vm) boot Debian's kernels under qemu with busybox as the guest's
-# userland: busybox-static, since the guest has no libraries.
-vm_apt=()
-command -v qemu-system-x86_64 >/dev/null || vm_apt+=(qemu-system-x86)
-command -v qemu-system-aarch64 >/dev/null || vm_apt+=(qemu-system-arm)
-dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || vm_apt+=(busybox-static)
-command -v zstd >/dev/null || vm_apt+=(zstd)
-if [ ${#vm_apt[@]} -gt 0 ]; then
-  log "installing ${vm_apt[*]}"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${vm_apt[@]}" >/dev/null
-fi
 
 # Their kernels: Debian 11's 5.10 and Debian 12's 6.1 and 6.12, the image alone out of each
 # package, and the release that uname -r will say. Beside it, the ELF vmlinux unpacked
@@ -271,7 +175,6 @@ fetch_x86_kernels() {
   fetch_kernel "$KERNELS" 6.1 linux-image-6.1.0-50-amd64
   fetch_kernel "$KERNELS" 6.12 linux-image-6.12.111+deb12-amd64
 }
-cached kernels "5.10.0-32 6.1.0-50 6.12.111+deb12 v2" "$KERNELS" fetch_x86_kernels
 
 # The arm64 guests (qemu's virt machine): Debian 12's arm64 6.1 and 6.12, and the arm64
 # busybox-static beside them, from the same mirror's arm64 package lists, kept apart from
@@ -295,7 +198,123 @@ fetch_arm64_kernels() {
   chmod 755 "$KERNELS_ARM64/busybox"
   rm -rf "$aptarm"
 }
-cached kernels-arm64 "6.1.0-50 6.12.111+deb12 busybox-static v2" "$KERNELS_ARM64" fetch_arm64_kernels
+fetch_kernels() {
+  cached kernels "5.10.0-32 6.1.0-50 6.12.111+deb12 v2" "$KERNELS" fetch_x86_kernels
+  cached kernels-arm64 "6.1.0-50 6.12.111+deb12 busybox-static v2" "$KERNELS_ARM64" fetch_arm64_kernels
+}
+OLLAMA_VERSION=${OLLAMA_VERSION:-v0.33.0}
+OLLAMA_OLD=${OLLAMA_OLD:-v0.24.0} # the last release before 0.30, on its own Go engine
+fetch_modules() { # Ollama's two modules and what each requires, and this module's
+  local v dir
+  for v in "$OLLAMA_VERSION" "$OLLAMA_OLD"; do
+    dir=$(cd "$ROOT" && GOFLAGS=-mod=mod go mod download -json "github.com/ollama/ollama@$v" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+    (cd "$dir" && go mod download)
+  done
+  (cd "$ROOT" && go mod download)
+}
+fetch_npm & npm_job=$!
+fetch_kernels & kernels_job=$!
+fetch_modules & modules_job=$!
+
+# llama.cpp from the release bundle: the source, cloned from it, and the tools built from
+# it, once per version, into bin/ (RUNPATH $ORIGIN, so that the cache's copy runs anywhere).
+# Shared, with OpenMP, the RPC backend, and the layout Ollama ships (GGML_BACKEND_DL: the
+# CPU backend a library libggml loads with dlopen), here the one CPU variant this machine
+# runs rather than Ollama's fourteen: Ollama's lib/ollama below is this build's llama-server
+# and libraries.
+LC=$TE/llama.cpp
+BUNDLE=$NPM/node_modules/node-llama-cpp/llama/gitRelease.bundle
+SRC_KEY="$NLC_VERSION $(sha256sum "$BUNDLE" | cut -c1-16)"
+KEY="$SRC_KEY v3 $TOOLS"
+common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON -DLLAMA_OPENSSL=OFF
+        -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=ON
+        -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON)
+# ggml refuses GGML_NATIVE with GGML_BACKEND_DL: the variant is named by the instruction
+# sets this CPU has instead, as ggml's options call them.
+isa=()
+for f in sse4_2:SSE42 avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx_vnni:AVX_VNNI avx512f:AVX512 \
+    avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
+  grep -qw "${f%%:*}" /proc/cpuinfo && isa+=("-DGGML_${f#*:}=ON") || isa+=("-DGGML_${f#*:}=OFF")
+done
+shared=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_NATIVE=OFF "${isa[@]}")
+if [ "$(cat "$LC/src/.stamp" 2>/dev/null)" != "$SRC_KEY" ]; then
+  rm -rf "$LC/src" && mkdir -p "$LC"
+  git clone -q "$BUNDLE" "$LC/src" 2>/dev/null
+  echo "$SRC_KEY" >"$LC/src/.stamp"
+fi
+build_llama() {
+  log "building llama.cpp ($KEY); about 7 minutes on 2 cores"
+  local build=$LC/build
+  rm -rf "$build"
+  cmake -S "$LC/src" -B "$build" "${common[@]}" "${shared[@]}" >/dev/null
+  cmake --build "$build" -j "$JOBS" --target llama-bench llama-server llama-quantize \
+      test-backend-ops test-llama-archs ggml-rpc-server ggml-cpu
+  cp -a "$build/bin/." "$LC/bin/"
+  rm -rf "$build"
+}
+cached llama.cpp "$KEY" "$LC/bin" build_llama
+
+# Static llama-bench builds of older releases, from the source bundled with their
+# node-llama-cpp: GGML linked into the executable, with OpenMP (the default then), where
+# the prebuilts use ggml's own threadpool. About a minute each on 2 cores.
+build_old_static() { # NODE_LLAMA_CPP_VERSION RELEASE
+  local dir=$TE/llama.cpp-$2 bundle=$TE/npm-$1/node_modules/node-llama-cpp/llama/gitRelease.bundle
+  cached "llama.cpp-$2" "$2 $(sha256sum "$bundle" | cut -c1-16) v2 $TOOLS" "$dir/static" old_static "$bundle" "$dir"
+}
+old_static() { # BUNDLE DIR
+  log "building static llama-bench $(basename "$2")"
+  rm -rf "$2/src" "$2/build"
+  git clone -q "$1" "$2/src" 2>/dev/null
+  cmake -S "$2/src" -B "$2/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF >/dev/null
+  cmake --build "$2/build" -j "$JOBS" --target llama-bench >/dev/null
+  cp "$2/build/bin/llama-bench" "$2/static/llama-bench"
+  rm -rf "$2/build" "$2/src"
+}
+wait "$npm_job"
+build_old_static 3.1.1 b3889
+build_old_static 3.3.0 b4234
+
+# Ollama as it ships (0.30 on): its Go executable, built from its module, and the
+# lib/ollama it starts llama-server from: the build above, which is Ollama's layout, from
+# the same llama.cpp source Ollama's CMake project would build. Ollama's one patch of that
+# source (hooks that translate blobs of its own older format) does not apply to it, and
+# is left out, as Ollama's OLLAMA_LLAMA_CPP_SOURCE leaves it out of a local tree's build.
+wait "$modules_job"
+module_src() { # MODULE@VERSION DIR: a writable copy of the module's tree
+  local mod
+  mod=$(cd "$ROOT" && GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [ -d "$mod" ] || { log "go mod download $1 failed"; return 1; }
+  cp -r "$mod" "$2" && chmod -R u+w "$2"
+}
+build_ollama() { # DIR
+  local dir=$1 src=$1/.src
+  log "building Ollama $OLLAMA_VERSION; about 3 minutes on 2 cores"
+  module_src "github.com/ollama/ollama@$OLLAMA_VERSION" "$src"
+  (cd "$src" && CGO_ENABLED=1 go build -trimpath -buildmode=pie \
+      -ldflags "-X=github.com/ollama/ollama/version.Version=${OLLAMA_VERSION#v}" -o "$dir/bin/ollama" .)
+  rm -rf "$src"
+}
+cached ollama "$OLLAMA_VERSION v2 $(go env GOVERSION)" "$TE/ollama" build_ollama "$TE/ollama"
+rm -rf "$TE/ollama/lib/ollama" && mkdir -p "$TE/ollama/lib/ollama"
+cp -a "$LC/bin/llama-server" "$LC/bin/llama-quantize" "$LC/bin/"lib*.so* "$TE/ollama/lib/ollama/"
+
+# Ollama before 0.30, whose own Go engine computes through cgo (ggml and llama.cpp inside
+# the executable, no CMake). Module zips leave out what lies under a vendor directory, and
+# its llama.cpp's tools need four headers from there: the test bench's llama.cpp has them.
+build_ollama_old() { # DIR
+  local dir=$1 src=$1/.src h
+  log "building Ollama $OLLAMA_OLD (its Go engine, ggml through cgo); about 6 minutes on 2 cores"
+  module_src "github.com/ollama/ollama@$OLLAMA_OLD" "$src"
+  for h in nlohmann/json.hpp nlohmann/json_fwd.hpp stb/stb_image.h miniaudio/miniaudio.h; do
+    mkdir -p "$src/llama/llama.cpp/vendor/$(dirname "$h")"
+    cp "$LC/src/vendor/$h" "$src/llama/llama.cpp/vendor/$h"
+  done
+  (cd "$src" && CGO_ENABLED=1 go build -ldflags "-X=github.com/ollama/ollama/version.Version=${OLLAMA_OLD#v}" \
+      -o "$dir/ollama" .)
+  rm -rf "$src"
+}
+cached ollama-old "$OLLAMA_OLD $SRC_KEY v1 $TOOLS $(go env GOVERSION)" "$TE/ollama-old" build_ollama_old "$TE/ollama-old"
 
 # A portable llama.cpp for the guests: static down to libc, since they have no libraries,
 # and built for any x86-64 with AVX2 instead of this machine's CPU: qemu's has no AVX-512.
@@ -339,7 +358,7 @@ make_models() {
   mv "$tmp/llama-dense.gguf" "$MODELS/tiny-dense.gguf"
   mv "$tmp/llama-moe.gguf" "$MODELS/tiny-moe.gguf"
   rm -rf "$tmp"
-  for m in llama-1b moe; do
+  for m in llama-1b moe llama-128k; do
     (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -arch "$m" -o "$MODELS/$m-f16.gguf")
   done
   for q in q4_0 q8_0; do
@@ -358,10 +377,7 @@ cached models "$KEY $SRC_KEY v3 $(cd "$ROOT" && cat internal/testbench/model.go 
 
 # The same for the arm64 guests, cross-built with Debian's aarch64 GCC for any ARMv8-A CPU
 # (NEON and no more), as a static arm64 image of llama.cpp would be.
-if ! command -v aarch64-linux-gnu-g++ >/dev/null; then
-  log "installing gcc-aarch64-linux-gnu g++-aarch64-linux-gnu"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-aarch64-linux-gnu g++-aarch64-linux-gnu >/dev/null
-fi
 build_portable portable-arm64 10 -DLLAMA_BUILD_TESTS=OFF -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
     -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++
+wait "$kernels_job"
 log "ready: $LC/bin, $LC/portable, $LC/portable-arm64, $MODELS, $KERNELS, $KERNELS_ARM64, $FUGOOD, $TE/ollama, $TE/ollama-old"

@@ -28,6 +28,9 @@ type Shape struct {
 var Shapes = map[string]Shape{
 	// A Llama-3.2-1B-class shape.
 	"llama-1b": {Name: "llama-1b", Embd: 2048, Layers: 16, FF: 8192, Heads: 32, KVHeads: 8, Vocab: 32000, Context: 4096},
+	// A small body under a Llama-3-sized vocabulary (128 256 tokens): sampling, a grammar
+	// or n_probs over its logits cost milliseconds a token, a fair share of a decode.
+	"llama-128k": {Name: "llama-128k", Embd: 512, Layers: 4, FF: 2048, Heads: 8, KVHeads: 8, Vocab: 128256, Context: 4096},
 	// A mixture of experts of similar per-token cost: 8 experts, 2 used per token.
 	"moe": {Name: "moe", Embd: 2048, Layers: 12, FF: 2048, Heads: 32, KVHeads: 8, Vocab: 32000, Context: 4096, Experts: 8, ExpertsUse: 2},
 }
