@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/html"
+
 	"github.com/profinfer/profinfer/internal/advise"
+	"github.com/profinfer/profinfer/internal/page"
 	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
@@ -141,6 +144,7 @@ func TestE2EBusyServer(t *testing.T) {
 		t.Errorf("-np 4: the report has no row of steps of 4 sequences against one")
 	}
 	checkTPOT(t, answers, reqs[int64(four)])
+	checkServingPage(t, p)
 	checkLatencyShares(t, reqs[int64(four)])
 	if f := finding(p, "batching-little"); f != nil {
 		t.Errorf("-np 4: %s %v", f.Title, f.Evidence)
@@ -335,4 +339,90 @@ func requestsByPID(t *testing.T, out string) map[int64][]span {
 		}
 	}
 	return by
+}
+
+// Ollama as it ships, four requests of a model at once (OLLAMA_NUM_PARALLEL=4), twice
+// that many sent together: its runner, llama-server, computes them in the same decodes,
+// and the phases, the steps by width and the serving figures are llama-server's own.
+func TestE2EOllamaBusy(t *testing.T) {
+	e := testbench.Require(t)
+	testbench.RequireOllama(t, e.OllamaExe())
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "out.pb")
+	cfg, _, _ := defaultConfig(t, out)
+	runCollector(t, ctx, cfg)
+	o, err := testbench.StartOllama(ctx, e.OllamaExe(), t.TempDir(), "OLLAMA_NUM_PARALLEL=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Stop)
+	if err := o.Create(ctx, "llama-1b", e.Model("llama-1b-q4_0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Generate(ctx, "llama-1b", "The capital of France is", 24, ""); err != nil {
+		t.Fatal(err)
+	}
+	pid := runner(t, ctx, o)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if _, err := o.Generate(ctx, "llama-1b", prompt(i, 12), 32, ""); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	settle(t, ctx, out)
+	v := summarize(t, out)
+	advise.Annotate(v)
+	p := byPID(t, v, pid)
+	t.Logf("runner %d:\n%s", pid, table(t, p))
+	checkPhasesAddUp(t, "Ollama", p)
+	if w := width(phaseNamed(t, p, "decode"), "4"); w == nil || w.Steps < 16 {
+		t.Errorf("Ollama: decode steps of 4 sequences %+v, want 16 or more", w)
+	}
+	if s := p.Serving; s == nil || s.MaxSequences != 4 || s.Slots != 4 {
+		t.Errorf("Ollama: serving %+v, want four sequences at most of four slots", s)
+	}
+}
+
+// checkServingPage checks that report.html, for process p, has the serving section in
+// Chromium: the steps by width, a step of four among them, and the requests' latency by
+// share.
+func checkServingPage(t *testing.T, p *summary.Process) {
+	t.Helper()
+	br := testbench.RequireBrowser(t)
+	path := filepath.Join(t.TempDir(), "report.html")
+	if err := page.WriteFile(path, &summary.View{Generated: time.Now(), Processes: []*summary.Process{p}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dom, consoleErrors, err := br.DOM(ctx, "file://"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(consoleErrors) > 0 {
+		t.Errorf("report.html: console errors %q", consoleErrors)
+	}
+	doc, err := html.Parse(strings.NewReader(dom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{} // each table's rows' first cells, by the table's id
+	testbench.Walk(doc, func(n *html.Node) {
+		if n.Type != html.ElementNode || n.Data != "table" || attr(n, "id") == "" {
+			return
+		}
+		id := attr(n, "id")
+		testbench.Walk(n, func(r *html.Node) {
+			if r.Type == html.ElementNode && r.Data == "td" && r.Parent != nil && r.Parent.FirstChild == r {
+				rows[id] = append(rows[id], testbench.Text(r))
+			}
+		})
+	})
+	if !slices.Contains(rows["widths"], "1") || !slices.Contains(rows["widths"], "4") || len(rows["latency-shares"]) < 3 {
+		t.Errorf("report.html's serving section: steps by width %q, the latency's shares %q", rows["widths"], rows["latency-shares"])
+	}
 }

@@ -49,23 +49,41 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	smallUB := run(bench, e.BenchArgs("llama-1b-q4_0", 128, 4, 2, 1, "-ub", "8")...) // a prompt 8 tokens a graph
 	// Decode at a depth of 1024, flash attention off, long enough for a sampling window.
 	deep := run(bench, e.BenchArgs("llama-1b-q4_0", 0, 256, 2, 1, "-d", "1024", "-fa", "off")...)
-	// The F16 model in a memory cgroup at 60% of its file: its weights are read back from
-	// the file every token (F16 weights stay file-backed, where Q4_0's are repacked into
-	// anonymous memory and the process is OOM-killed instead).
+	// The F16 model in a memory cgroup at 60% of its file (below): its weights are read
+	// back from the file every token (F16 weights stay file-backed, where Q4_0's are
+	// repacked into anonymous memory and the process is OOM-killed instead).
 	f16 := e.Model("llama-1b-f16")
 	st, err := os.Stat(f16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The F16 model faulted in by its first graph from a disk read at 400 MB/s: a cold
-	// start of some 5 s (2.2 GB), many times a warm graph on any CPU, where an unthrottled
-	// disk of these machines reads it in under a second (Q4_0's weights are touched at
-	// load, where they are repacked).
+	// A cold start: the F16 model read back from the disk by the first graph. llama.cpp
+	// reads a mapped model in at load (MAP_POPULATE); while llama-bench waits before its
+	// first test, its memory cgroup's file pages are reclaimed, and it is moved into a
+	// cgroup that reads the disk at 400 MB/s: the first graph faults the 2.2 GB back in,
+	// some 5 s, many times a warm graph on any CPU (an unthrottled disk of these machines
+	// reads it in under a second). Q4_0's weights are repacked into anonymous memory at
+	// load, and stay.
+	coldMem := testbench.MemoryLimit(t, 2*st.Size()+1<<30)
+	coldDisk := testbench.ReadLimit(t, f16, 400<<20)
 	testbench.Evict(t, f16)
-	cold, coldArgs := testbench.Within(testbench.ReadLimit(t, f16, 400<<20))(bench, e.BenchArgs("llama-1b-f16", 16, 32, 2, 1, "--delay", "1")...)
-	coldRun := run(cold, coldArgs...) // attached before its first graph
+	coldName, coldArgs := coldMem.Command(bench, e.BenchArgs("llama-1b-f16", 16, 32, 2, 1, "--delay", "4")...)
+	cold, err := testbench.Start(coldName, coldArgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coldMem.Charged(t, ctx, st.Size()*9/10) // read in at load
+	coldMem.Reclaim(t)
+	coldDisk.Add(t, cold.PID())
+	if err := cold.Wait(ctx); err != nil {
+		t.Fatalf("%v\n%s", err, cold.Stderr.String())
+	}
+	coldRun := cold.PID()
+	// The F16 model in 60% of its memory, read from a disk of 800 MB/s: every token reads
+	// back what the last pushed out, some 1 s of the disk's a token, whatever the CPU.
 	testbench.Evict(t, f16)
-	name, args := testbench.MemoryLimit(t, st.Size()*6/10).Command(bench, e.BenchArgs("llama-1b-f16", 8, 8, 2, 1)...)
+	name, args := testbench.Within(testbench.MemoryLimit(t, st.Size()*6/10), testbench.ReadLimit(t, f16, 800<<20))(bench,
+		e.BenchArgs("llama-1b-f16", 8, 8, 2, 1)...)
 	disk := run(name, args...)
 	settle(t, ctx, out)
 	v := summarize(t, out)

@@ -143,6 +143,13 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 			f.Evidence = append(f.Evidence, fmt.Sprintf("%s ran at %.1f tokens/s; no graph had its CPUs to itself to measure the cost against", worst.Name, worst.TokensPerSec))
 		}
 	}
+	if c := p.CPUs; c != nil && c.Measured {
+		line := others(c)
+		if c.Others >= freeCores {
+			line += ": a neighbour took them, not the model's own threads"
+		}
+		f.Evidence = append(f.Evidence, line)
+	}
 	if sched != nil {
 		s := sched.Sched
 		f.Evidence = append(f.Evidence,

@@ -2,6 +2,7 @@ package advise
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/profinfer/profinfer/internal/summary"
@@ -20,12 +21,18 @@ var overCPUsRule = Rule{
 }
 
 var fewThreadsRule = Rule{
-	ID:    "threads-few",
-	Name:  "fewer threads than cores",
-	Fires: "the model computes with fewer threads than the physical cores it may run on (a hybrid CPU's performance cores), its threads had their CPUs (not [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share)), and a judged phase spends ≥ 30% of its op time below half its roof",
-	Says:  "the threads, the cores, and each phase's time per token at one thread a core, estimated op by op: an op's time shrinks with the threads until it meets its roof",
+	ID:   "threads-few",
+	Name: "fewer threads than cores",
+	Fires: fmt.Sprintf("the model computes with fewer threads than the physical cores it may run on (a hybrid CPU's performance cores) by %.1f cores or more once what the machine's other processes kept busy of them while it computed is taken off (`profinfer.process.cpus.time`), its threads had their CPUs (not [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share)), and a judged phase spends ≥ 30%% of its op time below half its roof",
+		freeCores),
+	Says:  "the threads, the cores, what other processes kept busy of them, and each phase's time per token with a thread on each core left free, estimated op by op: an op's time shrinks with the threads until it meets its roof",
 	apply: fewThreads,
 }
+
+// freeCores is the cores, idle beside the model's threads and its neighbours', from
+// which another thread has one of its own: a core half busy with another process shares
+// its time with the thread, and the thread holds up every node.
+const freeCores = 0.5
 
 // Thresholds of the threads rules.
 const (
@@ -98,6 +105,9 @@ func overCPUs(p *summary.Process) (summary.Finding, bool) {
 		line += fmt.Sprintf(", %d of them performance cores", c.Performance)
 	}
 	f.Evidence = append(f.Evidence, line)
+	if c.Measured && c.Others >= freeCores {
+		f.Evidence = append(f.Evidence, others(c)+": fewer threads still than the CPUs, where the neighbour stays")
+	}
 	if ph := starved(p, summary.LackedCPU); ph != nil {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("%s: the threads had a CPU for %s of their graphs' time, and waited for one for %s of it",
 			ph.Name, pct(ph.CPU.Share), pct(ph.CPU.Wait/ph.CPU.ThreadSeconds)))
@@ -120,13 +130,19 @@ func fewThreads(p *summary.Process) (summary.Finding, bool) {
 	if c.Threads == 0 || c.Threads >= int64(cores) || p.Quota != nil && float64(c.Threads) >= p.Quota.CPUs-1e-9 {
 		return summary.Finding{}, false
 	}
+	// The cores the others left: the threads a core each on them, no more.
+	free := float64(cores) - float64(c.Threads) - c.Others
+	if free < freeCores {
+		return summary.Finding{}, false
+	}
+	to := min(c.Threads+int64(math.Round(free)), int64(cores))
 	var best *summary.Gain
 	var below float64
 	for _, ph := range p.Phases {
 		if !judged(ph) || ph.CPU != nil && ph.CPU.Starved || ph.Tokens == 0 {
 			continue
 		}
-		g, room := moreThreads(ph, float64(c.Threads), float64(cores))
+		g, room := moreThreads(ph, float64(c.Threads), float64(to))
 		if room < belowRoofShare || g == nil {
 			continue
 		}
@@ -137,17 +153,33 @@ func fewThreads(p *summary.Process) (summary.Finding, bool) {
 	if best == nil {
 		return summary.Finding{}, false
 	}
+	idle := "the other cores sat idle"
+	if to < int64(cores) {
+		idle = fmt.Sprintf("%.1f of the other cores sat idle", free)
+	}
 	f := summary.Finding{ID: "threads-few", Severity: "warning",
-		Title: fmt.Sprintf("%s on %d %s: the other cores sat idle", plural(c.Threads, "thread"), cores, kind),
+		Title: fmt.Sprintf("%s on %d %s: %s", plural(c.Threads, "thread"), cores, kind, idle),
 		Advice: fmt.Sprintf("The model's threads had their CPUs, and its ops ran below their roofs: more threads would compute them faster. "+
-			"Run with %s, one a core, if nothing else needs those cores.", threadsOption(p, cores)),
+			"Run with %s, one a core left free, if nothing else needs those cores.", threadsOption(p, int(to))),
 		Evidence: []string{
 			fmt.Sprintf("the model's graphs were computed with %s; the process may run on %d %s", plural(c.Threads, "thread"), cores, kind),
 			fmt.Sprintf("%s: %s of its op time in ops below half their roof", best.Phase, pct(below)),
 		},
 		Gain: best,
 	}
+	if c.Measured {
+		f.Evidence = append(f.Evidence, others(c))
+	} else {
+		f.Evidence = append(f.Evidence, "what other processes took of the cores was not measured (a process shorter than the metrics interval, or an older collector's data): the estimate counts every core free")
+	}
 	return f, true
+}
+
+// others says what the machine's other processes kept busy of the CPUs c while the model
+// computed.
+func others(c *summary.CPUs) string {
+	return fmt.Sprintf("other processes kept %.1f of the %d CPUs it may run on busy while it computed (%s of their time)",
+		c.Others, c.Allowed, pct(c.Others/float64(max(c.Allowed, 1))))
 }
 
 // moreThreads estimates phase ph's time per token with threads `to` in place of `from`,

@@ -230,7 +230,8 @@ func TestReadBuildCorrupt(t *testing.T) {
 }
 
 // llama_context's fields are found from libllama's getters in every test bench build that
-// has them, n_batch and n_ubatch with n_ctx and n_threads; the offsets are those of the
+// has them, n_batch and n_ubatch with n_ctx and n_threads, and n_ctx_seq and n_seq_max
+// from b8352 on (before, n_ctx_per_seq computes its value); the offsets are those of the
 // getters' disassembly. Releases before the getters have none, as before.
 func TestContextFromBenchBuilds(t *testing.T) {
 	e := testbench.Require(t)
@@ -241,7 +242,7 @@ func TestContextFromBenchBuilds(t *testing.T) {
 		}
 		return libs[0]
 	}
-	current := ggml.Context{NCtx: 0x8, NThreads: 0x28, NBatch: 0x10, NUbatch: 0x14, Batches: true}
+	current := ggml.Context{NCtx: 0x8, NThreads: 0x28, NBatch: 0x10, NUbatch: 0x14, Batches: true, NCtxSeq: 0xc, NSeqMax: 0x18, Seqs: true}
 	for _, c := range []struct {
 		path string
 		want ggml.Context // zero: no getters
@@ -249,11 +250,11 @@ func TestContextFromBenchBuilds(t *testing.T) {
 		{e.Bin("libllama.so"), current},
 		{e.Portable("llama-bench"), current},
 		{filepath.Join(e.Root, "ollama", "lib", "ollama", "libllama.so"), current},
-		{e.OllamaOldExe(), ggml.Context{NCtx: 0x8, NThreads: 0x1c, NBatch: 0x10, NUbatch: 0x14, Batches: true}},
+		{e.OllamaOldExe(), ggml.Context{NCtx: 0x8, NThreads: 0x1c, NBatch: 0x10, NUbatch: 0x14, Batches: true, NCtxSeq: 0xc, NSeqMax: 0x18, Seqs: true}},
 		{lib(e.OldPrebuiltDir("3.10.0")), ggml.Context{NCtx: 0x8, NThreads: 0x18, NBatch: 0xc, NUbatch: 0x10, Batches: true}},
 		{lib(e.OldPrebuiltDir("3.12.0")), ggml.Context{NCtx: 0x8, NThreads: 0x18, NBatch: 0xc, NUbatch: 0x10, Batches: true}},
 		{lib(e.OldPrebuiltDir("3.14.0")), ggml.Context{NCtx: 0x8, NThreads: 0x18, NBatch: 0xc, NUbatch: 0x10, Batches: true}},
-		{lib(e.OldPrebuiltDir("3.18.0")), ggml.Context{NCtx: 0x8, NThreads: 0x1c, NBatch: 0x10, NUbatch: 0x14, Batches: true}},
+		{lib(e.OldPrebuiltDir("3.18.0")), ggml.Context{NCtx: 0x8, NThreads: 0x1c, NBatch: 0x10, NUbatch: 0x14, Batches: true, NCtxSeq: 0xc, NSeqMax: 0x18, Seqs: true}},
 		{lib(e.OldPrebuiltDir("3.20.0")), current},
 		{lib(e.PrebuiltDir()), current},
 		{lib(e.ARM64PrebuiltDir()), current},
@@ -275,7 +276,7 @@ func TestContextFromBenchBuilds(t *testing.T) {
 // unknown and n_ctx and n_threads read as before.
 func TestContextWithoutBatchGetters(t *testing.T) {
 	e := testbench.Require(t)
-	want := ggml.Context{NCtx: 0x8, NThreads: 0x28}
+	want := ggml.Context{NCtx: 0x8, NThreads: 0x28, NCtxSeq: 0xc, NSeqMax: 0x18, Seqs: true}
 	m := newImage(t, e.Bin("libllama.so"))
 	renamed := bytes.ReplaceAll(m.data, []byte("_ZNK13llama_context7n_batchEv"), []byte("_ZNK13llama_context7n_batchEX"))
 	f, err := symbols.NewFile(bytes.NewReader(renamed), m.path)

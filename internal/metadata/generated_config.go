@@ -55,7 +55,9 @@ type MetricsConfig struct {
 	GgmlStepTime                       MetricConfig `mapstructure:"ggml.step.time"`
 	GgmlThreadCounter                  MetricConfig `mapstructure:"ggml.thread.counter"`
 	LlamaDecodeTokens                  MetricConfig `mapstructure:"llama.decode.tokens"`
+	LlamaKvCells                       MetricConfig `mapstructure:"llama.kv.cells"`
 	LlamaRequestTokens                 MetricConfig `mapstructure:"llama.request.tokens"`
+	LlamaRequestsContextFull           MetricConfig `mapstructure:"llama.requests.context_full"`
 	ProfinferAttachFailures            MetricConfig `mapstructure:"profinfer.attach.failures"`
 	ProfinferCgroupCPULimit            MetricConfig `mapstructure:"profinfer.cgroup.cpu.limit"`
 	ProfinferCgroupCPUPeriods          MetricConfig `mapstructure:"profinfer.cgroup.cpu.periods"`
@@ -67,6 +69,7 @@ type MetricsConfig struct {
 	ProfinferGraphsTraced              MetricConfig `mapstructure:"profinfer.graphs.traced"`
 	ProfinferProbesAttached            MetricConfig `mapstructure:"profinfer.probes.attached"`
 	ProfinferProcessCpus               MetricConfig `mapstructure:"profinfer.process.cpus"`
+	ProfinferProcessCpusTime           MetricConfig `mapstructure:"profinfer.process.cpus.time"`
 	ProfinferRooflineCacheBandwidth    MetricConfig `mapstructure:"profinfer.roofline.cache.bandwidth"`
 	ProfinferRooflinePeak              MetricConfig `mapstructure:"profinfer.roofline.peak"`
 	ProfinferSpansDropped              MetricConfig `mapstructure:"profinfer.spans.dropped"`
@@ -156,7 +159,13 @@ func DefaultMetricsConfig() MetricsConfig {
 		LlamaDecodeTokens: MetricConfig{
 			Enabled: true,
 		},
+		LlamaKvCells: MetricConfig{
+			Enabled: true,
+		},
 		LlamaRequestTokens: MetricConfig{
+			Enabled: true,
+		},
+		LlamaRequestsContextFull: MetricConfig{
 			Enabled: true,
 		},
 		ProfinferAttachFailures: MetricConfig{
@@ -190,6 +199,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled: true,
 		},
 		ProfinferProcessCpus: MetricConfig{
+			Enabled: true,
+		},
+		ProfinferProcessCpusTime: MetricConfig{
 			Enabled: true,
 		},
 		ProfinferRooflineCacheBandwidth: MetricConfig{

@@ -105,7 +105,13 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					LlamaDecodeTokens: MetricConfig{
 						Enabled: true,
 					},
+					LlamaKvCells: MetricConfig{
+						Enabled: true,
+					},
 					LlamaRequestTokens: MetricConfig{
+						Enabled: true,
+					},
+					LlamaRequestsContextFull: MetricConfig{
 						Enabled: true,
 					},
 					ProfinferAttachFailures: MetricConfig{
@@ -139,6 +145,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: true,
 					},
 					ProfinferProcessCpus: MetricConfig{
+						Enabled: true,
+					},
+					ProfinferProcessCpusTime: MetricConfig{
 						Enabled: true,
 					},
 					ProfinferRooflineCacheBandwidth: MetricConfig{
@@ -289,7 +298,13 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					LlamaDecodeTokens: MetricConfig{
 						Enabled: false,
 					},
+					LlamaKvCells: MetricConfig{
+						Enabled: false,
+					},
 					LlamaRequestTokens: MetricConfig{
+						Enabled: false,
+					},
+					LlamaRequestsContextFull: MetricConfig{
 						Enabled: false,
 					},
 					ProfinferAttachFailures: MetricConfig{
@@ -323,6 +338,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled: false,
 					},
 					ProfinferProcessCpus: MetricConfig{
+						Enabled: false,
+					},
+					ProfinferProcessCpusTime: MetricConfig{
 						Enabled: false,
 					},
 					ProfinferRooflineCacheBandwidth: MetricConfig{

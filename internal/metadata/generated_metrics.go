@@ -170,6 +170,32 @@ var MapAttributeGgmlScope = map[string]AttributeGgmlScope{
 	"outside": AttributeGgmlScopeOutside,
 }
 
+// AttributeLlamaContextOutcome specifies the value llama.context.outcome attribute.
+type AttributeLlamaContextOutcome int
+
+const (
+	_ AttributeLlamaContextOutcome = iota
+	AttributeLlamaContextOutcomeTruncated
+	AttributeLlamaContextOutcomeShifted
+)
+
+// String returns the string representation of the AttributeLlamaContextOutcome.
+func (av AttributeLlamaContextOutcome) String() string {
+	switch av {
+	case AttributeLlamaContextOutcomeTruncated:
+		return "truncated"
+	case AttributeLlamaContextOutcomeShifted:
+		return "shifted"
+	}
+	return ""
+}
+
+// MapAttributeLlamaContextOutcome is a helper map of string to AttributeLlamaContextOutcome attribute value.
+var MapAttributeLlamaContextOutcome = map[string]AttributeLlamaContextOutcome{
+	"truncated": AttributeLlamaContextOutcomeTruncated,
+	"shifted":   AttributeLlamaContextOutcomeShifted,
+}
+
 // AttributeLlamaPhase specifies the value llama.phase attribute.
 type AttributeLlamaPhase int
 
@@ -272,6 +298,32 @@ var MapAttributeProfinferCpusKind = map[string]AttributeProfinferCpusKind{
 	"performance": AttributeProfinferCpusKindPerformance,
 }
 
+// AttributeProfinferCpusTimeOf specifies the value profinfer.cpus.time.of attribute.
+type AttributeProfinferCpusTimeOf int
+
+const (
+	_ AttributeProfinferCpusTimeOf = iota
+	AttributeProfinferCpusTimeOfOthers
+	AttributeProfinferCpusTimeOfAll
+)
+
+// String returns the string representation of the AttributeProfinferCpusTimeOf.
+func (av AttributeProfinferCpusTimeOf) String() string {
+	switch av {
+	case AttributeProfinferCpusTimeOfOthers:
+		return "others"
+	case AttributeProfinferCpusTimeOfAll:
+		return "all"
+	}
+	return ""
+}
+
+// MapAttributeProfinferCpusTimeOf is a helper map of string to AttributeProfinferCpusTimeOf attribute value.
+var MapAttributeProfinferCpusTimeOf = map[string]AttributeProfinferCpusTimeOf{
+	"others": AttributeProfinferCpusTimeOfOthers,
+	"all":    AttributeProfinferCpusTimeOfAll,
+}
+
 var MetricsInfo = metricsInfo{
 	GgmlBackendCopyBytes: metricInfo{
 		Name: "ggml.backend.copy.bytes",
@@ -351,8 +403,14 @@ var MetricsInfo = metricsInfo{
 	LlamaDecodeTokens: metricInfo{
 		Name: "llama.decode.tokens",
 	},
+	LlamaKvCells: metricInfo{
+		Name: "llama.kv.cells",
+	},
 	LlamaRequestTokens: metricInfo{
 		Name: "llama.request.tokens",
+	},
+	LlamaRequestsContextFull: metricInfo{
+		Name: "llama.requests.context_full",
 	},
 	ProfinferAttachFailures: metricInfo{
 		Name: "profinfer.attach.failures",
@@ -386,6 +444,9 @@ var MetricsInfo = metricsInfo{
 	},
 	ProfinferProcessCpus: metricInfo{
 		Name: "profinfer.process.cpus",
+	},
+	ProfinferProcessCpusTime: metricInfo{
+		Name: "profinfer.process.cpus.time",
 	},
 	ProfinferRooflineCacheBandwidth: metricInfo{
 		Name: "profinfer.roofline.cache.bandwidth",
@@ -437,7 +498,9 @@ type metricsInfo struct {
 	GgmlStepTime                       metricInfo
 	GgmlThreadCounter                  metricInfo
 	LlamaDecodeTokens                  metricInfo
+	LlamaKvCells                       metricInfo
 	LlamaRequestTokens                 metricInfo
+	LlamaRequestsContextFull           metricInfo
 	ProfinferAttachFailures            metricInfo
 	ProfinferCgroupCPULimit            metricInfo
 	ProfinferCgroupCPUPeriods          metricInfo
@@ -449,6 +512,7 @@ type metricsInfo struct {
 	ProfinferGraphsTraced              metricInfo
 	ProfinferProbesAttached            metricInfo
 	ProfinferProcessCpus               metricInfo
+	ProfinferProcessCpusTime           metricInfo
 	ProfinferRooflineCacheBandwidth    metricInfo
 	ProfinferRooflinePeak              metricInfo
 	ProfinferSpansDropped              metricInfo
@@ -1891,6 +1955,56 @@ func newMetricLlamaDecodeTokens(cfg MetricConfig) metricLlamaDecodeTokens {
 	return m
 }
 
+type metricLlamaKvCells struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills llama.kv.cells metric with initial data.
+func (m *metricLlamaKvCells) init() {
+	m.data.SetName("llama.kv.cells")
+	m.data.SetDescription("KV cells the sequences of the process's latest decode's llama_context held after it.")
+	m.data.SetUnit("{cell}")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricLlamaKvCells) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricLlamaKvCells) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricLlamaKvCells) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricLlamaKvCells(cfg MetricConfig) metricLlamaKvCells {
+	m := metricLlamaKvCells{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricLlamaRequestTokens struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -1940,6 +2054,60 @@ func (m *metricLlamaRequestTokens) emit(metrics pmetric.MetricSlice) {
 
 func newMetricLlamaRequestTokens(cfg MetricConfig) metricLlamaRequestTokens {
 	m := metricLlamaRequestTokens{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricLlamaRequestsContextFull struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills llama.requests.context_full metric with initial data.
+func (m *metricLlamaRequestsContextFull) init() {
+	m.data.SetName("llama.requests.context_full")
+	m.data.SetDescription("Finished requests whose sequence reached the KV cells one sequence may hold (n_ctx_seq), by what the server did.")
+	m.data.SetUnit("{request}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricLlamaRequestsContextFull) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, llamaContextOutcomeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+	dp.Attributes().PutStr("llama.context.outcome", llamaContextOutcomeAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricLlamaRequestsContextFull) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricLlamaRequestsContextFull) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricLlamaRequestsContextFull(cfg MetricConfig) metricLlamaRequestsContextFull {
+	m := metricLlamaRequestsContextFull{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -2526,6 +2694,60 @@ func newMetricProfinferProcessCpus(cfg MetricConfig) metricProfinferProcessCpus 
 	return m
 }
 
+type metricProfinferProcessCpusTime struct {
+	data     pmetric.Metric // data buffer for generated metric.
+	config   MetricConfig   // metric config provided by user.
+	capacity int            // max observed number of data points added to the metric.
+}
+
+// init fills profinfer.process.cpus.time metric with initial data.
+func (m *metricProfinferProcessCpusTime) init() {
+	m.data.SetName("profinfer.process.cpus.time")
+	m.data.SetDescription("Time on the CPUs the process may run on, over the metrics intervals in which it computed a graph, by whose it was.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+}
+
+func (m *metricProfinferProcessCpusTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, profinferCpusTimeOfAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+	dp.Attributes().PutStr("profinfer.cpus.time.of", profinferCpusTimeOfAttributeValue)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricProfinferProcessCpusTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricProfinferProcessCpusTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricProfinferProcessCpusTime(cfg MetricConfig) metricProfinferProcessCpusTime {
+	m := metricProfinferProcessCpusTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricProfinferRooflineCacheBandwidth struct {
 	data     pmetric.Metric // data buffer for generated metric.
 	config   MetricConfig   // metric config provided by user.
@@ -2929,7 +3151,9 @@ type MetricsBuilder struct {
 	metricGgmlStepTime                       metricGgmlStepTime
 	metricGgmlThreadCounter                  metricGgmlThreadCounter
 	metricLlamaDecodeTokens                  metricLlamaDecodeTokens
+	metricLlamaKvCells                       metricLlamaKvCells
 	metricLlamaRequestTokens                 metricLlamaRequestTokens
+	metricLlamaRequestsContextFull           metricLlamaRequestsContextFull
 	metricProfinferAttachFailures            metricProfinferAttachFailures
 	metricProfinferCgroupCPULimit            metricProfinferCgroupCPULimit
 	metricProfinferCgroupCPUPeriods          metricProfinferCgroupCPUPeriods
@@ -2941,6 +3165,7 @@ type MetricsBuilder struct {
 	metricProfinferGraphsTraced              metricProfinferGraphsTraced
 	metricProfinferProbesAttached            metricProfinferProbesAttached
 	metricProfinferProcessCpus               metricProfinferProcessCpus
+	metricProfinferProcessCpusTime           metricProfinferProcessCpusTime
 	metricProfinferRooflineCacheBandwidth    metricProfinferRooflineCacheBandwidth
 	metricProfinferRooflinePeak              metricProfinferRooflinePeak
 	metricProfinferSpansDropped              metricProfinferSpansDropped
@@ -2999,7 +3224,9 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGgmlStepTime:                       newMetricGgmlStepTime(mbc.Metrics.GgmlStepTime),
 		metricGgmlThreadCounter:                  newMetricGgmlThreadCounter(mbc.Metrics.GgmlThreadCounter),
 		metricLlamaDecodeTokens:                  newMetricLlamaDecodeTokens(mbc.Metrics.LlamaDecodeTokens),
+		metricLlamaKvCells:                       newMetricLlamaKvCells(mbc.Metrics.LlamaKvCells),
 		metricLlamaRequestTokens:                 newMetricLlamaRequestTokens(mbc.Metrics.LlamaRequestTokens),
+		metricLlamaRequestsContextFull:           newMetricLlamaRequestsContextFull(mbc.Metrics.LlamaRequestsContextFull),
 		metricProfinferAttachFailures:            newMetricProfinferAttachFailures(mbc.Metrics.ProfinferAttachFailures),
 		metricProfinferCgroupCPULimit:            newMetricProfinferCgroupCPULimit(mbc.Metrics.ProfinferCgroupCPULimit),
 		metricProfinferCgroupCPUPeriods:          newMetricProfinferCgroupCPUPeriods(mbc.Metrics.ProfinferCgroupCPUPeriods),
@@ -3011,6 +3238,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricProfinferGraphsTraced:              newMetricProfinferGraphsTraced(mbc.Metrics.ProfinferGraphsTraced),
 		metricProfinferProbesAttached:            newMetricProfinferProbesAttached(mbc.Metrics.ProfinferProbesAttached),
 		metricProfinferProcessCpus:               newMetricProfinferProcessCpus(mbc.Metrics.ProfinferProcessCpus),
+		metricProfinferProcessCpusTime:           newMetricProfinferProcessCpusTime(mbc.Metrics.ProfinferProcessCpusTime),
 		metricProfinferRooflineCacheBandwidth:    newMetricProfinferRooflineCacheBandwidth(mbc.Metrics.ProfinferRooflineCacheBandwidth),
 		metricProfinferRooflinePeak:              newMetricProfinferRooflinePeak(mbc.Metrics.ProfinferRooflinePeak),
 		metricProfinferSpansDropped:              newMetricProfinferSpansDropped(mbc.Metrics.ProfinferSpansDropped),
@@ -3356,7 +3584,9 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGgmlStepTime.emit(ils.Metrics())
 	mb.metricGgmlThreadCounter.emit(ils.Metrics())
 	mb.metricLlamaDecodeTokens.emit(ils.Metrics())
+	mb.metricLlamaKvCells.emit(ils.Metrics())
 	mb.metricLlamaRequestTokens.emit(ils.Metrics())
+	mb.metricLlamaRequestsContextFull.emit(ils.Metrics())
 	mb.metricProfinferAttachFailures.emit(ils.Metrics())
 	mb.metricProfinferCgroupCPULimit.emit(ils.Metrics())
 	mb.metricProfinferCgroupCPUPeriods.emit(ils.Metrics())
@@ -3368,6 +3598,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricProfinferGraphsTraced.emit(ils.Metrics())
 	mb.metricProfinferProbesAttached.emit(ils.Metrics())
 	mb.metricProfinferProcessCpus.emit(ils.Metrics())
+	mb.metricProfinferProcessCpusTime.emit(ils.Metrics())
 	mb.metricProfinferRooflineCacheBandwidth.emit(ils.Metrics())
 	mb.metricProfinferRooflinePeak.emit(ils.Metrics())
 	mb.metricProfinferSpansDropped.emit(ils.Metrics())
@@ -3536,9 +3767,19 @@ func (mb *MetricsBuilder) RecordLlamaDecodeTokensDataPoint(ts pcommon.Timestamp,
 	mb.metricLlamaDecodeTokens.recordDataPoint(mb.startTime, ts, val, llamaPhaseAttributeValue.String())
 }
 
+// RecordLlamaKvCellsDataPoint adds a data point to llama.kv.cells metric.
+func (mb *MetricsBuilder) RecordLlamaKvCellsDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricLlamaKvCells.recordDataPoint(mb.startTime, ts, val)
+}
+
 // RecordLlamaRequestTokensDataPoint adds a data point to llama.request.tokens metric.
 func (mb *MetricsBuilder) RecordLlamaRequestTokensDataPoint(ts pcommon.Timestamp, val int64, genAiTokenTypeAttributeValue AttributeGenAiTokenType, genAiOperationNameAttributeValue string, genAiProviderNameAttributeValue string, genAiRequestModelAttributeValue string) {
 	mb.metricLlamaRequestTokens.recordDataPoint(mb.startTime, ts, val, genAiTokenTypeAttributeValue.String(), genAiOperationNameAttributeValue, genAiProviderNameAttributeValue, genAiRequestModelAttributeValue)
+}
+
+// RecordLlamaRequestsContextFullDataPoint adds a data point to llama.requests.context_full metric.
+func (mb *MetricsBuilder) RecordLlamaRequestsContextFullDataPoint(ts pcommon.Timestamp, val int64, llamaContextOutcomeAttributeValue AttributeLlamaContextOutcome) {
+	mb.metricLlamaRequestsContextFull.recordDataPoint(mb.startTime, ts, val, llamaContextOutcomeAttributeValue.String())
 }
 
 // RecordProfinferAttachFailuresDataPoint adds a data point to profinfer.attach.failures metric.
@@ -3594,6 +3835,11 @@ func (mb *MetricsBuilder) RecordProfinferProbesAttachedDataPoint(ts pcommon.Time
 // RecordProfinferProcessCpusDataPoint adds a data point to profinfer.process.cpus metric.
 func (mb *MetricsBuilder) RecordProfinferProcessCpusDataPoint(ts pcommon.Timestamp, val int64, profinferCpusKindAttributeValue AttributeProfinferCpusKind) {
 	mb.metricProfinferProcessCpus.recordDataPoint(mb.startTime, ts, val, profinferCpusKindAttributeValue.String())
+}
+
+// RecordProfinferProcessCpusTimeDataPoint adds a data point to profinfer.process.cpus.time metric.
+func (mb *MetricsBuilder) RecordProfinferProcessCpusTimeDataPoint(ts pcommon.Timestamp, val float64, profinferCpusTimeOfAttributeValue AttributeProfinferCpusTimeOf) {
+	mb.metricProfinferProcessCpusTime.recordDataPoint(mb.startTime, ts, val, profinferCpusTimeOfAttributeValue.String())
 }
 
 // RecordProfinferRooflineCacheBandwidthDataPoint adds a data point to profinfer.roofline.cache.bandwidth metric.

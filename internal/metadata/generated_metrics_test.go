@@ -173,7 +173,15 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordLlamaKvCellsDataPoint(ts, 1)
+
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordLlamaRequestTokensDataPoint(ts, 1, AttributeGenAiTokenTypeInput, "gen_ai.operation.name-val", "gen_ai.provider.name-val", "gen_ai.request.model-val")
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordLlamaRequestsContextFullDataPoint(ts, 1, AttributeLlamaContextOutcomeTruncated)
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -218,6 +226,10 @@ func TestMetricsBuilder(t *testing.T) {
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordProfinferProcessCpusDataPoint(ts, 1, AttributeProfinferCpusKindAllowed)
+
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordProfinferProcessCpusTimeDataPoint(ts, 1, AttributeProfinferCpusTimeOfOthers)
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -837,6 +849,18 @@ func TestMetricsBuilder(t *testing.T) {
 					llamaPhaseAttrVal, ok := dp.Attributes().Get("llama.phase")
 					assert.True(t, ok)
 					assert.Equal(t, "prefill", llamaPhaseAttrVal.Str())
+				case "llama.kv.cells":
+					assert.False(t, validatedMetrics["llama.kv.cells"], "Found a duplicate in the metrics slice: llama.kv.cells")
+					validatedMetrics["llama.kv.cells"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "KV cells the sequences of the process's latest decode's llama_context held after it.", mi.Description())
+					assert.Equal(t, "{cell}", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
 				case "llama.request.tokens":
 					assert.False(t, validatedMetrics["llama.request.tokens"], "Found a duplicate in the metrics slice: llama.request.tokens")
 					validatedMetrics["llama.request.tokens"] = true
@@ -863,6 +887,23 @@ func TestMetricsBuilder(t *testing.T) {
 					genAiRequestModelAttrVal, ok := dp.Attributes().Get("gen_ai.request.model")
 					assert.True(t, ok)
 					assert.Equal(t, "gen_ai.request.model-val", genAiRequestModelAttrVal.Str())
+				case "llama.requests.context_full":
+					assert.False(t, validatedMetrics["llama.requests.context_full"], "Found a duplicate in the metrics slice: llama.requests.context_full")
+					validatedMetrics["llama.requests.context_full"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Finished requests whose sequence reached the KV cells one sequence may hold (n_ctx_seq), by what the server did.", mi.Description())
+					assert.Equal(t, "{request}", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					llamaContextOutcomeAttrVal, ok := dp.Attributes().Get("llama.context.outcome")
+					assert.True(t, ok)
+					assert.Equal(t, "truncated", llamaContextOutcomeAttrVal.Str())
 				case "profinfer.attach.failures":
 					assert.False(t, validatedMetrics["profinfer.attach.failures"], "Found a duplicate in the metrics slice: profinfer.attach.failures")
 					validatedMetrics["profinfer.attach.failures"] = true
@@ -1029,6 +1070,23 @@ func TestMetricsBuilder(t *testing.T) {
 					profinferCpusKindAttrVal, ok := dp.Attributes().Get("profinfer.cpus.kind")
 					assert.True(t, ok)
 					assert.Equal(t, "allowed", profinferCpusKindAttrVal.Str())
+				case "profinfer.process.cpus.time":
+					assert.False(t, validatedMetrics["profinfer.process.cpus.time"], "Found a duplicate in the metrics slice: profinfer.process.cpus.time")
+					validatedMetrics["profinfer.process.cpus.time"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Time on the CPUs the process may run on, over the metrics intervals in which it computed a graph, by whose it was.", mi.Description())
+					assert.Equal(t, "s", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					profinferCpusTimeOfAttrVal, ok := dp.Attributes().Get("profinfer.cpus.time.of")
+					assert.True(t, ok)
+					assert.Equal(t, "others", profinferCpusTimeOfAttrVal.Str())
 				case "profinfer.roofline.cache.bandwidth":
 					assert.False(t, validatedMetrics["profinfer.roofline.cache.bandwidth"], "Found a duplicate in the metrics slice: profinfer.roofline.cache.bandwidth")
 					validatedMetrics["profinfer.roofline.cache.bandwidth"] = true

@@ -84,6 +84,7 @@ type inProc struct {
 	// traced is when it was marked traced (CLOCK_MONOTONIC ns); graphs and steps count
 	// the CPU graphs and the finished steps delivered since, for its end.
 	traced, graphs, steps uint64
+	graphsAtExport        uint64 // graphs at the last metrics export
 }
 
 func newIngest(cfg *Config, log *zap.Logger, traces, counters bool, out chan<- ptrace.Traces, spans *signals.Spans, acc *signals.Metrics) *ingest {

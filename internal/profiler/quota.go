@@ -86,9 +86,17 @@ func (p *Profiler) consume(ctx context.Context, md pmetric.Metrics) {
 // warned about once.
 func (p *Profiler) buildMetrics(in *ingest, drops uint64, quotas []quotaRead, allowed []cpusRead) pmetric.Metrics {
 	for _, a := range allowed {
-		if t := in.procs[a.pid]; t != nil {
-			t.cpus = a.c
+		t := in.procs[a.pid]
+		if t == nil {
+			continue
 		}
+		t.cpus = a.c
+		// What the others took counts where the process computed meanwhile: an idle
+		// server's neighbours take nothing from it.
+		if a.taken && t.graphs != t.graphsAtExport {
+			in.acc.Neighbours(a.pid, a.took.Others, a.took.Total)
+		}
+		t.graphsAtExport = t.graphs
 	}
 	for pid, t := range in.procs {
 		in.acc.CPUs(pid, t.cpus)

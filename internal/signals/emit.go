@@ -87,6 +87,10 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 				m.mb.RecordProfinferProcessCpusDataPoint(now, int64(c.Performance), metadata.AttributeProfinferCpusKindPerformance)
 			}
 		}
+		if pm.cpusTime > 0 {
+			m.mb.RecordProfinferProcessCpusTimeDataPoint(now, pm.othersTime, metadata.AttributeProfinferCpusTimeOfOthers)
+			m.mb.RecordProfinferProcessCpusTimeDataPoint(now, pm.cpusTime, metadata.AttributeProfinferCpusTimeOfAll)
+		}
 		if pm.windowed {
 			m.mb.RecordProfinferWindowNextDataPoint(now, pm.window)
 		}
@@ -99,7 +103,12 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 				m.mb.RecordGgmlGraphThreadsTimeDataPoint(now, pm.graphThreads[ph]/1e9, name)
 			}
 		}
+		if pm.kvCells > 0 {
+			m.mb.RecordLlamaKvCellsDataPoint(now, pm.kvCells)
+		}
 		if pm.duration.count > 0 {
+			m.mb.RecordLlamaRequestsContextFullDataPoint(now, pm.contextFull[0], metadata.AttributeLlamaContextOutcomeTruncated)
+			m.mb.RecordLlamaRequestsContextFullDataPoint(now, pm.contextFull[1], metadata.AttributeLlamaContextOutcomeShifted)
 			for i, n := range pm.reqTokens {
 				m.mb.RecordLlamaRequestTokensDataPoint(now, n, tokenTypes[i], genAIOperation, genAIProvider, pm.proc.ModelName())
 			}

@@ -46,6 +46,8 @@ type processMetrics struct {
 	// Requests: GenAI server histograms, tokens by kind, and batch occupancy.
 	ttft, tpot, duration *histogram
 	reqTokens            [3]int64 // by tokenTypes
+	contextFull          [2]int64 // requests that reached their context: truncated, shifted
+	kvCells              int64    // after its latest decode; 0 before one said
 	batchSeqs, batchToks *histogram
 	moe                  map[int][]int64     // MoE layer -> selections per expert
 	splits               map[string]*span    // by backend
@@ -56,7 +58,10 @@ type processMetrics struct {
 	jobs                 jobs
 	quota                cgroup.CPU // as last read
 	cpus                 cpus.Count // the CPUs it may run on, as last read
-	exited               bool       // emit once more, then drop
+	// othersTime and cpusTime are the CPU seconds other processes took of those CPUs,
+	// and theirs, over the intervals it computed in.
+	othersTime, cpusTime float64
+	exited               bool // emit once more, then drop
 }
 
 // jobs sums whisper's transcriptions: how many, the audio given and the time taken.
@@ -206,6 +211,9 @@ func (m *Metrics) Step(p *Origin, d *assemble.Step) {
 	if d.Kind == assemble.SchedCompute && !d.Cut {
 		addSpan(pm.steps, d.Phase, d.End-d.Start)
 	}
+	if d.Mix.KVCells > 0 {
+		pm.kvCells = int64(d.Mix.KVCells)
+	}
 	if d.Batch.N > 0 {
 		pm.batchSeqs.add(float64(d.Batch.N))
 		pm.batchToks.add(float64(d.Tokens))
@@ -295,6 +303,12 @@ func (m *Metrics) Request(p *Origin, r *requests.Request) {
 	pm.reqTokens[1] += int64(r.Cached)
 	pm.reqTokens[2] += int64(r.Output)
 	pm.duration.add(float64(r.End-r.Start) / 1e9)
+	switch {
+	case r.Full && r.Shifts > 0:
+		pm.contextFull[1]++
+	case r.Full:
+		pm.contextFull[0]++
+	}
 	if r.Output > 0 {
 		pm.ttft.add(float64(r.TTFT()) / 1e9)
 	}
@@ -467,6 +481,15 @@ func (m *Metrics) Quota(pid int, c cgroup.CPU) {
 func (m *Metrics) CPUs(pid int, c cpus.Count) {
 	if pm := m.procs[pid]; pm != nil {
 		pm.cpus = c
+	}
+}
+
+// Neighbours adds what the machine's other processes took of the CPUs pid may run on
+// over a metrics interval in which it computed: their CPU seconds there, and those CPUs'.
+func (m *Metrics) Neighbours(pid int, others, all float64) {
+	if pm := m.procs[pid]; pm != nil {
+		pm.othersTime += others
+		pm.cpusTime += all
 	}
 }
 

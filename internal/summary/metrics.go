@@ -46,6 +46,9 @@ func (a *Aggregator) Metrics(md pmetric.Metrics) {
 				case metadata.MetricsInfo.ProfinferProcessCpus.Name:
 					p = cmp.Or(p, a.process(rm.Resource()))
 					p.cpusMetric(m.Gauge().DataPoints())
+				case metadata.MetricsInfo.ProfinferProcessCpusTime.Name:
+					p = cmp.Or(p, a.process(rm.Resource()))
+					p.neighbours(m.Sum().DataPoints())
 				case metadata.MetricsInfo.ProfinferCgroupCPULimit.Name, metadata.MetricsInfo.ProfinferCgroupCPUPeriods.Name, metadata.MetricsInfo.ProfinferCgroupCPUThrottledPeriods.Name, metadata.MetricsInfo.ProfinferCgroupCPUThrottledTime.Name:
 					p = cmp.Or(p, a.process(rm.Resource()))
 					p.quotaMetric(m)
@@ -125,6 +128,20 @@ func (p *proc) cpusMetric(dps pmetric.NumberDataPointSlice) {
 	}
 	if c.Allowed > 0 {
 		p.cpus = c
+	}
+}
+
+// neighbours reads the time other processes took of the CPUs the process may run on, and
+// those CPUs' time: cumulative, the newest is the sum.
+func (p *proc) neighbours(dps pmetric.NumberDataPointSlice) {
+	for i := 0; i < dps.Len(); i++ {
+		dp := dps.At(i)
+		switch schema.Str(dp.Attributes(), schema.ProfinferCPUsTimeOf) {
+		case "others":
+			p.othersTime = dp.DoubleValue()
+		case "all":
+			p.cpusTime = dp.DoubleValue()
+		}
 	}
 }
 

@@ -105,6 +105,9 @@ func (p *proc) snapshot() *Process {
 	out.Resumed = p.cold.resumedView()
 	if c := p.cpus; c.Allowed > 0 {
 		c.Threads = p.threads
+		if p.cpusTime > 0 {
+			c.Others, c.Measured = p.othersTime/p.cpusTime*float64(c.Allowed), true
+		}
 		out.CPUs = &c
 	}
 	if p.end != nil {

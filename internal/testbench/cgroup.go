@@ -2,6 +2,7 @@ package testbench
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -177,6 +178,36 @@ func (c *Cgroup) Reclaim(t testing.TB) {
 	for _, v := range []string{fmt.Sprint(rss + 64<<20), string(bytes.TrimSpace(limit))} {
 		if err := os.WriteFile(filepath.Join(c.Dir, "memory.limit_in_bytes"), []byte(v), 0); err != nil {
 			t.Fatalf("reclaiming %s (limit %s): %v", c.Dir, v, err)
+		}
+	}
+}
+
+// Add moves process pid, every thread of it, into the cgroup.
+func (c *Cgroup) Add(t testing.TB, pid int) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(c.Dir, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0); err != nil {
+		t.Fatalf("moving %d into %s: %v", pid, c.Dir, err)
+	}
+}
+
+// Charged waits until the cgroup's tasks are charged bytes of memory or more (v2's
+// memory.current, v1's memory.usage_in_bytes): a model they mapped is read in.
+func (c *Cgroup) Charged(t testing.TB, ctx context.Context, bytes int64) {
+	t.Helper()
+	for {
+		var used int64
+		for _, f := range []string{"memory.current", "memory.usage_in_bytes"} {
+			if b, err := os.ReadFile(filepath.Join(c.Dir, f)); err == nil {
+				fmt.Sscan(string(b), &used)
+			}
+		}
+		if used >= bytes {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s charged %d bytes, want %d: %v", c.Dir, used, bytes, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
