@@ -46,6 +46,13 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	healthy := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 64, 2, 3)...)
 	over := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 8, 1)...)                // 8 threads on 2 cores
 	few := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 1, 1)...)                 // 1 thread, the other core idle
+	// 1 thread beside a busy loop on the other core: no core for a second thread.
+	hog, err := testbench.Start("taskset", "-c", "1", "sh", "-c", "while :; do :; done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fewBusy := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 1, 1)...)
+	hog.Stop()
 	smallUB := run(bench, e.BenchArgs("llama-1b-q4_0", 128, 4, 2, 1, "-ub", "8")...) // a prompt 8 tokens a graph
 	// Decode at a depth of 1024, flash attention off, long enough for a sampling window.
 	deep := run(bench, e.BenchArgs("llama-1b-q4_0", 0, 256, 2, 1, "-d", "1024", "-fa", "off")...)
@@ -145,6 +152,14 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	noFalseShare(t, "8 threads", text)
 
 	// One thread with the other core idle: prefill's matmuls are far below their roof.
+	p = byPID(t, v, fewBusy)
+	t.Logf("1 thread beside a busy loop: CPUs %+v, findings %v", p.CPUs, findingIDs(p))
+	if c := p.CPUs; c == nil || !c.Measured || c.Idle > 0.3 {
+		t.Errorf("1 thread beside a busy loop: CPUs %+v, want measured, under 0.3 of them idle", c)
+	}
+	if f := finding(p, "threads-few"); f != nil {
+		t.Errorf("1 thread beside a busy loop on the other core: %s: %s", f.Title, f.Advice)
+	}
 	p = byPID(t, v, few)
 	text = table(t, p)
 	f := finding(p, "threads-few")

@@ -144,11 +144,7 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 		}
 	}
 	if c := p.CPUs; c != nil && c.Measured {
-		line := others(c)
-		if c.Others >= freeCores {
-			line += ": a neighbour took them, not the model's own threads"
-		}
-		f.Evidence = append(f.Evidence, line)
+		f.Evidence = append(f.Evidence, idleCPUs(c))
 	}
 	if sched != nil {
 		s := sched.Sched

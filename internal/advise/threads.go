@@ -23,15 +23,15 @@ var overCPUsRule = Rule{
 var fewThreadsRule = Rule{
 	ID:   "threads-few",
 	Name: "fewer threads than cores",
-	Fires: fmt.Sprintf("the model computes with fewer threads than the physical cores it may run on (a hybrid CPU's performance cores) by %.1f cores or more once what the machine's other processes kept busy of them while it computed is taken off (`profinfer.process.cpus.time`), its threads had their CPUs (not [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share)), and a judged phase spends ≥ 30%% of its op time below half its roof",
+	Fires: fmt.Sprintf("the model computes with fewer threads than the physical cores it may run on (a hybrid CPU's performance cores), %.1f or more of its CPUs sat idle on average while it computed (`profinfer.process.cpus.time`: what other processes kept busy is not free), its threads had their CPUs (not [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share)), and a judged phase spends ≥ 30%% of its op time below half its roof",
 		freeCores),
-	Says:  "the threads, the cores, what other processes kept busy of them, and each phase's time per token with a thread on each core left free, estimated op by op: an op's time shrinks with the threads until it meets its roof",
+	Says:  "the threads, the cores, how many of its CPUs sat idle, and each phase's time per token with a thread on each idle core, estimated op by op: an op's time shrinks with the threads until it meets its roof",
 	apply: fewThreads,
 }
 
-// freeCores is the cores, idle beside the model's threads and its neighbours', from
-// which another thread has one of its own: a core half busy with another process shares
-// its time with the thread, and the thread holds up every node.
+// freeCores is the CPUs, idle beside the model's threads and its neighbours', from which
+// another thread has one of its own: a core half busy with another process shares its
+// time with the thread, and the thread holds up every node.
 const freeCores = 0.5
 
 // Thresholds of the threads rules.
@@ -105,8 +105,8 @@ func overCPUs(p *summary.Process) (summary.Finding, bool) {
 		line += fmt.Sprintf(", %d of them performance cores", c.Performance)
 	}
 	f.Evidence = append(f.Evidence, line)
-	if c.Measured && c.Others >= freeCores {
-		f.Evidence = append(f.Evidence, others(c)+": fewer threads still than the CPUs, where the neighbour stays")
+	if c.Measured {
+		f.Evidence = append(f.Evidence, idleCPUs(c))
 	}
 	if ph := starved(p, summary.LackedCPU); ph != nil {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("%s: the threads had a CPU for %s of their graphs' time, and waited for one for %s of it",
@@ -130,8 +130,12 @@ func fewThreads(p *summary.Process) (summary.Finding, bool) {
 	if c.Threads == 0 || c.Threads >= int64(cores) || p.Quota != nil && float64(c.Threads) >= p.Quota.CPUs-1e-9 {
 		return summary.Finding{}, false
 	}
-	// The cores the others left: the threads a core each on them, no more.
-	free := float64(cores) - float64(c.Threads) - c.Others
+	// The idle cores: a thread each on them, no more. Unmeasured (an older collector's
+	// data), every core beside the threads counts idle.
+	free := float64(cores) - float64(c.Threads)
+	if c.Measured {
+		free = min(free, c.Idle)
+	}
 	if free < freeCores {
 		return summary.Finding{}, false
 	}
@@ -155,7 +159,7 @@ func fewThreads(p *summary.Process) (summary.Finding, bool) {
 	}
 	idle := "the other cores sat idle"
 	if to < int64(cores) {
-		idle = fmt.Sprintf("%.1f of the other cores sat idle", free)
+		idle = fmt.Sprintf("%.1f of its CPUs sat idle", free)
 	}
 	f := summary.Finding{ID: "threads-few", Severity: "warning",
 		Title: fmt.Sprintf("%s on %d %s: %s", plural(c.Threads, "thread"), cores, kind, idle),
@@ -168,18 +172,17 @@ func fewThreads(p *summary.Process) (summary.Finding, bool) {
 		Gain: best,
 	}
 	if c.Measured {
-		f.Evidence = append(f.Evidence, others(c))
+		f.Evidence = append(f.Evidence, idleCPUs(c))
 	} else {
-		f.Evidence = append(f.Evidence, "what other processes took of the cores was not measured (a process shorter than the metrics interval, or an older collector's data): the estimate counts every core free")
+		f.Evidence = append(f.Evidence, "how idle the other cores sat was not measured (an older collector's data): the estimate counts every one free, as nothing else may need them")
 	}
 	return f, true
 }
 
-// others says what the machine's other processes kept busy of the CPUs c while the model
-// computed.
-func others(c *summary.CPUs) string {
-	return fmt.Sprintf("other processes kept %.1f of the %d CPUs it may run on busy while it computed (%s of their time)",
-		c.Others, c.Allowed, pct(c.Others/float64(max(c.Allowed, 1))))
+// idleCPUs says how many of the CPUs c sat idle while the model computed.
+func idleCPUs(c *summary.CPUs) string {
+	return fmt.Sprintf("%.1f of the %d CPUs it may run on sat idle on average while it computed (%s of their time); the rest were its threads' and other processes'",
+		c.Idle, c.Allowed, pct(c.Idle/float64(max(c.Allowed, 1))))
 }
 
 // moreThreads estimates phase ph's time per token with threads `to` in place of `from`,

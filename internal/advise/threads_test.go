@@ -65,7 +65,7 @@ func TestFewThreads(t *testing.T) {
 		"no CPUs read":    func(p *summary.Process) { p.CPUs = nil },
 		"a core a thread": func(p *summary.Process) { p.CPUs.Threads = 2 },
 		// llama-bench -t 1 beside a busy loop on the other core: no core was free.
-		"a neighbour on the other core": func(p *summary.Process) { p.CPUs.Others, p.CPUs.Measured = 0.97, true },
+		"a neighbour on the other core": func(p *summary.Process) { p.CPUs.Idle, p.CPUs.Measured = 0.03, true },
 	} {
 		q := clean()
 		q.CPUs.Threads = 1
@@ -89,16 +89,16 @@ func TestFindingsByGain(t *testing.T) {
 	}
 }
 
-// Where a neighbour kept some of the cores busy, the advice counts the cores it left:
-// one thread on four cores beside a process that kept 1.2 of them busy is advised three.
+// Where a neighbour kept some of the cores busy, the advice counts the idle ones: one
+// thread on four cores, 1.8 of them idle, is advised three.
 func TestFewThreadsBesideNeighbour(t *testing.T) {
 	p := clean()
-	p.CPUs = &summary.CPUs{Allowed: 4, Cores: 4, Threads: 1, Others: 1.2, Measured: true}
+	p.CPUs = &summary.CPUs{Allowed: 4, Cores: 4, Threads: 1, Idle: 1.8, Measured: true}
 	p.Quota = nil
 	p.Phases[0].Ops[0].PeakFrac = 0.1
 	f, ok := fewThreads(p)
-	if !ok || !strings.Contains(f.Advice, "-t 3") && !strings.Contains(f.Advice, "3 threads") || !strings.Contains(f.Title, "1.8 of the other cores sat idle") ||
-		!strings.Contains(strings.Join(f.Evidence, "\n"), "other processes kept 1.2 of the 4 CPUs") {
+	if !ok || !strings.Contains(f.Advice, "-t 3") && !strings.Contains(f.Advice, "3 threads") || !strings.Contains(f.Title, "1.8 of its CPUs sat idle") ||
+		!strings.Contains(strings.Join(f.Evidence, "\n"), "1.8 of the 4 CPUs it may run on sat idle") {
 		t.Errorf("beside a neighbour of 1.2 CPUs: %v %s %s %q", ok, f.Title, f.Advice, f.Evidence)
 	}
 	if f.Gain == nil || !strings.Contains(f.Gain.Assumes, "from 1 to 3 threads") {

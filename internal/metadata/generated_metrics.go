@@ -303,15 +303,15 @@ type AttributeProfinferCpusTimeOf int
 
 const (
 	_ AttributeProfinferCpusTimeOf = iota
-	AttributeProfinferCpusTimeOfOthers
+	AttributeProfinferCpusTimeOfIdle
 	AttributeProfinferCpusTimeOfAll
 )
 
 // String returns the string representation of the AttributeProfinferCpusTimeOf.
 func (av AttributeProfinferCpusTimeOf) String() string {
 	switch av {
-	case AttributeProfinferCpusTimeOfOthers:
-		return "others"
+	case AttributeProfinferCpusTimeOfIdle:
+		return "idle"
 	case AttributeProfinferCpusTimeOfAll:
 		return "all"
 	}
@@ -320,8 +320,8 @@ func (av AttributeProfinferCpusTimeOf) String() string {
 
 // MapAttributeProfinferCpusTimeOf is a helper map of string to AttributeProfinferCpusTimeOf attribute value.
 var MapAttributeProfinferCpusTimeOf = map[string]AttributeProfinferCpusTimeOf{
-	"others": AttributeProfinferCpusTimeOfOthers,
-	"all":    AttributeProfinferCpusTimeOfAll,
+	"idle": AttributeProfinferCpusTimeOfIdle,
+	"all":  AttributeProfinferCpusTimeOfAll,
 }
 
 var MetricsInfo = metricsInfo{
@@ -2703,7 +2703,7 @@ type metricProfinferProcessCpusTime struct {
 // init fills profinfer.process.cpus.time metric with initial data.
 func (m *metricProfinferProcessCpusTime) init() {
 	m.data.SetName("profinfer.process.cpus.time")
-	m.data.SetDescription("Time on the CPUs the process may run on, over the metrics intervals in which it computed a graph, by whose it was.")
+	m.data.SetDescription("Time of the CPUs the process may run on, idle and in all, over the spans in which it computed a graph.")
 	m.data.SetUnit("s")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)

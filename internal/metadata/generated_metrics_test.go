@@ -229,7 +229,7 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordProfinferProcessCpusTimeDataPoint(ts, 1, AttributeProfinferCpusTimeOfOthers)
+			mb.RecordProfinferProcessCpusTimeDataPoint(ts, 1, AttributeProfinferCpusTimeOfIdle)
 
 			defaultMetricsCount++
 			allMetricsCount++
@@ -1075,7 +1075,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["profinfer.process.cpus.time"] = true
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Time on the CPUs the process may run on, over the metrics intervals in which it computed a graph, by whose it was.", mi.Description())
+					assert.Equal(t, "Time of the CPUs the process may run on, idle and in all, over the spans in which it computed a graph.", mi.Description())
 					assert.Equal(t, "s", mi.Unit())
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -1086,7 +1086,7 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
 					profinferCpusTimeOfAttrVal, ok := dp.Attributes().Get("profinfer.cpus.time.of")
 					assert.True(t, ok)
-					assert.Equal(t, "others", profinferCpusTimeOfAttrVal.Str())
+					assert.Equal(t, "idle", profinferCpusTimeOfAttrVal.Str())
 				case "profinfer.roofline.cache.bandwidth":
 					assert.False(t, validatedMetrics["profinfer.roofline.cache.bandwidth"], "Found a duplicate in the metrics slice: profinfer.roofline.cache.bandwidth")
 					validatedMetrics["profinfer.roofline.cache.bandwidth"] = true

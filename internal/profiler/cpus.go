@@ -19,60 +19,60 @@ func readTopology(log *zap.Logger) *cpus.Topology {
 
 // allowed reads what process pid may run on: its main thread's affinity, one small file,
 // at its attach and at each metrics export (taskset or a cpuset may change it while it
-// runs). False where it cannot be read: the process is gone, or the topology unknown.
-func (p *Profiler) allowed(pid int) (cpus.Count, bool) {
+// runs), counted and listed. False where it cannot be read: the process is gone, or the
+// topology unknown.
+func (p *Profiler) allowed(pid int) (cpus.Count, []int, bool) {
 	if p.top == nil {
-		return cpus.Count{}, false
+		return cpus.Count{}, nil, false
 	}
 	list, err := cpus.Allowed("/proc", pid)
 	if err != nil {
-		return cpus.Count{}, false
+		return cpus.Count{}, nil, false
 	}
-	return p.top.Of(list), true
+	return p.top.Of(list), list, true
 }
 
-// cpusRead is what one process may run on, as read at a metrics export, and what the
-// machine's other processes took of it since the last.
+// cpusRead is what one process may run on, as read at a metrics export.
 type cpusRead struct {
-	pid   int
-	c     cpus.Count
-	took  cpus.Took
-	taken bool // took was read
+	pid  int
+	c    cpus.Count
+	list []int
 }
 
-// readAllowed reads what each of pids may run on, and what the others took of it.
+// readAllowed reads what each of pids may run on.
 func (p *Profiler) readAllowed(pids []int) []cpusRead {
 	got := make([]cpusRead, 0, len(pids))
-	var ok []int
-	var lists [][]int
 	for _, pid := range pids {
-		if p.top == nil {
-			break
-		}
-		list, err := cpus.Allowed("/proc", pid)
-		if err != nil {
-			continue
-		}
-		got = append(got, cpusRead{pid: pid, c: p.top.Of(list)})
-		ok, lists = append(ok, pid), append(lists, list)
-	}
-	if p.others == nil {
-		return got
-	}
-	took, err := p.others.Read(ok, lists)
-	if err != nil {
-		if !p.othersWarned {
-			p.othersWarned = true
-			p.log.Warn("what other processes take of the targets' CPUs is not reported: /proc/stat could not be read", zap.Error(err))
-		}
-		return got
-	}
-	for _, t := range took {
-		for i := range got {
-			if got[i].pid == t.PID {
-				got[i].took, got[i].taken = t, true
-			}
+		if c, list, ok := p.allowed(pid); ok {
+			got = append(got, cpusRead{pid, c, list})
 		}
 	}
 	return got
+}
+
+// readIdle reads the CPUs' idle time; nil where it cannot be read, which is warned about
+// once.
+func (p *Profiler) readIdle() cpus.Idle {
+	idle, err := cpus.ReadIdle(p.procFS)
+	if err != nil {
+		if !p.idleWarned.Swap(true) {
+			p.log.Warn("how idle the targets' CPUs sat is not reported: /proc/stat could not be read", zap.Error(err))
+		}
+		return nil
+	}
+	return idle
+}
+
+// noteIdle counts what t's CPUs sat idle since its last reading, where it computed a
+// graph meanwhile (a server's idle spells are no evidence of its neighbours), and makes
+// now its last reading.
+func (in *ingest) noteIdle(t *inProc, now cpus.Idle) {
+	if now == nil {
+		return
+	}
+	if t.idleAt != nil && t.graphs != t.graphsAtIdle {
+		idle, all := now.Since(t.idleAt, t.allowed)
+		in.acc.Idle(t.proc.PID, idle, all)
+	}
+	t.idleAt, t.graphsAtIdle = now, t.graphs
 }

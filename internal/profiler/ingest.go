@@ -84,7 +84,11 @@ type inProc struct {
 	// traced is when it was marked traced (CLOCK_MONOTONIC ns); graphs and steps count
 	// the CPU graphs and the finished steps delivered since, for its end.
 	traced, graphs, steps uint64
-	graphsAtExport        uint64 // graphs at the last metrics export
+	// allowed are the CPUs it may run on, as last read; idleAt how idle the machine's
+	// CPUs had sat at the last reading, graphsAtIdle its graphs then.
+	allowed      []int
+	idleAt       cpus.Idle
+	graphsAtIdle uint64
 }
 
 func newIngest(cfg *Config, log *zap.Logger, traces, counters bool, out chan<- ptrace.Traces, spans *signals.Spans, acc *signals.Metrics) *ingest {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
+	"github.com/prometheus/procfs"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver"
@@ -66,11 +67,11 @@ type Profiler struct {
 	in    *ingest     // the reader's
 	ctl   *controller // the controller's
 	quota quotas      // the metrics goroutine's
-	// others counts what other processes take of the targets' CPUs, the metrics
-	// goroutine's; nil where /proc could not be read.
-	others       *cpus.Others
-	othersWarned bool
-	ends         ends // the registry goroutine's
+	// procFS reads /proc/stat, for how idle the targets' CPUs sat; idleWarned says that
+	// a failure was logged.
+	procFS     procfs.FS
+	idleWarned atomic.Bool
+	ends       ends // the registry goroutine's
 
 	cmds       chan func(*ingest) // commands for the reader (do, ask)
 	calls      chan func()        // calls for the controller (call)
@@ -121,7 +122,7 @@ func (p *Profiler) Start(ctx context.Context) error {
 	slackSet := p.setTimerSlack() // first: the start's own work wakes the runtime's monitor too
 	p.hostSIMD = simd.Host()
 	p.top = readTopology(p.log)
-	p.others, _ = cpus.NewOthers("/proc") // procfs.NewFS only checks that the directory is there
+	p.procFS, _ = procfs.NewFS("/proc") // it only checks that the directory is there: a failed read is warned of
 	reg, err := registry.New(registry.Config{Targets: p.cfg.Targets, Root: "/proc",
 		Application: p.cfg.Layers.Application, Propagate: p.cfg.Propagate}, p, p.log)
 	if err != nil {

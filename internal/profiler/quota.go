@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/cgroup"
+	"github.com/profinfer/profinfer/internal/cpus"
 )
 
 // The metrics goroutine reads what the kernel counts and the targets' cgroups, then has
@@ -61,9 +62,9 @@ func (p *Profiler) emitMetrics(ctx context.Context) {
 	if !p.ask(func(in *ingest) { pids = in.pids() }) {
 		return
 	}
-	drops, quotas, allowed := p.drops(), p.quota.read(pids, p.log), p.readAllowed(pids)
+	drops, quotas, allowed, idle := p.drops(), p.quota.read(pids, p.log), p.readAllowed(pids), p.readIdle()
 	var md pmetric.Metrics
-	if p.ask(func(in *ingest) { md = p.buildMetrics(in, drops, quotas, allowed) }) {
+	if p.ask(func(in *ingest) { md = p.buildMetrics(in, drops, quotas, allowed, idle) }) {
 		p.consume(ctx, md)
 	}
 }
@@ -72,7 +73,7 @@ func (p *Profiler) emitMetrics(ctx context.Context) {
 func (p *Profiler) emit(ctx context.Context, in *ingest) {
 	if p.metrics != nil {
 		pids := in.pids()
-		p.consume(ctx, p.buildMetrics(in, p.drops(), p.quota.read(pids, p.log), p.readAllowed(pids)))
+		p.consume(ctx, p.buildMetrics(in, p.drops(), p.quota.read(pids, p.log), p.readAllowed(pids), p.readIdle()))
 	}
 }
 
@@ -84,19 +85,14 @@ func (p *Profiler) consume(ctx context.Context, md pmetric.Metrics) {
 
 // buildMetrics builds the metrics on the reader. A process whose cgroup cannot be read is
 // warned about once.
-func (p *Profiler) buildMetrics(in *ingest, drops uint64, quotas []quotaRead, allowed []cpusRead) pmetric.Metrics {
+func (p *Profiler) buildMetrics(in *ingest, drops uint64, quotas []quotaRead, allowed []cpusRead, idle cpus.Idle) pmetric.Metrics {
 	for _, a := range allowed {
-		t := in.procs[a.pid]
-		if t == nil {
-			continue
+		if t := in.procs[a.pid]; t != nil {
+			t.cpus, t.allowed = a.c, a.list
 		}
-		t.cpus = a.c
-		// What the others took counts where the process computed meanwhile: an idle
-		// server's neighbours take nothing from it.
-		if a.taken && t.graphs != t.graphsAtExport {
-			in.acc.Neighbours(a.pid, a.took.Others, a.took.Total)
-		}
-		t.graphsAtExport = t.graphs
+	}
+	for _, t := range in.procs {
+		in.noteIdle(t, idle)
 	}
 	for pid, t := range in.procs {
 		in.acc.CPUs(pid, t.cpus)

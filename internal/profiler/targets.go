@@ -66,7 +66,8 @@ func (p *Profiler) Trace(f *registry.Found) error {
 		whisper:   f.Whisper != nil,
 		ctxFields: f.Context,
 	}
-	in.cpus, _ = p.allowed(pid)
+	in.cpus, in.allowed, _ = p.allowed(pid)
+	in.idleAt = p.readIdle() // how idle its CPUs sit from now
 	holds := p.applicationLayer(ct)
 	var probes int
 	var splits bool
@@ -308,6 +309,7 @@ func (p *Profiler) reap() {
 			in.exited(t, r.end)
 		}
 		in.acc.CPUs(r.pid, t.cpus) // a process shorter than the metrics interval was read at its attach only
+		in.noteIdle(t, p.readIdle())
 		in.acc.Forget(r.pid)
 		delete(in.procs, r.pid)
 		_ = probe.Trace(&p.bpf.ProfinferMaps, r.pid, false)

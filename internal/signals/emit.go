@@ -88,7 +88,7 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 			}
 		}
 		if pm.cpusTime > 0 {
-			m.mb.RecordProfinferProcessCpusTimeDataPoint(now, pm.othersTime, metadata.AttributeProfinferCpusTimeOfOthers)
+			m.mb.RecordProfinferProcessCpusTimeDataPoint(now, pm.idleTime, metadata.AttributeProfinferCpusTimeOfIdle)
 			m.mb.RecordProfinferProcessCpusTimeDataPoint(now, pm.cpusTime, metadata.AttributeProfinferCpusTimeOfAll)
 		}
 		if pm.windowed {

@@ -58,10 +58,10 @@ type processMetrics struct {
 	jobs                 jobs
 	quota                cgroup.CPU // as last read
 	cpus                 cpus.Count // the CPUs it may run on, as last read
-	// othersTime and cpusTime are the CPU seconds other processes took of those CPUs,
-	// and theirs, over the intervals it computed in.
-	othersTime, cpusTime float64
-	exited               bool // emit once more, then drop
+	// idleTime and cpusTime are the seconds those CPUs sat idle, and theirs, over the
+	// spans it computed in.
+	idleTime, cpusTime float64
+	exited             bool // emit once more, then drop
 }
 
 // jobs sums whisper's transcriptions: how many, the audio given and the time taken.
@@ -484,11 +484,11 @@ func (m *Metrics) CPUs(pid int, c cpus.Count) {
 	}
 }
 
-// Neighbours adds what the machine's other processes took of the CPUs pid may run on
-// over a metrics interval in which it computed: their CPU seconds there, and those CPUs'.
-func (m *Metrics) Neighbours(pid int, others, all float64) {
+// Idle adds how long the CPUs pid may run on sat idle over a span in which it computed,
+// and their seconds in all.
+func (m *Metrics) Idle(pid int, idle, all float64) {
 	if pm := m.procs[pid]; pm != nil {
-		pm.othersTime += others
+		pm.idleTime += idle
 		pm.cpusTime += all
 	}
 }

@@ -118,14 +118,14 @@ type proc struct {
 	threads        int64      // the most threads a graph was computed with
 	quota          quotaState // the cgroup CPU quota
 	cpus           CPUs       // the CPUs it may run on, Threads aside
-	// othersTime and cpusTime are the seconds other processes took of those CPUs while
-	// it computed, and theirs: Others' figures.
-	othersTime, cpusTime float64
-	cold                 coldState // its first graphs' major page faults, and those after idle spells
-	lastGraph            int64     // when its latest graph ended, ns
-	simd                 SIMD
-	end                  *End // how it ended, from its process span
-	cut                  bool // a step of it was cut short by its end
+	// idleTime and cpusTime are the seconds those CPUs sat idle while it computed, and
+	// theirs: Idle's figures.
+	idleTime, cpusTime float64
+	cold               coldState // its first graphs' major page faults, and those after idle spells
+	lastGraph          int64     // when its latest graph ended, ns
+	simd               SIMD
+	end                *End // how it ended, from its process span
+	cut                bool // a step of it was cut short by its end
 }
 
 type phase struct {

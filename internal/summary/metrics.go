@@ -131,14 +131,14 @@ func (p *proc) cpusMetric(dps pmetric.NumberDataPointSlice) {
 	}
 }
 
-// neighbours reads the time other processes took of the CPUs the process may run on, and
-// those CPUs' time: cumulative, the newest is the sum.
+// neighbours reads how long the CPUs the process may run on sat idle while it computed,
+// and their time: cumulative, the newest is the sum.
 func (p *proc) neighbours(dps pmetric.NumberDataPointSlice) {
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
 		switch schema.Str(dp.Attributes(), schema.ProfinferCPUsTimeOf) {
-		case "others":
-			p.othersTime = dp.DoubleValue()
+		case "idle":
+			p.idleTime = dp.DoubleValue()
 		case "all":
 			p.cpusTime = dp.DoubleValue()
 		}

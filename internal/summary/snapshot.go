@@ -106,7 +106,7 @@ func (p *proc) snapshot() *Process {
 	if c := p.cpus; c.Allowed > 0 {
 		c.Threads = p.threads
 		if p.cpusTime > 0 {
-			c.Others, c.Measured = p.othersTime/p.cpusTime*float64(c.Allowed), true
+			c.Idle, c.Measured = p.idleTime/p.cpusTime*float64(c.Allowed), true
 		}
 		out.CPUs = &c
 	}

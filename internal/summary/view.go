@@ -238,12 +238,11 @@ type CPUs struct {
 	Cores       int   `json:"cores"`                 // physical cores among them
 	Performance int   `json:"performance,omitempty"` // a hybrid CPU's performance cores among them; 0 on others
 	Threads     int64 `json:"threads"`
-	// Others is how many of those CPUs the machine's other processes kept busy, on
-	// average, while it computed (profinfer.process.cpus.time): a neighbour's.
-	Others float64 `json:"others,omitempty"`
-	// Measured says that Others was read: an older collector's data, or a process
-	// shorter than the metrics interval, has none.
-	Measured bool `json:"others_measured,omitempty"`
+	// Idle is how many of those CPUs sat idle, on average, while it computed
+	// (profinfer.process.cpus.time): beside its threads, the rest was other processes'.
+	Idle float64 `json:"idle,omitempty"`
+	// Measured says that Idle was read: an older collector's data has none.
+	Measured bool `json:"idle_measured,omitempty"`
 }
 
 // Op is one operator on one weight type within a phase: a row of the op table.
