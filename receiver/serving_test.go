@@ -37,7 +37,9 @@ import (
 //     matmuls compute a sequence at a time): batching-little, and not with four;
 //   - a slot's share of a small context reached, the generation cut (truncated) and,
 //     with --context-shift, shifted: context-full;
-//   - one slot, one request after another: none of the three.
+//   - one slot, one request after another: none of the three;
+//   - a model with a 128k vocabulary, n_probs 10 asked of every other request: the time
+//     between decodes grows, and each request's time still adds up.
 func TestE2EBusyServer(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -116,6 +118,20 @@ func TestE2EBusyServer(t *testing.T) {
 		ask(healthy, completion(prompt(i, 12), 32))
 	}
 	healthy.Stop()
+	// The server's time between decodes, planted: over a Llama-3-sized vocabulary, the
+	// probabilities of each token's top 10 (n_probs) cost a share of a small model's token.
+	big, err := e.StartServer(ctx, e.Bin("llama-server"), "llama-128k-f16", 2, "-np", "1", "-c", "2048")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		body := completion(prompt(i, 12), 48)
+		if i%2 == 1 {
+			body["n_probs"] = 10
+		}
+		ask(big, body)
+	}
+	big.Stop()
 	settle(t, ctx, out)
 
 	v := summarize(t, out)
@@ -196,6 +212,23 @@ func TestE2EBusyServer(t *testing.T) {
 		t.Errorf("--context-shift: %+v %v", p.Requests, findingIDs(p))
 	} else {
 		t.Logf("shifted: %s %v", f.Title, f.Evidence)
+	}
+
+	// n_probs over 128k tokens: the time between decodes grows, each request's time still
+	// adding up.
+	var plain, probs []float64
+	for i, r := range sortedByStart(reqs[int64(big.PID())]) {
+		n := float64(r.attrs[schema.GenAIUsageOutputTokens].(int64) - 1)
+		between := 1e3 * r.attrs[schema.LlamaRequestTimePrefix+"between"].(float64) / n
+		if i%2 == 1 {
+			probs = append(probs, between)
+		} else {
+			plain = append(plain, between)
+		}
+	}
+	checkLatencyShares(t, reqs[int64(big.PID())])
+	if len(plain) != 3 || len(probs) != 3 || median(slices.Clone(probs)) < 1.5*median(slices.Clone(plain)) {
+		t.Errorf("a 128k vocabulary: between decodes %v ms a token, with n_probs 10 %v: want half as much again", plain, probs)
 	}
 
 	// One slot, one request after another: nothing of the three.
@@ -425,4 +458,11 @@ func checkServingPage(t *testing.T, p *summary.Process) {
 	if !slices.Contains(rows["widths"], "1") || !slices.Contains(rows["widths"], "4") || len(rows["latency-shares"]) < 3 {
 		t.Errorf("report.html's serving section: steps by width %q, the latency's shares %q", rows["widths"], rows["latency-shares"])
 	}
+}
+
+// sortedByStart is spans in the order they began.
+func sortedByStart(ss []span) []span {
+	out := slices.Clone(ss)
+	slices.SortFunc(out, func(a, b span) int { return int(int64(a.start) - int64(b.start)) })
+	return out
 }
