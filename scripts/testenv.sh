@@ -9,6 +9,14 @@ ROOT=$PWD
 TE=$ROOT/.testenv
 NLC_VERSION=${NLC_VERSION:-3.22.1}
 JOBS=${JOBS:-$(nproc)}
+# What to make: all of it; first, all but the later parts, which only a few tests need
+# (the older releases' static builds, Ollama's old engine and the arm64 guests'
+# llama.cpp); or later, those alone, the rest made by a run before. make test makes the
+# first part, then the later one beside the tests, at the CPUs' idle priority.
+PART=${1:-all}
+case $PART in all | first | later) ;; *) echo "usage: $0 [all|first|later]" >&2 && exit 2 ;; esac
+first() { [ "$PART" != later ]; }
+later() { [ "$PART" != first ]; }
 
 log() { printf '[testenv] %s\n' "$*" >&2; }
 
@@ -212,9 +220,6 @@ fetch_modules() { # Ollama's two modules and what each requires, and this module
   done
   (cd "$ROOT" && go mod download)
 }
-fetch_npm & npm_job=$!
-fetch_kernels & kernels_job=$!
-fetch_modules & modules_job=$!
 
 # llama.cpp from the release bundle: the source, cloned from it, and the tools built from
 # it, once per version, into bin/ (RUNPATH $ORIGIN, so that the cache's copy runs anywhere).
@@ -242,79 +247,6 @@ if [ "$(cat "$LC/src/.stamp" 2>/dev/null)" != "$SRC_KEY" ]; then
   git clone -q "$BUNDLE" "$LC/src" 2>/dev/null
   echo "$SRC_KEY" >"$LC/src/.stamp"
 fi
-build_llama() {
-  log "building llama.cpp ($KEY); about 7 minutes on 2 cores"
-  local build=$LC/build
-  rm -rf "$build"
-  cmake -S "$LC/src" -B "$build" "${common[@]}" "${shared[@]}" >/dev/null
-  cmake --build "$build" -j "$JOBS" --target llama-bench llama-server llama-quantize \
-      test-backend-ops test-llama-archs ggml-rpc-server ggml-cpu
-  cp -a "$build/bin/." "$LC/bin/"
-  rm -rf "$build"
-}
-cached llama.cpp "$KEY" "$LC/bin" build_llama
-
-# Static llama-bench builds of older releases, from the source bundled with their
-# node-llama-cpp: GGML linked into the executable, with OpenMP (the default then), where
-# the prebuilts use ggml's own threadpool. About a minute each on 2 cores.
-build_old_static() { # NODE_LLAMA_CPP_VERSION RELEASE
-  local dir=$TE/llama.cpp-$2 bundle=$TE/npm-$1/node_modules/node-llama-cpp/llama/gitRelease.bundle
-  cached "llama.cpp-$2" "$2 $(sha256sum "$bundle" | cut -c1-16) v2 $TOOLS" "$dir/static" old_static "$bundle" "$dir"
-}
-old_static() { # BUNDLE DIR
-  log "building static llama-bench $(basename "$2")"
-  rm -rf "$2/src" "$2/build"
-  git clone -q "$1" "$2/src" 2>/dev/null
-  cmake -S "$2/src" -B "$2/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF >/dev/null
-  cmake --build "$2/build" -j "$JOBS" --target llama-bench >/dev/null
-  cp "$2/build/bin/llama-bench" "$2/static/llama-bench"
-  rm -rf "$2/build" "$2/src"
-}
-wait "$npm_job"
-build_old_static 3.1.1 b3889
-build_old_static 3.3.0 b4234
-
-# Ollama as it ships (0.30 on): its Go executable, built from its module, and the
-# lib/ollama it starts llama-server from: the build above, which is Ollama's layout, from
-# the same llama.cpp source Ollama's CMake project would build. Ollama's one patch of that
-# source (hooks that translate blobs of its own older format) does not apply to it, and
-# is left out, as Ollama's OLLAMA_LLAMA_CPP_SOURCE leaves it out of a local tree's build.
-wait "$modules_job"
-module_src() { # MODULE@VERSION DIR: a writable copy of the module's tree
-  local mod
-  mod=$(cd "$ROOT" && GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-  [ -d "$mod" ] || { log "go mod download $1 failed"; return 1; }
-  cp -r "$mod" "$2" && chmod -R u+w "$2"
-}
-build_ollama() { # DIR
-  local dir=$1 src=$1/.src
-  log "building Ollama $OLLAMA_VERSION; about 3 minutes on 2 cores"
-  module_src "github.com/ollama/ollama@$OLLAMA_VERSION" "$src"
-  (cd "$src" && CGO_ENABLED=1 go build -trimpath -buildmode=pie \
-      -ldflags "-X=github.com/ollama/ollama/version.Version=${OLLAMA_VERSION#v}" -o "$dir/bin/ollama" .)
-  rm -rf "$src"
-}
-cached ollama "$OLLAMA_VERSION v2 $(go env GOVERSION)" "$TE/ollama" build_ollama "$TE/ollama"
-rm -rf "$TE/ollama/lib/ollama" && mkdir -p "$TE/ollama/lib/ollama"
-cp -a "$LC/bin/llama-server" "$LC/bin/llama-quantize" "$LC/bin/"lib*.so* "$TE/ollama/lib/ollama/"
-
-# Ollama before 0.30, whose own Go engine computes through cgo (ggml and llama.cpp inside
-# the executable, no CMake). Module zips leave out what lies under a vendor directory, and
-# its llama.cpp's tools need four headers from there: the test bench's llama.cpp has them.
-build_ollama_old() { # DIR
-  local dir=$1 src=$1/.src h
-  log "building Ollama $OLLAMA_OLD (its Go engine, ggml through cgo); about 6 minutes on 2 cores"
-  module_src "github.com/ollama/ollama@$OLLAMA_OLD" "$src"
-  for h in nlohmann/json.hpp nlohmann/json_fwd.hpp stb/stb_image.h miniaudio/miniaudio.h; do
-    mkdir -p "$src/llama/llama.cpp/vendor/$(dirname "$h")"
-    cp "$LC/src/vendor/$h" "$src/llama/llama.cpp/vendor/$h"
-  done
-  (cd "$src" && CGO_ENABLED=1 go build -ldflags "-X=github.com/ollama/ollama/version.Version=${OLLAMA_OLD#v}" \
-      -o "$dir/ollama" .)
-  rm -rf "$src"
-}
-cached ollama-old "$OLLAMA_OLD $SRC_KEY v1 $TOOLS $(go env GOVERSION)" "$TE/ollama-old" build_ollama_old "$TE/ollama-old"
 
 # A portable llama.cpp for the guests: static down to libc, since they have no libraries,
 # and built for any x86-64 with AVX2 instead of this machine's CPU: qemu's has no AVX-512.
@@ -344,6 +276,101 @@ portable() { # DIR MINUTES [CMAKE OPTIONS...]
   done
   rm -rf "$build"
 }
+
+# The same for the arm64 guests, cross-built with Debian's aarch64 GCC for any ARMv8-A CPU
+# (NEON and no more), as a static arm64 image of llama.cpp would be (a later part).
+build_arm64() {
+  build_portable portable-arm64 10 -DLLAMA_BUILD_TESTS=OFF -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+      -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++
+}
+
+# The later part's downloads were the first part's.
+if first; then
+  fetch_npm & npm_job=$!
+  fetch_kernels & kernels_job=$!
+  fetch_modules & modules_job=$!
+fi
+
+build_llama() {
+  log "building llama.cpp ($KEY); about 7 minutes on 2 cores"
+  local build=$LC/build
+  rm -rf "$build"
+  cmake -S "$LC/src" -B "$build" "${common[@]}" "${shared[@]}" >/dev/null
+  cmake --build "$build" -j "$JOBS" --target llama-bench llama-server llama-quantize \
+      test-backend-ops test-llama-archs ggml-rpc-server ggml-cpu
+  cp -a "$build/bin/." "$LC/bin/"
+  rm -rf "$build"
+}
+cached llama.cpp "$KEY" "$LC/bin" build_llama
+
+# Static llama-bench builds of older releases, from the source bundled with their
+# node-llama-cpp: GGML linked into the executable, with OpenMP (the default then), where
+# the prebuilts use ggml's own threadpool. About a minute each on 2 cores.
+build_old_static() { # NODE_LLAMA_CPP_VERSION RELEASE
+  local dir=$TE/llama.cpp-$2 bundle=$TE/npm-$1/node_modules/node-llama-cpp/llama/gitRelease.bundle
+  cached "llama.cpp-$2" "$2 $(sha256sum "$bundle" | cut -c1-16) v2 $TOOLS" "$dir/static" old_static "$bundle" "$dir"
+}
+old_static() { # BUNDLE DIR
+  log "building static llama-bench $(basename "$2")"
+  rm -rf "$2/src" "$2/build"
+  git clone -q "$1" "$2/src" 2>/dev/null
+  cmake -S "$2/src" -B "$2/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF >/dev/null
+  cmake --build "$2/build" -j "$JOBS" --target llama-bench >/dev/null
+  cp "$2/build/bin/llama-bench" "$2/static/llama-bench"
+  rm -rf "$2/build" "$2/src"
+}
+if first; then wait "$npm_job"; fi
+if later; then
+  build_old_static 3.1.1 b3889
+  build_old_static 3.3.0 b4234
+fi
+
+# Ollama as it ships (0.30 on): its Go executable, built from its module, and the
+# lib/ollama it starts llama-server from: the build above, which is Ollama's layout, from
+# the same llama.cpp source Ollama's CMake project would build. Ollama's one patch of that
+# source (hooks that translate blobs of its own older format) does not apply to it, and
+# is left out, as Ollama's OLLAMA_LLAMA_CPP_SOURCE leaves it out of a local tree's build.
+if first; then wait "$modules_job"; fi
+module_src() { # MODULE@VERSION DIR: a writable copy of the module's tree
+  local mod
+  mod=$(cd "$ROOT" && GOFLAGS=-mod=mod go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [ -d "$mod" ] || { log "go mod download $1 failed"; return 1; }
+  cp -r "$mod" "$2" && chmod -R u+w "$2"
+}
+build_ollama() { # DIR
+  local dir=$1 src=$1/.src
+  log "building Ollama $OLLAMA_VERSION; about 3 minutes on 2 cores"
+  module_src "github.com/ollama/ollama@$OLLAMA_VERSION" "$src"
+  (cd "$src" && CGO_ENABLED=1 go build -trimpath -buildmode=pie \
+      -ldflags "-X=github.com/ollama/ollama/version.Version=${OLLAMA_VERSION#v}" -o "$dir/bin/ollama" .)
+  rm -rf "$src"
+}
+cached ollama "$OLLAMA_VERSION v2 $(go env GOVERSION)" "$TE/ollama" build_ollama "$TE/ollama"
+if first; then # not while a later part's tests run Ollama
+  rm -rf "$TE/ollama/lib/ollama" && mkdir -p "$TE/ollama/lib/ollama"
+  cp -a "$LC/bin/llama-server" "$LC/bin/llama-quantize" "$LC/bin/"lib*.so* "$TE/ollama/lib/ollama/"
+fi
+
+# Ollama before 0.30, whose own Go engine computes through cgo (ggml and llama.cpp inside
+# the executable, no CMake). Module zips leave out what lies under a vendor directory, and
+# its llama.cpp's tools need four headers from there: the test bench's llama.cpp has them.
+build_ollama_old() { # DIR
+  local dir=$1 src=$1/.src h
+  log "building Ollama $OLLAMA_OLD (its Go engine, ggml through cgo); about 6 minutes on 2 cores"
+  module_src "github.com/ollama/ollama@$OLLAMA_OLD" "$src"
+  for h in nlohmann/json.hpp nlohmann/json_fwd.hpp stb/stb_image.h miniaudio/miniaudio.h; do
+    mkdir -p "$src/llama/llama.cpp/vendor/$(dirname "$h")"
+    cp "$LC/src/vendor/$h" "$src/llama/llama.cpp/vendor/$h"
+  done
+  (cd "$src" && CGO_ENABLED=1 go build -ldflags "-X=github.com/ollama/ollama/version.Version=${OLLAMA_OLD#v}" \
+      -o "$dir/ollama" .)
+  rm -rf "$src"
+}
+if later; then
+  cached ollama-old "$OLLAMA_OLD $SRC_KEY v1 $TOOLS $(go env GOVERSION)" "$TE/ollama-old" build_ollama_old "$TE/ollama-old"
+fi
+
 build_portable portable 10
 
 # Models: the llama ones from test-llama-archs (the portable build's: the shared build's
@@ -375,9 +402,6 @@ cached models "$KEY $SRC_KEY v3 $(cd "$ROOT" && cat internal/testbench/model.go 
   "$MODELS" make_models
 
 
-# The same for the arm64 guests, cross-built with Debian's aarch64 GCC for any ARMv8-A CPU
-# (NEON and no more), as a static arm64 image of llama.cpp would be.
-build_portable portable-arm64 10 -DLLAMA_BUILD_TESTS=OFF -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
-    -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++
-wait "$kernels_job"
+if later; then build_arm64; fi
+if first; then wait "$kernels_job"; fi
 log "ready: $LC/bin, $LC/portable, $LC/portable-arm64, $MODELS, $KERNELS, $KERNELS_ARM64, $FUGOOD, $TE/ollama, $TE/ollama-old"

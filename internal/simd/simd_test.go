@@ -54,8 +54,6 @@ func TestBuildReal(t *testing.T) {
 		{nlcV8 + "libggml-cpu-armv8.2_3.so", "sve", "sve"},
 		{nlcV8 + "libggml-cpu-armv8.6_1.so", "i8mm", "i8mm"},
 		{nlcV8 + "libggml-cpu-armv9.2_2.so", "sme", "i8mm"},
-		// A static arm64 executable for any ARMv8-A: the test bench's portable one.
-		{"llama.cpp/portable-arm64/llama-server", "neon", "neon"},
 		// ggml in one library, its has_* functions in ggml.c (b3889's prebuilt).
 		{"npm-3.1.1/" + testbench.PrebuiltBins + "/libggml.so", "avx2", "avx2"},
 		// @fugood's addons: ggml linked into one index.node, found by its dynamic
@@ -74,6 +72,16 @@ func TestBuildReal(t *testing.T) {
 				t.Errorf("kernels = %q, want %q", got, c.kernels)
 			}
 		})
+	}
+}
+
+// A static arm64 executable for any ARMv8-A, the test bench's portable one, reads as
+// NEON, as its kernels do. (Apart from TestBuildReal: make test builds it beside the
+// tests, and runs this test after them.)
+func TestBuildPortableARM64(t *testing.T) {
+	f := bench(t, "llama.cpp/portable-arm64/llama-server")
+	if got, k := Build(f), kernels(f); got != "neon" || k != "neon" {
+		t.Errorf("Build = %q, kernels = %q, want neon", got, k)
 	}
 }
 
