@@ -44,8 +44,8 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 		return p.PID()
 	}
 	healthy := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 64, 2, 3)...)
-	over := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 8, 1)...)                // 8 threads on 2 cores
-	few := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 1, 1)...)                 // 1 thread, the other core idle
+	over := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 8, 1)...) // 8 threads on 2 cores
+	few := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 1, 1)...)  // 1 thread, the other core idle
 	// 1 thread beside a busy loop on the other core: no core for a second thread.
 	hog, err := testbench.Start("taskset", "-c", "1", "sh", "-c", "while :; do :; done")
 	if err != nil {
