@@ -14,7 +14,8 @@ const (
 	// MetricFinding is 1 for each finding a process has, by id and severity, and 0 once
 	// for one it no longer has.
 	MetricFinding = "profinfer.finding"
-	// MetricFindingGain is the time a token a finding's cause costs, where estimated.
+	// MetricFindingGain is the time a finding's cause costs, where estimated: a token's
+	// (AttrGainPer token) or a request's (request), one unit a series.
 	MetricFindingGain = "profinfer.finding.gain"
 	// EventFinding names the log record of a finding that appeared or changed.
 	EventFinding = "profinfer.finding"
@@ -22,6 +23,7 @@ const (
 	AttrID       = "profinfer.finding.id"
 	AttrSeverity = "profinfer.finding.severity"
 	AttrPhase    = "profinfer.finding.phase"
+	AttrGainPer  = "profinfer.finding.gain.per"
 	AttrAdvice   = "profinfer.finding.advice"
 	AttrEvidence = "profinfer.finding.evidence"
 )
@@ -60,7 +62,7 @@ func points(md pmetric.Metrics, res pcommon.Resource, fs []summary.Finding, gone
 				m := sm.Metrics().AppendEmpty()
 				m.SetName(MetricFindingGain)
 				m.SetUnit("s")
-				m.SetDescription("The time a token the finding's cause costs in its phase, as estimated (the finding's evidence says what the estimate assumes).")
+				m.SetDescription("The time the finding's cause costs, as estimated, a token of its phase or a request (profinfer.finding.gain.per: token or request), one unit a series (the finding's evidence says what the estimate assumes).")
 				gains = m.SetEmptyGauge().DataPoints()
 			}
 			dp := gains.AppendEmpty()
@@ -68,8 +70,17 @@ func points(md pmetric.Metrics, res pcommon.Resource, fs []summary.Finding, gone
 			dp.SetDoubleValue((g.From - g.To) / 1e3)
 			dp.Attributes().PutStr(AttrID, f.ID)
 			dp.Attributes().PutStr(AttrPhase, g.Phase)
+			dp.Attributes().PutStr(AttrGainPer, gainPer(g))
 		}
 	}
+}
+
+// gainPer is what a gain's time is of: a token of its phase, or a request.
+func gainPer(g *summary.Gain) string {
+	if g.Per == summary.PerRequest {
+		return summary.PerRequest
+	}
+	return "token"
 }
 
 // records adds to ld a log record for each of p's findings that is new or says something
@@ -109,6 +120,7 @@ func records(ld plog.Logs, res pcommon.Resource, p *summary.Process, was, is map
 		}
 		if g := f.Gain; g != nil {
 			a.PutStr(AttrPhase, g.Phase)
+			a.PutStr(AttrGainPer, gainPer(g))
 		}
 	}
 }

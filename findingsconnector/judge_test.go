@@ -3,6 +3,7 @@ package findingsconnector
 import (
 	"compress/gzip"
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -262,5 +263,30 @@ func TestResolved(t *testing.T) {
 	}
 	if len(values) != 2 || values["cpu-quota"] != 1 || values["threads-contended"] != 0 {
 		t.Errorf("points %v, want cpu-quota 1 and threads-contended 0", values)
+	}
+}
+
+// A gain a token and a gain a request are apart, each series in one unit.
+func TestGainPer(t *testing.T) {
+	md := pmetric.NewMetrics()
+	points(md, pcommon.NewResource(), []summary.Finding{
+		{ID: "threads-few", Severity: "warning", Gain: &summary.Gain{Phase: "decode", From: 32, To: 16}},
+		{ID: "requests-queued", Severity: "warning", Gain: &summary.Gain{Phase: "time to first token", Per: summary.PerRequest, From: 1500, To: 300}},
+	}, nil, 0)
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	got := map[string]string{}
+	for i := 0; i < ms.Len(); i++ {
+		if ms.At(i).Name() != MetricFindingGain {
+			continue
+		}
+		dps := ms.At(i).Gauge().DataPoints()
+		for j := 0; j < dps.Len(); j++ {
+			id, _ := dps.At(j).Attributes().Get(AttrID)
+			per, _ := dps.At(j).Attributes().Get(AttrGainPer)
+			got[id.Str()] = fmt.Sprintf("%s %.3f", per.Str(), dps.At(j).DoubleValue())
+		}
+	}
+	if got["threads-few"] != "token 0.016" || got["requests-queued"] != "request 1.200" {
+		t.Errorf("gains %v, want a token's 16 ms and a request's 1.2 s apart", got)
 	}
 }
