@@ -56,6 +56,9 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	smallUB := run(bench, e.BenchArgs("llama-1b-q4_0", 128, 4, 2, 1, "-ub", "8")...) // a prompt 8 tokens a graph
 	// Decode at a depth of 1024, flash attention off, long enough for a sampling window.
 	deep := run(bench, e.BenchArgs("llama-1b-q4_0", 0, 256, 2, 1, "-d", "1024", "-fa", "off")...)
+	// And at 2048, 48 tokens: the first window traces the warm-up token at depth 0; a
+	// decode 2048 deep, untraced, brings the next one forward.
+	deep2048 := run(bench, e.BenchArgs("llama-1b-q4_0", 0, 48, 2, 1, "-d", "2048", "-fa", "off")...)
 	// The F16 model in a memory cgroup at 60% of its file (below): its weights are read
 	// back from the file every token (F16 weights stay file-backed, where Q4_0's are
 	// repacked into anonymous memory and the process is OOM-killed instead).
@@ -106,6 +109,9 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 		for _, o := range ph.Ops {
 			if o.Bound == "" && strings.Contains(o.Why, "ran while profinfer attached") && name == "prefill" {
 				continue // its one traced graph ran beside the attach: rightly not judged
+			}
+			if o.Bound == "" && strings.Contains(o.Why, "a new context's first, cold") && ph.TracedFirst > 0 {
+				continue // llama-bench's warm-up, traced: its first reads of the weights are slow
 			}
 			if strings.HasPrefix(o.Op, "MUL_MAT") && o.Bound != summary.BoundMemory && o.Bound != summary.BoundCompute {
 				t.Errorf("healthy %s: %s %s judged %q (%s), want memory or compute", name, o.Op, o.Weight, o.Bound, o.Why)
@@ -270,6 +276,13 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	}
 	if f := finding(byPID(t, v, healthy), "attention-long"); f != nil {
 		t.Errorf("healthy: %s", f.Title)
+	}
+	p = byPID(t, v, deep2048)
+	deepDec := phaseNamed(t, p, "decode")
+	if f := finding(p, "attention-long"); f == nil || deepDec.Deepest == nil || deepDec.Deepest.Cells < 2048 {
+		t.Errorf("depth 2048, 48 tokens: no finding of the attention (decode traced %d cells deep of %d): %v", deepDec.KVCells, deepDec.MaxCells, p.Findings)
+	} else {
+		t.Logf("depth 2048, 48 tokens: %s (%v)", f.Title, f.Evidence)
 	}
 
 	// Each cause's finding reached the pipeline, as a log record in the file and a

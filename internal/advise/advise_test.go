@@ -148,7 +148,8 @@ func TestRules(t *testing.T) {
 				{Width: "2", Steps: 100, StepMS: summary.Quantiles{P50: 54}, Sequences: 2, Cost: 1.7, Gain: 1.18}}
 		}},
 		{"attention-long", func(p *summary.Process) { // depth 1536, flash attention off
-			p.Phases[0].KVCells = 1536
+			p.Phases[0].KVCells, p.Phases[0].MaxCells = 1536, 1600
+			p.Phases[0].Deepest = &summary.Deepest{Cells: 1536, Seconds: 0.05, Attention: 0.015}
 			p.Phases[0].Ops = append(p.Phases[0].Ops, &summary.Op{Op: "MUL_MAT", Weight: summary.KVPrefix + "f16", Share: 0.25, Bound: "memory", PeakFrac: 0.4},
 				&summary.Op{Op: "SOFT_MAX", Weight: "none", Share: 0.05, Bound: "memory", PeakFrac: 0.4})
 		}},
@@ -231,6 +232,14 @@ func TestRulesNeedEvidence(t *testing.T) {
 	p.Phases[0].Sched.OffCPU = 1
 	if f := Findings(p); len(f) != 0 {
 		t.Errorf("a verdict from one graph: %+v", f)
+	}
+	// A decode traced only at depth 0 (llama-bench's warm-up token) stands for no decode
+	// at 2048: its attention is not judged from it.
+	p = clean()
+	p.Phases[0].KVCells, p.Phases[0].MaxCells = 1, 2096
+	p.Phases[0].Deepest = &summary.Deepest{Cells: 1, Seconds: 0.02, Attention: 0.0004}
+	if f := Findings(p); len(f) != 0 {
+		t.Errorf("attention from a graph at depth 1 of decodes at 2096: %+v", f)
 	}
 	// Steps of four sequences at 1.6× one paid; steps of two against too few of one are no
 	// comparison; one request stalled once is a server's ordinary life.

@@ -2,6 +2,7 @@ package advise
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/profinfer/profinfer/internal/summary"
@@ -11,10 +12,11 @@ import (
 // grows with the context while the rest of the token stays as it was.
 
 var attentionRule = Rule{
-	ID:    "attention-long",
-	Name:  "attention grows with the context",
-	Fires: fmt.Sprintf("decode's attention (`FLASH_ATTN_EXT`, or with flash attention off its matmuls over the KV cache, `MUL_MAT KV …`, and `SOFT_MAX`) takes ≥ %.0f%% of its op time at a depth of %d KV cells or more (`ggml.graph.kv_cells`): information, a warning from %.0f%%", 100*attentionShare, longContext, 100*attentionWarn),
-	Says:  "the attention's share, its time a token and how fast that grows with the depth, whether flash attention is on, and what slows the growth in the runtime's words: a quantised KV cache, flash attention (to compare: on a CPU it is not always faster), a shorter context",
+	ID:   "attention-long",
+	Name: "attention grows with the context",
+	Fires: fmt.Sprintf("decode's attention (`FLASH_ATTN_EXT`, or with flash attention off its matmuls over the KV cache, `MUL_MAT KV …`, and `SOFT_MAX`) takes ≥ %.0f%% of a traced decode graph's time at a depth of %d KV cells or more (`ggml.graph.kv_cells`), the deepest traced one, which must reach half the depth of the phase's deepest decode (sampling windows trace a decode at each depth band); information, a warning from %.0f%%",
+		100*attentionShare, longContext, 100*attentionWarn),
+	Says:  "the attention's share at the depth traced, its time a token and how fast that grows with the depth, whether flash attention is on, and what slows the growth in the runtime's words: a quantised KV cache, flash attention (to compare: on a CPU it is not always faster), a shorter context",
 	apply: longAttention,
 }
 
@@ -26,35 +28,32 @@ const (
 )
 
 // longAttention: decode spends a share of its time attending over a deep cache, a share
-// that grows as the context fills.
+// that grows as the context fills. It is read from the deepest traced decode graph, not
+// from the phase's op table, which blends every depth traced (llama-bench's warm-up
+// token at depth 0 beside its decodes at 2048); where the traced graphs fall short of
+// half the phase's deepest decode, they do not stand for it, and nothing is said.
 func longAttention(p *summary.Process) (summary.Finding, bool) {
 	ph := phase(p, "decode")
-	if ph == nil || ph.KVCells < longContext || ph.Tokens == 0 {
+	if ph == nil || ph.Tokens == 0 || ph.Deepest == nil {
 		return summary.Finding{}, false
 	}
-	var share, total float64
-	flash := false
-	for _, o := range ph.Ops {
-		total += o.Share
-		switch {
-		case o.Op == "FLASH_ATTN_EXT":
-			flash = true
-			share += o.Share
-		case o.Op == "SOFT_MAX", o.Op == "MUL_MAT" && strings.HasPrefix(o.Weight, summary.KVPrefix):
-			share += o.Share
-		}
-	}
-	if total <= 0 || share/total < attentionShare {
+	d := ph.Deepest
+	if d.Cells < longContext || 2*d.Cells < ph.MaxCells || d.Seconds <= 0 {
 		return summary.Finding{}, false
 	}
-	share /= total
+	share := d.Attention / d.Seconds
+	if share < attentionShare {
+		return summary.Finding{}, false
+	}
+	flash := slices.ContainsFunc(ph.Ops, func(o *summary.Op) bool { return o.Op == "FLASH_ATTN_EXT" })
 	perToken := 1e3 * ph.DecodeSeconds / float64(ph.Tokens)
 	attending := perToken * share
 	f := summary.Finding{ID: "attention-long", Severity: "info",
-		Title: fmt.Sprintf("Decode spends %s of its time attending over %d cached tokens", pct(share), ph.KVCells),
-		Advice: fmt.Sprintf("Each token's query reads every cell of the KV cache before it, so this share grows as the context fills: %.1f ms a token now, some %.1f ms more for each 1000 tokens of context. ", attending, attending*1000/float64(ph.KVCells)) +
+		Title: fmt.Sprintf("Decode spends %s of its time attending over %d cached tokens", pct(share), d.Cells),
+		Advice: fmt.Sprintf("Each token's query reads every cell of the KV cache before it, so this share grows as the context fills: %.1f ms a token now, some %.1f ms more for each 1000 tokens of context. ", attending, attending*1000/float64(d.Cells)) +
 			"What slows its growth: a quantised KV cache (" + kvOption(p) + "), a shorter context or a conversation's history trimmed, and flash attention (" + flashOption(p) + "), which fuses the attention's steps but on a CPU is not always faster: run with it and compare (profinfer compare).",
-		Evidence: []string{fmt.Sprintf("decode: the attention took %s of its op time, at a depth of %d KV cells", pct(share), ph.KVCells)},
+		Evidence: []string{fmt.Sprintf("decode: the attention took %s of a traced graph %d KV cells deep (%.1f of its %.1f ms); the phase's decodes reached %d cells",
+			pct(share), d.Cells, 1e3*d.Attention, 1e3*d.Seconds, ph.MaxCells)},
 		Gain: &summary.Gain{Phase: "decode", From: perToken, To: perToken - attending, Saved: attending * float64(ph.Tokens) / 1e3,
 			Assumes: "a context of a few tokens: the attention's time grows with the depth, the rest of the token's does not"},
 	}

@@ -106,7 +106,10 @@ type Graph struct {
 	Cut bool
 	// FillsWindow marks the last graph the newest sampling window traces: it can close.
 	FillsWindow bool
-	Nodes       []*Node // computed nodes, in order of first start; nil unless Traced
+	// First marks the first graph since a backend scheduler was seen made: a new
+	// context's first, cold.
+	First bool
+	Nodes []*Node // computed nodes, in order of first start; nil unless Traced
 	// Outside holds, per thread, the perf counter deltas from the thread's exit from the
 	// previous graph to its first node in this one; nil unless Traced.
 	Outside []ThreadCounters

@@ -92,8 +92,11 @@ type PhaseSide struct {
 	PerUnitMS   float64 `json:"ms_per_unit"`
 	PerSecond   float64 `json:"units_per_second"`
 	TracedSteps int64   `json:"traced_steps"` // with a traced graph: what node times are per unit of
-	Blocks      int     `json:"blocks"`       // the bootstrap's blocks of steps
-	GraphBlocks int     `json:"graph_blocks"` // and of traced graphs
+	// Cold steps are left out: each computed a new context's first graph, a warm-up
+	// whose first reads of the weights and buffers no later step pays (ggml.graph.first).
+	Cold        int64 `json:"cold_steps,omitempty"`
+	Blocks      int   `json:"blocks"`       // the bootstrap's blocks of steps
+	GraphBlocks int   `json:"graph_blocks"` // and of traced graphs
 }
 
 // Estimate is a change with its interval.

@@ -184,6 +184,20 @@ func TestNoTracedGraph(t *testing.T) {
 	}
 }
 
+// A new context's first graph (llama-bench's warm-up) is cold, ten times the later
+// ones: its step is left out of its side, with its nodes, and the sides are the same.
+func TestColdFirstGraph(t *testing.T) {
+	graph := func(int) []spec { return layers(4, "q4_0", 500_000) }
+	a := side(t, "A", "a.jsonl", run(bench, 1, 40, 0.1, graph)...)
+	cold := step(1, 1e8, true, 200_000, layers(4, "q4_0", 5_000_000)...)
+	cold.Graphs[0].First = true
+	b := side(t, "B", "b.jsonl", append([]ptrace.Traces{batch(bench, cold)}, run(bench, 2, 40, 0.1, graph)...)...)
+	ph := phaseOf(t, diff(t, a, b), "decode")
+	if ph.B.Steps != 40 || ph.B.Cold != 1 || ph.B.TracedSteps != 40 || ph.Beyond {
+		t.Errorf("B %+v; %s, %+.1f%%: want its 40 warm steps, the cold one left out, no change", ph.B, ph.Verdict, 100*ph.Relative.Value)
+	}
+}
+
 // Prefill and decode are compared apart, and -phase keeps one.
 func TestPhases(t *testing.T) {
 	td := batch(bench, step(32, 1e9, true, 0, layers(2, "q4_0", 4_000_000)...), step(1, 2e9, true, 0, layers(2, "q4_0", 500_000)...))

@@ -19,7 +19,11 @@ type record struct {
 	n      int64 // its number among its phase's steps
 	g      int64 // its number among its phase's traced steps; -1 until a traced graph of it came
 	tokens int64
-	end    int64 // unix ns: its span's end, or its device work's where that ended later
+	end    int64   // unix ns: its span's end, or its device work's where that ended later
+	secs   float64 // its span's time
+	// cold says that it computed a new context's first graph (ggml.graph.first): it is
+	// taken out of its block, with all its work.
+	cold bool
 }
 
 func (r *record) block() *block { return r.ph.steps.at(r.n) }
@@ -75,11 +79,11 @@ func (s *Side) fold(rs ptrace.ResourceSpans, p process) {
 		if sp.Name() == schema.SpanDecode {
 			ph.noteSettings(sp.Attributes())
 		}
-		r := &record{ph: ph, n: ph.steps.next(), g: -1, tokens: tokens, end: int64(sp.EndTimestamp())}
+		r := &record{ph: ph, n: ph.steps.next(), g: -1, tokens: tokens, end: int64(sp.EndTimestamp()), secs: schema.Seconds(sp)}
 		b := r.block()
 		b.tokens += tokens
 		b.steps++
-		b.seconds += schema.Seconds(sp)
+		b.seconds += r.secs
 		s.spans.put(sp.SpanID(), r)
 		s.traces.put(sp.TraceID(), r)
 	})
@@ -87,6 +91,21 @@ func (s *Side) fold(rs ptrace.ResourceSpans, p process) {
 		if sp.Name() == schema.SpanSplit {
 			if r := s.recordOf(sp); r != nil {
 				s.spans.put(sp.SpanID(), r)
+			}
+		}
+	})
+	// A new context's first graph is cold: its step is no measure of the steady ones
+	// (llama-bench leaves its warm-up out too); it is a cold start's, which the findings
+	// judge. Its step leaves its block before any of its work is added.
+	schema.EachSpan(rs, func(sp ptrace.Span) {
+		if sp.Name() == schema.SpanGraph && schema.Bool(sp.Attributes(), schema.GGMLGraphFirst) {
+			if r := s.recordOf(sp); r != nil && !r.cold {
+				r.cold = true
+				b := r.block()
+				b.tokens -= r.tokens
+				b.steps--
+				b.seconds -= r.secs
+				r.ph.cold++
 			}
 		}
 	})
@@ -182,7 +201,7 @@ func (g *graphCtx) addTimes() {
 
 func (s *Side) graph(sp ptrace.Span) {
 	r := s.recordOf(sp)
-	if r == nil {
+	if r == nil || r.cold {
 		s.graphs[sp.SpanID()] = nil // outside the selection, or outside any step: its nodes too
 		return
 	}
@@ -192,7 +211,7 @@ func (s *Side) graph(sp ptrace.Span) {
 	}
 	backend := cmp.Or(schema.Str(attrs, schema.GGMLBackend), "CPU")
 	r.block().add(r.ph.table.id(idKey{kind: kindGraph, backend: backend, layer: -1}), schema.Seconds(sp))
-	if v, ok := attrs.Get(schema.GGMLGraphTraced); !ok || v.Type() != pcommon.ValueTypeBool || !v.Bool() {
+	if !schema.Bool(attrs, schema.GGMLGraphTraced) {
 		return
 	}
 	if r.g < 0 {
@@ -226,7 +245,7 @@ func (s *Side) node(g *graphCtx, sp ptrace.Span) {
 // that next reads the results.
 func (s *Side) device(sp ptrace.Span) {
 	r := s.recordOf(sp)
-	if r == nil {
+	if r == nil || r.cold {
 		return
 	}
 	backend := cmp.Or(schema.Str(sp.Attributes(), schema.GGMLBackend), "unknown")
@@ -257,7 +276,7 @@ func (s *Side) device(sp ptrace.Span) {
 
 func (s *Side) copySpan(sp ptrace.Span) {
 	r := s.recordOf(sp)
-	if r == nil {
+	if r == nil || r.cold {
 		return
 	}
 	attrs := sp.Attributes()

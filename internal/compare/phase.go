@@ -138,7 +138,7 @@ func summarize(ph *phaseFold, tokens bool) PhaseSide {
 	if ph == nil {
 		return s
 	}
-	s.Blocks, s.GraphBlocks, s.TracedSteps = len(ph.steps.blocks), len(ph.graphs.blocks), ph.graphs.n
+	s.Blocks, s.GraphBlocks, s.TracedSteps, s.Cold = len(ph.steps.blocks), len(ph.graphs.blocks), ph.graphs.n, ph.cold
 	for _, b := range ph.steps.blocks {
 		s.Steps += b.steps
 		s.Tokens += b.tokens

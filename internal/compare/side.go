@@ -72,6 +72,7 @@ type phaseFold struct {
 	steps, graphs series
 	table         table
 	settings      [len(contextKeys)][]int64 // the values of each of contextKeys its decodes' contexts had
+	cold          int64                     // steps left out: a new context's first graph (record.cold)
 }
 
 func (s *Side) phase(name string) *phaseFold {

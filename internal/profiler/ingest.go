@@ -59,6 +59,7 @@ type inProc struct {
 	device      bool       // a split ran on a backend other than the CPU: the device probes were asked for
 	software    string     // the software driver whose device threads it runs: read at attach, or from the names its threads took since
 	schedSeen   bool       // a backend scheduler was seen made
+	fresh       bool       // one was seen made (SchedNew) and computed no graph yet: the next graph is its first
 	schedRead   bool       // a read of its scheduler was asked for
 	quotaWarned bool       // a failure to read its cgroup CPU quota was logged
 	cpus        cpus.Count // the CPUs it may run on, as last read

@@ -129,6 +129,7 @@ func (in *ingest) dispatch(ev *events.Event) {
 		}
 	case events.SchedNew:
 		tr.reread = true
+		tr.fresh = true
 		in.schedMade(tr, ev.Backends())
 	case events.SplitNode:
 		a.SplitNode(ev.PID, ev.TID, int(ev.Ith), in.nodeInfo(tr, ev))

@@ -15,8 +15,11 @@ import (
 // controller opens it; the reader posts a window's end as soon as it assembles the last
 // graph: every graph traced past it costs a probe hit per node.
 
-// countTraced counts a traced graph, and posts the end of the window it fills.
-func (in *ingest) countTraced(t *inProc, g *assemble.Graph) {
+// graphDone counts a graph of t delivered, marks a new scheduler's first (assemble.Graph's
+// First), and for a traced graph posts the end of the window it fills.
+func (in *ingest) graphDone(t *inProc, g *assemble.Graph) {
+	t.graphs++
+	g.First, t.fresh = t.fresh, false
 	if !g.Traced {
 		return
 	}
@@ -27,8 +30,9 @@ func (in *ingest) countTraced(t *inProc, g *assemble.Graph) {
 }
 
 // notePhases tells the window scheduler which phases of step d a window traced: its CPU
-// graphs' phase, and each device's share of it (a GPU's split has its nodes described in
-// windows only). A phase that no window traced yet brings the next window forward.
+// graphs' phase (a decode's at its depth band), and each device's share of it (a GPU's
+// split has its nodes described in windows only). A phase that no window traced yet
+// brings the next window forward.
 func (in *ingest) notePhases(t *inProc, d *assemble.Step) {
 	if !in.cfg.sampled() || d.Dropped {
 		return
@@ -38,7 +42,12 @@ func (in *ingest) notePhases(t *inProc, d *assemble.Step) {
 		phase = requests.Phase(d)
 	}
 	if len(d.Graphs) > 0 {
-		in.notePhase(t, window.Phase{Name: phase}, slices.ContainsFunc(d.Graphs, func(g *assemble.Graph) bool { return g.Traced }))
+		ph := window.Phase{Name: phase}
+		if phase == assemble.PhaseDecode {
+			ph.Depth = window.DepthBand(d.Graphs[0].Cells)
+		}
+		// A new context's first graph is cold: it does not stand for its phase.
+		in.notePhase(t, ph, slices.ContainsFunc(d.Graphs, func(g *assemble.Graph) bool { return g.Traced && !g.First }))
 	}
 	for i := range d.Splits {
 		if sl := &d.Splits[i]; sl.Device {

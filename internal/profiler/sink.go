@@ -30,9 +30,8 @@ func (s sink) Step(d *assemble.Step) {
 		j.Phases[d.Phase] = ph
 	}
 	for _, g := range d.Graphs {
-		in.countTraced(tr, g)
+		in.graphDone(tr, g)
 	}
-	tr.graphs += uint64(len(d.Graphs))
 	if !d.Cut {
 		tr.steps++
 	}
@@ -136,8 +135,7 @@ func (s sink) Job(j *assemble.Job) {
 func (s sink) Graph(g *assemble.Graph) {
 	in := s.in
 	if tr := in.procs[int(g.PID)]; tr != nil {
-		in.countTraced(tr, g)
-		tr.graphs++
+		in.graphDone(tr, g)
 		in.acc.Graph(&tr.proc, g)
 		if in.traces && s.keep() {
 			in.spans.Graph(in.pending, &tr.proc, g)

@@ -104,8 +104,12 @@ func phaseLines(w io.Writer, ph compare.PhaseDiff) {
 		name string
 		ps   compare.PhaseSide
 	}{{"A", ph.A}, {"B", ph.B}} {
-		fmt.Fprintf(w, "  %s: %d %ss in %d steps, %.1f %ss/s; steps traced: %d\n",
-			s.name, units(s.ps, unit), unit, s.ps.Steps, s.ps.PerSecond, unit, s.ps.TracedSteps)
+		cold := ""
+		if s.ps.Cold > 0 {
+			cold = fmt.Sprintf("; left out: %d, a new context's first (a warm-up, cold)", s.ps.Cold)
+		}
+		fmt.Fprintf(w, "  %s: %d %ss in %d steps, %.1f %ss/s; steps traced: %d%s\n",
+			s.name, units(s.ps, unit), unit, s.ps.Steps, s.ps.PerSecond, unit, s.ps.TracedSteps, cold)
 	}
 	fmt.Fprintf(w, "  where the change went, largest first (ms a %s):\n", unit)
 	fmt.Fprintln(w, "  backend\trow\tA\tB\tchange\tinterval\tshare\t\t")

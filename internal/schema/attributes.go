@@ -307,6 +307,12 @@ const (
 	// GGMLGraphOnCPUPerturbed (bool; [SpanGraph]): true where the graph ran while the
 	// collector itself was busy: its share says as much about profinfer as the machine.
 	GGMLGraphOnCPUPerturbed = "ggml.graph.on_cpu_perturbed"
+	// GGMLGraphFirst (bool; [SpanGraph]): true on the first graph a new backend scheduler
+	// computed (a new llama_context's, profinfer there when it was made): its first touches
+	// of the weights and of the context's buffers (page faults, and on a virtual machine
+	// the host's) make it no measure of the later ones: llama-bench's warm-up, a server's
+	// warm-up run.
+	GGMLGraphFirst = "ggml.graph.first"
 	// GGMLCriticalPathDurationNS (int; [SpanGraph]): the length of the graph's critical
 	// path through its nodes' dependencies, ns, with node spans.
 	GGMLCriticalPathDurationNS = "ggml.critical_path.duration_ns"

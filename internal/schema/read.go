@@ -36,6 +36,12 @@ func Str(m pcommon.Map, k string) string {
 	return ""
 }
 
+// Bool says whether attribute k of m is the bool true.
+func Bool(m pcommon.Map, k string) bool {
+	v, ok := m.Get(k)
+	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()
+}
+
 // Int reads attribute k of m as Integer does; 0 where it is absent.
 func Int(m pcommon.Map, k string) int64 {
 	if v, ok := m.Get(k); ok {

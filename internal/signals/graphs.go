@@ -36,6 +36,9 @@ func (s *Spans) graph(spans ptrace.SpanSlice, trace pcommon.TraceID, parent pcom
 		a.PutInt(schema.GGMLGraphKVCells, int64(g.Cells))
 	}
 	putCut(a, g.Cut)
+	if g.First {
+		a.PutBool(schema.GGMLGraphFirst, true)
+	}
 	if g.CPU.Known {
 		a.PutInt(schema.GGMLGraphOnCPUNS, int64(g.CPU.Run))
 		a.PutInt(schema.GGMLGraphRunqueueNS, int64(g.CPU.Wait))

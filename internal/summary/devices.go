@@ -26,9 +26,9 @@ func (a *Aggregator) deviceWork(rs ptrace.ResourceSpans, g *graphRef) {
 		case s.Name() == schema.SpanDevice:
 			w.Backend = schema.Str(attrs, schema.GGMLBackend)
 			w.Wait = float64(schema.Int(attrs, schema.GGMLDeviceWaitNS)) / 1e3
-			w.Bound = boolAttr(attrs, schema.GGMLDeviceEndBound)
+			w.Bound = schema.Bool(attrs, schema.GGMLDeviceEndBound)
 			w.Nodes = schema.Int(attrs, schema.GGMLGraphNodes)
-		case s.Name() == schema.SpanCopy && boolAttr(attrs, schema.GGMLCopyQueued):
+		case s.Name() == schema.SpanCopy && schema.Bool(attrs, schema.GGMLCopyQueued):
 			w.Backend = schema.Str(attrs, schema.GGMLBackendDestination)
 			w.Copy = true
 			w.Bytes = schema.Int(attrs, schema.GGMLCopyBytes)

@@ -136,6 +136,7 @@ type phase struct {
 	quietSeconds                              float64
 	quietGraphs, quietTokens, contendedTokens int64
 	widths                                    [len(schema.Widths)]*widthState // decode's steps by width
+	deepest                                   Deepest
 	ops                                       map[opKey]*Op
 	layers                                    map[int]float64
 	opLayer                                   map[string]map[int]float64 // by op
@@ -265,9 +266,4 @@ func (a *Aggregator) Traces(td ptrace.Traces) {
 			}
 		}
 	}
-}
-
-func boolAttr(m pcommon.Map, k string) bool {
-	v, ok := m.Get(k)
-	return ok && v.Type() == pcommon.ValueTypeBool && v.Bool()
 }

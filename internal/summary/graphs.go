@@ -1,6 +1,8 @@
 package summary
 
 import (
+	"strings"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -15,6 +17,10 @@ type graphRef struct {
 	start, end pcommon.Timestamp
 	timeline   *Timeline
 	timed      []timed // its nodes, in order, until the batch's end adds their times
+	// cells are the KV cells its attention read, and traced says its nodes came: the
+	// deepest traced decode graph stands for the attention at depth (Deepest).
+	cells  int64
+	traced bool
 }
 
 // timed is a node whose time is added once the next node's start is known.
@@ -25,11 +31,11 @@ type timed struct {
 	start, end pcommon.Timestamp
 }
 
-// add counts the node's time up to until: a node's span runs until its last thread
-// leaves it, which overlaps the next node's start by the moments threads take to leave
-// a barrier, and by much more when a thread was preempted there. Time counted to the
-// next node's start adds up to the graph's time, so that shares are shares.
-func (t *timed) add(until pcommon.Timestamp) {
+// add counts the node's time up to until, and returns it: a node's span runs until its
+// last thread leaves it, which overlaps the next node's start by the moments threads take
+// to leave a barrier, and by much more when a thread was preempted there. Time counted to
+// the next node's start adds up to the graph's time, so that shares are shares.
+func (t *timed) add(until pcommon.Timestamp) float64 {
 	end := min(t.end, max(until, t.start))
 	d := float64(end-t.start) / 1e9
 	t.op.TotalMS += d * 1e3
@@ -43,16 +49,26 @@ func (t *timed) add(until pcommon.Timestamp) {
 		}
 		byOp[t.layer] += d
 	}
+	return d
 }
 
-// addTimes adds the time of a graph's nodes, each until the next one's start.
+// addTimes adds the time of a graph's nodes, each until the next one's start; a traced
+// decode graph deeper in the KV cache than the phase's deepest so far becomes it, with
+// its attention's time.
 func (g *graphRef) addTimes() {
+	var attention float64
 	for i := range g.timed {
 		until := g.end
 		if i+1 < len(g.timed) {
 			until = g.timed[i+1].start
 		}
-		g.timed[i].add(until)
+		d := g.timed[i].add(until)
+		if o := g.timed[i].op; o.Op == "FLASH_ATTN_EXT" || o.Op == "SOFT_MAX" || strings.HasPrefix(o.Weight, KVPrefix) {
+			attention += d
+		}
+	}
+	if g.traced && g.phase.Name == decode && len(g.timed) > 0 && g.cells >= g.phase.deepest.Cells {
+		g.phase.deepest = Deepest{Cells: g.cells, Seconds: float64(g.end-g.start) / 1e9, Attention: attention}
 	}
 	g.timed = nil
 }
@@ -71,7 +87,7 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 	p.lastGraph = max(p.lastGraph, int64(s.EndTimestamp()))
 	if v, ok := attrs.Get(schema.GGMLGraphOnCPUNS); ok && threads > 0 {
 		faults := schema.Int(attrs, schema.GGMLGraphMajorFaults)
-		if boolAttr(attrs, schema.GGMLGraphOnCPUPerturbed) {
+		if schema.Bool(attrs, schema.GGMLGraphOnCPUPerturbed) {
 			ph.cpu.Perturbed++
 		} else {
 			ph.addCPU(schema.Seconds(s), threads, float64(schema.Integer(v))/1e9, float64(schema.Int(attrs, schema.GGMLGraphRunqueueNS))/1e9,
@@ -84,13 +100,19 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 			p.cold.add(name, faults, schema.Seconds(s))
 		}
 	}
-	if !boolAttr(attrs, schema.GGMLGraphTraced) {
+	g.cells = schema.Int(attrs, schema.GGMLGraphKVCells)
+	ph.MaxCells = max(ph.MaxCells, g.cells)
+	if !schema.Bool(attrs, schema.GGMLGraphTraced) {
 		return g
 	}
+	g.traced = true
 	ph.TracedGraphs++
-	ph.KVCells = max(ph.KVCells, schema.Int(attrs, schema.GGMLGraphKVCells))
-	if boolAttr(attrs, schema.GGMLGraphOnCPUPerturbed) {
+	ph.KVCells = max(ph.KVCells, g.cells)
+	if schema.Bool(attrs, schema.GGMLGraphOnCPUPerturbed) {
 		ph.TracedPerturbed++
+	}
+	if schema.Bool(attrs, schema.GGMLGraphFirst) {
+		ph.TracedFirst++
 	}
 	ph.GraphSeconds += schema.Seconds(s)
 	// A decode's graph is the best example of a token, and a new one a second will do.

@@ -63,7 +63,7 @@ type widthState struct {
 // it is mixed, its width where it is a decode, and the KV cells after it.
 func (p *proc) serving(s ptrace.Span, name string, tokens int64) {
 	attrs := s.Attributes()
-	if boolAttr(attrs, schema.ProfinferCut) {
+	if schema.Bool(attrs, schema.ProfinferCut) {
 		return
 	}
 	prompts, promptTokens := schema.Int(attrs, schema.LlamaBatchPromptSequences), schema.Int(attrs, schema.LlamaBatchPromptTokens)

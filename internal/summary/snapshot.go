@@ -126,6 +126,10 @@ func (ph *phase) snapshot(roofs Roofs, simd SIMD) *Phase {
 		out.TokensPerSec = float64(out.Tokens) / out.DecodeSeconds
 	}
 	out.Widths = ph.widthsView()
+	if ph.deepest.Seconds > 0 {
+		d := ph.deepest
+		out.Deepest = &d
+	}
 	if c := ph.cpu; c.Graphs > 0 || c.Perturbed > 0 {
 		c.judge()
 		if ph.quietGraphs >= minQuiet && ph.contendedTokens > 0 {

@@ -27,7 +27,7 @@ func (a *Aggregator) decode(p *proc, s ptrace.Span) {
 // tokens per second of prefill and decode. A step the process ended inside computed no
 // token: its graphs count in its phase, it does not.
 func (p *proc) addStep(s ptrace.Span, name string, tokens int64) {
-	if boolAttr(s.Attributes(), schema.ProfinferCut) {
+	if schema.Bool(s.Attributes(), schema.ProfinferCut) {
 		p.cut = true
 		return
 	}
@@ -96,7 +96,7 @@ func (p *proc) job(s ptrace.Span) {
 // request sums a request span, but llama.cpp's warm-up at load, which no client asked for.
 func (p *proc) request(s ptrace.Span) {
 	attrs := s.Attributes()
-	if boolAttr(attrs, schema.LlamaRequestWarmup) {
+	if schema.Bool(attrs, schema.LlamaRequestWarmup) {
 		p.requests.WarmupTokens += schema.Int(attrs, schema.LlamaRequestPromptTokens)
 		return
 	}
@@ -119,7 +119,7 @@ func (p *proc) request(s ptrace.Span) {
 	if v, ok := attrs.Get(schema.LlamaRequestWait); ok {
 		wait := v.Double()
 		p.wait.add(wait)
-		if wait >= QueuedWait && boolAttr(attrs, schema.LlamaRequestQueued) {
+		if wait >= QueuedWait && schema.Bool(attrs, schema.LlamaRequestQueued) {
 			r.Queued++
 			r.QueuedWait += wait
 			r.QueuedTTFT += ttft
@@ -166,7 +166,7 @@ func (p *proc) requestServing(s ptrace.Span) {
 	r.MaxCells = max(r.MaxCells, schema.Int(attrs, schema.LlamaRequestKVCells))
 	shifts := schema.Int(attrs, schema.LlamaRequestContextShifts)
 	r.Shifts += shifts
-	if boolAttr(attrs, schema.LlamaRequestContextFull) {
+	if schema.Bool(attrs, schema.LlamaRequestContextFull) {
 		r.Full++
 		if shifts == 0 {
 			r.Truncated++

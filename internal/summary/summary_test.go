@@ -729,3 +729,29 @@ func TestQueuedRequests(t *testing.T) {
 		t.Fatalf("requests %+v (wait %+v), want 4 waits, 2 queued 1.8 s with 0.4 s to their first tokens", r, r.Wait)
 	}
 }
+
+// The deepest traced decode graph stands for the attention at depth: its attention
+// nodes' time (the matmuls over the KV cache, SOFT_MAX) over its own, not the phase's
+// blend of a token at depth 1 and one at 2048. Every graph's depth counts in MaxCells,
+// traced or not.
+func TestDeepestDecode(t *testing.T) {
+	a := New()
+	shallow := decodeOf(1, 1e6, node("MUL_MAT", "Qcur-0", "q4_0", 1e6+10, 1e6+9e5, 1e6, 1e6),
+		node("MUL_MAT", "kq-0", "", 1e6+9e5, 1e6+9.1e5, 1e3, 1e3))
+	shallow.Graphs[0].Cells = 1
+	deep := decodeOf(1, 3e6, node("MUL_MAT", "Qcur-0", "q4_0", 3e6+10, 3e6+9e5, 1e6, 1e6),
+		node("MUL_MAT", "kq-0", "", 3e6+9e5, 3e6+1.2e6, 1e6, 1e6), node("SOFT_MAX", "kq_soft_max-0", "", 3e6+1.2e6, 3e6+1.3e6, 1e3, 1e3))
+	deep.Graphs[0].Cells = 2048
+	deeper := decodeOf(1, 5e6, node("ADD", "x-0", "", 5e6+10, 5e6+100, 1, 1))
+	deeper.Graphs[0].Cells, deeper.Graphs[0].Traced, deeper.Graphs[0].Nodes = 2060, false, nil
+	a.Traces(traces(server, shallow, deep, deeper))
+	dec := a.Snapshot().Processes[0].Phases[0]
+	d := dec.Deepest
+	if dec.Name != "decode" || d == nil || d.Cells != 2048 || dec.MaxCells != 2060 || dec.KVCells != 2048 {
+		t.Fatalf("decode %s: deepest %+v, max cells %d, traced cells %d", dec.Name, d, dec.MaxCells, dec.KVCells)
+	}
+	// kq and the soft max: 0.3 + 0.1 ms of the graph's 1.3 ms.
+	if math.Abs(d.Attention-0.4e-3) > 1e-8 || math.Abs(d.Seconds-1.3e-3) > 1e-8 {
+		t.Errorf("deepest's attention %.6f s of %.6f, want 0.0004 of 0.0013", d.Attention, d.Seconds)
+	}
+}

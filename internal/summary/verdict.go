@@ -132,6 +132,16 @@ func (ph *Phase) judgeOp(o *Op, simd SIMD) (bound, why string) {
 	case o.PeakFrac >= roofline.OverheadBelow:
 		return o.Roof, at
 	}
+	if ph.TracedFirst > 0 {
+		// Its first touches of the weights and buffers (page faults, and on a virtual
+		// machine the host's) slow the ops that read memory no graph read before.
+		which := "its one traced graph"
+		if ph.TracedGraphs > 1 {
+			which = fmt.Sprintf("%d of its %d traced graphs", ph.TracedFirst, ph.TracedGraphs)
+		}
+		return "", fmt.Sprintf("not judged: %s in calls of %.0f µs, %s a new context's first, cold (its first reads of the weights and buffers): a later traced graph will judge it",
+			at, o.MeanUS, which)
+	}
 	return BoundUnexplained, fmt.Sprintf("%s in calls of %.0f µs; checked: %s", at, o.MeanUS, checked(c, simd))
 }
 

@@ -76,4 +76,22 @@ func TestJudgeOp(t *testing.T) {
 	if bound, why := ph.judgeOp(&o, SIMD{}); bound != "" || why != "not judged: its 1 traced graph ran while profinfer attached or placed probes" {
 		t.Errorf("perturbed: %q %s", bound, why)
 	}
+	// A new context's first graph among the traced ones: an op far below its roofs is not
+	// called unexplained; one near its roof still judged.
+	for _, tc := range []struct {
+		traced int64
+		op     Op
+		bound  string
+		why    string
+	}{
+		{1, slow, "", "its one traced graph a new context's first, cold"},
+		{3, slow, "", "1 of its 3 traced graphs a new context's first"},
+		{1, matmul, BoundMemory, "62.0%"},
+	} {
+		ph := &Phase{CPU: quiet, TracedGraphs: tc.traced, TracedFirst: 1}
+		o := tc.op
+		if bound, why := ph.judgeOp(&o, SIMD{Build: "avx512", Host: "avx512"}); bound != tc.bound || !strings.Contains(why, tc.why) {
+			t.Errorf("first graph among %d traced: %q %s, want %q: …%s…", tc.traced, bound, why, tc.bound, tc.why)
+		}
+	}
 }

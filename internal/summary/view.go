@@ -161,9 +161,11 @@ type Phase struct {
 	// Widths are a decode phase's steps by how many sequences each carried.
 	Widths []Width `json:"widths,omitempty"`
 	// Graphs traced node by node and their time, the denominator of every share;
-	// TracedPerturbed of them ran while the collector itself was busy.
+	// TracedPerturbed of them ran while the collector itself was busy, and TracedFirst
+	// were a new context's first, cold (ggml.graph.first).
 	TracedGraphs    int64   `json:"traced_graphs"`
 	TracedPerturbed int64   `json:"traced_perturbed,omitempty"`
+	TracedFirst     int64   `json:"traced_first,omitempty"`
 	GraphSeconds    float64 `json:"graph_seconds"`
 	NodeSeconds     float64 `json:"node_seconds"`
 	// Time the phase's decodes spent in backend splits other than the CPU's, and
@@ -179,12 +181,25 @@ type Phase struct {
 	Ubatch   int64 `json:"ubatch,omitempty"`
 	MaxBatch int64 `json:"max_batch,omitempty"`
 	// KVCells is the most KV cells a query of a traced graph's attention read
-	// (ggml.graph.kv_cells): a decode's depth in the cache.
-	KVCells int64     `json:"kv_cells,omitempty"`
+	// (ggml.graph.kv_cells): a decode's depth in the cache; MaxCells of any graph's.
+	KVCells  int64 `json:"kv_cells,omitempty"`
+	MaxCells int64 `json:"max_cells,omitempty"`
+	// Deepest is a decode phase's traced graph deepest in the KV cache: its attention at
+	// that depth, where the phase's op table blends every traced depth.
+	Deepest *Deepest  `json:"deepest,omitempty"`
 	Ops     []*Op     `json:"ops"`    // by time, largest first
 	Layers  []Layer   `json:"layers"` // by layer number
 	OpLayer *OpLayer  `json:"op_layer,omitempty"`
 	Sched   SchedSums `json:"sched"`
+}
+
+// Deepest is a traced decode graph at the deepest of its phase's traced depths: its KV
+// cells, its time and its attention's (FLASH_ATTN_EXT, or SOFT_MAX and the matmuls over
+// the KV cache), seconds.
+type Deepest struct {
+	Cells     int64   `json:"cells"`
+	Seconds   float64 `json:"seconds"`
+	Attention float64 `json:"attention_seconds"`
 }
 
 // ThreadsCPU is how much of a phase's graph time its process's threads had a CPU, over

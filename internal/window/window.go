@@ -42,8 +42,27 @@ type proc struct {
 }
 
 // Phase is a kind of graph a window may trace: a runtime's phase (prefill, decode,
-// encode), on the CPU or, with Backend set, a device's share of it.
-type Phase struct{ Name, Backend string }
+// encode), on the CPU or, with Backend set, a device's share of it; a decode's at a
+// depth of the KV cache (Depth, a band of DepthBand's), as a decode's attention grows
+// with it and a graph of another depth does not stand for it.
+type Phase struct {
+	Name, Backend string
+	Depth         int
+}
+
+// DepthBand is the band of a decode at cells KV cells: under 512, under 2048, under 8192,
+// and beyond.
+func DepthBand(cells float64) int {
+	switch {
+	case cells < 512:
+		return 0
+	case cells < 2048:
+		return 1
+	case cells < 8192:
+		return 2
+	}
+	return 3
+}
 
 // phases are the phases some window traced a graph of, and how many times a graph of
 // each, untraced, brought a window forward.
