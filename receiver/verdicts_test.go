@@ -54,6 +54,7 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	fewBusy := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 1, 1)...)
 	hog.Stop()
 	smallUB := run(bench, e.BenchArgs("llama-1b-q4_0", 128, 4, 2, 1, "-ub", "8")...) // a prompt 8 tokens a graph
+	bigUB := run(bench, e.BenchArgs("llama-1b-q4_0", 128, 4, 2, 1)...)               // its advice applied: -ub 512
 	// Decode at a depth of 1024, flash attention off, long enough for a sampling window.
 	deep := run(bench, e.BenchArgs("llama-1b-q4_0", 0, 256, 2, 1, "-d", "1024", "-fa", "off")...)
 	// And at 2048, 48 tokens: the first window traces the warm-up token at depth 0; a
@@ -177,14 +178,15 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	if g := f.Gain; g.To >= g.From*0.8 || g.To < g.From*0.5-1e-9 {
 		t.Errorf("1 thread on 2 cores: %s from %.1f to %.1f ms a token, want 1.25× to 2× faster", g.Phase, g.From, g.To)
 	}
-	// Against the truth: the healthy run computed the same model at 2 threads.
-	if g := f.Gain; g.Phase == "decode" {
-		at2 := phaseNamed(t, byPID(t, v, healthy), "decode")
+	// Against the truth: the healthy run computed the same model and prompts at 2 threads.
+	{
+		g := f.Gain
+		at2 := phaseNamed(t, byPID(t, v, healthy), g.Phase)
 		truth := 1e3 * at2.DecodeSeconds / float64(at2.Tokens)
-		t.Logf("1 thread on 2 cores: decode estimated at 2 threads %.1f ms a token, measured %.1f (estimate/measured %.2f); at 1 thread %.1f",
-			g.To, truth, g.To/truth, g.From)
+		t.Logf("1 thread on 2 cores: %s estimated at 2 threads %.1f ms a token, measured %.1f (estimate/measured %.2f); at 1 thread %.1f",
+			g.Phase, g.To, truth, g.To/truth, g.From)
 		if g.To < 0.6*truth || g.To > 1.35*truth {
-			t.Errorf("1 thread on 2 cores: decode at 2 threads estimated %.1f ms a token, measured %.1f", g.To, truth)
+			t.Errorf("1 thread on 2 cores: %s at 2 threads estimated %.1f ms a token, measured %.1f", g.Phase, g.To, truth)
 		}
 	}
 	if p.Findings[0].ID != "threads-few" {
@@ -252,6 +254,16 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	}
 	if f := finding(byPID(t, v, healthy), "ubatch-small"); f != nil {
 		t.Errorf("healthy: %s", f.Title)
+	}
+	// The advice applied: the same prompt at llama-bench's -ub 512 is much faster a token.
+	small, big := phaseNamed(t, p, "prefill"), phaseNamed(t, byPID(t, v, bigUB), "prefill")
+	slow, fast := 1e3*small.DecodeSeconds/float64(small.Tokens), 1e3*big.DecodeSeconds/float64(big.Tokens)
+	t.Logf("-ub 8: prefill %.2f ms a token; -ub 512 %.2f", slow, fast)
+	if slow < 1.2*fast {
+		t.Errorf("-ub 8: prefill %.2f ms a token, with the advice applied (-ub 512) %.2f: the advice buys little", slow, fast)
+	}
+	if f := finding(byPID(t, v, bigUB), "ubatch-small"); f != nil {
+		t.Errorf("-ub 512: %s", f.Title)
 	}
 
 	// Decode at a depth of 1024 without flash attention: its own finding, naming the

@@ -1,6 +1,7 @@
 package advise
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/profinfer/profinfer/internal/summary"
@@ -150,6 +151,7 @@ func TestRules(t *testing.T) {
 		{"attention-long", func(p *summary.Process) { // depth 1536, flash attention off
 			p.Phases[0].KVCells, p.Phases[0].MaxCells = 1536, 1600
 			p.Phases[0].Deepest = &summary.Deepest{Cells: 1536, Seconds: 0.05, Attention: 0.015}
+			p.Phases[0].Depth = &summary.DepthFit{Graphs: 200, From: 1400, To: 1600, MSPer1k: 9.5, BaseMS: 36}
 			p.Phases[0].Ops = append(p.Phases[0].Ops, &summary.Op{Op: "MUL_MAT", Weight: summary.KVPrefix + "f16", Share: 0.25, Bound: "memory", PeakFrac: 0.4},
 				&summary.Op{Op: "SOFT_MAX", Weight: "none", Share: 0.05, Bound: "memory", PeakFrac: 0.4})
 		}},
@@ -240,6 +242,21 @@ func TestRulesNeedEvidence(t *testing.T) {
 	p.Phases[0].Deepest = &summary.Deepest{Cells: 1, Seconds: 0.02, Attention: 0.0004}
 	if f := Findings(p); len(f) != 0 {
 		t.Errorf("attention from a graph at depth 1 of decodes at 2096: %+v", f)
+	}
+	// Its growth with the depth: the line through every decode where there is one, else
+	// the traced graph's attention in proportion.
+	for _, fit := range []*summary.DepthFit{nil, {Graphs: 200, From: 1400, To: 1600, MSPer1k: 9.5, BaseMS: 36}} {
+		p = clean()
+		p.Phases[0].KVCells, p.Phases[0].MaxCells = 1536, 1600
+		p.Phases[0].Deepest = &summary.Deepest{Cells: 1536, Seconds: 0.05, Attention: 0.015}
+		p.Phases[0].Depth = fit
+		want := "in proportion to the depth"
+		if fit != nil {
+			want = "9.50 ms a token more for each 1000 cells, fitted over 200 decodes from 1400 to 1600 cells deep"
+		}
+		if f := Findings(p); len(f) != 1 || !strings.Contains(strings.Join(f[0].Evidence, "\n"), want) {
+			t.Errorf("attention's growth, fit %+v: %+v, want …%s…", fit, f, want)
+		}
 	}
 	// Steps of four sequences at 1.6× one paid; steps of two against too few of one are no
 	// comparison; one request stalled once is a server's ordinary life.

@@ -16,7 +16,7 @@ var attentionRule = Rule{
 	Name: "attention grows with the context",
 	Fires: fmt.Sprintf("decode's attention (`FLASH_ATTN_EXT`, or with flash attention off its matmuls over the KV cache, `MUL_MAT KV …`, and `SOFT_MAX`) takes ≥ %.0f%% of a traced decode graph's time at a depth of %d KV cells or more (`ggml.graph.kv_cells`), the deepest traced one, which must reach half the depth of the phase's deepest decode (sampling windows trace a decode at each depth band); information, a warning from %.0f%%",
 		100*attentionShare, longContext, 100*attentionWarn),
-	Says:  "the attention's share at the depth traced, its time a token and how fast that grows with the depth, whether flash attention is on, and what slows the growth in the runtime's words: a quantised KV cache, flash attention (to compare: on a CPU it is not always faster), a shorter context",
+	Says:  "the attention's share at the depth traced, its time a token and how fast that grows with the depth (the line through every one-token decode's time against its depth, traced or not, where they span 256 cells or more), whether flash attention is on, and what slows the growth in the runtime's words: a quantised KV cache, flash attention (to compare: on a CPU it is not always faster), a shorter context",
 	apply: longAttention,
 }
 
@@ -48,12 +48,19 @@ func longAttention(p *summary.Process) (summary.Finding, bool) {
 	flash := slices.ContainsFunc(ph.Ops, func(o *summary.Op) bool { return o.Op == "FLASH_ATTN_EXT" })
 	perToken := 1e3 * ph.DecodeSeconds / float64(ph.Tokens)
 	attending := perToken * share
+	// How fast it grows: the line through every one-token decode's time against its depth
+	// where they spread over enough of it, else the traced graph's attention over its depth.
+	growth, grown := attending*1000/float64(d.Cells), "in proportion to the depth, from the traced graph"
+	if fit := ph.Depth; fit != nil && fit.MSPer1k > 0 {
+		growth, grown = fit.MSPer1k, fmt.Sprintf("fitted over %d decodes from %d to %d cells deep", fit.Graphs, fit.From, fit.To)
+	}
 	f := summary.Finding{ID: "attention-long", Severity: "info",
 		Title: fmt.Sprintf("Decode spends %s of its time attending over %d cached tokens", pct(share), d.Cells),
-		Advice: fmt.Sprintf("Each token's query reads every cell of the KV cache before it, so this share grows as the context fills: %.1f ms a token now, some %.1f ms more for each 1000 tokens of context. ", attending, attending*1000/float64(d.Cells)) +
+		Advice: fmt.Sprintf("Each token's query reads every cell of the KV cache before it, so this share grows as the context fills: %.1f ms a token now, some %.1f ms more for each 1000 tokens of context. ", attending, growth) +
 			"What slows its growth: a quantised KV cache (" + kvOption(p) + "), a shorter context or a conversation's history trimmed, and flash attention (" + flashOption(p) + "), which fuses the attention's steps but on a CPU is not always faster: run with it and compare (profinfer compare).",
 		Evidence: []string{fmt.Sprintf("decode: the attention took %s of a traced graph %d KV cells deep (%.1f of its %.1f ms); the phase's decodes reached %d cells",
-			pct(share), d.Cells, 1e3*d.Attention, 1e3*d.Seconds, ph.MaxCells)},
+			pct(share), d.Cells, 1e3*d.Attention, 1e3*d.Seconds, ph.MaxCells),
+			fmt.Sprintf("decode: %.2f ms a token more for each 1000 cells, %s", growth, grown)},
 		Gain: &summary.Gain{Phase: "decode", From: perToken, To: perToken - attending, Saved: attending * float64(ph.Tokens) / 1e3,
 			Assumes: "a context of a few tokens: the attention's time grows with the depth, the rest of the token's does not"},
 	}

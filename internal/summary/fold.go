@@ -137,6 +137,7 @@ type phase struct {
 	quietGraphs, quietTokens, contendedTokens int64
 	widths                                    [len(schema.Widths)]*widthState // decode's steps by width
 	deepest                                   Deepest
+	depth                                     depthSums
 	ops                                       map[opKey]*Op
 	layers                                    map[int]float64
 	opLayer                                   map[string]map[int]float64 // by op

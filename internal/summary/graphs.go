@@ -102,6 +102,9 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 	}
 	g.cells = schema.Int(attrs, schema.GGMLGraphKVCells)
 	ph.MaxCells = max(ph.MaxCells, g.cells)
+	if name == decode && tokens == 1 && g.cells > 0 {
+		ph.depth.add(g.cells, schema.Seconds(s))
+	}
 	if !schema.Bool(attrs, schema.GGMLGraphTraced) {
 		return g
 	}
@@ -124,6 +127,41 @@ func (a *Aggregator) graph(p *proc, s ptrace.Span) *graphRef {
 		Duration: schema.Seconds(s) * 1e6, Threads: int(schema.Int(attrs, schema.GGMLThreads)),
 		Critical: float64(schema.Int(attrs, schema.GGMLCriticalPathDurationNS)) / 1e3}
 	return g
+}
+
+// depthSums are the sums a least-squares line of a graph's seconds against its cells needs.
+type depthSums struct {
+	n                  int64
+	x, y, xx, xy       float64
+	minCells, maxCells int64
+}
+
+func (d *depthSums) add(cells int64, secs float64) {
+	if d.n == 0 || cells < d.minCells {
+		d.minCells = cells
+	}
+	d.maxCells = max(d.maxCells, cells)
+	x := float64(cells)
+	d.n++
+	d.x, d.y, d.xx, d.xy = d.x+x, d.y+secs, d.xx+x*x, d.xy+x*secs
+}
+
+// Below minDepthGraphs graphs, or a range of minDepthRange cells, the line is noise: a
+// token's time spreads by some 10% graph to graph, and a few hundred cells add as little.
+const (
+	minDepthGraphs = 16
+	minDepthRange  = 256
+)
+
+// view is the fitted line; nil over too few graphs or too narrow a range.
+func (d *depthSums) view() *DepthFit {
+	n := float64(d.n)
+	den := n*d.xx - d.x*d.x
+	if d.n < minDepthGraphs || d.maxCells-d.minCells < minDepthRange || den <= 0 {
+		return nil
+	}
+	slope := (n*d.xy - d.x*d.y) / den
+	return &DepthFit{Graphs: d.n, From: d.minCells, To: d.maxCells, MSPer1k: slope * 1e6, BaseMS: 1e3 * (d.y - slope*d.x) / n}
 }
 
 // coldState follows a process's first graph seen against the later ones of its phase:

@@ -126,6 +126,7 @@ func (ph *phase) snapshot(roofs Roofs, simd SIMD) *Phase {
 		out.TokensPerSec = float64(out.Tokens) / out.DecodeSeconds
 	}
 	out.Widths = ph.widthsView()
+	out.Depth = ph.depth.view()
 	if ph.deepest.Seconds > 0 {
 		d := ph.deepest
 		out.Deepest = &d

@@ -734,6 +734,30 @@ func TestQueuedRequests(t *testing.T) {
 // nodes' time (the matmuls over the KV cache, SOFT_MAX) over its own, not the phase's
 // blend of a token at depth 1 and one at 2048. Every graph's depth counts in MaxCells,
 // traced or not.
+// The line through one-token decodes' time against their depth: 5 ms a token more for
+// each 1000 cells over 20 to 2000; nil over too narrow a range or too few graphs.
+func TestDepthFit(t *testing.T) {
+	var d depthSums
+	for i := range 40 {
+		cells := int64(20 + 50*i)
+		d.add(cells, 0.02+5e-6*float64(cells)+1e-4*float64(i%2))
+	}
+	f := d.view()
+	if f == nil || f.Graphs != 40 || f.From != 20 || f.To != 1970 || math.Abs(f.MSPer1k-5) > 0.05 || math.Abs(f.BaseMS-20.05) > 0.1 {
+		t.Errorf("fit %+v, want 5 ms per 1000 cells from 20 ms", f)
+	}
+	var narrow, few depthSums
+	for i := range 40 {
+		narrow.add(int64(1000+i), 0.03)
+	}
+	for i := range 10 {
+		few.add(int64(100*i), 0.03)
+	}
+	if narrow.view() != nil || few.view() != nil {
+		t.Errorf("fits over 40 cells or 10 graphs: %+v, %+v", narrow.view(), few.view())
+	}
+}
+
 func TestDeepestDecode(t *testing.T) {
 	a := New()
 	shallow := decodeOf(1, 1e6, node("MUL_MAT", "Qcur-0", "q4_0", 1e6+10, 1e6+9e5, 1e6, 1e6),

@@ -186,7 +186,10 @@ type Phase struct {
 	MaxCells int64 `json:"max_cells,omitempty"`
 	// Deepest is a decode phase's traced graph deepest in the KV cache: its attention at
 	// that depth, where the phase's op table blends every traced depth.
-	Deepest *Deepest  `json:"deepest,omitempty"`
+	Deepest *Deepest `json:"deepest,omitempty"`
+	// Depth is how a decode phase's one-token graphs grew with their depth, fitted over
+	// every one of them, traced or not; nil over too narrow a range.
+	Depth   *DepthFit `json:"depth,omitempty"`
 	Ops     []*Op     `json:"ops"`    // by time, largest first
 	Layers  []Layer   `json:"layers"` // by layer number
 	OpLayer *OpLayer  `json:"op_layer,omitempty"`
@@ -200,6 +203,17 @@ type Deepest struct {
 	Cells     int64   `json:"cells"`
 	Seconds   float64 `json:"seconds"`
 	Attention float64 `json:"attention_seconds"`
+}
+
+// DepthFit is the least-squares line of one-token decode graphs' time against their KV
+// cells (ggml.graph.kv_cells), over Graphs graphs From to To cells deep: a token's cost
+// of depth, read from every graph where a traced one shows it at one depth only.
+type DepthFit struct {
+	Graphs  int64   `json:"graphs"`
+	From    int64   `json:"from_cells"`
+	To      int64   `json:"to_cells"`
+	MSPer1k float64 `json:"ms_per_1000_cells"` // the slope: ms a token more for each 1000 cells
+	BaseMS  float64 `json:"base_ms"`           // the line at 0 cells
 }
 
 // ThreadsCPU is how much of a phase's graph time its process's threads had a CPU, over
