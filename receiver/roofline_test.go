@@ -53,8 +53,13 @@ func TestE2ERoofline(t *testing.T) {
 	if decode == 0 || len(flops["prefill"]) == 0 {
 		t.Fatalf("q4_0 MUL_MAT spans: %d decode, %d prefill", decode, len(flops["prefill"]))
 	}
-	if float64(memory) < 0.9*float64(decode) {
-		t.Errorf("%d of %d decode q4_0 MUL_MAT nodes are memory-bound, want at least 90%% (bounds %v)", memory, decode, bounds)
+	// A graph whose threads lacked their CPUs (another process's burst: a fresh CI run
+	// saw 4 of 17) is rightly called starved, not judged by its roofs; the rest are
+	// memory-bound, and most graphs had their CPUs.
+	starved := bounds["starved"]
+	if float64(memory) < 0.9*float64(decode-starved) || 2*starved > decode {
+		t.Errorf("%d of %d decode q4_0 MUL_MAT nodes are memory-bound, %d starved; want at least 90%% of those not starved, and at most half starved (bounds %v)",
+			memory, decode, starved, bounds)
 	}
 	pre, dec := median(flops["prefill"]), median(flops["decode"])
 	if pre < 2*dec {

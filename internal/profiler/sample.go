@@ -46,8 +46,7 @@ func (in *ingest) notePhases(t *inProc, d *assemble.Step) {
 		if phase == assemble.PhaseDecode {
 			ph.Depth = window.DepthBand(d.Graphs[0].Cells)
 		}
-		// A new context's first graph is cold: it does not stand for its phase.
-		in.notePhase(t, ph, slices.ContainsFunc(d.Graphs, func(g *assemble.Graph) bool { return g.Traced && !g.First }))
+		in.notePhase(t, ph, slices.ContainsFunc(d.Graphs, func(g *assemble.Graph) bool { return g.Traced }))
 	}
 	for i := range d.Splits {
 		if sl := &d.Splits[i]; sl.Device {
