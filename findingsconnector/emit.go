@@ -1,6 +1,8 @@
 package findingsconnector // import "github.com/profinfer/profinfer/findingsconnector"
 
 import (
+	"cmp"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -76,12 +78,7 @@ func points(md pmetric.Metrics, res pcommon.Resource, fs []summary.Finding, gone
 }
 
 // gainPer is what a gain's time is of: a token of its phase, or a request.
-func gainPer(g *summary.Gain) string {
-	if g.Per == summary.PerRequest {
-		return summary.PerRequest
-	}
-	return "token"
-}
+func gainPer(g *summary.Gain) string { return cmp.Or(g.Per, "token") }
 
 // records adds to ld a log record for each of p's findings that is new or says something
 // else than before (was), and notes what each says now (is).

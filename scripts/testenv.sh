@@ -277,13 +277,6 @@ portable() { # DIR MINUTES [CMAKE OPTIONS...]
   rm -rf "$build"
 }
 
-# The same for the arm64 guests, cross-built with Debian's aarch64 GCC for any ARMv8-A CPU
-# (NEON and no more), as a static arm64 image of llama.cpp would be (a later part).
-build_arm64() {
-  build_portable portable-arm64 10 -DLLAMA_BUILD_TESTS=OFF -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
-      -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++
-}
-
 # The later part's downloads were the first part's.
 if first; then
   fetch_npm & npm_job=$!
@@ -402,6 +395,11 @@ cached models "$KEY $SRC_KEY v3 $(cd "$ROOT" && cat internal/testbench/model.go 
   "$MODELS" make_models
 
 
-if later; then build_arm64; fi
+# The same for the arm64 guests, cross-built with Debian's aarch64 GCC for any ARMv8-A CPU
+# (NEON and no more), as a static arm64 image of llama.cpp would be (a later part).
+if later; then
+  build_portable portable-arm64 10 -DLLAMA_BUILD_TESTS=OFF -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+      -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++
+fi
 if first; then wait "$kernels_job"; fi
 log "ready: $LC/bin, $LC/portable, $LC/portable-arm64, $MODELS, $KERNELS, $KERNELS_ARM64, $FUGOOD, $TE/ollama, $TE/ollama-old"

@@ -56,6 +56,7 @@ func (t *timed) add(until pcommon.Timestamp) float64 {
 // decode graph deeper in the KV cache than the phase's deepest so far becomes it, with
 // its attention's time.
 func (g *graphRef) addTimes() {
+	deepest := g.traced && g.phase.Name == decode && len(g.timed) > 0 && g.cells >= g.phase.deepest.Cells
 	var attention float64
 	for i := range g.timed {
 		until := g.end
@@ -63,11 +64,11 @@ func (g *graphRef) addTimes() {
 			until = g.timed[i+1].start
 		}
 		d := g.timed[i].add(until)
-		if o := g.timed[i].op; o.Op == "FLASH_ATTN_EXT" || o.Op == "SOFT_MAX" || strings.HasPrefix(o.Weight, KVPrefix) {
+		if o := g.timed[i].op; deepest && (o.Op == "FLASH_ATTN_EXT" || o.Op == "SOFT_MAX" || strings.HasPrefix(o.Weight, KVPrefix)) {
 			attention += d
 		}
 	}
-	if g.traced && g.phase.Name == decode && len(g.timed) > 0 && g.cells >= g.phase.deepest.Cells {
+	if deepest {
 		g.phase.deepest = Deepest{Cells: g.cells, Seconds: float64(g.end-g.start) / 1e9, Attention: attention}
 	}
 	g.timed = nil
