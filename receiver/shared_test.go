@@ -90,6 +90,9 @@ func TestE2ESharedMachine(t *testing.T) {
 		fired := map[string]string{}
 		for _, f := range p.Findings {
 			fired[f.ID] = strings.Join(f.Evidence, "; ")
+			if f.ID == "threads-contended" && f.Severity != "warning" {
+				t.Errorf("%s: contention throughout the run said as %s: %s", name, f.Severity, fired[f.ID])
+			}
 		}
 		var decode *summary.Phase
 		for _, ph := range p.Phases {

@@ -229,6 +229,20 @@ func TestRulesNeedEvidence(t *testing.T) {
 	if got := fired(p); got["overhead-bound"] || !got["threads-contended"] {
 		t.Errorf("overhead beside contention: %v", got)
 	}
+	// A prefill's five graphs starved while a server's front end took a batch of
+	// requests, beside a decode that had its CPUs: said, as information.
+	p = clean()
+	p.Phases = append(p.Phases, &summary.Phase{Name: "prefill", Decodes: 5, Tokens: 100, DecodeSeconds: 0.6,
+		CPU: &summary.ThreadsCPU{Graphs: 5, ThreadSeconds: 1.2, OnCPU: 0.92, Wait: 0.28, Share: 0.77, Judged: true, Starved: true, Lacked: summary.LackedCPU}})
+	for _, f := range Findings(p) {
+		if f.ID != "threads-contended" || f.Severity != "info" {
+			t.Errorf("a prefill's burst of contention, 9%% of the graphs' time: %s %s %v", f.ID, f.Severity, f.Evidence)
+		}
+	}
+	p.Phases[1].DecodeSeconds = 2 // the same share over most of the process's time
+	if got := Findings(p); len(got) != 1 || got[0].Severity != "warning" {
+		t.Errorf("contention over most of the run: %+v", got)
+	}
 	p = clean()
 	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 1, ThreadSeconds: 0.05, OnCPU: 0.01, Share: 0.2, Thin: "not judged: 1 graph"}
 	p.Phases[0].Sched.OffCPU = 1

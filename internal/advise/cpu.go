@@ -23,6 +23,11 @@ const (
 	contentionShare = 0.1
 	// A quota that throttled the process in this share of its periods holds it back.
 	throttledShare = 0.1
+	// Contention that cost under this share of the process's graph time, over all its
+	// phases, is said as information: a burst of other work (a server's front end taking
+	// a batch of requests, a test client) starves a prefill's few graphs without the
+	// machine being the bottleneck.
+	contendedMaterial = 0.1
 )
 
 var quotaRule = Rule{
@@ -75,7 +80,7 @@ var contentionRule = Rule{
 	ID:    "threads-contended",
 	Name:  "threads contended",
 	Fires: "the phase is [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share) and its threads waited for a CPU for as long as they slept or longer (default config), or were off the CPU ≥ 10% of their node time (scheduler layer, which adds preemptions)",
-	Says:  "the share, what it cost against the graphs that had their CPUs, and where to look: neighbours, a quota, `-t` above the cores available; on a [software device](#a-software-device), that device's threads",
+	Says:  "the share, what it cost against the graphs that had their CPUs, and where to look: neighbours, a quota, `-t` above the cores available; on a [software device](#a-software-device), that device's threads. A warning where it cost ≥ 10% of the process's graph time over all phases, information under",
 	apply: contention,
 }
 
@@ -152,7 +157,32 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 			fmt.Sprintf("%s: %s of thread node time off the CPU (%s of it runnable, waiting for a CPU)", sched.Name, pct(schedShare), pct(s.RunQueue/max(s.OffCPU+s.RunQueue, 1e-12))),
 			fmt.Sprintf("%d preemptions and %d migrations over %d traced graphs", s.Preemptions, s.Migrations, sched.TracedGraphs))
 	}
+	if lost, all := contentionCost(p, worst, sched, schedShare); lost < contendedMaterial*all {
+		f.Severity = "info"
+		f.Evidence = append(f.Evidence, fmt.Sprintf("it cost at most %.2f s, %s of the %.1f s the process's graphs took over all phases: under the %s at which the machine is the bottleneck",
+			lost, pct(lost/max(all, 1e-12)), all, pct(contendedMaterial)))
+	}
 	return f, true
+}
+
+// contentionCost is the most that contention cost the process, in seconds of its phases'
+// time, and the time of all its phases: the worst starved phase's measured cost where
+// some of its graphs had their CPUs, else its time without a CPU; the scheduler layer's
+// share of its phase's time where that is the only evidence.
+func contentionCost(p *summary.Process, worst, sched *summary.Phase, schedShare float64) (lost, all float64) {
+	for _, ph := range p.Phases {
+		all += ph.DecodeSeconds
+	}
+	switch {
+	case worst != nil && worst.CPU.Cost > 0:
+		lost = worst.CPU.Cost
+	case worst != nil:
+		lost = (1 - worst.CPU.Share) * worst.DecodeSeconds
+	}
+	if sched != nil {
+		lost = max(lost, schedShare*sched.DecodeSeconds)
+	}
+	return lost, all
 }
 
 // software returns the software driver p's device runs on, in p's own threads on the
