@@ -58,7 +58,7 @@ func points(md pmetric.Metrics, res pcommon.Resource, fs []summary.Finding, gone
 		dp.SetTimestamp(ts)
 		dp.SetIntValue(1)
 		dp.Attributes().PutStr(AttrID, f.ID)
-		dp.Attributes().PutStr(AttrSeverity, f.Severity)
+		dp.Attributes().PutStr(AttrSeverity, string(f.Severity))
 		if g := f.Gain; g != nil {
 			if gains == (pmetric.NumberDataPointSlice{}) {
 				m := sm.Metrics().AppendEmpty()
@@ -85,7 +85,7 @@ func gainPer(g *summary.Gain) string { return cmp.Or(g.Per, "token") }
 func records(ld plog.Logs, res pcommon.Resource, p *summary.Process, was, is map[string]string, ts pcommon.Timestamp) {
 	var lrs plog.LogRecordSlice
 	for _, f := range p.Findings {
-		key, text := p.ID+"\x00"+f.ID, f.Severity+"\x00"+f.Title
+		key, text := p.ID+"\x00"+f.ID, string(f.Severity)+"\x00"+f.Title
 		is[key] = text
 		if was[key] == text {
 			continue
@@ -101,15 +101,15 @@ func records(ld plog.Logs, res pcommon.Resource, p *summary.Process, was, is map
 		lr.SetTimestamp(ts)
 		lr.SetObservedTimestamp(ts)
 		lr.SetEventName(EventFinding)
-		lr.SetSeverityText(f.Severity)
+		lr.SetSeverityText(string(f.Severity))
 		lr.SetSeverityNumber(plog.SeverityNumberInfo)
-		if f.Severity == "warning" {
+		if f.Severity == summary.Warning {
 			lr.SetSeverityNumber(plog.SeverityNumberWarn)
 		}
 		lr.Body().SetStr(f.Title)
 		a := lr.Attributes()
 		a.PutStr(AttrID, f.ID)
-		a.PutStr(AttrSeverity, f.Severity)
+		a.PutStr(AttrSeverity, string(f.Severity))
 		a.PutStr(AttrAdvice, f.Advice)
 		ev := a.PutEmptySlice(AttrEvidence)
 		for _, e := range f.Evidence {

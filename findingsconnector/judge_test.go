@@ -180,7 +180,7 @@ func TestFindingsOut(t *testing.T) {
 		}
 	}
 	for _, f := range want {
-		if got[f.ID] != f.Severity {
+		if got[f.ID] != string(f.Severity) {
 			t.Errorf("no %s point of severity %s: %v", f.ID, f.Severity, got)
 		}
 	}

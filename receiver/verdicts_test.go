@@ -317,7 +317,7 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	for pid, id := range causes {
 		want := "none"
 		if f := finding(byPID(t, v, pid), id); f != nil {
-			want = f.Severity
+			want = string(f.Severity)
 		}
 		if got.logged[int64(pid)][id] != want || !got.served[int64(pid)][id] {
 			t.Errorf("pid %d: %s logged %q, served %v; want a %s record and a series (logged %v, served %v)",

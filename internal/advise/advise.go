@@ -58,8 +58,8 @@ func Findings(p *summary.Process) []summary.Finding {
 	return out
 }
 
-func severity(s string) int {
-	if s == "warning" {
+func severity(s summary.Severity) int {
+	if s == summary.Warning {
 		return 0
 	}
 	return 1

@@ -54,7 +54,7 @@ func longAttention(p *summary.Process) (summary.Finding, bool) {
 	if fit := ph.Depth; fit != nil && fit.MSPer1k > 0 {
 		growth, grown = fit.MSPer1k, fmt.Sprintf("fitted over %d decodes from %d to %d cells deep", fit.Graphs, fit.From, fit.To)
 	}
-	f := summary.Finding{ID: "attention-long", Severity: "info",
+	f := summary.Finding{ID: "attention-long", Severity: summary.Info,
 		Title: fmt.Sprintf("Decode spends %s of its time attending over %d cached tokens", pct(share), d.Cells),
 		Advice: fmt.Sprintf("Each token's query reads every cell of the KV cache before it, so this share grows as the context fills: %.1f ms a token now, some %.1f ms more for each 1000 tokens of context. ", attending, growth) +
 			"What slows its growth: a quantised KV cache (" + kvOption(p) + "), a shorter context or a conversation's history trimmed, and flash attention (" + flashOption(p) + "), which fuses the attention's steps but on a CPU is not always faster: run with it and compare (profinfer compare).",
@@ -65,7 +65,7 @@ func longAttention(p *summary.Process) (summary.Finding, bool) {
 			Assumes: "a context of a few tokens: the attention's time grows with the depth, the rest of the token's does not"},
 	}
 	if share >= attentionWarn {
-		f.Severity = "warning"
+		f.Severity = summary.Warning
 	}
 	if flash {
 		f.Evidence = append(f.Evidence, "flash attention on (FLASH_ATTN_EXT nodes)")

@@ -41,7 +41,7 @@ func smallUbatches(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	graphs := (ph.MaxBatch + ph.Ubatch - 1) / ph.Ubatch
-	f := summary.Finding{ID: "ubatch-small", Severity: "warning",
+	f := summary.Finding{ID: "ubatch-small", Severity: summary.Warning,
 		Title: fmt.Sprintf("Prompts computed %d tokens a graph: a ubatch of %d", ph.Ubatch, ph.Ubatch),
 		Advice: "llama_decode computes a prompt n_ubatch tokens a graph, and each graph reads every weight of the model once, so a small ubatch reads the weights again every few tokens and keeps the matmuls from their compute roof. " +
 			fmt.Sprintf("Run with %s, if the memory allows its larger compute buffer.", batchOption(p, 512)),

@@ -49,7 +49,7 @@ func recomputedPrompts(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	each := float64(r.RecomputedTokens) / float64(r.Recomputed)
-	f := summary.Finding{ID: "prompt-recomputed", Severity: "info",
+	f := summary.Finding{ID: "prompt-recomputed", Severity: summary.Info,
 		Title: fmt.Sprintf("%d of %d requests computed again a prompt start an earlier request had computed", r.Recomputed, r.Count),
 		Advice: "A request whose prompt starts as an earlier one's computed that start again, when the runtime could have kept it in its KV cache and computed only what follows. " +
 			cacheAdvice(p),
@@ -58,14 +58,14 @@ func recomputedPrompts(p *summary.Process) (summary.Finding, bool) {
 	if ph := seen(p, "prefill"); ph != nil && ph.Tokens > 0 && ph.DecodeSeconds > 0 {
 		perToken := 1e3 * ph.DecodeSeconds / float64(ph.Tokens)
 		if perToken*each/1e3 >= recomputedWarn {
-			f.Severity = "warning"
+			f.Severity = summary.Warning
 		}
 		saved := perToken * float64(r.RecomputedTokens) / 1e3
 		f.Evidence = append(f.Evidence, fmt.Sprintf("at prefill's %.2f ms a token, some %.0f ms of time to first token for each", perToken, perToken*each))
 		f.Gain = &summary.Gain{Phase: "prefill", From: perToken, To: perToken * (1 - min(float64(r.RecomputedTokens)/float64(ph.Tokens), 1)), Saved: saved,
 			Assumes: "each request's prompt held all of the earlier request's tokens (a conversation's next turn), and each token recomputed cost prefill's mean time a token"}
 	} else if each >= recomputedWarnTokens {
-		f.Severity = "warning"
+		f.Severity = summary.Warning
 	}
 	return f, true
 }

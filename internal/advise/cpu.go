@@ -60,7 +60,7 @@ func quota(p *summary.Process) (summary.Finding, bool) {
 	}
 	supports := max(int(math.Floor(q.CPUs+1e-9)), 1)
 	f := summary.Finding{
-		ID: "cpu-quota", Severity: "warning",
+		ID: "cpu-quota", Severity: summary.Warning,
 		Title: fmt.Sprintf("A CPU quota of %.2g CPUs holds the model back", q.CPUs),
 		Advice: fmt.Sprintf("ggml's threads wait for each other at every node, so one thread the quota holds back stalls them all. "+
 			"The quota supports -t %d: run with it, or raise the quota to the threads the model runs.", supports),
@@ -120,7 +120,7 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	f := summary.Finding{
-		ID: "threads-contended", Severity: "warning",
+		ID: "threads-contended", Severity: summary.Warning,
 		Title: "The model's threads lacked the CPU: the machine, not the model, is the bottleneck",
 		Advice: "Something else had the CPUs the model's threads run on: other processes (noisy neighbours, a batch job), a cgroup CPU quota, or more threads (-t/--threads) than the cores this process really gets. " +
 			"ggml's threads wait for each other at every node, so one thread off its CPU stalls them all. Move the other load away, give the model cores of its own (cpuset, taskset), or lower -t to the cores it gets. " + starvedNote,
@@ -158,7 +158,7 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 			fmt.Sprintf("%d preemptions and %d migrations over %d traced graphs", s.Preemptions, s.Migrations, sched.TracedGraphs))
 	}
 	if lost, all := contentionCost(p, worst, sched, schedShare); lost < contendedMaterial*all {
-		f.Severity = "info"
+		f.Severity = summary.Info
 		f.Evidence = append(f.Evidence, fmt.Sprintf("it cost at most %.2f s, %s of the %.1f s the process's graphs took over all phases: under the %s at which the machine is the bottleneck",
 			lost, pct(lost/max(all, 1e-12)), all, pct(contendedMaterial)))
 	}
@@ -221,7 +221,7 @@ func blocked(p *summary.Process) (summary.Finding, bool) {
 	}
 	c := ph.CPU
 	f := summary.Finding{
-		ID: "threads-blocked", Severity: "warning",
+		ID: "threads-blocked", Severity: summary.Warning,
 		Title: "The model's threads were blocked off the CPU, not waiting for one",
 		Advice: "The threads slept through part of their graphs without being runnable: memory reclaim, a lock, or I/O. " +
 			"Look for what else holds the process. While they sleep, ops are judged by that, not by their kernels.",
@@ -276,7 +276,7 @@ func barriers(p *summary.Process) (summary.Finding, bool) {
 		}
 	}
 	f := summary.Finding{
-		ID: "barrier-wait", Severity: "warning",
+		ID: "barrier-wait", Severity: summary.Warning,
 		Title:  "Threads spend much of each node waiting for the slowest one",
 		Advice: "The work of a node is split unevenly across threads, or there are more threads than this machine serves well (hyper-threads, other load). Try fewer threads (-t) and compare tokens/s; a thread count that divides the rows evenly helps small ops.",
 		Evidence: []string{

@@ -23,7 +23,7 @@ func oomKilled(p *summary.Process) (summary.Finding, bool) {
 	if e == nil || e.OOM == "" {
 		return summary.Finding{}, false
 	}
-	f := summary.Finding{ID: "oom-killed", Severity: "warning",
+	f := summary.Finding{ID: "oom-killed", Severity: summary.Warning,
 		Title: "The process was killed by the OOM killer",
 		Advice: "The model needs more memory than it may use. What it takes is its weights (mapped from the model file, or copied into memory where a CPU backend repacks them), " +
 			"its KV cache (the context size, times the parallel slots of a server) and its compute buffers (the batch sizes). " +
@@ -74,11 +74,11 @@ func beyondWarm(secs, warm float64) float64 {
 }
 
 // coldSeverity is the severity of a cold graph that cost seconds beyond the warm ones.
-func coldSeverity(cost float64) string {
+func coldSeverity(cost float64) summary.Severity {
 	if cost >= coldWarn {
-		return "warning"
+		return summary.Warning
 	}
-	return "info"
+	return summary.Info
 }
 
 // coldCosts is what p's first graph took beyond the later ones of its phase, in seconds;

@@ -41,7 +41,7 @@ func uneven(p *summary.Process) (summary.Finding, bool) {
 		top = max(top, c)
 	}
 	return summary.Finding{
-		ID: "moe-uneven", Severity: "info",
+		ID: "moe-uneven", Severity: summary.Info,
 		Title:  "MoE routing is uneven",
 		Advice: "A few experts take most tokens. Keep the hot experts in the fastest memory (or on the GPU when offloading experts), and expect throughput to follow the busiest expert.",
 		Evidence: []string{

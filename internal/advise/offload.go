@@ -47,7 +47,7 @@ func offload(p *summary.Process) (summary.Finding, bool) {
 			moved += c.Bytes
 		}
 		return summary.Finding{
-			ID: "offload-copies", Severity: "warning",
+			ID: "offload-copies", Severity: summary.Warning,
 			Title:  "Copies between backends cost more than the offload saves",
 			Advice: "Tensors cross between backends on every " + name + ". Offload more of the model (more -ngl layers) so splits are fewer, keep the layers that fall back to the CPU together, or keep the model on one backend.",
 			Evidence: []string{
@@ -90,7 +90,7 @@ func deviceUnused(p *summary.Process) (summary.Finding, bool) {
 	}
 	loaded := strings.Join(gpus, ", ")
 	return summary.Finding{
-		ID: "device-unused", Severity: "warning",
+		ID: "device-unused", Severity: summary.Warning,
 		Title: "The " + loaded + " backend is loaded, but every node runs on the CPU",
 		Advice: "The process loaded a GPU backend that computes nothing: it found no device it would use, or no layer was offloaded to it. " +
 			"Look for the devices ggml lists at start in the engine's log. Vulkan skips CPU-type devices (software drivers such as lavapipe) unless GGML_VK_VISIBLE_DEVICES names them; " +
@@ -146,7 +146,7 @@ func fallback(p *summary.Process) (summary.Finding, bool) {
 	}
 	devs := strings.Join(dev, ", ")
 	f := summary.Finding{
-		ID: "cpu-fallback", Severity: "warning",
+		ID: "cpu-fallback", Severity: summary.Warning,
 		Title: fmt.Sprintf("The CPU computes %s of a token that offloads to %s", pct(cpu.Share), devs),
 		Advice: "Nodes the GPU does not compute run on the CPU, in splits of their own, with copies between. Offload every layer and the output layer " +
 			"(-ngl 99, gpuLayers \"max\") where the model fits in the GPU's memory, and look in the engine's log for ops the GPU backend does not support.",

@@ -55,7 +55,7 @@ func queuedRequests(p *summary.Process) (summary.Finding, bool) {
 	slots := r.MaxShared + 1
 	wait := r.QueuedWait / float64(r.Queued)
 	ttft := r.QueuedTTFT / float64(r.Queued)
-	f := summary.Finding{ID: "requests-queued", Severity: "info",
+	f := summary.Finding{ID: "requests-queued", Severity: summary.Info,
 		Title:  fmt.Sprintf("%d of %d requests waited %.2f s on average before the server computed them", r.Queued, r.Count, wait),
 		Advice: "Requests reached the server while it was computing others, and waited for it before their first decode. " + slotsAdvice(p, slots),
 		Evidence: []string{
@@ -69,7 +69,7 @@ func queuedRequests(p *summary.Process) (summary.Finding, bool) {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("of %d requests whose arrival was seen, the wait's median %.0f ms, its 90th percentile %.0f ms, at most %.0f ms", w.Count, w.P50, w.P90, w.Max))
 	}
 	if wait >= queuedWarn {
-		f.Severity = "warning"
+		f.Severity = summary.Warning
 	}
 	return f, true
 }

@@ -50,7 +50,7 @@ func memoryBound(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	return summary.Finding{
-		ID: "decode-memory-bound", Severity: "info",
+		ID: "decode-memory-bound", Severity: summary.Info,
 		Title:  "Decode is memory-bound: more threads will not make it faster",
 		Advice: "Decode matmuls already stream the weights near this machine's memory bandwidth. A smaller quantisation (fewer bytes per weight), a smaller model, or faster memory will speed decode up; extra threads will not.",
 		Evidence: []string{
@@ -88,7 +88,7 @@ func overhead(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	return summary.Finding{
-		ID: "overhead-bound", Severity: "info",
+		ID: "overhead-bound", Severity: summary.Info,
 		Title:    "Ops far below their roof in short calls: dispatch and synchronisation dominate",
 		Advice:   "These ops move too little data or do too little work per call to approach the machine's limits, with their threads on their CPUs: their time is per-call overhead and thread synchronisation. Fewer threads for small batches, larger batches (more parallel sequences), or fused kernels in a newer llama.cpp reduce it.",
 		Evidence: found[:min(len(found), 5)],

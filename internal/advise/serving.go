@@ -47,7 +47,7 @@ func promptStalls(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	wait := r.StallSeconds / float64(r.Stalled)
-	f := summary.Finding{ID: "prompts-stall", Severity: "info",
+	f := summary.Finding{ID: "prompts-stall", Severity: summary.Info,
 		Title: fmt.Sprintf("%d of %d requests stalled mid-generation while other requests' prompts were computed: their longest gap %.0f ms against %.0f ms between tokens",
 			r.Stalled, r.GapMedian.Count, r.GapMax.P50, r.GapMedian.P50),
 		Advice: "The server computes a new request's prompt in the same decodes as the generating requests' next tokens, a chunk of it a decode, so each generating request waits for the whole chunk before its next token. " +
@@ -65,7 +65,7 @@ func promptStalls(p *summary.Process) (summary.Finding, bool) {
 	}
 	f.Evidence = append(f.Evidence, "gain not estimated: the prompts still take their time, spread over more decodes; run with a smaller chunk and compare the requests' longest gaps (profinfer compare)")
 	if wait >= stallWarn {
-		f.Severity = "warning"
+		f.Severity = summary.Warning
 	}
 	return f, true
 }
@@ -116,7 +116,7 @@ func batchingLittle(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	w := little[0]
-	f := summary.Finding{ID: "batching-little", Severity: "info",
+	f := summary.Finding{ID: "batching-little", Severity: summary.Info,
 		Title: fmt.Sprintf("Decode steps of %s sequences cost %.2f× a step of one: %.2f× its tokens a second", w.Width, w.Cost, w.Gain),
 		Advice: "Computing several sequences in one decode pays where the step reads the model's weights once for all of them; here the steps of these widths cost about as many steps of one, so each request's tokens come slower and the server computes few more. " +
 			"llama.cpp's CPU backend computes the matmuls of weights it repacked for the CPU (Q4_0, IQ4_NL and the like, on x86 and Arm) a sequence at a time below 4 sequences, reading every weight again for each, and 4 at a time from there. " +
@@ -164,13 +164,13 @@ func contextFull(p *summary.Process) (summary.Finding, bool) {
 	}
 	s := p.Serving
 	what := fmt.Sprintf("the server shifted their context %d times", r.Shifts)
-	sev := "info"
+	sev := summary.Info
 	if r.Truncated > 0 {
 		what = fmt.Sprintf("%d were cut there", r.Truncated)
 		if r.Shifts > 0 {
 			what += fmt.Sprintf(", and the context of the others shifted %d times", r.Shifts)
 		}
-		sev = "warning"
+		sev = summary.Warning
 	}
 	f := summary.Finding{ID: "context-full", Severity: sev,
 		Title:    fmt.Sprintf("%d of %d requests reached the end of their context: %s", r.Full, r.Count, what),

@@ -80,19 +80,19 @@ func overCPUs(p *summary.Process) (summary.Finding, bool) {
 	var f summary.Finding
 	switch {
 	case c.Threads > int64(c.Allowed):
-		f = summary.Finding{ID: "threads-over-cpus", Severity: "warning",
+		f = summary.Finding{ID: "threads-over-cpus", Severity: summary.Warning,
 			Title: fmt.Sprintf("%d threads on %s: the model's threads take turns on them", c.Threads, plural(int64(c.Allowed), "CPU")),
 			Advice: wait + "with more threads than CPUs, a thread without one holds every node up, while the others spin at the barrier on the CPUs it needs. " +
 				fmt.Sprintf("Run with %s, the CPUs it may use. ", threadsOption(p, c.Allowed)) + starvedNote,
 		}
 	case c.Threads > int64(c.Cores):
-		f = summary.Finding{ID: "threads-over-cpus", Severity: "info",
+		f = summary.Finding{ID: "threads-over-cpus", Severity: summary.Info,
 			Title: fmt.Sprintf("%d threads on %d physical cores: SMT siblings share a core", c.Threads, c.Cores),
 			Advice: wait + "two threads on one core's SMT siblings share its vector units and caches, and each runs slower than a thread with a core of its own. " +
 				fmt.Sprintf("Try %s, one a core, and compare (profinfer compare): the matmuls usually run as fast or faster.", threadsOption(p, c.Cores)),
 		}
 	case c.Performance > 0 && c.Threads > int64(c.Performance) && c.Allowed > c.Performance:
-		f = summary.Finding{ID: "threads-over-cpus", Severity: "info",
+		f = summary.Finding{ID: "threads-over-cpus", Severity: summary.Info,
 			Title: fmt.Sprintf("%d threads on a hybrid CPU with %d performance cores: efficient cores hold each node up", c.Threads, c.Performance),
 			Advice: wait + "a thread on an efficient core is the slowest at every node. " +
 				fmt.Sprintf("Try %s on the performance cores alone (taskset, or --cpu-mask with llama.cpp's tools), and compare (profinfer compare).", threadsOption(p, c.Performance)),
@@ -161,7 +161,7 @@ func fewThreads(p *summary.Process) (summary.Finding, bool) {
 	if to < int64(cores) {
 		idle = fmt.Sprintf("%.1f of its CPUs sat idle", free)
 	}
-	f := summary.Finding{ID: "threads-few", Severity: "warning",
+	f := summary.Finding{ID: "threads-few", Severity: summary.Warning,
 		Title: fmt.Sprintf("%s on %d %s: %s", plural(c.Threads, "thread"), cores, kind, idle),
 		Advice: fmt.Sprintf("The model's threads had their CPUs, and its ops ran below their roofs: more threads would compute them faster. "+
 			"Run with %s, one a core left free, if nothing else needs those cores.", threadsOption(p, int(to))),

@@ -14,7 +14,7 @@ func TestThreadsOption(t *testing.T) {
 	for _, tc := range []struct {
 		runtime, exe string
 		cpus         summary.CPUs
-		severity     string
+		severity     summary.Severity
 		want         string
 	}{
 		{"llama.cpp", "llama-server", summary.CPUs{Allowed: 2, Cores: 2, Threads: 8}, "warning", "-t 2 (--threads"},

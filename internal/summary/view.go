@@ -512,7 +512,7 @@ type Copy struct {
 // Finding is a rule's conclusion: what to change, and the figures it stands on.
 type Finding struct {
 	ID       string   `json:"id"`
-	Severity string   `json:"severity"` // warning or info
+	Severity Severity `json:"severity"`
 	Title    string   `json:"title"`
 	Advice   string   `json:"advice"`
 	Evidence []string `json:"evidence"`
@@ -520,6 +520,15 @@ type Finding struct {
 	// estimate; findings are ordered by it.
 	Gain *Gain `json:"gain,omitempty"`
 }
+
+// Severity is how strongly a finding asks for a change: a warning's cause costs the run
+// time worth acting on; information names a cause and its cost, for the reader to weigh.
+type Severity string
+
+const (
+	Warning Severity = "warning"
+	Info    Severity = "info"
+)
 
 // Gain is a phase's time per token as measured and as estimated without a finding's
 // cause, what the estimate assumes, and the seconds it would have saved over the run. A
