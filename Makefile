@@ -71,9 +71,9 @@ bench-report:
 	scripts/bench-report.sh
 
 check-generated: generate
-	@if [ -n "$$(git status --porcelain -- internal/metadata viewexporter bpf documentation.md internal/page/assets)" ]; then \
+	@if [ -n "$$(git status --porcelain -- internal/metadata viewexporter findingsconnector bpf documentation.md internal/page/assets)" ]; then \
 		echo "generated files differ from the committed ones; run 'make generate' and commit:"; \
-		git status --porcelain -- internal/metadata viewexporter bpf documentation.md internal/page/assets; \
+		git status --porcelain -- internal/metadata viewexporter findingsconnector bpf documentation.md internal/page/assets; \
 		exit 1; \
 	fi
 

@@ -5,19 +5,15 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/profinfer/profinfer/findingsconnector/internal/metadata"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
-// What the connector emits: docs/findings.md documents it.
+// What the connector emits, as metadata.yaml declares it and documentation.md lists it;
+// the metrics' points are the generated MetricsBuilder's.
 const (
-	// MetricFinding is 1 for each finding a process has, by id and severity, and 0 once
-	// for one it no longer has.
-	MetricFinding = "profinfer.finding"
-	// MetricFindingGain is the time a finding's cause costs, where estimated: a token's
-	// (AttrGainPer token) or a request's (request), one unit a series.
+	MetricFinding     = "profinfer.finding"
 	MetricFindingGain = "profinfer.finding.gain"
 	// EventFinding names the log record of a finding that appeared or changed.
 	EventFinding = "profinfer.finding"
@@ -30,51 +26,22 @@ const (
 	AttrEvidence = "profinfer.finding.evidence"
 )
 
-// points adds a process's findings to md, on its resource: 1 for each it has, and 0 for
-// each it no longer has (gone: their severities by id).
-func points(md pmetric.Metrics, res pcommon.Resource, fs []summary.Finding, gone map[string]string, ts pcommon.Timestamp) {
+// points records a process's findings in mb, on its resource: 1 for each it has, and 0
+// for each it no longer has (gone: their severities by id).
+func points(mb *metadata.MetricsBuilder, res pcommon.Resource, fs []summary.Finding, gone map[string]string, ts pcommon.Timestamp) {
 	if len(fs)+len(gone) == 0 {
 		return
 	}
-	rm := md.ResourceMetrics().AppendEmpty()
-	res.CopyTo(rm.Resource())
-	sm := rm.ScopeMetrics().AppendEmpty()
-	sm.Scope().SetName(metadata.ScopeName)
-	m := sm.Metrics().AppendEmpty()
-	m.SetName(MetricFinding)
-	m.SetUnit("{finding}")
-	m.SetDescription("1 for each finding the process has, by its id and severity (warning or info), and 0 once for one it no longer has: docs/findings.md lists them.")
-	found := m.SetEmptyGauge().DataPoints()
 	for id, severity := range gone {
-		dp := found.AppendEmpty()
-		dp.SetTimestamp(ts)
-		dp.SetIntValue(0)
-		dp.Attributes().PutStr(AttrID, id)
-		dp.Attributes().PutStr(AttrSeverity, severity)
+		mb.RecordProfinferFindingDataPoint(ts, 0, id, metadata.MapAttributeProfinferFindingSeverity[severity])
 	}
-	var gains pmetric.NumberDataPointSlice
 	for _, f := range fs {
-		dp := found.AppendEmpty()
-		dp.SetTimestamp(ts)
-		dp.SetIntValue(1)
-		dp.Attributes().PutStr(AttrID, f.ID)
-		dp.Attributes().PutStr(AttrSeverity, string(f.Severity))
+		mb.RecordProfinferFindingDataPoint(ts, 1, f.ID, metadata.MapAttributeProfinferFindingSeverity[string(f.Severity)])
 		if g := f.Gain; g != nil {
-			if gains == (pmetric.NumberDataPointSlice{}) {
-				m := sm.Metrics().AppendEmpty()
-				m.SetName(MetricFindingGain)
-				m.SetUnit("s")
-				m.SetDescription("The time the finding's cause costs, as estimated, a token of its phase or a request (profinfer.finding.gain.per: token or request), one unit a series (the finding's evidence says what the estimate assumes).")
-				gains = m.SetEmptyGauge().DataPoints()
-			}
-			dp := gains.AppendEmpty()
-			dp.SetTimestamp(ts)
-			dp.SetDoubleValue((g.From - g.To) / 1e3)
-			dp.Attributes().PutStr(AttrID, f.ID)
-			dp.Attributes().PutStr(AttrPhase, g.Phase)
-			dp.Attributes().PutStr(AttrGainPer, gainPer(g))
+			mb.RecordProfinferFindingGainDataPoint(ts, (g.From-g.To)/1e3, f.ID, g.Phase, metadata.MapAttributeProfinferFindingGainPer[gainPer(g)])
 		}
 	}
+	mb.EmitForResource(metadata.WithResource(res))
 }
 
 // gainPer is what a gain's time is of: a token of its phase, or a request.

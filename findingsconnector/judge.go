@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/profinfer/profinfer/findingsconnector/internal/metadata"
 	"github.com/profinfer/profinfer/internal/advise"
 	"github.com/profinfer/profinfer/internal/summary"
 )
@@ -46,6 +47,7 @@ type out struct {
 // it and sends the findings out.
 type judge struct {
 	cfg    *Config
+	set    connector.Settings
 	log    *zap.Logger
 	forget func()
 
@@ -64,7 +66,7 @@ type judge struct {
 }
 
 func newJudge(set connector.Settings, cfg *Config, forget func()) *judge {
-	return &judge{cfg: cfg, log: set.Logger, forget: forget, agg: summary.New(), resources: map[string]pcommon.Resource{},
+	return &judge{cfg: cfg, set: set, log: set.Logger, forget: forget, agg: summary.New(), resources: map[string]pcommon.Resource{},
 		said: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -233,7 +235,8 @@ func (j *judge) emit(ctx context.Context) error {
 	j.mu.Unlock()
 
 	advise.Annotate(v)
-	md, ld := pmetric.NewMetrics(), plog.NewLogs()
+	// The emitter alone builds: a builder a judgement, the interval's seconds apart.
+	mb, ld := metadata.NewMetricsBuilder(j.cfg.MetricsBuilderConfig, j.set), plog.NewLogs()
 	ts := pcommon.NewTimestampFromTime(now)
 	said := make(map[string]string, len(j.said))
 	for _, p := range v.Processes {
@@ -241,12 +244,13 @@ func (j *judge) emit(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		records(ld, res, p, j.said, said, ts)
+		records(ld, res, p, j.said, said, ts) // what was said, kept with the event off too: the gone points need it
 		if now.Sub(p.LastSeen) < staleAfter {
-			points(md, res, p.Findings, resolved(p.ID, j.said, said), ts)
+			points(mb, res, p.Findings, resolved(p.ID, j.said, said), ts)
 		}
 	}
 	j.said = said
+	md := mb.Emit()
 
 	var errs []error
 	if md.MetricCount() > 0 {
@@ -254,7 +258,7 @@ func (j *judge) emit(ctx context.Context) error {
 			errs = append(errs, m.ConsumeMetrics(ctx, md))
 		}
 	}
-	if ld.LogRecordCount() > 0 {
+	if ld.LogRecordCount() > 0 && j.cfg.Events.ProfinferFinding.Enabled {
 		for _, l := range logsOut {
 			errs = append(errs, l.ConsumeLogs(ctx, ld))
 		}

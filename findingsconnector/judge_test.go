@@ -242,6 +242,22 @@ func TestRecordsOnce(t *testing.T) {
 	if len(points.AllMetrics()) != 3 {
 		t.Errorf("%d batches of points over 3 intervals, want 3", len(points.AllMetrics()))
 	}
+	// The event turned off in the config: the points alone.
+	cfg := createDefaultConfig()
+	cfg.Events.ProfinferFinding.Enabled = false
+	points.Reset()
+	logs.Reset()
+	j = newJudge(connectortest.NewNopSettings(metadata.Type), cfg, func() {})
+	mm = j.input(metricsIn, out{metrics: &points})
+	ml = j.input(metricsIn, out{logs: &logs})
+	tm = j.input(tracesIn, out{metrics: &points})
+	feed(t, []connector.Traces{tm}, []connector.Metrics{mm, ml})
+	if err := j.emit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if logs.LogRecordCount() != 0 || len(points.AllMetrics()) != 1 {
+		t.Errorf("with the event off: %d log records, %d batches of points", logs.LogRecordCount(), len(points.AllMetrics()))
+	}
 }
 
 // A finding a process no longer has goes to 0 once, with its severity; another
@@ -253,8 +269,9 @@ func TestResolved(t *testing.T) {
 	if len(gone) != 1 || gone["threads-contended"] != "warning" {
 		t.Fatalf("resolved %v, want threads-contended", gone)
 	}
-	md := pmetric.NewMetrics()
-	points(md, pcommon.NewResource(), []summary.Finding{{ID: "cpu-quota", Severity: "warning"}}, gone, 0)
+	mb := newBuilder(metadata.DefaultMetricsBuilderConfig())
+	points(mb, pcommon.NewResource(), []summary.Finding{{ID: "cpu-quota", Severity: "warning"}}, gone, 0)
+	md := mb.Emit()
 	dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints()
 	values := map[string]int64{}
 	for i := 0; i < dps.Len(); i++ {
@@ -268,12 +285,13 @@ func TestResolved(t *testing.T) {
 
 // A gain a token and a gain a request are apart, each series in one unit.
 func TestGainPer(t *testing.T) {
-	md := pmetric.NewMetrics()
-	points(md, pcommon.NewResource(), []summary.Finding{
+	fs := []summary.Finding{
 		{ID: "threads-few", Severity: "warning", Gain: &summary.Gain{Phase: "decode", From: 32, To: 16}},
 		{ID: "requests-queued", Severity: "warning", Gain: &summary.Gain{Phase: "time to first token", Per: summary.PerRequest, From: 1500, To: 300}},
-	}, nil, 0)
-	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	}
+	mb := newBuilder(metadata.DefaultMetricsBuilderConfig())
+	points(mb, pcommon.NewResource(), fs, nil, 0)
+	ms := mb.Emit().ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 	got := map[string]string{}
 	for i := 0; i < ms.Len(); i++ {
 		if ms.At(i).Name() != MetricFindingGain {
@@ -289,4 +307,17 @@ func TestGainPer(t *testing.T) {
 	if got["threads-few"] != "token 0.016" || got["requests-queued"] != "request 1.200" {
 		t.Errorf("gains %v, want a token's 16 ms and a request's 1.2 s apart", got)
 	}
+	// The gain's metric turned off in the config: the findings' points alone.
+	cfg := metadata.DefaultMetricsBuilderConfig()
+	cfg.Metrics.ProfinferFindingGain.Enabled = false
+	mb = newBuilder(cfg)
+	points(mb, pcommon.NewResource(), fs, nil, 0)
+	ms = mb.Emit().ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	if ms.Len() != 1 || ms.At(0).Name() != MetricFinding || ms.At(0).Gauge().DataPoints().Len() != 2 {
+		t.Errorf("with profinfer.finding.gain off: %d metrics, the first %s", ms.Len(), ms.At(0).Name())
+	}
+}
+
+func newBuilder(cfg metadata.MetricsBuilderConfig) *metadata.MetricsBuilder {
+	return metadata.NewMetricsBuilder(cfg, connectortest.NewNopSettings(metadata.Type))
 }

@@ -2,26 +2,100 @@
 // with the evidence it stands on. A rule fires only when its evidence is there, and is
 // silent, not guessing, when the layer it needs is off. Each family of rules has a file of
 // its own (cpu.go, roofline.go, offload.go, moe.go), each rule a Rule beside the function
-// that applies it, and docs/findings.md's table is rendered from them.
+// that applies it. A Rule is data as much as code: its thresholds are Thresholds that its
+// function compares with and its Fires names ({name}), and the rules it gives way to are
+// Defers that Findings applies, so docs/findings.md's tables are rendered from the values
+// the code uses and cannot drift from them.
 package advise
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
-// Rule is one finding's rule: its id, when it fires (the evidence it needs and its
-// thresholds) and what it says, for the docs, and the function that applies it.
+// Rule is one finding's rule: its id, when it fires and what it says, for the docs, its
+// thresholds and the rules it gives way to, and the function that applies it. The function
+// returns its finding without an id: Findings gives it the rule's.
 type Rule struct {
 	ID    string
 	Name  string // the finding's name in the docs
-	Fires string // when it fires
+	Fires string // when it fires, each threshold named as {Name}: FiresText writes them in
 	Says  string // what the finding says
-	apply func(*summary.Process) (summary.Finding, bool)
+	// Thresholds are the limits the function compares with, package variables it reads.
+	Thresholds []*Threshold
+	DefersTo   []Defer // the rules whose findings leave its out
+	apply      func(*summary.Process) (summary.Finding, bool)
+}
+
+// Threshold is one of a rule's limits: the value its code compares with, and the text
+// its Fires and the docs render.
+type Threshold struct {
+	Name  string // how Fires refers to it: {Name}
+	Value float64
+	Unit  Unit   // how it is written
+	Why   string // why this value, and why it holds on a slower or faster CPU than the test bench's
+}
+
+// Unit is how a threshold's value is written.
+type Unit int
+
+const (
+	Share   Unit = iota // a part of a whole: 0.2 is 20%
+	Ratio               // times another figure: 3×
+	Seconds             // 0.5 s
+	Number              // a count or another plain figure, whose noun the text gives: 8
+	Tokens              // 32 tokens
+	Cells               // the KV cache's: 512 KV cells
+)
+
+// suffixes are what follows a value written as a plain number, by its unit.
+var suffixes = map[Unit]string{Seconds: " s", Tokens: " tokens", Cells: " KV cells"}
+
+// String writes t's value in its unit, as Fires and the docs show it.
+func (t Threshold) String() string {
+	switch t.Unit {
+	case Share:
+		return fmt.Sprintf("%.3g%%", 100*t.Value)
+	case Ratio:
+		return fmt.Sprintf("%.3g×", t.Value)
+	}
+	return strconv.FormatFloat(t.Value, 'f', -1, 64) + suffixes[t.Unit]
+}
+
+// Defer is a rule another gives way to, as Alertmanager's inhibit rules: where that
+// rule's finding is made and When holds, this rule's is left out.
+type Defer struct {
+	To string // the rule's id
+	// When is, for the docs, what must hold beyond that finding's being made, the
+	// deferring rule's thresholds named as in its Fires; "" for nothing.
+	When string
+	when func(p *summary.Process, made summary.Finding) bool // nil: always
+}
+
+// FiresText is when r fires, its thresholds written in.
+func (r Rule) FiresText() string { return r.render(r.Fires) }
+
+// render writes r's thresholds into text in place of their {Name}s.
+func (r Rule) render(text string) string {
+	var names []string
+	for _, t := range r.Thresholds {
+		names = append(names, "{"+t.Name+"}", t.String())
+	}
+	return strings.NewReplacer(names...).Replace(text)
+}
+
+// defers says whether r's finding gives way to one of those made.
+func (r Rule) defers(p *summary.Process, made map[string]summary.Finding) bool {
+	return slices.ContainsFunc(r.DefersTo, func(d Defer) bool {
+		f, ok := made[d.To]
+		return ok && (d.when == nil || d.when(p, f))
+	})
 }
 
 // Rules are every rule, strongest first: the order findings are listed in.
@@ -37,17 +111,27 @@ func Annotate(v *summary.View) {
 	}
 }
 
-// Findings applies every rule to p: warnings first, and among them those whose gain was
-// estimated, the largest first, then the others strongest first.
+// Findings applies every rule to p, then leaves out each finding whose rule gives way to
+// one made, judged on the findings made before any was left out: warnings first, and among
+// them those whose gain was estimated, the largest first, then the others strongest first.
 func Findings(p *summary.Process) []summary.Finding {
-	out := []summary.Finding{}
+	made := map[string]summary.Finding{}
 	for _, r := range Rules {
 		if f, ok := r.apply(p); ok {
-			if g := f.Gain; g != nil {
-				f.Evidence = append(f.Evidence, gainText(g))
-			}
-			out = append(out, f)
+			f.ID = r.ID
+			made[r.ID] = f
 		}
+	}
+	out := []summary.Finding{}
+	for _, r := range Rules {
+		f, ok := made[r.ID]
+		if !ok || r.defers(p, made) {
+			continue
+		}
+		if g := f.Gain; g != nil {
+			f.Evidence = append(f.Evidence, gainText(g))
+		}
+		out = append(out, f)
 	}
 	slices.SortStableFunc(out, func(a, b summary.Finding) int {
 		if a.Severity != b.Severity {

@@ -296,3 +296,38 @@ func TestRulesNeedEvidence(t *testing.T) {
 		t.Errorf("a verdict from graphs traced beside the collector's attach: %+v", f)
 	}
 }
+
+// A rule gives way to another only where that one's finding is made and its Defer's
+// condition holds; the apply functions themselves still find what they find.
+func TestDefers(t *testing.T) {
+	starvedCPU := &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU}
+	// 8 threads on 4 CPUs: the contention's cause is known, and threads-over-cpus says it.
+	p := clean()
+	p.CPUs.Threads, p.Quota = 8, nil
+	p.Phases[0].CPU = starvedCPU
+	if _, ok := contention(p); !ok {
+		t.Fatal("contention: not found where the threads lacked their CPUs")
+	}
+	if got := fired(p); !got["threads-over-cpus"] || got["threads-contended"] {
+		t.Errorf("8 threads on 4 CPUs: %v, want threads-over-cpus alone", got)
+	}
+	// 4 threads on 2 cores' SMT siblings is information, no cause of the contention: both.
+	p.CPUs.Threads = 4
+	if got := fired(p); !got["threads-over-cpus"] || !got["threads-contended"] {
+		t.Errorf("4 threads on 2 cores, starved: %v, want both", got)
+	}
+	// A cold start whose faults are a tenth of its phase's: the rest are the phase's own
+	// disk waits, said beside it.
+	p = clean()
+	p.Cold = &summary.Cold{Phase: "decode", Seconds: 3, Faults: 9000, Warm: 0.05, WarmGraphs: 30, WarmFaults: 1}
+	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.2, Wait: 0.02, Share: 0.6, Judged: true, Starved: true, Lacked: summary.LackedDisk, MajorFaults: 90000}
+	if got := fired(p); !got["cold-start"] || !got["threads-blocked"] || len(got) != 2 {
+		t.Errorf("a thrashing run with a cold start: %v, want cold-start and threads-blocked", got)
+	}
+	// The same faults, nine in ten of them the cold start's and the graphs' after an
+	// idle spell together: the disk waits are theirs.
+	p.Resumed = &summary.Resumed{Phase: "decode", Idle: 30, Seconds: 1.6, Faults: 75000, Warm: 0.05, Graphs: 3, AllFaults: 75000}
+	if got := fired(p); !got["cold-start"] || !got["idle-reclaimed"] || got["threads-blocked"] {
+		t.Errorf("faults the cold start's and the idle spells': %v, want no threads-blocked", got)
+	}
+}

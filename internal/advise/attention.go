@@ -14,17 +14,26 @@ import (
 var attentionRule = Rule{
 	ID:   "attention-long",
 	Name: "attention grows with the context",
-	Fires: fmt.Sprintf("decode's attention (`FLASH_ATTN_EXT`, or with flash attention off its matmuls over the KV cache, `MUL_MAT KV …`, and `SOFT_MAX`) takes ≥ %.0f%% of a traced decode graph's time at a depth of %d KV cells or more (`ggml.graph.kv_cells`), the deepest traced one, which must reach half the depth of the phase's deepest decode (sampling windows trace a decode at each depth band); information, a warning from %.0f%%",
-		100*attentionShare, longContext, 100*attentionWarn),
-	Says:  "the attention's share at the depth traced, its time a token and how fast that grows with the depth (the line through every one-token decode's time against its depth, traced or not, where they span 256 cells or more), whether flash attention is on, and what slows the growth in the runtime's words: a quantised KV cache, flash attention (to compare: on a CPU it is not always faster), a shorter context",
-	apply: longAttention,
+	Fires: "decode's attention (`FLASH_ATTN_EXT`, or with flash attention off its matmuls over the KV cache, `MUL_MAT KV …`, and `SOFT_MAX`) takes ≥ {attentionShare} of a traced decode graph's time at a depth of {longContext} or more (`ggml.graph.kv_cells`), " +
+		"the deepest traced one, which must reach {deepestShare} of the depth of the phase's deepest decode (sampling windows trace a decode at each depth band); information, a warning from {attentionWarn}",
+	Says:       "the attention's share at the depth traced, its time a token and how fast that grows with the depth (the line through every one-token decode's time against its depth, traced or not, where they span 256 cells or more), whether flash attention is on, and what slows the growth in the runtime's words: a quantised KV cache, flash attention (to compare: on a CPU it is not always faster), a shorter context",
+	Thresholds: []*Threshold{attentionShare, longContext, deepestShare, attentionWarn},
+	apply:      longAttention,
 }
 
-// Thresholds of the attention rule.
-const (
-	attentionShare = 0.10
-	attentionWarn  = 0.25
-	longContext    = 512
+// Thresholds of the attention rule, each of the same graph's or the same phase's figures,
+// which a faster or slower CPU scales alike.
+var (
+	attentionShare = &Threshold{Name: "attentionShare", Value: 0.1, Unit: Share,
+		Why: "The attention's share of a deep decode graph's time from which it is said: under a tenth, a shorter context or a quantised cache would buy the token little. A share of the same graph's time."}
+	attentionWarn = &Threshold{Name: "attentionWarn", Value: 0.25, Unit: Share,
+		Why: "The share from which it is a warning: a quarter of each token's time, and growing as the context fills. A share of the same graph's time."}
+	longContext = &Threshold{Name: "longContext", Value: 512, Unit: Cells,
+		Why: "The depth from which a decode's attention is judged: a context shorter than this is rarely the one to shorten, and its attention rarely a tenth of the token. " +
+			"A depth, not a time: how much of the token the attention takes is attentionShare's to judge."}
+	deepestShare = &Threshold{Name: "deepestShare", Value: 0.5, Unit: Share,
+		Why: "The deepest traced decode must reach this share of the depth of the phase's deepest decode to stand for the phase: a graph traced shallower (llama-bench's warm-up token at depth 0 beside its decodes at 2048) understates the attention of the decodes the phase is made of. " +
+			"A share of depths, not of time."}
 )
 
 // longAttention: decode spends a share of its time attending over a deep cache, a share
@@ -38,11 +47,11 @@ func longAttention(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	d := ph.Deepest
-	if d.Cells < longContext || 2*d.Cells < ph.MaxCells || d.Seconds <= 0 {
+	if float64(d.Cells) < longContext.Value || float64(d.Cells) < deepestShare.Value*float64(ph.MaxCells) || d.Seconds <= 0 {
 		return summary.Finding{}, false
 	}
 	share := d.Attention / d.Seconds
-	if share < attentionShare {
+	if share < attentionShare.Value {
 		return summary.Finding{}, false
 	}
 	flash := slices.ContainsFunc(ph.Ops, func(o *summary.Op) bool { return o.Op == "FLASH_ATTN_EXT" })
@@ -54,7 +63,7 @@ func longAttention(p *summary.Process) (summary.Finding, bool) {
 	if fit := ph.Depth; fit != nil && fit.MSPer1k > 0 {
 		growth, grown = fit.MSPer1k, fmt.Sprintf("fitted over %d decodes from %d to %d cells deep", fit.Graphs, fit.From, fit.To)
 	}
-	f := summary.Finding{ID: "attention-long", Severity: summary.Info,
+	f := summary.Finding{Severity: summary.Info,
 		Title: fmt.Sprintf("Decode spends %s of its time attending over %d cached tokens", pct(share), d.Cells),
 		Advice: fmt.Sprintf("Each token's query reads every cell of the KV cache before it, so this share grows as the context fills: %.1f ms a token now, some %.1f ms more for each 1000 tokens of context. ", attending, growth) +
 			"What slows its growth: a quantised KV cache (" + kvOption(p) + "), a shorter context or a conversation's history trimmed, and flash attention (" + flashOption(p) + "), which fuses the attention's steps but on a CPU is not always faster: run with it and compare (profinfer compare).",
@@ -64,7 +73,7 @@ func longAttention(p *summary.Process) (summary.Finding, bool) {
 		Gain: &summary.Gain{Phase: "decode", From: perToken, To: perToken - attending, Saved: attending * float64(ph.Tokens) / 1e3,
 			Assumes: "a context of a few tokens: the attention's time grows with the depth, the rest of the token's does not"},
 	}
-	if share >= attentionWarn {
+	if share >= attentionWarn.Value {
 		f.Severity = summary.Warning
 	}
 	if flash {

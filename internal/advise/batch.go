@@ -12,16 +12,22 @@ import (
 // the weights again for every few tokens of a prompt.
 
 var ubatchRule = Rule{
-	ID:    "ubatch-small",
-	Name:  "small ubatch",
-	Fires: fmt.Sprintf("a prefill decode carried at least two ubatches (`llama.batch.tokens` ≥ 2 × `llama.context.ubatch_size`) of %d tokens or fewer", smallUbatch),
-	Says:  "the ubatch, the tokens a prefill decode carried and the graphs that took, how far the prefill's matmuls were from their roof where traced, and the setting in the runtime's words (`-ub`/`-b`, `n_ubatch`, `num_batch`)",
-	apply: smallUbatches,
+	ID:         "ubatch-small",
+	Name:       "small ubatch",
+	Fires:      "a prefill decode carried at least {ubatches} ubatches (`llama.batch.tokens` ≥ {ubatches} × `llama.context.ubatch_size`) of {smallUbatch} or fewer",
+	Says:       "the ubatch, the tokens a prefill decode carried and the graphs that took, how far the prefill's matmuls were from their roof where traced, and the setting in the runtime's words (`-ub`/`-b`, `n_ubatch`, `num_batch`)",
+	Thresholds: []*Threshold{ubatches, smallUbatch},
+	apply:      smallUbatches,
 }
 
-// smallUbatch is the largest ubatch the rule calls small: bindings default to 8 to 128,
-// llama.cpp's tools to 512, and a prompt's matmuls reach their roofs from some 64 up.
-const smallUbatch = 32
+// Thresholds of the ubatch rule.
+var (
+	smallUbatch = &Threshold{Name: "smallUbatch", Value: 32, Unit: Tokens,
+		Why: "The largest ubatch the rule calls small: bindings default to 8 to 128, llama.cpp's tools to 512, and a prompt's matmuls reach their roofs from some 64 up. " +
+			"The tokens that share each reading of a weight, which set the matmuls' share of their roof on a slower or faster CPU alike."}
+	ubatches = &Threshold{Name: "ubatches", Value: 2, Unit: Number,
+		Why: "The ubatches a prompt's decode must have carried: a prompt that fits one was not split by the ubatch, and a larger one would not change it. A count, whatever the CPU."}
+)
 
 // batchOption names how p's runtime is told its ubatch, set to n.
 func batchOption(p *summary.Process, n int) string {
@@ -37,11 +43,11 @@ func batchOption(p *summary.Process, n int) string {
 // smallUbatches: prompts computed a few tokens a graph.
 func smallUbatches(p *summary.Process) (summary.Finding, bool) {
 	ph := seen(p, "prefill")
-	if ph == nil || ph.Ubatch == 0 || ph.Ubatch > smallUbatch || ph.MaxBatch < 2*ph.Ubatch {
+	if ph == nil || ph.Ubatch == 0 || float64(ph.Ubatch) > smallUbatch.Value || float64(ph.MaxBatch) < ubatches.Value*float64(ph.Ubatch) {
 		return summary.Finding{}, false
 	}
 	graphs := (ph.MaxBatch + ph.Ubatch - 1) / ph.Ubatch
-	f := summary.Finding{ID: "ubatch-small", Severity: summary.Warning,
+	f := summary.Finding{Severity: summary.Warning,
 		Title: fmt.Sprintf("Prompts computed %d tokens a graph: a ubatch of %d", ph.Ubatch, ph.Ubatch),
 		Advice: "llama_decode computes a prompt n_ubatch tokens a graph, and each graph reads every weight of the model once, so a small ubatch reads the weights again every few tokens and keeps the matmuls from their compute roof. " +
 			fmt.Sprintf("Run with %s, if the memory allows its larger compute buffer.", batchOption(p, 512)),

@@ -45,7 +45,7 @@ func narrowSIMD(p *summary.Process) (summary.Finding, bool) {
 	if worst == nil {
 		return summary.Finding{}, false
 	}
-	f := summary.Finding{ID: "simd-narrow", Severity: summary.Warning,
+	f := summary.Finding{Severity: summary.Warning,
 		Title: fmt.Sprintf("The CPU backend was built for %s on a CPU with %s: its wider vectors sit unused", s.Build, s.Host),
 		Advice: "ggml's matmul kernels are compiled per instruction set; a build for an older one computes each dot product in more, narrower steps. " +
 			"Run a build for this CPU: llama.cpp built with GGML_NATIVE (the default) or with GGML_CPU_ALL_VARIANTS and GGML_BACKEND_DL, which loads the variant the CPU supports. " +

@@ -12,23 +12,24 @@ import (
 // computes a start an earlier request computed paid for its prefill twice.
 
 var recomputedRule = Rule{
-	ID:    "prompt-recomputed",
-	Name:  "prompt cache not reused",
-	Fires: fmt.Sprintf("%d requests or more computed their prompt's first 64 tokens (`llama.request.prompt.prefix_hash`) where an earlier request of the process had computed the same, the cache not cleared between them: information, a warning from %.1f s of prefill a request recomputed (from %d tokens where prefill's rate is not known)", recomputedMin, recomputedWarn, recomputedWarnTokens),
-	Says:  "how many requests computed a prompt start again, the tokens the earlier requests held that they recomputed, what it cost their time to first token, and why a server does it in its own words: `cache_prompt` off, the request sent to another slot (`id_slot`, more slots than conversations), the prompt's start changed (a timestamp early in the system prompt), `--cache-reuse`; for Ollama, `keep_alive` and `OLLAMA_NUM_PARALLEL`",
-	apply: recomputedPrompts,
+	ID:   "prompt-recomputed",
+	Name: "prompt cache not reused",
+	Fires: "{recomputedMin} requests or more computed their prompt's first 64 tokens (`llama.request.prompt.prefix_hash`) where an earlier request of the process had computed the same, the cache not cleared between them: " +
+		"information, a warning from {recomputedWarn} of prefill a request recomputed (from {recomputedWarnTokens} where prefill's rate is not known)",
+	Says:       "how many requests computed a prompt start again, the tokens the earlier requests held that they recomputed, what it cost their time to first token, and why a server does it in its own words: `cache_prompt` off, the request sent to another slot (`id_slot`, more slots than conversations), the prompt's start changed (a timestamp early in the system prompt), `--cache-reuse`; for Ollama, `keep_alive` and `OLLAMA_NUM_PARALLEL`",
+	Thresholds: []*Threshold{recomputedMin, recomputedWarn, recomputedWarnTokens},
+	apply:      recomputedPrompts,
 }
 
-// recomputedMin is the requests that must have recomputed a start: one alone may be a
-// conversation picked up after another filled its slot.
-const recomputedMin = 2
-
-// recomputedWarn is the prefill a request on average computed again, in seconds, from
-// which the finding is a warning: a wait a user sees before the first token. Where
-// prefill's rate is not known, recomputedWarnTokens of it.
-const (
-	recomputedWarn       = 0.5
-	recomputedWarnTokens = 256
+// Thresholds of the prompt-recomputed rule.
+var (
+	recomputedMin = &Threshold{Name: "recomputedMin", Value: 2, Unit: Number,
+		Why: "The requests that must have recomputed a start: one alone may be a conversation picked up after another filled its slot. A count of requests, whatever the CPU."}
+	recomputedWarn = &Threshold{Name: "recomputedWarn", Value: 0.5, Unit: Seconds,
+		Why: "The prefill a request on average computed again from which the finding is a warning: a wait a user sees before the first token, on any CPU. It is read at this run's prefill rate, so a faster CPU needs more tokens recomputed to reach it."}
+	recomputedWarnTokens = &Threshold{Name: "recomputedWarnTokens", Value: 256, Unit: Tokens,
+		Why: "Where prefill's rate is not known (no prefill decode seen), the tokens a request on average computed again from which the finding is a warning: a prompt's start as long as a system prompt and a turn or two. " +
+			"A count of tokens stands for the wait only roughly, since what they cost follows the CPU's speed; where the rate is known, recomputedWarn judges by it instead."}
 )
 
 // cacheAdvice says in p's runtime's words what keeps a prompt's start in the cache.
@@ -45,11 +46,11 @@ func cacheAdvice(p *summary.Process) string {
 // recomputedPrompts: requests that computed again a prompt start the cache had held.
 func recomputedPrompts(p *summary.Process) (summary.Finding, bool) {
 	r := p.Requests
-	if r == nil || r.Recomputed < recomputedMin {
+	if r == nil || float64(r.Recomputed) < recomputedMin.Value {
 		return summary.Finding{}, false
 	}
 	each := float64(r.RecomputedTokens) / float64(r.Recomputed)
-	f := summary.Finding{ID: "prompt-recomputed", Severity: summary.Info,
+	f := summary.Finding{Severity: summary.Info,
 		Title: fmt.Sprintf("%d of %d requests computed again a prompt start an earlier request had computed", r.Recomputed, r.Count),
 		Advice: "A request whose prompt starts as an earlier one's computed that start again, when the runtime could have kept it in its KV cache and computed only what follows. " +
 			cacheAdvice(p),
@@ -57,14 +58,14 @@ func recomputedPrompts(p *summary.Process) (summary.Finding, bool) {
 	}
 	if ph := seen(p, "prefill"); ph != nil && ph.Tokens > 0 && ph.DecodeSeconds > 0 {
 		perToken := 1e3 * ph.DecodeSeconds / float64(ph.Tokens)
-		if perToken*each/1e3 >= recomputedWarn {
+		if perToken*each/1e3 >= recomputedWarn.Value {
 			f.Severity = summary.Warning
 		}
 		saved := perToken * float64(r.RecomputedTokens) / 1e3
 		f.Evidence = append(f.Evidence, fmt.Sprintf("at prefill's %.2f ms a token, some %.0f ms of time to first token for each", perToken, perToken*each))
 		f.Gain = &summary.Gain{Phase: "prefill", From: perToken, To: perToken * (1 - min(float64(r.RecomputedTokens)/float64(ph.Tokens), 1)), Saved: saved,
 			Assumes: "each request's prompt held all of the earlier request's tokens (a conversation's next turn), and each token recomputed cost prefill's mean time a token"}
-	} else if each >= recomputedWarnTokens {
+	} else if each >= recomputedWarnTokens.Value {
 		f.Severity = summary.Warning
 	}
 	return f, true

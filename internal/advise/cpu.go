@@ -12,30 +12,31 @@ import (
 
 // The CPUs: whether the model's threads had them, and how they shared them.
 
-// Thresholds, each a share of the time the rule is about.
-const (
-	// Threads waiting at barriers for this share of their node time are imbalanced, or
-	// more than the machine serves well.
-	barrierShare = 0.2
-	// Threads off the CPU or waiting for one for this share of their node time are
-	// contended (the scheduler layer's per-node figures; the default config's per-graph
-	// ones are the phase's verdict, summary.ThreadsCPU.Starved).
-	contentionShare = 0.1
-	// A quota that throttled the process in this share of its periods holds it back.
-	throttledShare = 0.1
-	// Contention that cost under this share of the process's graph time, over all its
-	// phases, is said as information: a burst of other work (a server's front end taking
-	// a batch of requests, a test client) starves a prefill's few graphs without the
-	// machine being the bottleneck.
-	contendedMaterial = 0.1
+// Thresholds of the CPU rules, each a share of the same run's figures, so that a faster
+// or slower CPU scales both sides of the comparison alike.
+var (
+	barrierShare = &Threshold{Name: "barrierShare", Value: 0.2, Unit: Share,
+		Why: "Threads waiting at barriers for a fifth of their node time are imbalanced, or more than the machine serves well. A share of the same threads' node time, which a faster or slower CPU shortens or lengthens alike."}
+	contentionShare = &Threshold{Name: "contentionShare", Value: 0.1, Unit: Share,
+		Why: "Threads off the CPU or waiting for one for a tenth of their node time are contended (the scheduler layer's per-node figures; the default config's per-graph ones are the phase's verdict, its threads' CPU share). " +
+			"overhead-bound leaves such a phase's ops to this finding: they ran slow for want of a CPU. A share of the same threads' node time, whatever the CPU's speed."}
+	throttledShare = &Threshold{Name: "throttledShare", Value: 0.1, Unit: Share,
+		Why: "A quota that throttled the process in a tenth of its periods holds it back: each throttled period stops a thread that every other waits for at the next barrier. A share of the periods the kernel counted, whatever the CPU's speed."}
+	contendedMaterial = &Threshold{Name: "contendedMaterial", Value: 0.1, Unit: Share,
+		Why: "Contention that cost under a tenth of the process's graph time, over all its phases, is said as information: a burst of other work (a server's front end taking a batch of requests, a test client) starves a prefill's few graphs without the machine being the bottleneck. " +
+			"A share of the same run's graph time, whatever the CPU's speed."}
+	idleFaultShare = &Threshold{Name: "idleFaultShare", Value: 0.9, Unit: Share,
+		Why: "Where the cold start's and the idle spells' graphs took nine in ten of a phase's major faults or more, they are its disk waits, and cold-start or idle-reclaimed says them; the rest may be a model that does not fit. " +
+			"A share of the same phase's faults: a count of pages read, which no CPU's speed changes."}
 )
 
 var quotaRule = Rule{
-	ID:    "cpu-quota",
-	Name:  "CPU quota",
-	Fires: "the process's cgroup quota is below the threads the model computes with, or throttled it in ≥ 10% of its periods",
-	Says:  "the quota, the threads, the throttling, and the `-t` the quota supports",
-	apply: quota,
+	ID:         "cpu-quota",
+	Name:       "CPU quota",
+	Fires:      "the process's cgroup quota is below the threads the model computes with, or throttled it in ≥ {throttledShare} of its periods",
+	Says:       "the quota, the threads, the throttling, and the `-t` the quota supports",
+	Thresholds: []*Threshold{throttledShare},
+	apply:      quota,
 }
 
 // when says what span a quota's throttling counts cover.
@@ -55,13 +56,13 @@ func quota(p *summary.Process) (summary.Finding, bool) {
 	}
 	over := float64(q.Threads) > q.CPUs+1e-9
 	throttled := float64(q.Throttled) / float64(max(q.Periods, 1))
-	if !over && throttled < throttledShare {
+	if !over && throttled < throttledShare.Value {
 		return summary.Finding{}, false
 	}
 	supports := max(int(math.Floor(q.CPUs+1e-9)), 1)
 	f := summary.Finding{
-		ID: "cpu-quota", Severity: summary.Warning,
-		Title: fmt.Sprintf("A CPU quota of %.2g CPUs holds the model back", q.CPUs),
+		Severity: summary.Warning,
+		Title:    fmt.Sprintf("A CPU quota of %.2g CPUs holds the model back", q.CPUs),
 		Advice: fmt.Sprintf("ggml's threads wait for each other at every node, so one thread the quota holds back stalls them all. "+
 			"The quota supports -t %d: run with it, or raise the quota to the threads the model runs.", supports),
 		Evidence: []string{fmt.Sprintf("cgroup %s may use %.2f CPUs", q.Cgroup, q.CPUs)},
@@ -77,10 +78,15 @@ func quota(p *summary.Process) (summary.Finding, bool) {
 }
 
 var contentionRule = Rule{
-	ID:    "threads-contended",
-	Name:  "threads contended",
-	Fires: "the phase is [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share) and its threads waited for a CPU for as long as they slept or longer (default config), or were off the CPU ≥ 10% of their node time (scheduler layer, which adds preemptions)",
-	Says:  "the share, what it cost against the graphs that had their CPUs, and where to look: neighbours, a quota, `-t` above the cores available; on a [software device](#a-software-device), that device's threads. A warning where it cost ≥ 10% of the process's graph time over all phases, information under",
+	ID:   "threads-contended",
+	Name: "threads contended",
+	Fires: "the phase is [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share) and its threads waited for a CPU for as long as they slept or longer (default config), or were off the CPU ≥ {contentionShare} of their node time (scheduler layer, which adds preemptions); " +
+		"a warning where it cost ≥ {contendedMaterial} of the process's graph time over all phases, information under",
+	Says:       "the share, what it cost against the graphs that had their CPUs, and where to look: neighbours, a quota, `-t` above the cores available; on a [software device](#a-software-device), that device's threads",
+	Thresholds: []*Threshold{contentionShare, contendedMaterial},
+	// More threads than CPUs is the contention's known cause, which that finding says.
+	DefersTo: []Defer{{To: "threads-over-cpus", When: "where it is a warning: more threads than CPUs",
+		when: func(_ *summary.Process, made summary.Finding) bool { return made.Severity == summary.Warning }}},
 	apply: contention,
 }
 
@@ -108,20 +114,17 @@ const starvedNote = "While they lack it, ops are judged starved rather than memo
 // every graph measures it; the scheduler layer adds per-node detail where it is on. Where
 // the process computes on a software device, its threads are what took the CPUs.
 func contention(p *summary.Process) (summary.Finding, bool) {
-	if oversubscribed(p) {
-		return summary.Finding{}, false // the cause is known: threads-over-cpus says it
-	}
 	worst := starved(p, summary.LackedCPU)
 	sched, schedShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.OffCPU + s.RunQueue })
-	if sched != nil && schedShare < contentionShare {
+	if sched != nil && schedShare < contentionShare.Value {
 		sched = nil
 	}
 	if worst == nil && sched == nil {
 		return summary.Finding{}, false
 	}
 	f := summary.Finding{
-		ID: "threads-contended", Severity: summary.Warning,
-		Title: "The model's threads lacked the CPU: the machine, not the model, is the bottleneck",
+		Severity: summary.Warning,
+		Title:    "The model's threads lacked the CPU: the machine, not the model, is the bottleneck",
 		Advice: "Something else had the CPUs the model's threads run on: other processes (noisy neighbours, a batch job), a cgroup CPU quota, or more threads (-t/--threads) than the cores this process really gets. " +
 			"ggml's threads wait for each other at every node, so one thread off its CPU stalls them all. Move the other load away, give the model cores of its own (cpuset, taskset), or lower -t to the cores it gets. " + starvedNote,
 	}
@@ -157,10 +160,10 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 			fmt.Sprintf("%s: %s of thread node time off the CPU (%s of it runnable, waiting for a CPU)", sched.Name, pct(schedShare), pct(s.RunQueue/max(s.OffCPU+s.RunQueue, 1e-12))),
 			fmt.Sprintf("%d preemptions and %d migrations over %d traced graphs", s.Preemptions, s.Migrations, sched.TracedGraphs))
 	}
-	if lost, all := contentionCost(p, worst, sched, schedShare); lost < contendedMaterial*all {
+	if lost, all := contentionCost(p, worst, sched, schedShare); lost < contendedMaterial.Value*all {
 		f.Severity = summary.Info
 		f.Evidence = append(f.Evidence, fmt.Sprintf("it cost at most %.2f s, %s of the %.1f s the process's graphs took over all phases: under the %s at which the machine is the bottleneck",
-			lost, pct(lost/max(all, 1e-12)), all, pct(contendedMaterial)))
+			lost, pct(lost/max(all, 1e-12)), all, contendedMaterial))
 	}
 	return f, true
 }
@@ -205,24 +208,55 @@ func software(p *summary.Process) (string, []string) {
 }
 
 var blockedRule = Rule{
-	ID:    "threads-blocked",
-	Name:  "threads blocked",
-	Fires: "the phase is [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share), and its threads slept for longer than they waited for a CPU",
-	Says:  "with a major page fault a graph or more: they waited for the disk, the weights read back from the model file every token (the major faults a graph); the model does not fit the memory the process may use; otherwise reclaim or a lock",
-	apply: blocked,
+	ID:         "threads-blocked",
+	Name:       "threads blocked",
+	Fires:      "the phase is [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share), and its threads slept for longer than they waited for a CPU",
+	Says:       "with a major page fault a graph or more: they waited for the disk, the weights read back from the model file every token (the major faults a graph); the model does not fit the memory the process may use; otherwise reclaim or a lock",
+	Thresholds: []*Threshold{idleFaultShare},
+	// Disk waits that were a cold start's or an idle spell's are those findings' to say.
+	DefersTo: []Defer{{To: "cold-start", When: idleFaultsWhen, when: idleFaults}, {To: "idle-reclaimed", When: idleFaultsWhen, when: idleFaults}},
+	apply:    blocked,
+}
+
+// idleFaultsWhen is when threads-blocked gives way to cold-start and to idle-reclaimed,
+// for the docs: the same for both, their faults counted together.
+const idleFaultsWhen = "where its phase waited for the disk, and the cold start's and the idle spells' graphs took ≥ {idleFaultShare} of the phase's major faults"
+
+// blockedPhase is the starved phase whose threads slept rather than waited for a CPU: in
+// major page faults (the disk) or otherwise.
+func blockedPhase(p *summary.Process) *summary.Phase {
+	return starved(p, summary.LackedDisk, summary.LackedSleep)
+}
+
+// idleFaults says whether p's blocked phase waited for the disk, its major faults mostly
+// its cold start's and those of its graphs after idle spells, which cold-start and
+// idle-reclaimed say.
+func idleFaults(p *summary.Process, _ summary.Finding) bool {
+	ph := blockedPhase(p)
+	if ph == nil || ph.CPU.Lacked != summary.LackedDisk {
+		return false
+	}
+	var f int64
+	if cold(p) {
+		f += p.Cold.Faults
+	}
+	if resumedCost(p) > 0 {
+		f += p.Resumed.AllFaults
+	}
+	return f > 0 && float64(f) >= idleFaultShare.Value*float64(ph.CPU.MajorFaults)
 }
 
 // blocked: the model's threads were off the CPU for a share of their graphs' time without
 // waiting for one: asleep, not runnable, in major page faults or otherwise.
 func blocked(p *summary.Process) (summary.Finding, bool) {
-	ph := starved(p, summary.LackedDisk, summary.LackedSleep)
-	if ph == nil || ph.CPU.Lacked == summary.LackedDisk && idleFaults(p, ph) {
-		return summary.Finding{}, false // the disk waits were a cold start's or an idle spell's: cold-start or idle-reclaimed says it
+	ph := blockedPhase(p)
+	if ph == nil {
+		return summary.Finding{}, false
 	}
 	c := ph.CPU
 	f := summary.Finding{
-		ID: "threads-blocked", Severity: summary.Warning,
-		Title: "The model's threads were blocked off the CPU, not waiting for one",
+		Severity: summary.Warning,
+		Title:    "The model's threads were blocked off the CPU, not waiting for one",
 		Advice: "The threads slept through part of their graphs without being runnable: memory reclaim, a lock, or I/O. " +
 			"Look for what else holds the process. While they sleep, ops are judged by that, not by their kernels.",
 		Evidence: []string{fmt.Sprintf("%s: the model's threads had a CPU for %s of their graphs' time over %d graphs, and waited for one for %s of it",
@@ -239,11 +273,12 @@ func blocked(p *summary.Process) (summary.Finding, bool) {
 }
 
 var barriersRule = Rule{
-	ID:    "barrier-wait",
-	Name:  "barrier wait",
-	Fires: "threads wait at `ggml_barrier` (`nodes.barriers`) ≥ 20% of their node time",
-	Says:  "threads imbalanced, or more than the machine serves well; on a software device, its threads share the cores",
-	apply: barriers,
+	ID:         "barrier-wait",
+	Name:       "barrier wait",
+	Fires:      "threads wait at `ggml_barrier` (`nodes.barriers`) ≥ {barrierShare} of their node time",
+	Says:       "threads imbalanced, or more than the machine serves well; on a software device, its threads share the cores",
+	Thresholds: []*Threshold{barrierShare},
+	apply:      barriers,
 }
 
 // worstPhase is the phase where time, a part of the threads' node time, is the largest
@@ -265,7 +300,7 @@ func worstPhase(p *summary.Process, time func(summary.SchedSums) float64) (*summ
 // barriers: threads waited for the slowest at node barriers.
 func barriers(p *summary.Process) (summary.Finding, bool) {
 	worst, worstShare := worstPhase(p, func(s summary.SchedSums) float64 { return s.BarrierWait })
-	if worst == nil || worstShare < barrierShare {
+	if worst == nil || worstShare < barrierShare.Value {
 		return summary.Finding{}, false
 	}
 	top := ""
@@ -276,9 +311,9 @@ func barriers(p *summary.Process) (summary.Finding, bool) {
 		}
 	}
 	f := summary.Finding{
-		ID: "barrier-wait", Severity: summary.Warning,
-		Title:  "Threads spend much of each node waiting for the slowest one",
-		Advice: "The work of a node is split unevenly across threads, or there are more threads than this machine serves well (hyper-threads, other load). Try fewer threads (-t) and compare tokens/s; a thread count that divides the rows evenly helps small ops.",
+		Severity: summary.Warning,
+		Title:    "Threads spend much of each node waiting for the slowest one",
+		Advice:   "The work of a node is split unevenly across threads, or there are more threads than this machine serves well (hyper-threads, other load). Try fewer threads (-t) and compare tokens/s; a thread count that divides the rows evenly helps small ops.",
 		Evidence: []string{
 			fmt.Sprintf("%s: %s of thread node time waiting at ggml_barrier", worst.Name, pct(worstShare)),
 			fmt.Sprintf("most of it at %s nodes (%s of the wait)", top, pct(topShare)),

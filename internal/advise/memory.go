@@ -23,7 +23,7 @@ func oomKilled(p *summary.Process) (summary.Finding, bool) {
 	if e == nil || e.OOM == "" {
 		return summary.Finding{}, false
 	}
-	f := summary.Finding{ID: "oom-killed", Severity: summary.Warning,
+	f := summary.Finding{Severity: summary.Warning,
 		Title: "The process was killed by the OOM killer",
 		Advice: "The model needs more memory than it may use. What it takes is its weights (mapped from the model file, or copied into memory where a CPU backend repacks them), " +
 			"its KV cache (the context size, times the parallel slots of a server) and its compute buffers (the batch sizes). " +
@@ -49,25 +49,34 @@ func oomKilled(p *summary.Process) (summary.Finding, bool) {
 }
 
 var coldRule = Rule{
-	ID:    "cold-start",
-	Name:  "cold start",
-	Fires: fmt.Sprintf("the process's first graph took ≥ %.0f× the later graphs of its phase, and ≥ %.1f s more: information, a warning from %.0f s", coldRatio, coldCost, coldWarn),
-	Says:  "the first graph's time against the later ones, its major page faults (the disk) or their absence (the page tables of a mapped model), and how to pay it before the first request: a warm-up, `--mlock` or `--no-mmap`; for Ollama, `keep_alive`",
-	apply: coldStart,
+	ID:         "cold-start",
+	Name:       "cold start",
+	Fires:      "the process's first graph took ≥ {coldRatio} the later graphs of its phase, and ≥ {coldCost} more: information, a warning from {coldWarn}",
+	Says:       "the first graph's time against the later ones, its major page faults (the disk) or their absence (the page tables of a mapped model), and how to pay it before the first request: a warm-up, `--mlock` or `--no-mmap`; for Ollama, `keep_alive`",
+	Thresholds: []*Threshold{coldRatio, coldCost, coldWarn},
+	apply:      coldStart,
 }
 
-// Thresholds of the cold-start rule: a first graph is slower for its buffers' first
-// touch too, by far less than a model faulted in.
-const (
-	coldRatio = 3.0
-	coldCost  = 0.5 // seconds
-	coldWarn  = 1.0
+// Thresholds of a cold graph, the cold start's and the one after an idle spell: a first
+// graph is slower for its buffers' first touch too, by far less than a model faulted in.
+var (
+	coldRatio = &Threshold{Name: "coldRatio", Value: 3, Unit: Ratio,
+		Why: "A first graph is slower for its buffers' first touch too, by a fraction of itself; one that faults the model in, by several times. " +
+			"A ratio to the same run's warm graphs of the phase: the CPU's speed scales both, and reads from the disk, which it does not speed up, only stand out more on a faster one."}
+	coldCost = &Threshold{Name: "coldCost", Value: 0.5, Unit: Seconds,
+		Why: "And that much more than a warm graph: a small model's graphs take milliseconds, so 3× of one can be a first touch alone, while half a second is a pause a request sees. " +
+			"Seconds a user waits, which mean the same on any CPU."}
+	coldWarn = &Threshold{Name: "coldWarn", Value: 1, Unit: Seconds,
+		Why: "A cold graph that cost this much more is a warning: a second added to the request it fell in, on any CPU."}
+	idleAfter = &Threshold{Name: "idleAfter", Value: summary.IdleAfter, Unit: Seconds,
+		Why: "How long a process computes nothing before its next graph is one after an idle spell (summary.IdleAfter, which picks the graphs): requests a second apart are a server's ordinary pace. " +
+			"Set by the clients' pace, not the CPU's."}
 )
 
 // beyondWarm is what a graph of secs took beyond warm, a warm graph's of its phase, in
 // seconds, where it was a cold graph (coldRatio× and coldCost more); 0 otherwise.
 func beyondWarm(secs, warm float64) float64 {
-	if secs < coldRatio*warm || secs-warm < coldCost {
+	if secs < coldRatio.Value*warm || secs-warm < coldCost.Value {
 		return 0
 	}
 	return secs - warm
@@ -75,7 +84,7 @@ func beyondWarm(secs, warm float64) float64 {
 
 // coldSeverity is the severity of a cold graph that cost seconds beyond the warm ones.
 func coldSeverity(cost float64) summary.Severity {
-	if cost >= coldWarn {
+	if cost >= coldWarn.Value {
 		return summary.Warning
 	}
 	return summary.Info
@@ -104,7 +113,7 @@ func coldStart(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	c := p.Cold
-	f := summary.Finding{ID: "cold-start", Severity: coldSeverity(cost),
+	f := summary.Finding{Severity: coldSeverity(cost),
 		Title:    fmt.Sprintf("A cold start: the first %s graph took %.2f s, %.0f× the later ones", c.Phase, c.Seconds, c.Seconds/c.Warm),
 		Evidence: []string{fmt.Sprintf("the first %s graph took %.2f s; the later ones %.3f s each", c.Phase, c.Seconds, c.Warm)},
 	}
@@ -121,11 +130,12 @@ func coldStart(p *summary.Process) (summary.Finding, bool) {
 }
 
 var idleRule = Rule{
-	ID:    "idle-reclaimed",
-	Name:  "model reclaimed while idle",
-	Fires: fmt.Sprintf("a graph %.0f s or more after the one before took major page faults and ≥ %.0f× the warm graphs of its phase, and ≥ %.1f s more: information, a warning from %.0f s", summary.IdleAfter, coldRatio, coldCost, coldWarn),
-	Says:  "how long the process had computed nothing, that graph's time and reads from the disk against the warm graphs, and how to keep the model resident: `--mlock`, or memory for the model's file beside the rest (a cgroup's limit counts its page cache); for Ollama, `keep_alive`",
-	apply: idleReclaimed,
+	ID:         "idle-reclaimed",
+	Name:       "model reclaimed while idle",
+	Fires:      "a graph {idleAfter} or more after the one before took major page faults and ≥ {coldRatio} the warm graphs of its phase, and ≥ {coldCost} more: information, a warning from {coldWarn}",
+	Says:       "how long the process had computed nothing, that graph's time and reads from the disk against the warm graphs, and how to keep the model resident: `--mlock`, or memory for the model's file beside the rest (a cgroup's limit counts its page cache); for Ollama, `keep_alive`",
+	Thresholds: []*Threshold{idleAfter, coldRatio, coldCost, coldWarn},
+	apply:      idleReclaimed,
 }
 
 // resumedCost is what p's slowest graph after an idle spell took beyond the warm ones of
@@ -145,7 +155,7 @@ func idleReclaimed(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	r := p.Resumed
-	f := summary.Finding{ID: "idle-reclaimed", Severity: coldSeverity(cost),
+	f := summary.Finding{Severity: coldSeverity(cost),
 		Title: fmt.Sprintf("The model was read back from the disk after %.0f s idle: the next %s graph took %.2f s, %.0f× the warm ones", r.Idle, r.Phase, r.Seconds, r.Seconds/r.Warm),
 		Advice: fmt.Sprintf("While the process computed nothing for %.0f s, the model's pages left memory (the page cache gave them to other work, or a memory limit pressed), "+
 			"so the first graph after read them back from the model file, and the request then paid for it. ", r.Idle) + keepOption(p) + ".",
@@ -156,19 +166,6 @@ func idleReclaimed(p *summary.Process) (summary.Finding, bool) {
 		},
 	}
 	return f, true
-}
-
-// idleFaults says whether the major faults of p's phase ph were mostly its cold start's
-// and those of its graphs after idle spells, which cold-start and idle-reclaimed say.
-func idleFaults(p *summary.Process, ph *summary.Phase) bool {
-	var f int64
-	if cold(p) {
-		f += p.Cold.Faults
-	}
-	if resumedCost(p) > 0 {
-		f += p.Resumed.AllFaults
-	}
-	return f > 0 && float64(f) >= 0.9*float64(ph.CPU.MajorFaults)
 }
 
 // keepOption names how p's runtime keeps its model resident.

@@ -8,15 +8,16 @@ import (
 
 // Mixtures of experts: how the router spreads tokens over the experts.
 
-// A MoE layer whose expert selections vary this much (coefficient of variation).
-const moeImbalance = 0.5
+var moeImbalance = &Threshold{Name: "moeImbalance", Value: 0.5, Unit: Number,
+	Why: "A MoE layer whose expert selections vary this much (their coefficient of variation: 0 is even routing) sends most tokens to a few experts, whose weights then set the pace. A figure of the router's choices, which no CPU's speed changes."}
 
 var unevenRule = Rule{
-	ID:    "moe-uneven",
-	Name:  "MoE uneven",
-	Fires: "a layer's coefficient of variation of expert selections ≥ 0.5",
-	Says:  "keep the hot experts in the fastest memory",
-	apply: uneven,
+	ID:         "moe-uneven",
+	Name:       "MoE uneven",
+	Fires:      "a layer's coefficient of variation of expert selections ≥ {moeImbalance}",
+	Says:       "keep the hot experts in the fastest memory",
+	Thresholds: []*Threshold{moeImbalance},
+	apply:      uneven,
 }
 
 // uneven: MoE routing concentrates on a few experts.
@@ -25,7 +26,7 @@ func uneven(p *summary.Process) (summary.Finding, bool) {
 	n := 0
 	for i := range p.MoE {
 		l := &p.MoE[i]
-		if l.Imbalance >= moeImbalance {
+		if l.Imbalance >= moeImbalance.Value {
 			n++
 			if worst == nil || l.Imbalance > worst.Imbalance {
 				worst = l
@@ -41,11 +42,11 @@ func uneven(p *summary.Process) (summary.Finding, bool) {
 		top = max(top, c)
 	}
 	return summary.Finding{
-		ID: "moe-uneven", Severity: summary.Info,
-		Title:  "MoE routing is uneven",
-		Advice: "A few experts take most tokens. Keep the hot experts in the fastest memory (or on the GPU when offloading experts), and expect throughput to follow the busiest expert.",
+		Severity: summary.Info,
+		Title:    "MoE routing is uneven",
+		Advice:   "A few experts take most tokens. Keep the hot experts in the fastest memory (or on the GPU when offloading experts), and expect throughput to follow the busiest expert.",
 		Evidence: []string{
-			fmt.Sprintf("%d of %d MoE layers with a coefficient of variation of %.1f or more", n, len(p.MoE), moeImbalance),
+			fmt.Sprintf("%d of %d MoE layers with a coefficient of variation of %.1f or more", n, len(p.MoE), moeImbalance.Value),
 			fmt.Sprintf("layer %d: %.2f; its busiest expert took %s of %d selections", worst.Layer, worst.Imbalance, pct(float64(top)/float64(max(total, 1))), total),
 		},
 	}, true

@@ -14,24 +14,27 @@ import (
 // Offloading: the backends a process computes on, the copies between them, and what the
 // CPU computes beside a device.
 
-const (
-	// Backend splits and copies taking this share of the decodes' time.
-	offloadShare = 0.2
-	// In a process that offloads, the CPU's splits taking this share of the compute.
-	fallbackShare = 0.2
-	// Decodes a process must have made before its backends are judged.
-	minDecodes = 8
+// Thresholds of the offload rules.
+var (
+	offloadShare = &Threshold{Name: "offloadShare", Value: 0.2, Unit: Share,
+		Why: "Copies between backends taking a fifth of a phase's llama_decode time cost more than offloading the layers between them saves. A share of the same decodes' time; " +
+			"a faster CPU or device leaves the copies, bound by the bus, a larger share, as they then cost more of the token."}
+	fallbackShare = &Threshold{Name: "fallbackShare", Value: 0.2, Unit: Share,
+		Why: "In a process that offloads, the CPU's splits taking a fifth of a token's compute hold the device back: it waits for them at every split. A share of the same token's compute, the CPU's beside the device's."}
+	minDecodes = &Threshold{Name: "minDecodes", Value: 8, Unit: Number,
+		Why: "Decodes a process must have made before its backends are judged: a backend may not have started on the first few, or the process may be a tool that decodes once. A count, whatever the CPU."}
 )
 
 var offloadRule = Rule{
-	ID:    "offload-copies",
-	Name:  "offload copies",
-	Fires: "tensor copies between backends ≥ 20% of `llama_decode` time",
-	Says:  "the offload layout costs more than it saves",
-	apply: offload,
+	ID:         "offload-copies",
+	Name:       "offload copies",
+	Fires:      "tensor copies between backends ≥ {offloadShare} of `llama_decode` time",
+	Says:       "the offload layout costs more than it saves",
+	Thresholds: []*Threshold{offloadShare},
+	apply:      offload,
 }
 
-// offload: splits on other backends and the copies between them cost a large share.
+// offload: the copies between backends cost a large share of a phase's decodes.
 func offload(p *summary.Process) (summary.Finding, bool) {
 	for _, name := range []string{"decode", "prefill"} {
 		ph := seen(p, name)
@@ -39,7 +42,7 @@ func offload(p *summary.Process) (summary.Finding, bool) {
 			continue
 		}
 		share := ph.CopySeconds / ph.DecodeSeconds
-		if share < offloadShare {
+		if share < offloadShare.Value {
 			continue
 		}
 		var moved int64
@@ -47,9 +50,9 @@ func offload(p *summary.Process) (summary.Finding, bool) {
 			moved += c.Bytes
 		}
 		return summary.Finding{
-			ID: "offload-copies", Severity: summary.Warning,
-			Title:  "Copies between backends cost more than the offload saves",
-			Advice: "Tensors cross between backends on every " + name + ". Offload more of the model (more -ngl layers) so splits are fewer, keep the layers that fall back to the CPU together, or keep the model on one backend.",
+			Severity: summary.Warning,
+			Title:    "Copies between backends cost more than the offload saves",
+			Advice:   "Tensors cross between backends on every " + name + ". Offload more of the model (more -ngl layers) so splits are fewer, keep the layers that fall back to the CPU together, or keep the model on one backend.",
 			Evidence: []string{
 				fmt.Sprintf("%s: %s of llama_decode time copying tensors between backends", name, pct(share)),
 				fmt.Sprintf("%s of splits on other backends; %.1f MB copied in all", pct(ph.SplitSeconds/ph.DecodeSeconds), float64(moved)/1e6),
@@ -64,11 +67,12 @@ func offload(p *summary.Process) (summary.Finding, bool) {
 var notDevice = map[string]bool{"rpc": true, "blas": true}
 
 var deviceUnusedRule = Rule{
-	ID:    "device-unused",
-	Name:  "device unused",
-	Fires: "a GPU backend library is loaded (not RPC or BLAS) but none of ≥ 8 decodes put a split on it",
-	Says:  "every node runs on the CPU; the devices ggml listed, `GGML_VK_VISIBLE_DEVICES` for software Vulkan drivers, CUDA's libraries, `-ngl`",
-	apply: deviceUnused,
+	ID:         "device-unused",
+	Name:       "device unused",
+	Fires:      "a GPU backend library is loaded (not RPC or BLAS) but none of ≥ {minDecodes} decodes put a split on it",
+	Says:       "every node runs on the CPU; the devices ggml listed, `GGML_VK_VISIBLE_DEVICES` for software Vulkan drivers, CUDA's libraries, `-ngl`",
+	Thresholds: []*Threshold{minDecodes},
+	apply:      deviceUnused,
 }
 
 // deviceUnused: a GPU backend is loaded but no split ran on it, which is how a backend that
@@ -80,7 +84,7 @@ func deviceUnused(p *summary.Process) (summary.Finding, bool) {
 			gpus = append(gpus, b)
 		}
 	}
-	if len(gpus) == 0 || decodes(p) < minDecodes {
+	if len(gpus) == 0 || float64(decodes(p)) < minDecodes.Value {
 		return summary.Finding{}, false
 	}
 	for _, b := range p.Backends {
@@ -90,8 +94,8 @@ func deviceUnused(p *summary.Process) (summary.Finding, bool) {
 	}
 	loaded := strings.Join(gpus, ", ")
 	return summary.Finding{
-		ID: "device-unused", Severity: summary.Warning,
-		Title: "The " + loaded + " backend is loaded, but every node runs on the CPU",
+		Severity: summary.Warning,
+		Title:    "The " + loaded + " backend is loaded, but every node runs on the CPU",
 		Advice: "The process loaded a GPU backend that computes nothing: it found no device it would use, or no layer was offloaded to it. " +
 			"Look for the devices ggml lists at start in the engine's log. Vulkan skips CPU-type devices (software drivers such as lavapipe) unless GGML_VK_VISIBLE_DEVICES names them; " +
 			"CUDA needs its driver and runtime libraries. Then check the GPU layers setting (-ngl, gpuLayers).",
@@ -103,11 +107,12 @@ func deviceUnused(p *summary.Process) (summary.Finding, bool) {
 }
 
 var fallbackRule = Rule{
-	ID:    "cpu-fallback",
-	Name:  "CPU fallback",
-	Fires: "in a process that offloads, its CPU splits take ≥ 20% of a token's compute (CPU splits and device work), over ≥ 8 decodes",
-	Says:  "the per-token milliseconds on each side, the CPU's top ops, and [which of two causes](#what-the-cpu-computes-beside-a-gpu) with its layers, ops and share: layers the GPU layers setting left on the CPU (more `-ngl`, `gpuLayers`), ops the backend did not run in its own layers (the engine's log, another quantisation, a newer build)",
-	apply: fallback,
+	ID:         "cpu-fallback",
+	Name:       "CPU fallback",
+	Fires:      "in a process that offloads, its CPU splits take ≥ {fallbackShare} of a token's compute (CPU splits and device work), over ≥ {minDecodes} decodes",
+	Says:       "the per-token milliseconds on each side, the CPU's top ops, and [which of two causes](#what-the-cpu-computes-beside-a-gpu) with its layers, ops and share: layers the GPU layers setting left on the CPU (more `-ngl`, `gpuLayers`), ops the backend did not run in its own layers (the engine's log, another quantisation, a newer build)",
+	Thresholds: []*Threshold{fallbackShare, minDecodes},
+	apply:      fallback,
 }
 
 // fallback: in a process that offloads, the CPU computes a large share: layers the GPU
@@ -129,7 +134,7 @@ func fallback(p *summary.Process) (summary.Finding, bool) {
 	// The CPU's share of a token as the views lead with it: each backend's part, a
 	// device's from its splits seen done.
 	lead := summary.LeadOf(p)
-	if len(dev) == 0 || lead == nil || decodes(p) < minDecodes {
+	if len(dev) == 0 || lead == nil || float64(decodes(p)) < minDecodes.Value {
 		return summary.Finding{}, false
 	}
 	var cpu summary.Part
@@ -141,13 +146,13 @@ func fallback(p *summary.Process) (summary.Finding, bool) {
 			device += part.Device
 		}
 	}
-	if cpu.Share < fallbackShare {
+	if cpu.Share < fallbackShare.Value {
 		return summary.Finding{}, false
 	}
 	devs := strings.Join(dev, ", ")
 	f := summary.Finding{
-		ID: "cpu-fallback", Severity: summary.Warning,
-		Title: fmt.Sprintf("The CPU computes %s of a token that offloads to %s", pct(cpu.Share), devs),
+		Severity: summary.Warning,
+		Title:    fmt.Sprintf("The CPU computes %s of a token that offloads to %s", pct(cpu.Share), devs),
 		Advice: "Nodes the GPU does not compute run on the CPU, in splits of their own, with copies between. Offload every layer and the output layer " +
 			"(-ngl 99, gpuLayers \"max\") where the model fits in the GPU's memory, and look in the engine's log for ops the GPU backend does not support.",
 		Evidence: []string{fmt.Sprintf("per %s: %.2f ms of CPU splits, at most %.2f ms of device work", lead.Unit, cpu.Compute*1e3, device*1e3)},

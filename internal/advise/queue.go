@@ -14,19 +14,23 @@ import (
 var queuedRule = Rule{
 	ID:   "requests-queued",
 	Name: "requests wait for a slot",
-	Fires: fmt.Sprintf("%d requests or more waited %.1f s or more between reaching the server (the first bytes their connection received after its last answer) and their first decode (`llama.request.wait`, the connections layer), for a slot: the request before each on its sequence was still computing when it came (`llama.request.queued`); information, a warning from %.1f s on average",
-		queuedMin, summary.QueuedWait, queuedWarn),
-	Says:  "how many requests waited, how long, against their time to first token once computing, and how many sequences the server computed at once; the change in the runtime's words: more slots (`--parallel`/`-np`, with the context each gets; `OLLAMA_NUM_PARALLEL`), or another replica where every slot was busy",
-	apply: queuedRequests,
+	Fires: "{queuedMin} requests or more waited {queuedWait} or more between reaching the server (the first bytes their connection received after its last answer) and their first decode (`llama.request.wait`, the connections layer), " +
+		"for a slot: the request before each on its sequence was still computing when it came (`llama.request.queued`); information, a warning from {queuedWarn} on average",
+	Says:       "how many requests waited, how long, against their time to first token once computing, and how many sequences the server computed at once; the change in the runtime's words: more slots (`--parallel`/`-np`, with the context each gets; `OLLAMA_NUM_PARALLEL`), or another replica where every slot was busy",
+	Thresholds: []*Threshold{queuedMin, queuedWait, queuedWarn},
+	apply:      queuedRequests,
 }
 
-// queuedMin is the requests that must have waited: one may have come as the server
-// finished loading, or met another's long prompt once.
-const queuedMin = 2
-
-// queuedWarn is the mean wait of the queued requests, in seconds, from which the finding
-// is a warning: a wait a user sees before the first token.
-const queuedWarn = 0.5
+// Thresholds of the requests-queued rule.
+var (
+	queuedMin = &Threshold{Name: "queuedMin", Value: 2, Unit: Number,
+		Why: "The requests that must have waited: one may have come as the server finished loading, or met another's long prompt once. A count of requests, whatever the CPU."}
+	queuedWait = &Threshold{Name: "queuedWait", Value: summary.QueuedWait, Unit: Seconds,
+		Why: "The wait between a request's arrival and its first decode from which it counts as queued (summary.QueuedWait, which counts the requests): reading and tokenizing a request takes milliseconds; a tenth of a second is another request's prefill or a dozen of its tokens. " +
+			"A slower CPU takes longer to read a request, but not near a tenth of a second."}
+	queuedWarn = &Threshold{Name: "queuedWarn", Value: 0.5, Unit: Seconds,
+		Why: "The mean wait of the queued requests from which the finding is a warning: a wait a user sees before the first token, on any CPU."}
+)
 
 // slotsAdvice says in p's runtime's words how a server computes more requests at once,
 // having computed at most slots sequences at a time.
@@ -49,17 +53,17 @@ func slotsAdvice(p *summary.Process, slots int64) string {
 // queuedRequests: requests that waited for the server before it computed them.
 func queuedRequests(p *summary.Process) (summary.Finding, bool) {
 	r := p.Requests
-	if r == nil || r.Queued < queuedMin {
+	if r == nil || float64(r.Queued) < queuedMin.Value {
 		return summary.Finding{}, false
 	}
 	slots := r.MaxShared + 1
 	wait := r.QueuedWait / float64(r.Queued)
 	ttft := r.QueuedTTFT / float64(r.Queued)
-	f := summary.Finding{ID: "requests-queued", Severity: summary.Info,
+	f := summary.Finding{Severity: summary.Info,
 		Title:  fmt.Sprintf("%d of %d requests waited %.2f s on average before the server computed them", r.Queued, r.Count, wait),
 		Advice: "Requests reached the server while it was computing others, and waited for it before their first decode. " + slotsAdvice(p, slots),
 		Evidence: []string{
-			fmt.Sprintf("%d requests waited %.1f s or more between reaching the server and their first decode, each for the request before it on its slot to finish: %.2f s on average, %.1f s in all; their first token came %.0f ms after their first decode, on average", r.Queued, summary.QueuedWait, wait, r.QueuedWait, 1e3*ttft),
+			fmt.Sprintf("%d requests waited %.1f s or more between reaching the server and their first decode, each for the request before it on its slot to finish: %.2f s on average, %.1f s in all; their first token came %.0f ms after their first decode, on average", r.Queued, queuedWait.Value, wait, r.QueuedWait, 1e3*ttft),
 			fmt.Sprintf("the server computed at most %s in one decode", plural(slots, "sequence")),
 		},
 		Gain: &summary.Gain{Phase: "time to first token", Per: summary.PerRequest, From: 1e3 * (wait + ttft), To: 1e3 * ttft, Saved: r.QueuedWait,
@@ -68,7 +72,7 @@ func queuedRequests(p *summary.Process) (summary.Finding, bool) {
 	if w := r.Wait; w != nil {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("of %d requests whose arrival was seen, the wait's median %.0f ms, its 90th percentile %.0f ms, at most %.0f ms", w.Count, w.P50, w.P90, w.Max))
 	}
-	if wait >= queuedWarn {
+	if wait >= queuedWarn.Value {
 		f.Severity = summary.Warning
 	}
 	return f, true

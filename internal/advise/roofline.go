@@ -9,20 +9,22 @@ import (
 
 // The roofline: ops against this machine's roofs, as the summary judged them.
 
-const (
-	// Decode matmuls streaming weights at this fraction of the measured bandwidth have
-	// little left to gain from more threads.
-	memoryBoundFraction = 0.8
-	// An overhead-bound op with this share of a phase's graph time.
-	overheadShare = 0.05
+// Thresholds of the roofline rules: shares of this machine's roofs, measured, or of the
+// same phase's time, so that they mean the same on a slower or faster CPU.
+var (
+	memoryBoundFraction = &Threshold{Name: "memoryBoundFraction", Value: 0.8, Unit: Share,
+		Why: "Decode matmuls at this share of their roofs (memory's bandwidth for the weights, measured on this machine) have little left to gain from more threads. A share of the machine's own roofs."}
+	overheadShare = &Threshold{Name: "overheadShare", Value: 0.05, Unit: Share,
+		Why: "An overhead-bound op with a twentieth of a phase's graph time is worth fusing or batching; below it, one of many small ops. A share of the same phase's time."}
 )
 
 var memoryBoundRule = Rule{
-	ID:    "decode-memory-bound",
-	Name:  "decode is memory-bound",
-	Fires: "decode matmuls reach ≥ 80% of their roofs (memory's for the weights)",
-	Says:  "more threads will not help; a smaller quantisation or faster memory will",
-	apply: memoryBound,
+	ID:         "decode-memory-bound",
+	Name:       "decode is memory-bound",
+	Fires:      "decode matmuls reach ≥ {memoryBoundFraction} of their roofs (memory's for the weights)",
+	Says:       "more threads will not help; a smaller quantisation or faster memory will",
+	Thresholds: []*Threshold{memoryBoundFraction},
+	apply:      memoryBound,
 }
 
 // memoryBound: decode's matmuls stream the weights near the measured bandwidth.
@@ -46,13 +48,13 @@ func memoryBound(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	frac := atRoof / secs
-	if frac < memoryBoundFraction {
+	if frac < memoryBoundFraction.Value {
 		return summary.Finding{}, false
 	}
 	return summary.Finding{
-		ID: "decode-memory-bound", Severity: summary.Info,
-		Title:  "Decode is memory-bound: more threads will not make it faster",
-		Advice: "Decode matmuls already stream the weights near this machine's memory bandwidth. A smaller quantisation (fewer bytes per weight), a smaller model, or faster memory will speed decode up; extra threads will not.",
+		Severity: summary.Info,
+		Title:    "Decode is memory-bound: more threads will not make it faster",
+		Advice:   "Decode matmuls already stream the weights near this machine's memory bandwidth. A smaller quantisation (fewer bytes per weight), a smaller model, or faster memory will speed decode up; extra threads will not.",
 		Evidence: []string{
 			fmt.Sprintf("decode matmuls moved %s, %s of their roofs (memory's measured %s)", gb(bytes/secs), pct(frac), gb(p.Roofs.Bandwidth)),
 			fmt.Sprintf("they take %s of decode graph time over %d traced graphs", pct(share), ph.TracedGraphs),
@@ -61,11 +63,13 @@ func memoryBound(p *summary.Process) (summary.Finding, bool) {
 }
 
 var overheadRule = Rule{
-	ID:    "overhead-bound",
-	Name:  "overhead-bound op",
-	Fires: "an op with ≥ 5% of a phase's graph time is [judged](roofline.md#the-roofline) `overhead`: under 10% of its roof in calls of under 50 µs, its threads on their CPUs",
-	Says:  "dispatch and synchronisation dominate",
-	apply: overhead,
+	ID:   "overhead-bound",
+	Name: "overhead-bound op",
+	Fires: "an op with ≥ {overheadShare} of a phase's graph time is [judged](roofline.md#the-roofline) `overhead`: under 10% of its roof in calls of under 50 µs, its threads on their CPUs " +
+		"(with the scheduler layer, off them under {contentionShare} of their node time)",
+	Says:       "dispatch and synchronisation dominate",
+	Thresholds: []*Threshold{overheadShare, contentionShare},
+	apply:      overhead,
 }
 
 // overhead: an op with a real share of the time runs far below its roof.
@@ -74,11 +78,11 @@ func overhead(p *summary.Process) (summary.Finding, bool) {
 	for _, ph := range p.Phases {
 		// Off the CPU, as the scheduler layer's per-node figures show, an op runs slow for
 		// a reason the contention finding gives.
-		if !judged(ph) || ph.Sched.ThreadTime > 0 && (ph.Sched.OffCPU+ph.Sched.RunQueue)/ph.Sched.ThreadTime >= contentionShare {
+		if !judged(ph) || ph.Sched.ThreadTime > 0 && (ph.Sched.OffCPU+ph.Sched.RunQueue)/ph.Sched.ThreadTime >= contentionShare.Value {
 			continue
 		}
 		for _, o := range ph.Ops {
-			if o.Bound == summary.BoundOverhead && o.Share >= overheadShare {
+			if o.Bound == summary.BoundOverhead && o.Share >= overheadShare.Value {
 				found = append(found, fmt.Sprintf("%s %s (%s): %s of %s graph time at %s of its roof, %.1f µs a call",
 					o.Op, o.Weight, ph.Name, pct(o.Share), ph.Name, pct(o.PeakFrac), o.MeanUS))
 			}
@@ -88,7 +92,7 @@ func overhead(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	return summary.Finding{
-		ID: "overhead-bound", Severity: summary.Info,
+		Severity: summary.Info,
 		Title:    "Ops far below their roof in short calls: dispatch and synchronisation dominate",
 		Advice:   "These ops move too little data or do too little work per call to approach the machine's limits, with their threads on their CPUs: their time is per-call overhead and thread synchronisation. Fewer threads for small batches, larger batches (more parallel sequences), or fused kernels in a newer llama.cpp reduce it.",
 		Evidence: found[:min(len(found), 5)],

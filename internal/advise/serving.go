@@ -14,20 +14,23 @@ import (
 var stallRule = Rule{
 	ID:   "prompts-stall",
 	Name: "prompts stall generation",
-	Fires: fmt.Sprintf("%d requests or more had their longest gap between output tokens %.0f× their median gap or more, with other requests' prompts computed in it (`llama.request.time_per_output_token.max.prompt_tokens`); information, a warning from %.1f s a stalled request waited for other prompts on average (`llama.request.prompt_stall`)",
-		stallMin, summary.StallRatio, stallWarn),
-	Says:  "how many requests stalled, their median and longest gaps, the prompt tokens computed in those gaps and the time generation waited for them, and the settings that trade it in the runtime's words: a prompt's chunk a decode (`-b`, `num_batch`), fewer slots, long prompts to another replica",
-	apply: promptStalls,
+	Fires: "{stallMin} requests or more had their longest gap between output tokens {stallRatio} their median gap or more, with other requests' prompts computed in it (`llama.request.time_per_output_token.max.prompt_tokens`); " +
+		"information, a warning from {stallWarn} a stalled request waited for other prompts on average (`llama.request.prompt_stall`)",
+	Says:       "how many requests stalled, their median and longest gaps, the prompt tokens computed in those gaps and the time generation waited for them, and the settings that trade it in the runtime's words: a prompt's chunk a decode (`-b`, `num_batch`), fewer slots, long prompts to another replica",
+	Thresholds: []*Threshold{stallMin, stallRatio, stallWarn},
+	apply:      promptStalls,
 }
 
-// stallMin is the requests that must have stalled: one prompt arriving mid-stream is a
-// server's ordinary life.
-const stallMin = 2
-
-// stallWarn is the time a stalled request's generation waited for other requests'
-// prompts, on average, from which the finding is a warning: a pause a reader of a stream
-// sees.
-const stallWarn = 0.5 // seconds
+// Thresholds of the prompts-stall rule.
+var (
+	stallMin = &Threshold{Name: "stallMin", Value: 2, Unit: Number,
+		Why: "The requests that must have stalled: one prompt arriving mid-stream is a server's ordinary life. A count of requests, whatever the CPU."}
+	stallRatio = &Threshold{Name: "stallRatio", Value: summary.StallRatio, Unit: Ratio,
+		Why: "How many times its median gap a request's longest gap between output tokens is, from which it counts as stalled (summary.StallRatio, which counts the requests): a server's steps vary by a few tens of percent as slots come and go; a prompt computed between two tokens takes many steps' time. " +
+			"A ratio to the same request's gaps, which a faster or slower CPU scales alike."}
+	stallWarn = &Threshold{Name: "stallWarn", Value: 0.5, Unit: Seconds,
+		Why: "The time a stalled request's generation waited for other requests' prompts, on average, from which the finding is a warning: a pause a reader of a stream sees, on any CPU."}
+)
 
 // chunkOption names, in p's runtime's words, the most prompt tokens a decode computes.
 func chunkOption(p *summary.Process) string {
@@ -43,18 +46,18 @@ func chunkOption(p *summary.Process) string {
 // promptStalls: generating requests waited for other requests' prompts.
 func promptStalls(p *summary.Process) (summary.Finding, bool) {
 	r := p.Requests
-	if r == nil || r.Stalled < stallMin {
+	if r == nil || float64(r.Stalled) < stallMin.Value {
 		return summary.Finding{}, false
 	}
 	wait := r.StallSeconds / float64(r.Stalled)
-	f := summary.Finding{ID: "prompts-stall", Severity: summary.Info,
+	f := summary.Finding{Severity: summary.Info,
 		Title: fmt.Sprintf("%d of %d requests stalled mid-generation while other requests' prompts were computed: their longest gap %.0f ms against %.0f ms between tokens",
 			r.Stalled, r.GapMedian.Count, r.GapMax.P50, r.GapMedian.P50),
 		Advice: "The server computes a new request's prompt in the same decodes as the generating requests' next tokens, a chunk of it a decode, so each generating request waits for the whole chunk before its next token. " +
 			fmt.Sprintf("A smaller chunk, %s, spreads a long prompt over more, shorter decodes: the generating requests' longest gaps shrink with it, and the prompt takes a little longer. ", chunkOption(p)) +
 			"Fewer slots compute fewer prompts beside the generation; long prompts sent to another replica stall none of it.",
 		Evidence: []string{
-			fmt.Sprintf("%d requests' longest gap between output tokens was %.0f× their median or more, with %d prompt tokens of other requests computed in those gaps", r.Stalled, summary.StallRatio, r.StallPrompts),
+			fmt.Sprintf("%d requests' longest gap between output tokens was %.0f× their median or more, with %d prompt tokens of other requests computed in those gaps", r.Stalled, stallRatio.Value, r.StallPrompts),
 			fmt.Sprintf("over %d requests that generated: the median gap p50 %.1f ms; the longest p50 %.1f ms, p90 %.1f ms, at most %.1f ms", r.GapMedian.Count, r.GapMedian.P50, r.GapMax.P50, r.GapMax.P90, r.GapMax.Max),
 			fmt.Sprintf("generation waited %.2f s in all for other requests' prompts, beyond its median pace (llama.request.prompt_stall), over %d output tokens", r.StallSeconds, r.StallOutput),
 		},
@@ -64,49 +67,46 @@ func promptStalls(p *summary.Process) (summary.Finding, bool) {
 			m.Decodes, m.PromptTokens, m.NextTokens, 1e3*m.DecodeSeconds/float64(m.Decodes), m.MaxBatch))
 	}
 	f.Evidence = append(f.Evidence, "gain not estimated: the prompts still take their time, spread over more decodes; run with a smaller chunk and compare the requests' longest gaps (profinfer compare)")
-	if wait >= stallWarn {
+	if wait >= stallWarn.Value {
 		f.Severity = summary.Warning
 	}
 	return f, true
 }
 
 var batchingRule = Rule{
-	ID:   "batching-little",
-	Name: "batching buys little",
-	Fires: fmt.Sprintf("decode steps of N ≥ 2 sequences (%d or more, beside %d or more steps of one) took %.0f%% or more of N steps of one sequence at the median (`llama.decode.duration` by `llama.batch.width`): their tokens a second %.2f× a single sequence's or less; information",
-		batchSteps, batchOne, 100/batchGainMax, batchGainMax),
-	Says:  "the cost of a step of each width against a step of one, what the wider steps bought where some did, and what llama.cpp's CPU matmuls do below four sequences",
-	apply: batchingLittle,
+	ID:         "batching-little",
+	Name:       "batching buys little",
+	Fires:      "decode steps of N ≥ 2 sequences ({batchSteps} or more, beside {batchOne} or more steps of one) computed {batchGainMax} a single sequence's tokens a second or less at the median (`llama.decode.duration` by `llama.batch.width`); information",
+	Says:       "the cost of a step of each width against a step of one, what the wider steps bought where some did, and what llama.cpp's CPU matmuls do below four sequences",
+	Thresholds: []*Threshold{batchSteps, batchOne, batchGainMax},
+	apply:      batchingLittle,
 }
 
-// batchSteps and batchOne are the steps of a width, and of one sequence, a comparison
-// needs: a median of each, not a moment.
-const (
-	batchSteps = 16
-	batchOne   = 8
+// Thresholds of the batching-little rule.
+var (
+	batchSteps = &Threshold{Name: "batchSteps", Value: 16, Unit: Number,
+		Why: "The steps of a width a comparison needs: a median of them, not a moment. A count of steps, whatever the CPU."}
+	batchOne = &Threshold{Name: "batchOne", Value: 8, Unit: Number,
+		Why: "The steps of one sequence a comparison needs, the yardstick of every width: a median of them, not a moment. A count of steps, whatever the CPU."}
+	batchGainMax = &Threshold{Name: "batchGainMax", Value: 4.0 / 3, Unit: Ratio,
+		Why: "The most tokens a second, over a single sequence's, a width's steps may compute and still have bought little: a step of N sequences at 75% of N steps of one or more (two sequences in 1.5× a step of one, three in 2.25×). " +
+			"A step that reads its weights once for all its sequences, where the weights' reading dominates, costs little more than one: on the test bench, steps of 4 computed 2.1-2.2× a single sequence's tokens, those of 2 and 3 (a sequence at a time) 1.06-1.19×. " +
+			"A ratio of the same run's steps: the CPU's speed scales both, and where its compute rather than its memory bounds the steps, wider ones do buy little, as the finding says."}
 )
-
-// batchGainMax is the most tokens a second, over a single sequence's, a width's steps may
-// compute and still have bought little: a step of N sequences at 75% of N steps of one or
-// more (two sequences in 1.5× a step of one, three in 2.25×). A step that reads its
-// weights once for all its sequences, where the weights' reading dominates, costs little
-// more than one: on the test bench, steps of 4 computed 2.1-2.2× a single sequence's
-// tokens, those of 2 and 3 (a sequence at a time) 1.06-1.19×.
-const batchGainMax = 4.0 / 3
 
 // batchingLittle: steps of several sequences cost about as much as as many steps of one.
 func batchingLittle(p *summary.Process) (summary.Finding, bool) {
 	dec := seen(p, "decode")
-	if dec == nil || len(dec.Widths) < 2 || dec.Widths[0].Width != "1" || dec.Widths[0].Steps < batchOne {
+	if dec == nil || len(dec.Widths) < 2 || dec.Widths[0].Width != "1" || float64(dec.Widths[0].Steps) < batchOne.Value {
 		return summary.Finding{}, false
 	}
 	one := dec.Widths[0]
 	var little, paid []summary.Width
 	for _, w := range dec.Widths[1:] {
-		if w.Steps < batchSteps || w.Cost == 0 {
+		if float64(w.Steps) < batchSteps.Value || w.Cost == 0 {
 			continue
 		}
-		if w.Gain <= batchGainMax {
+		if w.Gain <= batchGainMax.Value {
 			little = append(little, w)
 		} else {
 			paid = append(paid, w)
@@ -116,7 +116,7 @@ func batchingLittle(p *summary.Process) (summary.Finding, bool) {
 		return summary.Finding{}, false
 	}
 	w := little[0]
-	f := summary.Finding{ID: "batching-little", Severity: summary.Info,
+	f := summary.Finding{Severity: summary.Info,
 		Title: fmt.Sprintf("Decode steps of %s sequences cost %.2f× a step of one: %.2f× its tokens a second", w.Width, w.Cost, w.Gain),
 		Advice: "Computing several sequences in one decode pays where the step reads the model's weights once for all of them; here the steps of these widths cost about as many steps of one, so each request's tokens come slower and the server computes few more. " +
 			"llama.cpp's CPU backend computes the matmuls of weights it repacked for the CPU (Q4_0, IQ4_NL and the like, on x86 and Arm) a sequence at a time below 4 sequences, reading every weight again for each, and 4 at a time from there. " +
@@ -172,7 +172,7 @@ func contextFull(p *summary.Process) (summary.Finding, bool) {
 		}
 		sev = summary.Warning
 	}
-	f := summary.Finding{ID: "context-full", Severity: sev,
+	f := summary.Finding{Severity: sev,
 		Title:    fmt.Sprintf("%d of %d requests reached the end of their context: %s", r.Full, r.Count, what),
 		Advice:   contextAdvice(p, s),
 		Evidence: []string{fmt.Sprintf("the longest sequence held %d KV cells", r.MaxCells)},

@@ -23,24 +23,22 @@ var overCPUsRule = Rule{
 var fewThreadsRule = Rule{
 	ID:   "threads-few",
 	Name: "fewer threads than cores",
-	Fires: fmt.Sprintf("the model computes with fewer threads than the physical cores it may run on (a hybrid CPU's performance cores), %.1f or more of its CPUs sat idle on average while it computed (`profinfer.process.cpus.time`: what other processes kept busy is not free), its threads had their CPUs (not [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share)), and a judged phase spends ≥ 30%% of its op time below half its roof",
-		freeCores),
-	Says:  "the threads, the cores, how many of its CPUs sat idle, and each phase's time per token with a thread on each idle core, estimated op by op: an op's time shrinks with the threads until it meets its roof",
-	apply: fewThreads,
+	Fires: "the model computes with fewer threads than the physical cores it may run on (a hybrid CPU's performance cores) and than its CPU quota, {freeCores} or more of its CPUs sat idle on average while it computed (`profinfer.process.cpus.time`: what other processes kept busy is not free), " +
+		"its threads had their CPUs (not [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share)), and a judged phase spends ≥ {belowRoofShare} of its op time at {belowRoof} of its roof or below",
+	Says:       "the threads, the cores, how many of its CPUs sat idle, and each phase's time per token with a thread on each idle core, estimated op by op: an op's time shrinks with the threads until it meets its roof",
+	Thresholds: []*Threshold{freeCores, belowRoofShare, belowRoof},
+	apply:      fewThreads,
 }
 
-// freeCores is the CPUs, idle beside the model's threads and its neighbours', from which
-// another thread has one of its own: a core half busy with another process shares its
-// time with the thread, and the thread holds up every node.
-const freeCores = 0.5
-
 // Thresholds of the threads rules.
-const (
-	// A phase whose ops below half their roof hold this share of its op time would gain
-	// from more threads.
-	belowRoofShare = 0.3
-	// belowRoof is "below its roof": an op at this share of it or less has room to grow.
-	belowRoof = 0.5
+var (
+	freeCores = &Threshold{Name: "freeCores", Value: 0.5, Unit: Number,
+		Why: "The CPUs, idle beside the model's threads and its neighbours', from which another thread has one of its own: a core half busy with another process shares its time with the thread, and the thread holds up every node. " +
+			"A count of CPUs idle on average, not of their speed."}
+	belowRoofShare = &Threshold{Name: "belowRoofShare", Value: 0.3, Unit: Share,
+		Why: "A phase whose ops below their roof hold this share of its op time or more would gain from more threads, enough to be worth a run to compare. A share of the phase's own op time, whatever the CPU's speed."}
+	belowRoof = &Threshold{Name: "belowRoof", Value: 0.5, Unit: Share,
+		Why: "An op at half its roof or less has room to grow with more threads. The roofs are this machine's, measured, so a share of them means the same on a slower or faster CPU."}
 )
 
 // threadsOption names how p's runtime is told to compute with n threads.
@@ -63,12 +61,6 @@ func plural(n int64, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// oversubscribed says whether p computes with more threads than the CPUs it may run on.
-func oversubscribed(p *summary.Process) bool {
-	c := p.CPUs
-	return c != nil && c.Threads > int64(c.Allowed)
-}
-
 // overCPUs: the model's threads outnumber the CPUs, the cores, or the performance cores
 // the process may run on.
 func overCPUs(p *summary.Process) (summary.Finding, bool) {
@@ -80,19 +72,19 @@ func overCPUs(p *summary.Process) (summary.Finding, bool) {
 	var f summary.Finding
 	switch {
 	case c.Threads > int64(c.Allowed):
-		f = summary.Finding{ID: "threads-over-cpus", Severity: summary.Warning,
+		f = summary.Finding{Severity: summary.Warning,
 			Title: fmt.Sprintf("%d threads on %s: the model's threads take turns on them", c.Threads, plural(int64(c.Allowed), "CPU")),
 			Advice: wait + "with more threads than CPUs, a thread without one holds every node up, while the others spin at the barrier on the CPUs it needs. " +
 				fmt.Sprintf("Run with %s, the CPUs it may use. ", threadsOption(p, c.Allowed)) + starvedNote,
 		}
 	case c.Threads > int64(c.Cores):
-		f = summary.Finding{ID: "threads-over-cpus", Severity: summary.Info,
+		f = summary.Finding{Severity: summary.Info,
 			Title: fmt.Sprintf("%d threads on %d physical cores: SMT siblings share a core", c.Threads, c.Cores),
 			Advice: wait + "two threads on one core's SMT siblings share its vector units and caches, and each runs slower than a thread with a core of its own. " +
 				fmt.Sprintf("Try %s, one a core, and compare (profinfer compare): the matmuls usually run as fast or faster.", threadsOption(p, c.Cores)),
 		}
 	case c.Performance > 0 && c.Threads > int64(c.Performance) && c.Allowed > c.Performance:
-		f = summary.Finding{ID: "threads-over-cpus", Severity: summary.Info,
+		f = summary.Finding{Severity: summary.Info,
 			Title: fmt.Sprintf("%d threads on a hybrid CPU with %d performance cores: efficient cores hold each node up", c.Threads, c.Performance),
 			Advice: wait + "a thread on an efficient core is the slowest at every node. " +
 				fmt.Sprintf("Try %s on the performance cores alone (taskset, or --cpu-mask with llama.cpp's tools), and compare (profinfer compare).", threadsOption(p, c.Performance)),
@@ -136,7 +128,7 @@ func fewThreads(p *summary.Process) (summary.Finding, bool) {
 	if c.Measured {
 		free = min(free, c.Idle)
 	}
-	if free < freeCores {
+	if free < freeCores.Value {
 		return summary.Finding{}, false
 	}
 	to := min(c.Threads+int64(math.Round(free)), int64(cores))
@@ -147,7 +139,7 @@ func fewThreads(p *summary.Process) (summary.Finding, bool) {
 			continue
 		}
 		g, room := moreThreads(ph, float64(c.Threads), float64(to))
-		if room < belowRoofShare || g == nil {
+		if room < belowRoofShare.Value || g == nil {
 			continue
 		}
 		if best == nil || g.Saved > best.Saved {
@@ -161,7 +153,7 @@ func fewThreads(p *summary.Process) (summary.Finding, bool) {
 	if to < int64(cores) {
 		idle = fmt.Sprintf("%.1f of its CPUs sat idle", free)
 	}
-	f := summary.Finding{ID: "threads-few", Severity: summary.Warning,
+	f := summary.Finding{Severity: summary.Warning,
 		Title: fmt.Sprintf("%s on %d %s: %s", plural(c.Threads, "thread"), cores, kind, idle),
 		Advice: fmt.Sprintf("The model's threads had their CPUs, and its ops ran below their roofs: more threads would compute them faster. "+
 			"Run with %s, one a core left free, if nothing else needs those cores.", threadsOption(p, int(to))),
@@ -198,7 +190,7 @@ func moreThreads(ph *summary.Phase, from, to float64) (*summary.Gain, float64) {
 			then += o.Share
 		default:
 			then += o.Share * max(from/to, min(o.PeakFrac, 1))
-			if o.PeakFrac <= belowRoof {
+			if o.PeakFrac <= belowRoof.Value {
 				below += o.Share
 			}
 		}
