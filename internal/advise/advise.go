@@ -26,7 +26,7 @@ type Rule struct {
 	ID    string
 	Name  string // the finding's name in the docs
 	Fires string // when it fires, each threshold named as {Name}: FiresText writes them in
-	Says  string // what the finding says
+	Says  string // what the finding says, thresholds named as in Fires
 	// Thresholds are the limits the function compares with, package variables it reads.
 	Thresholds []*Threshold
 	DefersTo   []Defer // the rules whose findings leave its out
@@ -52,6 +52,7 @@ const (
 	Number              // a count or another plain figure, whose noun the text gives: 8
 	Tokens              // 32 tokens
 	Cells               // the KV cache's: 512 KV cells
+	Micro               // seconds written in µs: 5e-05 is 50 µs
 )
 
 // suffixes are what follows a value written as a plain number, by its unit.
@@ -64,6 +65,8 @@ func (t Threshold) String() string {
 		return fmt.Sprintf("%.3g%%", 100*t.Value)
 	case Ratio:
 		return fmt.Sprintf("%.3g×", t.Value)
+	case Micro:
+		return fmt.Sprintf("%.3g µs", 1e6*t.Value)
 	}
 	return strconv.FormatFloat(t.Value, 'f', -1, 64) + suffixes[t.Unit]
 }

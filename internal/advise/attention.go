@@ -16,8 +16,8 @@ var attentionRule = Rule{
 	Name: "attention grows with the context",
 	Fires: "decode's attention (`FLASH_ATTN_EXT`, or with flash attention off its matmuls over the KV cache, `MUL_MAT KV …`, and `SOFT_MAX`) takes ≥ {attentionShare} of a traced decode graph's time at a depth of {longContext} or more (`ggml.graph.kv_cells`), " +
 		"the deepest traced one, which must reach {deepestShare} of the depth of the phase's deepest decode (sampling windows trace a decode at each depth band); information, a warning from {attentionWarn}",
-	Says:       "the attention's share at the depth traced, its time a token and how fast that grows with the depth (the line through every one-token decode's time against its depth, traced or not, where they span 256 cells or more), whether flash attention is on, and what slows the growth in the runtime's words: a quantised KV cache, flash attention (to compare: on a CPU it is not always faster), a shorter context",
-	Thresholds: []*Threshold{attentionShare, longContext, deepestShare, attentionWarn},
+	Says:       "the attention's share at the depth traced, its time a token and how fast that grows with the depth (the line through every one-token decode's time against its depth, traced or not, where they span {depthRange} or more), whether flash attention is on, and what slows the growth in the runtime's words: a quantised KV cache, flash attention (to compare: on a CPU it is not always faster), a shorter context",
+	Thresholds: []*Threshold{attentionShare, longContext, deepestShare, attentionWarn, depthRange},
 	apply:      longAttention,
 }
 
@@ -31,6 +31,9 @@ var (
 	longContext = &Threshold{Name: "longContext", Value: 512, Unit: Cells,
 		Why: "The depth from which a decode's attention is judged: a context shorter than this is rarely the one to shorten, and its attention rarely a tenth of the token. " +
 			"A depth, not a time: how much of the token the attention takes is attentionShare's to judge."}
+	depthRange = &Threshold{Name: "depthRange", Value: summary.MinDepthRange, Unit: Cells,
+		Why: "The depths the one-token decodes must span for the line through their times to say how a token grows with depth (summary.MinDepthRange, which fits it): a token's time spreads by some 10% graph to graph, and fewer cells add as little. " +
+			"Cells, not time: the line's slope is in this run's own milliseconds."}
 	deepestShare = &Threshold{Name: "deepestShare", Value: 0.5, Unit: Share,
 		Why: "The deepest traced decode must reach this share of the depth of the phase's deepest decode to stand for the phase: a graph traced shallower (llama-bench's warm-up token at depth 0 beside its decodes at 2048) understates the attention of the decodes the phase is made of. " +
 			"A share of depths, not of time."}

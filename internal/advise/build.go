@@ -12,12 +12,18 @@ import (
 // The build: what the CPU backend was compiled for, against the CPU it runs on.
 
 var simdRule = Rule{
-	ID:    "simd-narrow",
-	Name:  "build narrower than the CPU",
-	Fires: "the CPU backend was built for narrower SIMD than the CPU has (`ggml.cpu.simd` below `host.cpu.simd`), and a judged op ran under half its roof for it (the op table's `simd` verdict)",
-	Says:  "the build's SIMD and the CPU's, the ops it held back and their share, and the build to run instead: a CPU variant or a native build; for Ollama, the runner's library",
-	apply: narrowSIMD,
+	ID:         "simd-narrow",
+	Name:       "build narrower than the CPU",
+	Fires:      "the CPU backend was built for narrower SIMD than the CPU has (`ggml.cpu.simd` below `host.cpu.simd`), and a judged op ran under {simdBelow} of its roof for it (the op table's `simd` verdict)",
+	Says:       "the build's SIMD and the CPU's, the ops it held back and their share, and the build to run instead: a CPU variant or a native build; for Ollama, the runner's library",
+	Thresholds: []*Threshold{simdBelow},
+	apply:      narrowSIMD,
 }
+
+// simdBelow is the summary's: it gives the op its verdict.
+var simdBelow = &Threshold{Name: "simdBelow", Value: summary.SIMDBelow, Unit: Share,
+	Why: "The roof is measured with the widest vectors the CPU has, out of a narrower build's kernels' reach: a native build's decode matmuls stream their weights at some 60% of the bandwidth roof on the test bench's machines, a baseline build's at 10%. " +
+		"A share of this machine's own roof (summary.SIMDBelow, which judges the op)."}
 
 // narrowSIMD: the CPU backend leaves the CPU's wider vectors unused, and ops show it.
 func narrowSIMD(p *summary.Process) (summary.Finding, bool) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/profinfer/profinfer/internal/events"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -14,15 +15,17 @@ import (
 var recomputedRule = Rule{
 	ID:   "prompt-recomputed",
 	Name: "prompt cache not reused",
-	Fires: "{recomputedMin} requests or more computed their prompt's first 64 tokens (`llama.request.prompt.prefix_hash`) where an earlier request of the process had computed the same, the cache not cleared between them: " +
+	Fires: "{recomputedMin} requests or more computed their prompt's first {prefixTokens} (`llama.request.prompt.prefix_hash`) where an earlier request of the process had computed the same, the cache not cleared between them: " +
 		"information, a warning from {recomputedWarn} of prefill a request recomputed (from {recomputedWarnTokens} where prefill's rate is not known)",
 	Says:       "how many requests computed a prompt start again, the tokens the earlier requests held that they recomputed, what it cost their time to first token, and why a server does it in its own words: `cache_prompt` off, the request sent to another slot (`id_slot`, more slots than conversations), the prompt's start changed (a timestamp early in the system prompt), `--cache-reuse`; for Ollama, `keep_alive` and `OLLAMA_NUM_PARALLEL`",
-	Thresholds: []*Threshold{recomputedMin, recomputedWarn, recomputedWarnTokens},
+	Thresholds: []*Threshold{recomputedMin, recomputedWarn, recomputedWarnTokens, prefixTokens},
 	apply:      recomputedPrompts,
 }
 
 // Thresholds of the prompt-recomputed rule.
 var (
+	prefixTokens = &Threshold{Name: "prefixTokens", Value: events.PrefixTokens, Unit: Tokens,
+		Why: "How much of a prompt's start the probe hashes (events.PrefixTokens): a system prompt and a conversation's first turn are longer, and two different prompts rarely share as much. Tokens, whatever the CPU."}
 	recomputedMin = &Threshold{Name: "recomputedMin", Value: 2, Unit: Number,
 		Why: "The requests that must have recomputed a start: one alone may be a conversation picked up after another filled its slot. A count of requests, whatever the CPU."}
 	recomputedWarn = &Threshold{Name: "recomputedWarn", Value: 0.5, Unit: Seconds,

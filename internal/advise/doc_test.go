@@ -25,7 +25,7 @@ func table() string {
 	var b strings.Builder
 	b.WriteString("| finding (id) | fires when | says | gives way to |\n|---|---|---|---|\n")
 	for _, r := range Rules {
-		b.WriteString("| " + r.Name + " (`" + r.ID + "`) | " + r.FiresText() + " | " + r.Says + " | " + defersText(r) + " |\n")
+		b.WriteString("| " + r.Name + " (`" + r.ID + "`) | " + r.FiresText() + " | " + r.render(r.Says) + " | " + defersText(r) + " |\n")
 	}
 	return b.String()
 }
@@ -110,7 +110,7 @@ var placeholder = regexp.MustCompile(`\{([^{}]*)\}`)
 
 // TestRulesData holds each rule's data whole: what the docs render and Findings applies.
 // A threshold the text names is one the rule lists, and one it lists the text names (in
-// Fires, or in a Defer's When); each has its reason; a Defer names a rule there is.
+// Fires, Says or a Defer's When); each has its reason; a Defer names a rule there is.
 func TestRulesData(t *testing.T) {
 	ids := map[string]bool{}
 	names := map[string]*Threshold{}
@@ -123,7 +123,7 @@ func TestRulesData(t *testing.T) {
 		}
 		ids[r.ID] = true
 		named := map[string]bool{}
-		texts := []string{r.Fires}
+		texts := []string{r.Fires, r.Says}
 		for _, d := range r.DefersTo {
 			texts = append(texts, d.When)
 		}
@@ -137,7 +137,7 @@ func TestRulesData(t *testing.T) {
 		}
 		for _, th := range r.Thresholds {
 			if !named[th.Name] {
-				t.Errorf("%s lists threshold %q, which neither its Fires nor a Defer's When names", r.ID, th.Name)
+				t.Errorf("%s lists threshold %q, which neither its Fires, its Says nor a Defer's When names", r.ID, th.Name)
 			}
 			if th.Name == "" || strings.TrimSpace(th.Why) == "" || strings.Contains(th.Why, "|") {
 				t.Errorf("%s's threshold %q lacks its name or its why, or has a | in its why, which would break the table", r.ID, th.Name)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -14,6 +15,12 @@ import (
 var (
 	memoryBoundFraction = &Threshold{Name: "memoryBoundFraction", Value: 0.8, Unit: Share,
 		Why: "Decode matmuls at this share of their roofs (memory's bandwidth for the weights, measured on this machine) have little left to gain from more threads. A share of the machine's own roofs."}
+	// The roofline's own, which give the op its verdict.
+	overheadBelow = &Threshold{Name: "overheadBelow", Value: roofline.OverheadBelow, Unit: Share,
+		Why: "Under a tenth of its roof, an op's time is not its kernel's work. A share of this machine's own roofs (roofline.OverheadBelow)."}
+	overheadCall = &Threshold{Name: "overheadCall", Value: roofline.OverheadCall, Unit: Micro,
+		Why: "In a call this short, a node's fixed cost (its dispatch and the barrier that ends it, some microseconds) is most of its time (roofline.OverheadCall). " +
+			"A time: a slower CPU's calls are longer, and its fixed cost with them, so the same op is judged alike on either."}
 	overheadShare = &Threshold{Name: "overheadShare", Value: 0.05, Unit: Share,
 		Why: "An overhead-bound op with a twentieth of a phase's graph time is worth fusing or batching; below it, one of many small ops. A share of the same phase's time."}
 )
@@ -65,10 +72,10 @@ func memoryBound(p *summary.Process) (summary.Finding, bool) {
 var overheadRule = Rule{
 	ID:   "overhead-bound",
 	Name: "overhead-bound op",
-	Fires: "an op with ≥ {overheadShare} of a phase's graph time is [judged](roofline.md#the-roofline) `overhead`: under 10% of its roof in calls of under 50 µs, its threads on their CPUs " +
+	Fires: "an op with ≥ {overheadShare} of a phase's graph time is [judged](roofline.md#the-roofline) `overhead`: under {overheadBelow} of its roof in calls of under {overheadCall}, its threads on their CPUs " +
 		"(with the scheduler layer, off them under {contentionShare} of their node time)",
 	Says:       "dispatch and synchronisation dominate",
-	Thresholds: []*Threshold{overheadShare, contentionShare},
+	Thresholds: []*Threshold{overheadShare, overheadBelow, overheadCall, contentionShare},
 	apply:      overhead,
 }
 

@@ -147,18 +147,18 @@ func (d *depthSums) add(cells int64, secs float64) {
 	d.x, d.y, d.xx, d.xy = d.x+x, d.y+secs, d.xx+x*x, d.xy+x*secs
 }
 
-// Below minDepthGraphs graphs, or a range of minDepthRange cells, the line is noise: a
+// Below minDepthGraphs graphs, or a range of MinDepthRange cells, the line is noise: a
 // token's time spreads by some 10% graph to graph, and a few hundred cells add as little.
 const (
 	minDepthGraphs = 16
-	minDepthRange  = 256
+	MinDepthRange  = 256
 )
 
 // view is the fitted line; nil over too few graphs or too narrow a range.
 func (d *depthSums) view() *DepthFit {
 	n := float64(d.n)
 	den := n*d.xx - d.x*d.x
-	if d.n < minDepthGraphs || d.maxCells-d.minCells < minDepthRange || den <= 0 {
+	if d.n < minDepthGraphs || d.maxCells-d.minCells < MinDepthRange || den <= 0 {
 		return nil
 	}
 	slope := (n*d.xy - d.x*d.y) / den

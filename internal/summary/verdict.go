@@ -39,11 +39,11 @@ const (
 	minOpSeconds = 200e-6
 )
 
-// simdBelow is the fraction of its roof under which an op of a build without vector
+// SIMDBelow is the fraction of its roof under which an op of a build without vector
 // instructions its CPU has is judged by that: the roof is measured with the widest, out
 // of its kernels' reach. A native build's decode matmuls stream their weights at some
 // 60% of the bandwidth roof on the test bench's machines; a baseline build's at 10%.
-const simdBelow = 0.5
+const SIMDBelow = 0.5
 
 // lacks says whether the build leaves out vector instructions the CPU has.
 func (s SIMD) lacks() bool { return simd.Narrower(s.Build, s.Host) }
@@ -127,7 +127,7 @@ func (ph *Phase) judgeOp(o *Op, simd SIMD) (bound, why string) {
 	switch {
 	case o.PeakFrac < roofline.OverheadBelow && o.MeanUS/1e6 < roofline.OverheadCall:
 		return BoundOverhead, fmt.Sprintf("%s in calls of %.1f µs: a node's dispatch and barrier are most of such a call", at, o.MeanUS)
-	case simd.lacks() && o.PeakFrac < simdBelow:
+	case simd.lacks() && o.PeakFrac < SIMDBelow:
 		return BoundSIMD, fmt.Sprintf("%s, in a build for %s on a CPU with %s", at, simd.Build, simd.Host)
 	case o.PeakFrac >= roofline.OverheadBelow:
 		return o.Roof, at
