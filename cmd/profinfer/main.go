@@ -7,6 +7,8 @@
 //	profinfer compare [-o DIR] [-phase P] A B
 //	                                    what changed from recording A to B, per token,
 //	                                    split over the ops (docs/compare.md)
+//	profinfer roofs [-state FILE]       this machine's roofs, measured now while its CPUs
+//	                                    are idle and kept for the collector
 //
 // Run it with `go run ./cmd/profinfer report profinfer-output.pb`.
 package main
@@ -23,6 +25,11 @@ const usage = `usage:
                                       B against A: what differs in the setup, the time
                                       per token, its change split over the ops with an
                                       interval and a verdict; DIR/compare.json
+  profinfer roofs [-state FILE] [-probe D]
+                                      this machine's roofs, measured now as the
+                                      collector measures them at its start, and kept in
+                                      its state file (default /var/lib/profinfer/
+                                      roofline.json): run it while the CPUs are idle
 FILE is the collector's file exporter output (format: proto or json); - reads standard
 input.
 A and B are each FILE[,FILE...][@pid=N|exe=NAME][,from=T][,to=T]: files of one
@@ -45,6 +52,8 @@ func main() {
 		err = dotCmd(os.Args[2:])
 	case "compare":
 		err = compareCmd(os.Args[2:])
+	case "roofs":
+		err = roofsCmd(os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
