@@ -52,4 +52,3 @@ func describeRoofs(r roofline.Roofs, state string) string {
 	fmt.Fprintf(&b, "  DRAM %.1f GB/s", r.Bandwidth/1e9)
 	return b.String()
 }
-
