@@ -392,6 +392,23 @@ until_ok() {
 		sleep 0.5
 	done
 }
+# stop PID NAME LOG: SIGTERM, and where the process has not ended 60 s later, what it was
+# doing (its log's end, its threads' kernel waits) before SIGKILL: a hang fails the run
+# saying where, not at the test's timeout.
+alive() { s=$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null) && [ "$s" != Z ]; }
+stop() {
+	kill $1
+	n=120
+	while alive $1 && [ $n -gt 0 ]; do n=$((n - 1)); sleep 0.5; done
+	if alive $1; then
+		echo "$2 had not ended 60 s after SIGTERM; its log's end:"
+		tail -30 $3
+		for t in /proc/$1/task/*; do echo "thread $(cat $t/comm): $(cat $t/wchan) $(cut -d' ' -f3 $t/stat)"; done
+		kill -9 $1
+		hung=1
+	fi
+	wait $1
+}
 tab=$(printf '\t')
 attached() { grep "${tab}attached${tab}" collector.log | grep -q "\"pid\": $1,"; }
 # hold PID: stop a process just started, and let it go once the collector attached.
@@ -412,7 +429,7 @@ collect() {
 	# A metrics export (collection_interval: 10s) with everything, before the shutdown,
 	# which under emulation may outlast the exporters' grace.
 	sleep 11
-	kill $collector; wait $collector
+	stop $collector collector collector.log
 	echo "$1 $2: collector exited $?"
 }
 
@@ -433,16 +450,16 @@ llama_server() {
 	sleep 0.3
 	hold $server
 	until_ok 120 wget -q -O /dev/null http://127.0.0.1:8080/health || cat server.log
-	wget -q -O completion.json --header 'Content-Type: application/json' \
+	timeout 180 wget -q -O completion.json --header 'Content-Type: application/json' \
 		--post-data '{"prompt":"Once upon a time","n_predict":8,"temperature":0,"ignore_eos":true}' http://127.0.0.1:8080/completion ||
-		echo "request failed"
+		{ echo "request failed or timed out"; tail -20 server.log; tail -20 collector.log; }
 	# The request ends when its slot has been idle for a second.
 	sleep 3
 	# The quota is read at a metrics export, while the server lives.
 	if [ "${PWD##*/}" = default-llama-server ]; then
 		until_ok 30 grep -q profinfer.cgroup.cpu.limit profinfer-output.pb || echo "no quota exported"
 	fi
-	kill $server; wait $server
+	stop $server llama-server server.log
 }
 
 for cfg in default full; do
@@ -453,6 +470,7 @@ llama_bench_moe() { MODEL=tiny-moe llama_bench; }
 if [ -f /models/tiny-moe.gguf ]; then
 	collect full llama-bench-moe
 fi
+exit ${hung:-0}
 `
 
 // BenchmarkKernelWindows measures what a sampling window costs the model in each kernel
