@@ -48,7 +48,6 @@ type out struct {
 type judge struct {
 	cfg    *Config
 	set    connector.Settings
-	log    *zap.Logger
 	forget func()
 
 	mu        sync.Mutex // guards what follows; the connectors consume while the ticker judges
@@ -66,7 +65,7 @@ type judge struct {
 }
 
 func newJudge(set connector.Settings, cfg *Config, forget func()) *judge {
-	return &judge{cfg: cfg, set: set, log: set.Logger, forget: forget, agg: summary.New(), resources: map[string]pcommon.Resource{},
+	return &judge{cfg: cfg, set: set, forget: forget, agg: summary.New(), resources: map[string]pcommon.Resource{},
 		said: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -193,7 +192,7 @@ func (j *judge) run() {
 			return
 		case <-t.C:
 			if err := j.emit(context.Background()); err != nil {
-				j.log.Warn("findings not accepted by the pipeline", zap.Error(err))
+				j.set.Logger.Warn("findings not accepted by the pipeline", zap.Error(err))
 			}
 		}
 	}

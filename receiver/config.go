@@ -12,6 +12,7 @@ import (
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/perfcount"
 	"github.com/profinfer/profinfer/internal/profiler"
+	"github.com/profinfer/profinfer/internal/roofline"
 )
 
 // ErrorMode says what the receiver does when it cannot attach its probes to
@@ -118,9 +119,6 @@ type RooflineConfig struct {
 	StateFile string `mapstructure:"state_file"`
 }
 
-// defaultStateFile is where a root collector keeps state, as other daemons do.
-const defaultStateFile = "/var/lib/profinfer/roofline.json"
-
 // SpansConfig controls span emission.
 type SpansConfig struct {
 	// Nodes emits one span per computed graph node.
@@ -152,7 +150,7 @@ func createDefaultConfig() component.Config {
 		CollectionInterval:   defaultCollectionInterval,
 		Nodes:                NodesConfig{Mode: profiler.NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 1},
 		Spans:                SpansConfig{Nodes: true, SampleEvery: 1},
-		Roofline:             RooflineConfig{Enabled: true, ProbeDuration: 400 * time.Millisecond, StateFile: defaultStateFile},
+		Roofline:             RooflineConfig{Enabled: true, ProbeDuration: roofline.DefaultProbe, StateFile: roofline.DefaultStateFile},
 		Layers:               LayersConfig{Application: true, Runtime: true, Connections: true},
 		RingBufferSize:       defaultRingBufferSize,
 		ErrorMode:            ErrorModeIgnore,

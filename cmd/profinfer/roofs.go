@@ -20,8 +20,8 @@ import (
 // collector that first starts beside busy CPUs keeps provisional ones until an idle start.
 func roofsCmd(args []string) error {
 	fs := flag.NewFlagSet("roofs", flag.ContinueOnError)
-	state := fs.String("state", "/var/lib/profinfer/roofline.json", "the state file, the receiver's roofline.state_file")
-	probe := fs.Duration("probe", 400*time.Millisecond, "the most the measurement takes, the receiver's roofline.probe_duration")
+	state := fs.String("state", roofline.DefaultStateFile, "the state file, the receiver's roofline.state_file")
+	probe := fs.Duration("probe", roofline.DefaultProbe, "the most the measurement takes, the receiver's roofline.probe_duration")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

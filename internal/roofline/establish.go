@@ -37,6 +37,13 @@ type Roofs struct {
 	Provisional bool      // measured beside other work; the next idle start replaces them
 }
 
+// The defaults of where roofs are kept and how long they take, the receiver's and the
+// CLI's alike: a root collector keeps state where other daemons do.
+const (
+	DefaultStateFile = "/var/lib/profinfer/roofline.json"
+	DefaultProbe     = 400 * time.Millisecond
+)
+
 // EstablishConfig says where the roofs come from.
 type EstablishConfig struct {
 	Peaks     Peaks         // configured; zero fields are measured
