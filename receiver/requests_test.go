@@ -285,14 +285,20 @@ func tally(t *testing.T, traces []ptrace.Traces, each func(span)) (n, in, out in
 func checkNodeRequests(t *testing.T, traces []ptrace.Traces, repeat, tokens int) {
 	t.Helper()
 	late := 0
+	var seen []span
 	n, _, out := tally(t, traces, func(sp span) {
 		if attrInt(sp, "llama.request.prompt_tokens") == 1 {
 			late++
 		}
+		seen = append(seen, sp)
 	})
 	if n != repeat || out != tokens || late > 0 {
 		t.Errorf("%d requests generating %d tokens (%d begun before the probes); the driver ran %d generating %d",
 			n, out, late, repeat, tokens)
+		for _, sp := range seen {
+			t.Logf("request %d-%d: %d prompt, %d output tokens, ended %v", sp.start, sp.end,
+				attrInt(sp, "llama.request.prompt_tokens"), attrInt(sp, "gen_ai.usage.output_tokens"), sp.attrs["llama.request.end"])
+		}
 	}
 }
 

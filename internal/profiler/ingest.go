@@ -33,6 +33,7 @@ type ingest struct {
 	acc         *signals.Metrics
 	pending     ptrace.Traces
 	pendingFull bool   // pending holds maxPending spans or more
+	read        uint64 // every record stamped before it was read (CLOCK_MONOTONIC)
 	seen        uint64 // decodes and loose graphs offered for spans, for span sampling
 	traced      uint64 // graphs traced node by node
 	tele        signals.Telemetry

@@ -39,6 +39,7 @@ func (p *Profiler) readLoop() {
 		case errors.Is(err, ringbuf.ErrClosed):
 			return
 		case errors.Is(err, ringbuf.ErrFlushed):
+			in.caughtUp()
 			p.reap()
 			select {
 			case <-p.stop: // Shutdown flushed: everything submitted has been read
@@ -46,6 +47,7 @@ func (p *Profiler) readLoop() {
 			default:
 			}
 		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringread.ErrWoken):
+			in.caughtUp()
 		case err != nil:
 			p.log.Warn("reading the ring buffer", zap.Error(err))
 		default:
@@ -54,6 +56,7 @@ func (p *Profiler) readLoop() {
 				break
 			}
 			in.tele.EventsReceived++
+			in.read = max(in.read, ev.TS)
 			in.dispatch(&ev)
 			p.post()
 			if in.pendingFull {

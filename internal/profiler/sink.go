@@ -160,10 +160,14 @@ func (s sink) keep() bool {
 	return (s.in.seen-1)%uint64(s.in.cfg.SampleEvery) == 0
 }
 
-// sweepRequests ends the requests that are over by now: rewound since their last decode,
-// or idle.
+// caughtUp notes that the ring held no record: every one stamped before now was read.
+func (in *ingest) caughtUp() { in.read = monotonic() }
+
+// sweepRequests ends the requests that are over by the time every record stamped before
+// was read: rewound since their last decode, or idle. Not by the clock: most records wake
+// no one, so the ring holds up to a tick of decodes when the reader wakes and sweeps.
 func (in *ingest) sweepRequests() {
-	in.ended = in.reqs.Sweep(monotonic(), func(pid uint32) bool {
+	in.ended = in.reqs.Sweep(in.read, func(pid uint32) bool {
 		tr := in.procs[int(pid)]
 		return tr != nil && !tr.looking && !in.asm.Decoding(pid)
 	}, in.ended[:0])
