@@ -5,26 +5,44 @@ package receiver
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/profinfer/profinfer/internal/advise"
 	"github.com/profinfer/profinfer/internal/gguf"
+	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
 // MoE routing read from the ids of MUL_MAT_ID nodes, on llama-server: in every MoE layer
 // the selections add up exactly to the tokens it routed (in traced graphs) times the
-// experts used per token, and each MUL_MAT_ID span carries its tokens' experts.
+// experts used per token, and each MUL_MAT_ID span carries its tokens' experts. moe-uneven
+// names the routing of moe-q4_0, whose router sends every token to the same two experts
+// of 8, and of moe-hot, whose router favours two (about a third of the tokens each); it is
+// silent on moe-even's random router, beside a busy loop too, and on tiny-moe's, which
+// uses both its experts for every token.
 func TestE2EMoE(t *testing.T) {
 	e := testbench.Require(t)
-	for _, model := range []string{"tiny-moe", "moe-q4_0"} {
+	for _, tc := range []struct {
+		model          string
+		uneven, beside bool
+	}{{"tiny-moe", false, false}, {"moe-even", false, true}, {"moe-hot", true, false}, {"moe-q4_0", true, false}} {
+		model := tc.model
 		t.Run(model, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			layers, used, experts := modelShape(t, e.Model(model))
+			if tc.beside {
+				hog, err := testbench.Start("sh", "-c", "while :; do :; done")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer hog.Stop()
+			}
 			c := startCollector(t, ctx, e.Bin("llama-server"), "nodes: {mode: all}")
 			started := time.Now()
 			srv, err := e.StartServer(ctx, e.Bin("llama-server"), model, 2)
@@ -33,14 +51,47 @@ func TestE2EMoE(t *testing.T) {
 			}
 			defer srv.Stop()
 			waitLogged(t, c, "attached", srv.PID(), started, 30*time.Second)
-			if _, err := srv.Complete(ctx, "Once upon a time", 8); err != nil {
+			// Some 70 tokens routed: where routing is even, a layer's selections vary by
+			// chance alone some 0.2 (their coefficient of variation), well below the rule's.
+			if _, err := srv.Complete(ctx, "Once upon a time", 64); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1500 * time.Millisecond) // one collection interval, for the metrics
 			traces, metrics := c.stop(t)
 
 			checkMoE(t, traces, metrics, layers, used, experts)
+			checkUneven(t, summarize(t, c.out), tc.uneven)
 		})
+	}
+}
+
+// checkUneven checks that moe-uneven names the process's routing where it is uneven,
+// with its busiest expert's share, and is silent where it is not.
+func checkUneven(t *testing.T, v *summary.View, uneven bool) {
+	t.Helper()
+	advise.Annotate(v)
+	if len(v.Processes) != 1 {
+		t.Fatalf("%d processes in the summary, want the workload's", len(v.Processes))
+	}
+	p := v.Processes[0]
+	worst := 0.0
+	for _, l := range p.MoE {
+		worst = max(worst, l.Imbalance)
+	}
+	var f summary.Finding
+	for _, x := range p.Findings {
+		if x.ID == "moe-uneven" {
+			f = x
+		}
+	}
+	t.Logf("%d MoE layers, the most uneven %.2f; moe-uneven %q %q", len(p.MoE), worst, f.Title, f.Evidence)
+	switch {
+	case len(p.MoE) == 0:
+		t.Error("no MoE layer in the summary")
+	case uneven && (f.ID == "" || !strings.Contains(strings.Join(f.Evidence, "\n"), "its busiest expert took")):
+		t.Errorf("routing at most %.2f uneven, and moe-uneven %q %q; want it, with the busiest expert's share", worst, f.Title, f.Evidence)
+	case !uneven && f.ID != "":
+		t.Errorf("routing at most %.2f uneven, and moe-uneven: %q %q", worst, f.Title, f.Evidence)
 	}
 }
 

@@ -158,12 +158,14 @@ func TestE2EReleases(t *testing.T) {
 			defer cancel()
 			layers, used, experts := modelShape(t, e.Model("moe-q4_0"))
 			c := startCollector(t, ctx, node, "nodes: {mode: all}")
-			if _, err := testbench.Run(ctx, node, driver, e.Model("moe-q4_0"), "8", "2", "1"); err != nil {
+			// 64 tokens: enough selections a layer for moe-uneven to judge its routing.
+			if _, err := testbench.Run(ctx, node, driver, e.Model("moe-q4_0"), "64", "2", "1"); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1500 * time.Millisecond)
 			traces, metrics := c.stop(t)
 			checkMoE(t, traces, metrics, layers, used, experts)
+			checkUneven(t, summarize(t, c.out), true) // moe-q4_0's router, on another runtime
 		})
 	}
 }
@@ -267,12 +269,13 @@ func TestE2EOldStaticBuilds(t *testing.T) {
 			defer cancel()
 			layers, used, experts := modelShape(t, e.Model("moe-q4_0"))
 			c := startCollector(t, ctx, bench, "nodes: {mode: all}")
-			if _, err := testbench.Run(ctx, bench, e.BenchArgs("moe-q4_0", 8, 8, 2, 1, "--delay", "1")...); err != nil {
+			if _, err := testbench.Run(ctx, bench, e.BenchArgs("moe-q4_0", 8, 64, 2, 1, "--delay", "1")...); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1500 * time.Millisecond)
 			traces, metrics := c.stop(t)
 			checkMoE(t, traces, metrics, layers, used, experts)
+			checkUneven(t, summarize(t, c.out), true) // moe-q4_0's router, on another runtime
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/profinfer/profinfer/internal/signals"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -167,7 +168,7 @@ func TestRules(t *testing.T) {
 			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 4, OnCPU: 2.8, Wait: 0.02, Share: 0.7, Judged: true, Starved: true, Lacked: summary.LackedDisk, MajorFaults: 2400}
 		}},
 		{"moe-uneven", func(p *summary.Process) {
-			p.MoE = append(p.MoE, summary.MoELayer{Layer: 1, Selections: []int64{40, 0, 0, 0}, Imbalance: 1.7})
+			p.MoE = append(p.MoE, summary.MoELayer{Layer: 1, Selections: []int64{80, 0, 0, 0}, Imbalance: 1.7})
 		}},
 		{"overhead-bound", func(p *summary.Process) {
 			p.Phases[0].Ops[1].Share = 0.12
@@ -294,6 +295,14 @@ func TestRulesNeedEvidence(t *testing.T) {
 	p.Phases[0].Sched.OffCPU = 1
 	if f := Findings(p); len(f) != 0 {
 		t.Errorf("a verdict from graphs traced beside the collector's attach: %+v", f)
+	}
+	// A short run's last MoE layer, which routes one token a decode: 20 selections over 8
+	// experts vary some 0.59 by chance alone (0.57 here).
+	p = clean()
+	sel := []int64{5, 4, 1, 3, 2, 1, 3, 1}
+	p.MoE = []summary.MoELayer{{Layer: 11, Selections: sel, Imbalance: signals.Imbalance(sel)}}
+	if f := Findings(p); len(f) != 0 {
+		t.Errorf("routing %.2f uneven over %d selections: %+v", p.MoE[0].Imbalance, 20, f)
 	}
 }
 

@@ -11,12 +11,15 @@ import (
 var moeImbalance = &Threshold{Name: "moeImbalance", Value: 0.5, Unit: Number,
 	Why: "A MoE layer whose expert selections vary this much (their coefficient of variation: 0 is even routing) sends most tokens to a few experts, whose weights then set the pace. A figure of the router's choices, which no CPU's speed changes."}
 
+var moeSelections = &Threshold{Name: "moeSelections", Value: 16, Unit: Number,
+	Why: "The selections an expert a layer must have made, on average, to be judged: by chance alone, even routing's counts vary by √((E−1)/n) for n selections over E experts, under 0.25 (half of moeImbalance) from 16 an expert on. A short run's last layer, which routes one token a decode, has 20 over 8 experts at 20 decodes: some 0.59 from chance. A count, which no CPU's speed changes."}
+
 var unevenRule = Rule{
 	ID:         "moe-uneven",
 	Name:       "MoE uneven",
-	Fires:      "a layer's coefficient of variation of expert selections ≥ {moeImbalance}",
+	Fires:      "a layer's coefficient of variation of expert selections (`ggml.moe.imbalance`) ≥ {moeImbalance}, over {moeSelections} selections an expert or more",
 	Says:       "keep the hot experts in the fastest memory",
-	Thresholds: []*Threshold{moeImbalance},
+	Thresholds: []*Threshold{moeImbalance, moeSelections},
 	apply:      uneven,
 }
 
@@ -26,6 +29,13 @@ func uneven(p *summary.Process) (summary.Finding, bool) {
 	n := 0
 	for i := range p.MoE {
 		l := &p.MoE[i]
+		var total int64
+		for _, c := range l.Selections {
+			total += c
+		}
+		if float64(total) < moeSelections.Value*float64(len(l.Selections)) {
+			continue // what chance alone would give
+		}
 		if l.Imbalance >= moeImbalance.Value {
 			n++
 			if worst == nil || l.Imbalance > worst.Imbalance {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/profinfer/profinfer/internal/gguf"
 )
@@ -22,7 +23,28 @@ type Shape struct {
 	Context    uint32
 	Experts    uint32 // 0 for a dense model
 	ExpertsUse uint32
+	Router     Router // how a MoE model's router picks its experts
 }
+
+// Router is how a synthetic MoE model's router (ffn_gate_inp) spreads the tokens.
+type Router int
+
+const (
+	// RouterTied has every expert's row the same (ones, as the norms): the logits tie,
+	// and every token goes to the same experts.
+	RouterTied Router = iota
+	// RouterRandom has random rows, and the experts share the tokens about evenly. Its
+	// model's layers write nothing back to the residual stream (attn_output and
+	// ffn_down_exps are zeros), so each token reaches every router as its own embedding:
+	// with random weights a layer's output is much the same for every token, and a random
+	// router then sends all tokens alike (a coefficient of variation of 1.43, measured).
+	RouterRandom
+	// RouterHot is RouterRandom with the first two experts favoured: every token
+	// embedding holds hotEmbedding in its first dimension, which only their rows weigh,
+	// so their logits lead the others' by about one and a half times a logit's spread,
+	// and they take about a third of the tokens each.
+	RouterHot
+)
 
 // Shapes are the models the test bench writes, by name.
 var Shapes = map[string]Shape{
@@ -33,7 +55,19 @@ var Shapes = map[string]Shape{
 	"llama-128k": {Name: "llama-128k", Embd: 512, Layers: 4, FF: 2048, Heads: 8, KVHeads: 8, Vocab: 128256, Context: 4096},
 	// A mixture of experts of similar per-token cost: 8 experts, 2 used per token.
 	"moe": {Name: "moe", Embd: 2048, Layers: 12, FF: 2048, Heads: 32, KVHeads: 8, Vocab: 32000, Context: 4096, Experts: 8, ExpertsUse: 2},
+	// Small mixtures whose routing is what they are for: even, and two experts favoured.
+	"moe-even": {Name: "moe-even", Embd: 512, Layers: 4, FF: 512, Heads: 8, KVHeads: 8, Vocab: 4096, Context: 4096, Experts: 8, ExpertsUse: 2, Router: RouterRandom},
+	"moe-hot":  {Name: "moe-hot", Embd: 512, Layers: 4, FF: 512, Heads: 8, KVHeads: 8, Vocab: 4096, Context: 4096, Experts: 8, ExpertsUse: 2, Router: RouterHot},
 }
+
+// The constant every token embedding of a RouterHot model holds in its first dimension,
+// and the first two router rows' weight on it. Random weights are within ±0.035 (a spread
+// of 0.02), so a random row's logit spreads 0.02 × 0.02 × √511 ≈ 0.009 over the
+// embedding's other dimensions, and the favoured rows lead by 0.27 × 0.05 ≈ 1.5 times it.
+const (
+	hotEmbedding = 0.27
+	hotRouter    = 0.05
+)
 
 // WriteModel writes s as an F16 GGUF file with random weights. Random weights exercise the
 // same kernels, shapes and types as trained ones; only the generated text is meaningless.
@@ -47,8 +81,17 @@ func WriteModel(path string, s Shape, seed uint64) error {
 	rng := newWeights(seed)
 	err = gguf.Write(out, f, func(i int, w io.Writer) error {
 		t := f.Tensors[i]
-		if t.Type == gguf.F32 { // norms: ones, as initialised in training
+		router := strings.HasSuffix(t.Name, ".ffn_gate_inp.weight")
+		switch {
+		case router && s.Router != RouterTied:
+			return rng.writeRouter(w, t.Shape[0], t.Shape[1], s.Router == RouterHot)
+		case t.Type == gguf.F32: // norms: ones, as initialised in training
 			return writeOnes(w, t.Elements())
+		case t.Name == "token_embd.weight" && s.Router == RouterHot:
+			return rng.writeF16Rows(w, t.Shape[0], t.Shape[1], hotEmbedding)
+		case s.Router != RouterTied && (strings.HasSuffix(t.Name, ".attn_output.weight") || strings.HasSuffix(t.Name, ".ffn_down_exps.weight")):
+			_, err := w.Write(make([]byte, 2*t.Elements())) // F16 zeros
+			return err
 		}
 		return rng.writeF16(w, t.Elements())
 	})
@@ -221,6 +264,46 @@ func (w *weights) writeF16(out io.Writer, n uint64) error {
 	}
 	return nil
 }
+
+// writeF16Rows writes rows random rows of n F16 values, each starting with first.
+func (w *weights) writeF16Rows(out io.Writer, n, rows uint64, first float32) error {
+	buf := make([]byte, 2*n)
+	for range rows {
+		if err := w.writeF16(bytesWriter{buf}, n); err != nil {
+			return err
+		}
+		binary.LittleEndian.PutUint16(buf, f16(first))
+		if _, err := out.Write(buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRouter writes a router of experts rows of n random F32 values; where hot, the
+// first two rows' first value is hotRouter, every other row's 0.
+func (w *weights) writeRouter(out io.Writer, n, experts uint64, hot bool) error {
+	buf := make([]byte, 4*n*experts)
+	for e := range experts {
+		for j := range n {
+			v := (float32(uint16(w.next()))/65535*2 - 1) * 0.035
+			if hot && j == 0 {
+				v = 0
+				if e < 2 {
+					v = hotRouter
+				}
+			}
+			binary.LittleEndian.PutUint32(buf[4*(e*n+j):], math.Float32bits(v))
+		}
+	}
+	_, err := out.Write(buf)
+	return err
+}
+
+// bytesWriter writes into its slice, which must hold what is written.
+type bytesWriter struct{ b []byte }
+
+func (b bytesWriter) Write(p []byte) (int, error) { return copy(b.b, p), nil }
 
 // f16 converts a small float32 to IEEE half precision, flushing subnormals to zero.
 func f16(v float32) uint16 {
