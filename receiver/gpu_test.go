@@ -367,21 +367,61 @@ func TestE2EVulkanPartialOffload(t *testing.T) {
 	}
 }
 
-// Without GGML_VK_VISIBLE_DEVICES, ggml-vulkan skips lavapipe, a CPU-type device, and the
-// process runs on the CPU backend alone though it loaded the Vulkan one: the finding says
-// so.
-func TestE2EVulkanNoDevice(t *testing.T) {
-	// Untraced, the tiny model runs some 500 tokens a second on this CPU: enough of them
-	// that the collector attaches before they are done, however fast the host.
-	traces, _, p := vulkanRun(t, testbench.Vulkan{Model: "tiny-dense", Tokens: 64, Runs: 4, Layers: -1, Threads: 2, HideSoftware: true}, fullTracing)
-	for _, s := range spans(traces) {
-		if s.name == "ggml.backend.graph_compute" && s.attrs["ggml.backend"] != "CPU" {
-			t.Fatalf("a split on %v with no Vulkan device visible", s.attrs["ggml.backend"])
-		}
-	}
-	t.Logf("loaded %v, findings %v", p.Loaded, findingIDs(p))
-	if !fired(p, "device-unused") {
-		t.Errorf("findings %v, want device-unused", findingIDs(p))
+// The offload findings at their other settings, each on a run of its own. Without
+// GGML_VK_VISIBLE_DEVICES, ggml-vulkan skips lavapipe, a CPU-type device, and the process
+// runs on the CPU backend alone though it loaded the Vulkan one; with the device visible
+// and no layer offloaded, the same: device-unused says so. With the MoE model's output
+// layer alone offloaded, its two layers (their experts' MUL_MAT_ID) are left on the CPU:
+// cpu-fallback names them (the dense model's are TestE2EVulkanPartialOffload's). Every
+// layer offloaded beside a busy loop, as lavapipe's threads and ggml's share the cores
+// with it: neither.
+func TestE2EVulkanOffloadFindings(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		v      testbench.Vulkan
+		beside bool
+		want   string // the finding, or "" for none of the offload rules
+	}{
+		// Untraced, the tiny model runs some 500 tokens a second on this CPU: enough of
+		// them that the collector attaches before they are done, however fast the host.
+		{"no device visible", testbench.Vulkan{Model: "tiny-dense", Tokens: 64, Runs: 4, Layers: -1, Threads: 2, HideSoftware: true}, false, "device-unused"},
+		{"no layer offloaded", testbench.Vulkan{Model: "tiny-dense", Tokens: 64, Runs: 4, Layers: 0, Threads: 2}, false, "device-unused"},
+		{"the MoE's layers left", testbench.Vulkan{Model: "tiny-moe", Tokens: 24, Runs: 4, Layers: 1, Threads: 2}, false, "cpu-fallback"},
+		{"every layer, beside a busy loop", testbench.Vulkan{Model: "tiny-dense", Tokens: 24, Runs: 4, Layers: -1, Threads: 2}, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.beside {
+				hog, err := testbench.Start("sh", "-c", "while :; do :; done")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer hog.Stop()
+			}
+			traces, _, p := vulkanRun(t, tc.v, fullTracing)
+			splits := map[any]int{}
+			for _, s := range spans(traces) {
+				if s.name == "ggml.backend.graph_compute" {
+					splits[s.attrs["ggml.backend"]]++
+				}
+			}
+			t.Logf("splits %v; loaded %v, findings %v", splits, p.Loaded, findingIDs(p))
+			for _, id := range []string{"device-unused", "cpu-fallback", "offload-copies"} {
+				if fired(p, id) != (id == tc.want) {
+					t.Errorf("findings %v; of the offload rules want %q alone", findingIDs(p), tc.want)
+					break
+				}
+			}
+			switch tc.want {
+			case "device-unused":
+				if splits["VK"] != 0 {
+					t.Errorf("device-unused, and %d splits on Vulkan", splits["VK"])
+				}
+			case "cpu-fallback":
+				checkDeviceFindings(t, p, "partial")
+			case "":
+				checkDeviceFindings(t, p, "full")
+			}
+		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -346,56 +349,69 @@ service:
 	}
 }
 
-// The findings on real runs: one thread decoding alone on a 2-core machine is not
-// contended, and its threads do not wait at barriers; two threads beside two CPU hogs
-// are, and the finding says so with its figures.
+// The findings on real runs, the scheduler layer's and the barriers' figures on. One
+// thread decoding alone on a 2-core machine is not contended, and has no barrier to wait
+// at; nor beside a busy loop on the other core. barrier-wait names the wait for the
+// slowest thread at its two causes here, each with the finding of its own: two threads
+// with a busy loop on one of their two cores (threads-contended), and three threads on
+// the two cores (threads-over-cpus). Two threads beside two CPU hogs are contended, and
+// the finding says so with its figures.
 func TestE2EFindings(t *testing.T) {
 	env := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := startCollector(t, ctx, env.Bin("llama-bench"), "nodes: {mode: all, barriers: true}, layers: {scheduler: true}")
-	run := func(threads int) {
-		if _, err := env.Bench(ctx, env.BenchArgs("llama-1b-q4_0", 0, 16, threads, 1)...); err != nil {
-			t.Fatal(err)
+	want := map[string][]string{} // the findings each run's process must have, by its title
+	silent := map[string][]string{}
+	run := func(what string, threads, hogs int, findings, not []string) {
+		for i := range hogs { // a busy loop on CPU 1, then 0
+			hog, err := testbench.Start("taskset", "-c", strconv.Itoa(1-i), "sh", "-c", "while :; do :; done")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hog.Stop()
 		}
-	}
-	run(1)
-	for range 2 { // one per core
-		hog, err := testbench.Start("sh", "-c", "while :; do :; done")
+		p, err := testbench.Start(env.Bin("llama-bench"), env.BenchArgs("llama-1b-q4_0", 0, 16, threads, 1)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer hog.Stop()
+		if err := p.Wait(ctx); err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, p.Stderr.String())
+		}
+		title := fmt.Sprintf("llama-bench (pid %d)", p.PID())
+		want[title], silent[title] = append([]string{what}, findings...), not
 	}
-	run(2)
+	run("1 thread alone", 1, 0, nil, []string{"threads-contended", "barrier-wait"})
+	run("1 thread beside a busy loop on the other core", 1, 1, nil, []string{"barrier-wait"})
+	run("2 threads, a busy loop on one of their cores", 2, 1, []string{"threads-contended", "barrier-wait"}, nil)
+	run("3 threads on 2 cores", 3, 0, []string{"threads-over-cpus", "barrier-wait"}, nil)
+	run("2 threads beside two CPU hogs", 2, 2, []string{"threads-contended"}, nil)
 	settle(t, ctx, c.out)
 	v := summarize(t, c.out)
 	advise.Annotate(v)
-	if len(v.Processes) != 2 {
-		t.Fatalf("%d processes, want the two llama-bench runs", len(v.Processes))
-	}
-	fired := func(p *summary.Process) map[string]string {
-		out := map[string]string{}
-		for _, f := range p.Findings {
-			out[f.ID] = strings.Join(f.Evidence, "; ")
-		}
-		return out
+	if len(v.Processes) != len(want) {
+		t.Fatalf("%d processes, want the %d llama-bench runs", len(v.Processes), len(want))
 	}
 	for _, p := range v.Processes {
-		threads := p.Timeline.Threads
-		got := fired(p)
-		t.Logf("%d threads: %v", threads, got)
-		switch threads {
-		case 1:
-			if got["threads-contended"] != "" || got["barrier-wait"] != "" {
-				t.Errorf("alone on the machine, one thread: %v", got)
+		got := map[string]string{}
+		for _, f := range p.Findings {
+			got[f.ID] = strings.Join(f.Evidence, "; ")
+		}
+		w, ok := want[p.Title]
+		if !ok {
+			t.Errorf("%s: not a run of the test's", p.Title)
+			continue
+		}
+		t.Logf("%s: %v", w[0], got)
+		for _, id := range w[1:] {
+			if got[id] == "" {
+				t.Errorf("%s: no %s among %v", w[0], id, slices.Collect(maps.Keys(got)))
 			}
-		case 2:
-			if got["threads-contended"] == "" {
-				t.Errorf("beside two CPU hogs, no contention finding: %v", got)
+		}
+		for _, id := range silent[p.Title] {
+			if got[id] != "" {
+				t.Errorf("%s: %s: %s", w[0], id, got[id])
 			}
-		default:
-			t.Errorf("a timeline of %d threads", threads)
 		}
 	}
 }
