@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,17 +17,19 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/profinfer/profinfer/internal/advise"
+	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
 // The answer on a shared machine, with the default config: llama-bench with two threads
-// alone, beside two CPU hogs, and in a cgroup whose quota is one CPU. Alone, its threads
-// have their CPUs and neither the contention nor the quota finding fires. Beside the
-// hogs, the graphs say the threads lacked the CPU, the ops are starved rather than
-// overhead-bound, and the contention finding fires in place of advice on kernels. Under
-// the quota, the quota finding names the quota, the threads and the throttling. The
-// report's text, report.html and the live page say the same.
+// alone, beside two CPU hogs, and in cgroups whose quotas are one CPU and one and a half.
+// Alone, its threads have their CPUs and neither the contention nor the quota finding
+// fires. Beside the hogs, the graphs say the threads lacked the CPU, the ops are starved
+// rather than overhead-bound, and the contention finding fires in place of advice on
+// kernels. Under a quota, the quota finding names the quota, the threads, the throttling
+// and the threads it supports (-t 1). The report's text, report.html and the live page
+// say the same.
 func TestE2ESharedMachine(t *testing.T) {
 	env := testbench.Require(t)
 	br := testbench.RequireBrowser(t)
@@ -69,6 +72,7 @@ func TestE2ESharedMachine(t *testing.T) {
 		h.Stop()
 	}
 	quota := run(testbench.CPUQuota(t, 1).Command(bench, args...))
+	quota15 := run(testbench.CPUQuota(t, 1.5).Command(bench, args...)) // a share of 0.75 at most
 	settle(t, ctx, out)
 
 	v := summarize(t, out)
@@ -90,7 +94,9 @@ func TestE2ESharedMachine(t *testing.T) {
 		fired := map[string]string{}
 		for _, f := range p.Findings {
 			fired[f.ID] = strings.Join(f.Evidence, "; ")
-			if f.ID == "threads-contended" && f.Severity != "warning" {
+			// Where the test wants it, the contention held throughout the run; a 1.5-CPU
+			// quota's cost 3-5% of the graphs' time, said as information.
+			if f.ID == "threads-contended" && slices.Contains(want, f.ID) && f.Severity != "warning" {
 				t.Errorf("%s: contention throughout the run said as %s: %s", name, f.Severity, fired[f.ID])
 			}
 		}
@@ -126,7 +132,7 @@ func TestE2ESharedMachine(t *testing.T) {
 				starved++
 			}
 		}
-		if want := maxShare < 0.75; c.Starved != want || want && starved < len(decode.Ops) || !want && starved > 0 {
+		if want := maxShare < roofline.StarvedBelow; c.Starved != want || want && starved < len(decode.Ops) || !want && starved > 0 {
 			t.Errorf("%s: phase starved %v, %d of %d ops judged starved; want the phase starved %v, and its ops with it", name, c.Starved, starved, len(decode.Ops), want)
 		}
 		if len(decode.Ops) == 0 {
@@ -134,11 +140,19 @@ func TestE2ESharedMachine(t *testing.T) {
 		}
 	}
 	check(alone, "alone", 0.9, 1, nil, []string{"threads-contended", "threads-blocked", "cpu-quota"})
-	check(contended, "beside two hogs", 0.3, 0.7, []string{"threads-contended"}, []string{"overhead-bound", "cpu-quota"})
+	check(contended, "beside two hogs", 0.3, 0.7, []string{"threads-contended"}, []string{"overhead-bound", "cpu-quota", "cold-start"})
 	check(quota, "under a 1-CPU quota", 0.3, 0.7, []string{"threads-contended", "cpu-quota"}, []string{"overhead-bound"})
-	q := procs[quota].Quota
-	if q == nil || q.CPUs != 1 || q.Threads != 2 || q.Throttled == 0 || q.ThrottledSeconds <= 0 {
-		t.Errorf("under a 1-CPU quota: %+v, want 1 CPU, 2 threads and some throttling", q)
+	check(quota15, "under a 1.5-CPU quota", 0.5, 0.79, []string{"cpu-quota"}, []string{"overhead-bound"})
+	for pid, cpus := range map[int]float64{quota: 1, quota15: 1.5} {
+		q := procs[pid].Quota
+		if q == nil || q.CPUs != cpus || q.Threads != 2 || q.Throttled == 0 || q.ThrottledSeconds <= 0 {
+			t.Errorf("under a %g-CPU quota: %+v, want %g CPUs, 2 threads and some throttling", cpus, q, cpus)
+		}
+		for _, f := range procs[pid].Findings {
+			if f.ID == "cpu-quota" && (!strings.Contains(f.Title, fmt.Sprintf("%g CPUs", cpus)) || !strings.Contains(f.Advice, "-t 1")) {
+				t.Errorf("under a %g-CPU quota: %q, %q; want the quota named, and -t 1", cpus, f.Title, f.Advice)
+			}
+		}
 	}
 	if procs[alone].Quota != nil || procs[contended].Quota != nil {
 		t.Errorf("a quota on a process outside any: %+v, %+v", procs[alone].Quota, procs[contended].Quota)

@@ -296,6 +296,14 @@ func TestRulesNeedEvidence(t *testing.T) {
 	if f := Findings(p); len(f) != 0 {
 		t.Errorf("a verdict from graphs traced beside the collector's attach: %+v", f)
 	}
+	// Beside two busy loops, a first decode graph of 1.68 s against 0.53 s, with no fault:
+	// the contention's, not a cold start's.
+	p = clean()
+	p.Cold = &summary.Cold{Phase: "decode", Seconds: 1.68, Warm: 0.53, WarmGraphs: 11}
+	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 12, ThreadSeconds: 13, OnCPU: 6.4, Wait: 6.6, Share: 0.49, Judged: true, Starved: true, Lacked: summary.LackedCPU}
+	if got := fired(p); got["cold-start"] || !got["threads-contended"] {
+		t.Errorf("a starved phase's first graph, no fault: %v", got)
+	}
 	// A short run's last MoE layer, which routes one token a decode: 20 selections over 8
 	// experts vary some 0.59 by chance alone (0.57 here).
 	p = clean()

@@ -51,7 +51,7 @@ func oomKilled(p *summary.Process) (summary.Finding, bool) {
 var coldRule = Rule{
 	ID:         "cold-start",
 	Name:       "cold start",
-	Fires:      "the process's first graph took ≥ {coldRatio} the later graphs of its phase, and ≥ {coldCost} more: information, a warning from {coldWarn}",
+	Fires:      "the process's first graph took ≥ {coldRatio} the later graphs of its phase, and ≥ {coldCost} more, with major page faults or in a phase whose threads had their CPUs (not [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share)): information, a warning from {coldWarn}",
 	Says:       "the first graph's time against the later ones, its major page faults (the disk) or their absence (the page tables of a mapped model), and how to pay it before the first request: a warm-up, `--mlock` or `--no-mmap`; for Ollama, `keep_alive`",
 	Thresholds: []*Threshold{coldRatio, coldCost, coldWarn},
 	apply:      coldStart,
@@ -93,10 +93,18 @@ func coldSeverity(cost float64) summary.Severity {
 // coldCosts is what p's first graph took beyond the later ones of its phase, in seconds;
 // 0 where it was no cold start.
 func coldCosts(p *summary.Process) float64 {
-	if p.Cold == nil {
+	c := p.Cold
+	if c == nil {
 		return 0
 	}
-	return beyondWarm(p.Cold.Seconds, p.Cold.Warm)
+	// A first graph that read nothing from the disk, in a phase whose threads lacked the
+	// CPU, says nothing of a cold start: its time beyond the others may be the
+	// contention's, which spreads a starved phase's graphs widely (beside two busy loops,
+	// a first decode graph of 1.68 s against 0.53 s, with no fault).
+	if ph := seen(p, c.Phase); c.Faults == 0 && ph != nil && ph.CPU != nil && ph.CPU.Starved {
+		return 0
+	}
+	return beyondWarm(c.Seconds, c.Warm)
 }
 
 // cold says whether p's major faults were its cold start's: its first graph's, next to
