@@ -27,6 +27,9 @@ type Rule struct {
 	Name  string // the finding's name in the docs
 	Fires string // when it fires, each threshold named as {Name}: FiresText writes them in
 	Says  string // what the finding says, thresholds named as in Fires
+	// Reads is the telemetry its evidence comes from, as profinfer emits it: span and
+	// event names, their attributes, resource attributes and metrics. The texts name none.
+	Reads []string
 	// Thresholds are the limits the function compares with, package variables it reads.
 	Thresholds []*Threshold
 	DefersTo   []Defer // the rules whose findings leave its out

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -12,9 +13,10 @@ import (
 // grows with the context while the rest of the token stays as it was.
 
 var attentionRule = Rule{
-	ID:   "attention-long",
-	Name: "attention grows with the context",
-	Fires: "decode's attention (`FLASH_ATTN_EXT`, or with flash attention off its matmuls over the KV cache, `MUL_MAT KV …`, and `SOFT_MAX`) takes ≥ {attentionShare} of a traced decode graph's time at a depth of {longContext} or more (`ggml.graph.kv_cells`), " +
+	ID:    "attention-long",
+	Name:  "attention grows with the context",
+	Reads: []string{schema.GGMLGraphKVCells, schema.GGMLOp, schema.SpanDecode},
+	Fires: "decode's attention (`FLASH_ATTN_EXT`, or with flash attention off its matmuls over the KV cache, `MUL_MAT KV …`, and `SOFT_MAX`) takes ≥ {attentionShare} of a traced decode graph's time at a depth of {longContext} or more, " +
 		"the deepest traced one, which must reach {deepestShare} of the depth of the phase's deepest decode (sampling windows trace a decode at each depth band); information, a warning from {attentionWarn}",
 	Says:       "the attention's share at the depth traced, its time a token and how fast that grows with the depth (the line through every one-token decode's time against its depth, traced or not, where they span {depthRange} or more), whether flash attention is on, and what slows the growth in the runtime's words: a quantised KV cache, flash attention (to compare: on a CPU it is not always faster), a shorter context",
 	Thresholds: []*Threshold{attentionShare, longContext, deepestShare, attentionWarn, depthRange},

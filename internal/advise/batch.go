@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -14,7 +15,8 @@ import (
 var ubatchRule = Rule{
 	ID:         "ubatch-small",
 	Name:       "small ubatch",
-	Fires:      "a prefill decode carried at least {ubatches} ubatches (`llama.batch.tokens` ≥ {ubatches} × `llama.context.ubatch_size`) of {smallUbatch} or fewer",
+	Reads:      []string{schema.LlamaBatchTokens, schema.LlamaContextUbatchSize, schema.LlamaPhase},
+	Fires:      "a prefill decode carried at least {ubatches} ubatches (its tokens ≥ {ubatches} × the ubatch size) of {smallUbatch} or fewer",
 	Says:       "the ubatch, the tokens a prefill decode carried and the graphs that took, how far the prefill's matmuls were from their roof where traced, and the setting in the runtime's words (`-ub`/`-b`, `n_ubatch`, `num_batch`)",
 	Thresholds: []*Threshold{ubatches, smallUbatch},
 	apply:      smallUbatches,

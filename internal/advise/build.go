@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/simd"
 	"github.com/profinfer/profinfer/internal/summary"
 )
@@ -14,7 +15,8 @@ import (
 var simdRule = Rule{
 	ID:         "simd-narrow",
 	Name:       "build narrower than the CPU",
-	Fires:      "the CPU backend was built for narrower SIMD than the CPU has (`ggml.cpu.simd` below `host.cpu.simd`), and a judged op ran under {simdBelow} of its roof for it (the op table's `simd` verdict)",
+	Reads:      []string{schema.ResourceGGMLCPUSIMD, schema.ResourceHostCPUSIMD, schema.GGMLRooflinePeakFraction},
+	Fires:      "the CPU backend was built for narrower SIMD than the CPU has, and a judged op ran under {simdBelow} of its roof for it (the op table's `simd` verdict)",
 	Says:       "the build's SIMD and the CPU's, the ops it held back and their share, and the build to run instead: a CPU variant or a native build; for Ollama, the runner's library",
 	Thresholds: []*Threshold{simdBelow},
 	apply:      narrowSIMD,

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/profinfer/profinfer/internal/events"
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -13,9 +14,10 @@ import (
 // computes a start an earlier request computed paid for its prefill twice.
 
 var recomputedRule = Rule{
-	ID:   "prompt-recomputed",
-	Name: "prompt cache not reused",
-	Fires: "{recomputedMin} requests or more computed their prompt's first {prefixTokens} (`llama.request.prompt.prefix_hash`) where an earlier request of the process had computed the same, the cache not cleared between them: " +
+	ID:    "prompt-recomputed",
+	Name:  "prompt cache not reused",
+	Reads: []string{schema.LlamaRequestPromptPrefixHash, schema.LlamaRequestPromptTokens, schema.LlamaRequestEnd},
+	Fires: "{recomputedMin} requests or more computed their prompt's first {prefixTokens} where an earlier request of the process had computed the same, the cache not cleared between them: " +
 		"information, a warning from {recomputedWarn} of prefill a request recomputed (from {recomputedWarnTokens} where prefill's rate is not known)",
 	Says:       "how many requests computed a prompt start again, the tokens the earlier requests held that they recomputed, what it cost their time to first token, and why a server does it in its own words: `cache_prompt` off, the request sent to another slot (`id_slot`, more slots than conversations), the prompt's start changed (a timestamp early in the system prompt), `--cache-reuse`; for Ollama, `keep_alive` and `OLLAMA_NUM_PARALLEL`",
 	Thresholds: []*Threshold{recomputedMin, recomputedWarn, recomputedWarnTokens, prefixTokens},

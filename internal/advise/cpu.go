@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/profinfer/profinfer/internal/backends"
+	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -33,6 +35,7 @@ var (
 var quotaRule = Rule{
 	ID:         "cpu-quota",
 	Name:       "CPU quota",
+	Reads:      []string{metadata.MetricsInfo.ProfinferCgroupCPULimit.Name, metadata.MetricsInfo.ProfinferCgroupCPUPeriods.Name, metadata.MetricsInfo.ProfinferCgroupCPUThrottledPeriods.Name, schema.GGMLThreads},
 	Fires:      "the process's cgroup quota is below the threads the model computes with, or throttled it in ≥ {throttledShare} of its periods",
 	Says:       "the quota, the threads, the throttling, and the `-t` the quota supports",
 	Thresholds: []*Threshold{throttledShare},
@@ -78,8 +81,9 @@ func quota(p *summary.Process) (summary.Finding, bool) {
 }
 
 var contentionRule = Rule{
-	ID:   "threads-contended",
-	Name: "threads contended",
+	ID:    "threads-contended",
+	Name:  "threads contended",
+	Reads: []string{schema.GGMLGraphOnCPUNS, schema.GGMLGraphRunqueueNS, schema.GGMLSchedOffCPUNS, schema.GGMLSchedRunqueueNS, schema.ResourceGGMLDeviceSoftware},
 	Fires: "the phase is [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share) and its threads waited for a CPU for as long as they slept or longer (default config), or were off the CPU ≥ {contentionShare} of their node time (scheduler layer, which adds preemptions); " +
 		"a warning where it cost ≥ {contendedMaterial} of the process's graph time over all phases, information under",
 	Says:       "the share, what it cost against the graphs that had their CPUs, and where to look: neighbours, a quota, `-t` above the cores available; on a [software device](#a-software-device), that device's threads",
@@ -210,6 +214,7 @@ func software(p *summary.Process) (string, []string) {
 var blockedRule = Rule{
 	ID:         "threads-blocked",
 	Name:       "threads blocked",
+	Reads:      []string{schema.GGMLGraphOnCPUNS, schema.GGMLGraphRunqueueNS, schema.GGMLGraphMajorFaults},
 	Fires:      "the phase is [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share), and its threads slept for longer than they waited for a CPU",
 	Says:       "with a major page fault a graph or more: they waited for the disk, the weights read back from the model file every token (the major faults a graph); the model does not fit the memory the process may use; otherwise reclaim or a lock",
 	Thresholds: []*Threshold{idleFaultShare},
@@ -275,7 +280,8 @@ func blocked(p *summary.Process) (summary.Finding, bool) {
 var barriersRule = Rule{
 	ID:         "barrier-wait",
 	Name:       "barrier wait",
-	Fires:      "threads wait at `ggml_barrier` (`nodes.barriers`) ≥ {barrierShare} of their node time",
+	Reads:      []string{schema.GGMLBarrierWaitNS, schema.GGMLThreads},
+	Fires:      "threads wait at `ggml_barrier` (measured with the receiver's `barriers` node setting on) ≥ {barrierShare} of their node time",
 	Says:       "threads imbalanced, or more than the machine serves well; on a software device, its threads share the cores",
 	Thresholds: []*Threshold{barrierShare},
 	apply:      barriers,

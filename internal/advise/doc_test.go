@@ -23,9 +23,9 @@ const (
 // findings are listed.
 func table() string {
 	var b strings.Builder
-	b.WriteString("| finding (id) | fires when | says | gives way to |\n|---|---|---|---|\n")
+	b.WriteString("| finding (id) | fires when | reads | says | gives way to |\n|---|---|---|---|---|\n")
 	for _, r := range Rules {
-		b.WriteString("| " + r.Name + " (`" + r.ID + "`) | " + r.FiresText() + " | " + r.render(r.Says) + " | " + defersText(r) + " |\n")
+		b.WriteString("| " + r.Name + " (`" + r.ID + "`) | " + r.FiresText() + " | `" + strings.Join(r.Reads, "`, `") + "` | " + r.render(r.Says) + " | " + defersText(r) + " |\n")
 	}
 	return b.String()
 }
@@ -108,6 +108,10 @@ func TestFindingsDoc(t *testing.T) {
 // placeholder is a threshold's name in a rule's text.
 var placeholder = regexp.MustCompile(`\{([^{}]*)\}`)
 
+// telemetry is a name in backticks that reads as a span attribute's or a metric's:
+// dotted, lowercase.
+var telemetry = regexp.MustCompile("`[a-z][a-z0-9_]*(\\.[a-z0-9_]+)+`")
+
 // TestRulesData holds each rule's data whole: what the docs render and Findings applies.
 // A threshold the text names is one the rule lists, and one it lists the text names (in
 // Fires, Says or a Defer's When); each has its reason; a Defer names a rule there is.
@@ -115,8 +119,8 @@ func TestRulesData(t *testing.T) {
 	ids := map[string]bool{}
 	names := map[string]*Threshold{}
 	for _, r := range Rules {
-		if r.ID == "" || r.Name == "" || r.Fires == "" || r.Says == "" || r.apply == nil {
-			t.Errorf("rule %q lacks its id, name, when it fires, what it says or its function", r.ID)
+		if r.ID == "" || r.Name == "" || r.Fires == "" || r.Says == "" || len(r.Reads) == 0 || r.apply == nil {
+			t.Errorf("rule %q lacks its id, name, when it fires, what it reads, what it says or its function", r.ID)
 		}
 		if ids[r.ID] {
 			t.Errorf("two rules are %q", r.ID)
@@ -128,6 +132,10 @@ func TestRulesData(t *testing.T) {
 			texts = append(texts, d.When)
 		}
 		for _, text := range texts {
+			// The telemetry a rule reads is its Reads, in one place.
+			for _, m := range telemetry.FindAllStringSubmatch(text, -1) {
+				t.Errorf("%s's text names %s: what a rule reads is its Reads", r.ID, m[0])
+			}
 			for _, m := range placeholder.FindAllStringSubmatch(text, -1) {
 				named[m[1]] = true
 				if !slices.ContainsFunc(r.Thresholds, func(th *Threshold) bool { return th.Name == m[1] }) {

@@ -3,6 +3,7 @@ package advise
 import (
 	"fmt"
 
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -12,7 +13,8 @@ import (
 var oomRule = Rule{
 	ID:    "oom-killed",
 	Name:  "killed by the OOM killer",
-	Fires: "the process ended killed by the OOM killer (`profinfer.exit.oom_killer` on its `process.exit` event)",
+	Reads: []string{schema.EventProcessExit, schema.ProfinferExitOOMKiller, schema.ProfinferExitCgroup},
+	Fires: "the process ended killed by the OOM killer",
 	Says:  "which OOM killer, the memory cgroup, its limit and the peak it reached, what the process had computed, and what takes the memory: the weights, the KV cache (the context size, and for a server its slots)",
 	apply: oomKilled,
 }
@@ -51,6 +53,7 @@ func oomKilled(p *summary.Process) (summary.Finding, bool) {
 var coldRule = Rule{
 	ID:         "cold-start",
 	Name:       "cold start",
+	Reads:      []string{schema.SpanGraph, schema.GGMLGraphMajorFaults, schema.GGMLGraphOnCPUNS},
 	Fires:      "the process's first graph took ≥ {coldRatio} the later graphs of its phase, and ≥ {coldCost} more, with major page faults or in a phase whose threads had their CPUs (not [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share)): information, a warning from {coldWarn}",
 	Says:       "the first graph's time against the later ones, its major page faults (the disk) or their absence (the page tables of a mapped model), and how to pay it before the first request: a warm-up, `--mlock` or `--no-mmap`; for Ollama, `keep_alive`",
 	Thresholds: []*Threshold{coldRatio, coldCost, coldWarn},
@@ -140,6 +143,7 @@ func coldStart(p *summary.Process) (summary.Finding, bool) {
 var idleRule = Rule{
 	ID:         "idle-reclaimed",
 	Name:       "model reclaimed while idle",
+	Reads:      []string{schema.SpanGraph, schema.GGMLGraphMajorFaults},
 	Fires:      "a graph {idleAfter} or more after the one before took major page faults and ≥ {coldRatio} the warm graphs of its phase, and ≥ {coldCost} more: information, a warning from {coldWarn}",
 	Says:       "how long the process had computed nothing, that graph's time and reads from the disk against the warm graphs, and how to keep the model resident: `--mlock`, or memory for the model's file beside the rest (a cgroup's limit counts its page cache); for Ollama, `keep_alive`",
 	Thresholds: []*Threshold{idleAfter, coldRatio, coldCost, coldWarn},

@@ -3,6 +3,8 @@ package advise
 import (
 	"fmt"
 
+	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -17,7 +19,8 @@ var moeSelections = &Threshold{Name: "moeSelections", Value: 16, Unit: Number,
 var unevenRule = Rule{
 	ID:         "moe-uneven",
 	Name:       "MoE uneven",
-	Fires:      "a layer's coefficient of variation of expert selections (`ggml.moe.imbalance`) ≥ {moeImbalance}, over {moeSelections} selections an expert or more",
+	Reads:      []string{metadata.MetricsInfo.GgmlMoeExpertSelections.Name, schema.GGMLMoEExperts},
+	Fires:      "a layer's coefficient of variation of expert selections ≥ {moeImbalance}, over {moeSelections} selections an expert or more",
 	Says:       "keep the hot experts in the fastest memory",
 	Thresholds: []*Threshold{moeImbalance, moeSelections},
 	apply:      uneven,

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/profinfer/profinfer/internal/backends"
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -28,6 +29,7 @@ var (
 var offloadRule = Rule{
 	ID:         "offload-copies",
 	Name:       "offload copies",
+	Reads:      []string{schema.SpanCopy, schema.SpanDecode, schema.GGMLCopyBytes},
 	Fires:      "tensor copies between backends ≥ {offloadShare} of `llama_decode` time",
 	Says:       "the offload layout costs more than it saves",
 	Thresholds: []*Threshold{offloadShare},
@@ -69,6 +71,7 @@ var notDevice = map[string]bool{"rpc": true, "blas": true}
 var deviceUnusedRule = Rule{
 	ID:         "device-unused",
 	Name:       "device unused",
+	Reads:      []string{schema.ResourceGGMLBackendsLoaded, schema.SpanSplit, schema.GGMLBackend},
 	Fires:      "a GPU backend library is loaded (not RPC or BLAS) but none of ≥ {minDecodes} decodes put a split on it",
 	Says:       "every node runs on the CPU; the devices ggml listed, `GGML_VK_VISIBLE_DEVICES` for software Vulkan drivers, CUDA's libraries, `-ngl`",
 	Thresholds: []*Threshold{minDecodes},
@@ -109,6 +112,7 @@ func deviceUnused(p *summary.Process) (summary.Finding, bool) {
 var fallbackRule = Rule{
 	ID:         "cpu-fallback",
 	Name:       "CPU fallback",
+	Reads:      []string{schema.SpanSplit, schema.SpanDevice, schema.GGMLDeviceWaitNS, schema.GGMLLayer},
 	Fires:      "in a process that offloads, its CPU splits take ≥ {fallbackShare} of a token's compute (CPU splits and device work), over ≥ {minDecodes} decodes",
 	Says:       "the per-token milliseconds on each side, the CPU's top ops, and [which of two causes](#what-the-cpu-computes-beside-a-gpu) with its layers, ops and share: layers the GPU layers setting left on the CPU (more `-ngl`, `gpuLayers`), ops the backend did not run in its own layers (the engine's log, another quantisation, a newer build)",
 	Thresholds: []*Threshold{fallbackShare, minDecodes},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -12,10 +13,11 @@ import (
 // to first token that no faster kernel wins back.
 
 var queuedRule = Rule{
-	ID:   "requests-queued",
-	Name: "requests wait for a slot",
-	Fires: "{queuedMin} requests or more waited {queuedWait} or more between reaching the server (the first bytes their connection received after its last answer) and their first decode (`llama.request.wait`, the connections layer), " +
-		"for a slot: the request before each on its sequence was still computing when it came (`llama.request.queued`); information, a warning from {queuedWarn} on average",
+	ID:    "requests-queued",
+	Name:  "requests wait for a slot",
+	Reads: []string{schema.LlamaRequestWait, schema.LlamaRequestQueued},
+	Fires: "{queuedMin} requests or more waited {queuedWait} or more between reaching the server (the first bytes their connection received after its last answer) and their first decode (the connections layer), " +
+		"for a slot: the request before each on its sequence was still computing when it came; information, a warning from {queuedWarn} on average",
 	Says:       "how many requests waited, how long, against their time to first token once computing, and how many sequences the server computed at once; the change in the runtime's words: more slots (`--parallel`/`-np`, with the context each gets; `OLLAMA_NUM_PARALLEL`), or another replica where every slot was busy",
 	Thresholds: []*Threshold{queuedMin, queuedWait, queuedWarn},
 	apply:      queuedRequests,

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/roofline"
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -28,6 +30,7 @@ var (
 var memoryBoundRule = Rule{
 	ID:         "decode-memory-bound",
 	Name:       "decode is memory-bound",
+	Reads:      []string{metadata.MetricsInfo.ProfinferRooflinePeak.Name, schema.GGMLRooflinePeakFraction, schema.GGMLBytes},
 	Fires:      "decode matmuls reach ≥ {memoryBoundFraction} of their roofs (memory's for the weights)",
 	Says:       "more threads will not help; a smaller quantisation or faster memory will",
 	Thresholds: []*Threshold{memoryBoundFraction},
@@ -70,8 +73,9 @@ func memoryBound(p *summary.Process) (summary.Finding, bool) {
 }
 
 var overheadRule = Rule{
-	ID:   "overhead-bound",
-	Name: "overhead-bound op",
+	ID:    "overhead-bound",
+	Name:  "overhead-bound op",
+	Reads: []string{schema.GGMLRooflinePeakFraction, schema.SpanNode, schema.GGMLSchedOffCPUNS},
 	Fires: "an op with ≥ {overheadShare} of a phase's graph time is [judged](roofline.md#the-roofline) `overhead`: under {overheadBelow} of its roof in calls of under {overheadCall}, its threads on their CPUs " +
 		"(with the scheduler layer, off them under {contentionShare} of their node time)",
 	Says:       "dispatch and synchronisation dominate",

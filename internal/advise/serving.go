@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -12,10 +13,11 @@ import (
 // sequences buy against steps of one, and requests that ran out of context.
 
 var stallRule = Rule{
-	ID:   "prompts-stall",
-	Name: "prompts stall generation",
-	Fires: "{stallMin} requests or more had their longest gap between output tokens {stallRatio} their median gap or more, with other requests' prompts computed in it (`llama.request.time_per_output_token.max.prompt_tokens`); " +
-		"information, a warning from {stallWarn} a stalled request waited for other prompts on average (`llama.request.prompt_stall`)",
+	ID:    "prompts-stall",
+	Name:  "prompts stall generation",
+	Reads: []string{schema.LlamaRequestTimePerOutputTokenMedian, schema.LlamaRequestTimePerOutputTokenMax, schema.LlamaRequestGapMaxPromptTokens, schema.LlamaRequestPromptStall},
+	Fires: "{stallMin} requests or more had their longest gap between output tokens {stallRatio} their median gap or more, with other requests' prompts computed in it; " +
+		"information, a warning from {stallWarn} a stalled request waited for other prompts on average",
 	Says:       "how many requests stalled, their median and longest gaps, the prompt tokens computed in those gaps and the time generation waited for them, and the settings that trade it in the runtime's words: a prompt's chunk a decode (`-b`, `num_batch`), fewer slots, long prompts to another replica",
 	Thresholds: []*Threshold{stallMin, stallRatio, stallWarn},
 	apply:      promptStalls,
@@ -76,7 +78,8 @@ func promptStalls(p *summary.Process) (summary.Finding, bool) {
 var batchingRule = Rule{
 	ID:         "batching-little",
 	Name:       "batching buys little",
-	Fires:      "decode steps of N ≥ 2 sequences ({batchSteps} or more, beside {batchOne} or more steps of one) computed {batchGainMax} a single sequence's tokens a second or less at the median (`llama.decode.duration` by `llama.batch.width`); information",
+	Reads:      []string{schema.SpanDecode, schema.LlamaBatchNextSequences},
+	Fires:      "decode steps of N ≥ 2 sequences ({batchSteps} or more, beside {batchOne} or more steps of one) computed {batchGainMax} a single sequence's tokens a second or less at the median; information",
 	Says:       "the cost of a step of each width against a step of one, what the wider steps bought where some did, and what llama.cpp's CPU matmuls do below four sequences",
 	Thresholds: []*Threshold{batchSteps, batchOne, batchGainMax},
 	apply:      batchingLittle,
@@ -136,7 +139,8 @@ func batchingLittle(p *summary.Process) (summary.Finding, bool) {
 var contextRule = Rule{
 	ID:    "context-full",
 	Name:  "requests reach the context",
-	Fires: "a request's sequence reached the KV cells one sequence may hold (`llama.request.context.full`, against `llama.context.seq_size`): the server stopped it there (llama-server's `truncated`) or shifted its context (`llama.request.context.shifts`); a warning where one was cut, information where the context was shifted",
+	Reads: []string{schema.LlamaRequestContextFull, schema.LlamaRequestContextShifts, schema.LlamaRequestKVCells, schema.LlamaContextSeqSize},
+	Fires: "a request's sequence reached the KV cells one sequence may hold: the server stopped it there (llama-server's `truncated`) or shifted its context; a warning where one was cut, information where the context was shifted",
 	Says:  "how many requests reached the context and what the server did, the cells a sequence may hold against the context and its slots, and the settings in the runtime's words (`-c`, `--parallel`, `--kv-unified`, `--context-shift`; `num_ctx`)",
 	apply: contextFull,
 }

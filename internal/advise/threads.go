@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/profinfer/profinfer/internal/metadata"
+	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
 
@@ -15,15 +17,17 @@ import (
 var overCPUsRule = Rule{
 	ID:    "threads-over-cpus",
 	Name:  "more threads than CPUs",
+	Reads: []string{metadata.MetricsInfo.ProfinferProcessCpus.Name, schema.GGMLThreads, schema.GGMLGraphRunqueueNS},
 	Fires: "the model computes graphs with more threads than the CPUs the process may run on (warning); or than their physical cores, SMT siblings counted once, or a hybrid CPU's performance cores (info)",
 	Says:  "the threads, the CPUs, what the threads lacked where the graphs measured it, and the threads to run with in the runtime's own words (`-t`, `num_thread`, `n_threads`)",
 	apply: overCPUs,
 }
 
 var fewThreadsRule = Rule{
-	ID:   "threads-few",
-	Name: "fewer threads than cores",
-	Fires: "the model computes with fewer threads than the physical cores it may run on (a hybrid CPU's performance cores) and than its CPU quota, {freeCores} or more of its CPUs sat idle on average while it computed (`profinfer.process.cpus.time`: what other processes kept busy is not free), " +
+	ID:    "threads-few",
+	Name:  "fewer threads than cores",
+	Reads: []string{metadata.MetricsInfo.ProfinferProcessCpus.Name, metadata.MetricsInfo.ProfinferProcessCpusTime.Name, schema.GGMLThreads, schema.GGMLRooflinePeakFraction},
+	Fires: "the model computes with fewer threads than the physical cores it may run on (a hybrid CPU's performance cores) and than its CPU quota, {freeCores} or more of its CPUs sat idle on average while it computed (what other processes kept busy is not free), " +
 		"its threads had their CPUs (not [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share)), and a judged phase spends ≥ {belowRoofShare} of its op time at {belowRoof} of its roof or below",
 	Says:       "the threads, the cores, how many of its CPUs sat idle, and each phase's time per token with a thread on each idle core, estimated op by op: an op's time shrinks with the threads until it meets its roof",
 	Thresholds: []*Threshold{freeCores, belowRoofShare, belowRoof},
