@@ -396,7 +396,8 @@ make_models() {
   done
   (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -wav 3 -o "$MODELS/speech-3s.wav")
 }
-cached models "$KEY $SRC_KEY v3 $(cd "$ROOT" && cat internal/testbench/model.go internal/testbench/whisper.go internal/testbench/cmd/mkmodel/main.go internal/gguf/*.go | sha256sum | cut -c1-16)" \
+# Keyed by the writer's sources and make_models itself: a model added there is made.
+cached models "$KEY $SRC_KEY v3 $(cd "$ROOT" && { declare -f make_models; cat internal/testbench/model.go internal/testbench/whisper.go internal/testbench/cmd/mkmodel/main.go internal/gguf/*.go; } | sha256sum | cut -c1-16)" \
   "$MODELS" make_models
 
 
