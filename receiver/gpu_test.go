@@ -405,6 +405,11 @@ func TestE2EVulkanOffloadFindings(t *testing.T) {
 				}
 			}
 			t.Logf("splits %v; loaded %v, findings %v", splits, p.Loaded, findingIDs(p))
+			for _, ph := range p.Phases {
+				if ph.DecodeSeconds > 0 {
+					t.Logf("%s: copies between backends %.1f%% of llama_decode time", ph.Name, 100*ph.CopySeconds/ph.DecodeSeconds)
+				}
+			}
 			for _, id := range []string{"device-unused", "cpu-fallback", "offload-copies"} {
 				if fired(p, id) != (id == tc.want) {
 					t.Errorf("findings %v; of the offload rules want %q alone", findingIDs(p), tc.want)
