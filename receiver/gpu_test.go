@@ -391,11 +391,7 @@ func TestE2EVulkanOffloadFindings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.beside {
-				hog, err := testbench.Start("sh", "-c", "while :; do :; done")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer hog.Stop()
+				testbench.BusyLoop(t, -1)
 			}
 			traces, _, p := vulkanRun(t, tc.v, fullTracing)
 			splits := map[any]int{}

@@ -37,11 +37,7 @@ func TestE2EMoE(t *testing.T) {
 			defer cancel()
 			layers, used, experts := modelShape(t, e.Model(model))
 			if tc.beside {
-				hog, err := testbench.Start("sh", "-c", "while :; do :; done")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer hog.Stop()
+				testbench.BusyLoop(t, -1)
 			}
 			c := startCollector(t, ctx, e.Bin("llama-server"), "nodes: {mode: all}")
 			started := time.Now()

@@ -178,11 +178,7 @@ func TestE2EBusyDefault(t *testing.T) {
 	bench := e.Bin("llama-bench")
 	runCollector(t, ctx, viewConfig("profinfer", fmt.Sprintf("{targets: [{executable: %q}]}", bench), out, freePort(t)))
 	for range 2 { // one per core
-		hog, err := testbench.Start("sh", "-c", "while :; do :; done")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer hog.Stop()
+		testbench.BusyLoop(t, -1)
 	}
 	began := time.Now()
 	if _, err := testbench.Run(ctx, bench, e.BenchArgs("llama-1b-q4_0", 16, 64, 2, 1)...); err != nil {

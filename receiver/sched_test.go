@@ -28,11 +28,7 @@ func TestE2EOffCPU(t *testing.T) {
 	defer cancel()
 	c := startCollector(t, ctx, e.Bin("llama-bench"), fullTracing+", layers: {scheduler: true}")
 	for range 2 { // one per core of a 2-core machine
-		hog, err := testbench.Start("sh", "-c", "while :; do :; done")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer hog.Stop()
+		testbench.BusyLoop(t, -1)
 	}
 	if _, err := e.Bench(ctx, e.BenchArgs("llama-1b-q4_0", 0, 16, 2, 1)...); err != nil {
 		t.Fatal(err)

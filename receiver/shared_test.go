@@ -60,12 +60,7 @@ func TestE2ESharedMachine(t *testing.T) {
 	alone := run(bench, env.BenchArgs("llama-1b-q4_0", 0, 128, 2, 1))
 	var hogs []*testbench.Process
 	for range 2 { // one per core
-		hog, err := testbench.Start("sh", "-c", "while :; do :; done")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer hog.Stop()
-		hogs = append(hogs, hog)
+		hogs = append(hogs, testbench.BusyLoop(t, -1))
 	}
 	contended := run(bench, env.BenchArgs("llama-1b-q4_0", 0, 12, 2, 1)) // 0.6 to 20 tokens a second
 	for _, h := range hogs {

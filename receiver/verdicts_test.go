@@ -47,10 +47,7 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	over := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 8, 1)...) // 8 threads on 2 cores
 	few := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 1, 1)...)  // 1 thread, the other core idle
 	// 1 thread beside a busy loop on the other core: no core for a second thread.
-	hog, err := testbench.Start("taskset", "-c", "1", "sh", "-c", "while :; do :; done")
-	if err != nil {
-		t.Fatal(err)
-	}
+	hog := testbench.BusyLoop(t, 1)
 	fewBusy := run(bench, e.BenchArgs("llama-1b-q4_0", 64, 32, 1, 1)...)
 	hog.Stop()
 	smallUB := run(bench, e.BenchArgs("llama-1b-q4_0", 128, 4, 2, 1, "-ub", "8")...) // a prompt 8 tokens a graph

@@ -16,7 +16,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -365,11 +364,7 @@ func TestE2EFindings(t *testing.T) {
 	silent := map[string][]string{}
 	run := func(what string, threads, hogs int, findings, not []string) {
 		for i := range hogs { // a busy loop on CPU 1, then 0
-			hog, err := testbench.Start("taskset", "-c", strconv.Itoa(1-i), "sh", "-c", "while :; do :; done")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer hog.Stop()
+			defer testbench.BusyLoop(t, 1-i).Stop()
 		}
 		p, err := testbench.Start(env.Bin("llama-bench"), env.BenchArgs("llama-1b-q4_0", 0, 16, threads, 1)...)
 		if err != nil {

@@ -2,6 +2,7 @@ package advise
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/profinfer/profinfer/internal/metadata"
 	"github.com/profinfer/profinfer/internal/schema"
@@ -29,31 +30,28 @@ var unevenRule = Rule{
 // uneven: MoE routing concentrates on a few experts.
 func uneven(p *summary.Process) (summary.Finding, bool) {
 	var worst *summary.MoELayer
+	var total int64 // the worst layer's selections
 	n := 0
 	for i := range p.MoE {
 		l := &p.MoE[i]
-		var total int64
+		var sum int64
 		for _, c := range l.Selections {
-			total += c
+			sum += c
 		}
-		if float64(total) < moeSelections.Value*float64(len(l.Selections)) {
+		if float64(sum) < moeSelections.Value*float64(len(l.Selections)) {
 			continue // what chance alone would give
 		}
 		if l.Imbalance >= moeImbalance.Value {
 			n++
 			if worst == nil || l.Imbalance > worst.Imbalance {
-				worst = l
+				worst, total = l, sum
 			}
 		}
 	}
 	if worst == nil {
 		return summary.Finding{}, false
 	}
-	var total, top int64
-	for _, c := range worst.Selections {
-		total += c
-		top = max(top, c)
-	}
+	top := slices.Max(worst.Selections)
 	return summary.Finding{
 		Severity: summary.Info,
 		Title:    "MoE routing is uneven",

@@ -234,11 +234,13 @@ type weights struct {
 func newWeights(seed uint64) *weights {
 	w := &weights{state: seed | 1, buf: make([]byte, 1<<20)}
 	for i := range w.table {
-		v := (float32(i)/float32(len(w.table)-1)*2 - 1) * 0.035
-		w.table[i] = f16(v)
+		w.table[i] = f16(uniform(uint16(i)))
 	}
 	return w
 }
+
+// uniform maps r evenly onto ±0.035.
+func uniform(r uint16) float32 { return (float32(r)/65535*2 - 1) * 0.035 }
 
 func (w *weights) next() uint64 {
 	w.state ^= w.state << 13
@@ -251,12 +253,7 @@ func (w *weights) writeF16(out io.Writer, n uint64) error {
 	for n > 0 {
 		chunk := min(n, uint64(len(w.buf)/2))
 		b := w.buf[:2*chunk]
-		for i := 0; i < len(b); i += 8 {
-			r := w.next()
-			for j := 0; j < 4 && i+2*j < len(b); j++ {
-				binary.LittleEndian.PutUint16(b[i+2*j:], w.table[uint16(r>>(16*j))])
-			}
-		}
+		w.fillF16(b)
 		if _, err := out.Write(b); err != nil {
 			return err
 		}
@@ -265,13 +262,21 @@ func (w *weights) writeF16(out io.Writer, n uint64) error {
 	return nil
 }
 
+// fillF16 fills b with random F16 values.
+func (w *weights) fillF16(b []byte) {
+	for i := 0; i < len(b); i += 8 {
+		r := w.next()
+		for j := 0; j < 4 && i+2*j < len(b); j++ {
+			binary.LittleEndian.PutUint16(b[i+2*j:], w.table[uint16(r>>(16*j))])
+		}
+	}
+}
+
 // writeF16Rows writes rows random rows of n F16 values, each starting with first.
 func (w *weights) writeF16Rows(out io.Writer, n, rows uint64, first float32) error {
 	buf := make([]byte, 2*n)
 	for range rows {
-		if err := w.writeF16(bytesWriter{buf}, n); err != nil {
-			return err
-		}
+		w.fillF16(buf)
 		binary.LittleEndian.PutUint16(buf, f16(first))
 		if _, err := out.Write(buf); err != nil {
 			return err
@@ -286,7 +291,7 @@ func (w *weights) writeRouter(out io.Writer, n, experts uint64, hot bool) error 
 	buf := make([]byte, 4*n*experts)
 	for e := range experts {
 		for j := range n {
-			v := (float32(uint16(w.next()))/65535*2 - 1) * 0.035
+			v := uniform(uint16(w.next()))
 			if hot && j == 0 {
 				v = 0
 				if e < 2 {
@@ -299,11 +304,6 @@ func (w *weights) writeRouter(out io.Writer, n, experts uint64, hot bool) error 
 	_, err := out.Write(buf)
 	return err
 }
-
-// bytesWriter writes into its slice, which must hold what is written.
-type bytesWriter struct{ b []byte }
-
-func (b bytesWriter) Write(p []byte) (int, error) { return copy(b.b, p), nil }
 
 // f16 converts a small float32 to IEEE half precision, flushing subnormals to zero.
 func f16(v float32) uint16 {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -34,6 +36,22 @@ func startCmd(cmd *exec.Cmd) (*Process, error) {
 	}
 	go func() { p.err = p.Cmd.Wait(); close(p.done) }()
 	return p, nil
+}
+
+// BusyLoop starts a neighbour that keeps a CPU busy: a shell loop on CPU cpu, or where
+// the scheduler puts it where cpu < 0. It stops with the test, or before at its Stop.
+func BusyLoop(t testing.TB, cpu int) *Process {
+	t.Helper()
+	args := []string{"sh", "-c", "while :; do :; done"}
+	if cpu >= 0 {
+		args = append([]string{"taskset", "-c", strconv.Itoa(cpu)}, args...)
+	}
+	p, err := Start(args[0], args[1:]...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
 }
 
 // PID is the process id.
