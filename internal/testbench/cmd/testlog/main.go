@@ -83,7 +83,10 @@ func follow(in io.Reader, out, keep io.Writer) ([]result, error) {
 		switch e.Action {
 		case "output":
 			if e.Test == "" {
-				if !strings.HasPrefix(e.Output, "ok ") && !strings.HasPrefix(e.Output, "FAIL") && !strings.HasPrefix(e.Output, "PASS") {
+				// go test's own closing lines are said by the package's result; "?" is its
+				// line for a package without tests, which a reader of the log's end could
+				// take for a run that tested nothing.
+				if !strings.HasPrefix(e.Output, "ok ") && !strings.HasPrefix(e.Output, "FAIL") && !strings.HasPrefix(e.Output, "PASS") && !strings.HasPrefix(e.Output, "? ") {
 					fmt.Fprint(out, e.Output) // a package's own output: a build failure, a panic
 				}
 				continue
@@ -169,6 +172,21 @@ func summarize(out io.Writer, steps string, results []result, slow time.Duration
 	for _, r := range tests {
 		fmt.Fprintf(out, "  %6.1f  %s %s%s\n", r.secs/60, short(r.pkg), r.test, failedMark(r))
 	}
+	if counts := tally(results); counts["pass"]+counts["fail"]+counts["skip"] > 0 {
+		// The run's last line, in the plain form any CI reads as a test count.
+		fmt.Fprintf(out, "tests: %d passed, %d failed, %d skipped\n", counts["pass"], counts["fail"], counts["skip"])
+	}
+}
+
+// tally counts the top-level tests by their ending.
+func tally(results []result) map[string]int {
+	counts := map[string]int{}
+	for _, r := range results {
+		if r.test != "" {
+			counts[r.action]++
+		}
+	}
+	return counts
 }
 
 func failedMark(r result) string {

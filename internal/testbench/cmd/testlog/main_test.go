@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// A package with a passing, a failing and a skipped test: the failing test's output is
-// printed whole, the passing one's not; each ending is a line; the summary lists the
-// steps timed, the package and the slow tests; the run failed.
+// A package with a passing, a failing and a skipped test, and one without tests: the
+// failing test's output is printed whole, the passing one's not; each ending is a line;
+// the summary lists the steps timed, the package and the slow tests, and ends with the
+// tests' count; the run failed.
 func TestFollow(t *testing.T) {
 	in, err := os.Open("testdata/events.json")
 	if err != nil {
@@ -29,6 +30,9 @@ func TestFollow(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
 	}
+	if strings.Contains(text, "[no test files]") {
+		t.Errorf("go test's line for a package without tests printed:\n%s", text)
+	}
 	if strings.Contains(text, "hello a") {
 		t.Errorf("a passing test's log printed:\n%s", text)
 	}
@@ -42,7 +46,7 @@ func TestFollow(t *testing.T) {
 	os.WriteFile(steps, []byte("testenv\t1710\t0\nbuild\t300\t2\n"), 0o644)
 	var sum bytes.Buffer
 	summarize(&sum, steps, results, time.Second)
-	for _, want := range []string{"28.5  testenv", "5.0  build  (exit 2)", "go test tl  FAILED", "tests of 1s or more:", "tl TestA"} {
+	for _, want := range []string{"28.5  testenv", "5.0  build  (exit 2)", "go test tl  FAILED", "tests of 1s or more:", "tl TestA", "tests: 1 passed, 1 failed, 1 skipped\n"} {
 		if !strings.Contains(sum.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum.String())
 		}
