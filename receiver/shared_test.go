@@ -239,3 +239,92 @@ func attr(n *html.Node, key string) string {
 	}
 	return ""
 }
+
+// node-llama-cpp computing the tiny model with 2 threads on 2 CPUs, under the default
+// config: each token a graph of a few hundred microseconds between the binding's sampling,
+// and on these VMs its threads wait for a CPU a quarter of their graphs' time or more
+// though no other process takes one (behind the process's own). threads-queued names
+// that, threads-contended does not; beside a busy loop the waits are the loop's, and
+// threads-contended names them, threads-queued does not. Where threads-queued fires, its
+// advice is checked: one thread computes the same tokens faster. The model's own
+// threads' waiting is this host's scheduler's: where a phase is not starved neither rule
+// may fire.
+func TestE2EThreadsQueued(t *testing.T) {
+	env := testbench.Require(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testbench.Missing(t, "node")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	c := startCollector(t, ctx, node, "")
+	run := func(threads int, hog bool) testbench.NodeResult {
+		if hog {
+			defer testbench.BusyLoop(t, 1).Stop()
+		}
+		out, err := testbench.Run(ctx, node, env.NodeArgs("tiny-dense", 200, threads, 4)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := testbench.ParseNode(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	alone, beside, one := run(2, false), run(2, true), run(1, false)
+	settle(t, ctx, c.out)
+	v := summarize(t, c.out)
+	advise.Annotate(v)
+	procs := map[int]*summary.Process{}
+	for _, p := range v.Processes {
+		for _, kv := range p.Resource {
+			if kv.Key == "process.pid" {
+				pid, _ := strconv.Atoi(kv.Value)
+				procs[pid] = p
+			}
+		}
+	}
+	check := func(r testbench.NodeResult, name, want, not string) (starved bool) {
+		p := procs[r.PID]
+		if p == nil {
+			t.Fatalf("%s: no process %d in the summary", name, r.PID)
+		}
+		fired := map[string]string{}
+		for _, f := range p.Findings {
+			fired[f.ID] = f.Title + ": " + strings.Join(f.Evidence, "; ")
+		}
+		for _, ph := range p.Phases {
+			if ph.CPU != nil && ph.CPU.Judged {
+				cpu := ph.CPU
+				t.Logf("%s: %s: threads on a CPU %.0f%% of %d graphs, waiting for one %.0f%%, starved %v (%s)",
+					name, ph.Name, 100*cpu.Share, cpu.Graphs, 100*cpu.Wait/max(cpu.ThreadSeconds, 1e-12), cpu.Starved, cpu.Lacked)
+				starved = starved || cpu.Starved && cpu.Lacked == summary.LackedCPU
+			}
+		}
+		if cs := p.CPUs; cs != nil {
+			t.Logf("%s: %.0f tokens/s; CPUs idle %.2f, others %.2f (measured %v) of %d; findings %v",
+				name, float64(r.Tokens)/r.Seconds, cs.Idle, cs.Others, cs.OthersMeasured, cs.Allowed, fired)
+			if !cs.OthersMeasured {
+				t.Errorf("%s: what other processes took of the CPUs was not measured", name)
+			}
+		}
+		if starved && fired[want] == "" {
+			t.Errorf("%s: starved for a CPU, and %s did not fire", name, want)
+		}
+		if fired[not] != "" {
+			t.Errorf("%s: %s", name, fired[not])
+		}
+		if !starved && fired[want] != "" {
+			t.Errorf("%s: no phase starved for a CPU, and %s fired", name, fired[want])
+		}
+		return starved
+	}
+	if check(alone, "2 threads alone", "threads-queued", "threads-contended") {
+		aloneRate, oneRate := float64(alone.Tokens)/alone.Seconds, float64(one.Tokens)/one.Seconds
+		if oneRate <= aloneRate {
+			t.Errorf("threads-queued's advice: 1 thread %.0f tokens/s, no faster than 2 threads' %.0f", oneRate, aloneRate)
+		}
+	}
+	check(beside, "2 threads beside a busy loop", "threads-contended", "threads-queued")
+}

@@ -106,7 +106,7 @@ func (r Rule) defers(p *summary.Process, made map[string]summary.Finding) bool {
 
 // Rules are every rule, strongest first: the order findings are listed in.
 var Rules = []Rule{
-	oomRule, coldRule, idleRule, quotaRule, overCPUsRule, contentionRule, fewThreadsRule, simdRule, ubatchRule, recomputedRule, queuedRule, contextRule, stallRule, batchingRule, attentionRule, blockedRule, memoryBoundRule, barriersRule,
+	oomRule, coldRule, idleRule, quotaRule, overCPUsRule, contentionRule, queuedThreadsRule, fewThreadsRule, simdRule, ubatchRule, recomputedRule, queuedRule, contextRule, stallRule, batchingRule, attentionRule, blockedRule, memoryBoundRule, barriersRule,
 	deviceUnusedRule, fallbackRule, offloadRule, unevenRule, overheadRule,
 }
 

@@ -63,6 +63,11 @@ func TestRules(t *testing.T) {
 			p.Phases[0].Sched = summary.SchedSums{}
 			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU, Contended: 6, ContendedSeconds: 0.8, Cost: 0.5}
 		}},
+		{"threads-queued", func(p *summary.Process) { // waiting, and no other process took the CPUs
+			p.Phases[0].Sched = summary.SchedSums{}
+			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU, Contended: 6, ContendedSeconds: 0.8, Cost: 0.5}
+			p.CPUs = &summary.CPUs{Allowed: 4, Cores: 2, Threads: 2, Idle: 1.9, Measured: true, Others: 0.05, OthersMeasured: true}
+		}},
 		{"threads-blocked", func(p *summary.Process) { // off the CPU, not waiting for one
 			p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1.4, Wait: 0.02, Share: 0.7, Judged: true, Starved: true, Lacked: summary.LackedSleep}
 		}},
@@ -185,6 +190,45 @@ func TestRules(t *testing.T) {
 	for _, r := range Rules {
 		if !tested[r.ID] {
 			t.Errorf("no case fires %s", r.ID)
+		}
+	}
+}
+
+// Threads that waited for a CPU: what other processes took of the CPUs meanwhile, and
+// contention's other causes, say whose the waits were.
+func TestWaitsWhose(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		others float64 // CPUs' worth, of 4
+		build  func(p *summary.Process)
+		want   []string
+	}{
+		{"the machine otherwise idle", 0.05, nil, []string{"threads-queued"}},
+		{"a neighbour took the CPUs", 1.5, nil, []string{"threads-contended"}},
+		{"a neighbour, just enough", 0.9, nil, []string{"threads-contended"}}, // 22.5% against 45%'s half
+		{"a neighbour, too little", 0.8, nil, []string{"threads-queued"}},
+		{"more threads than CPUs", 0.05, func(p *summary.Process) { p.CPUs.Threads, p.Quota.Threads = 8, 8; p.Quota.CPUs = 0 }, []string{"threads-over-cpus"}},
+		{"a quota", 0.05, func(p *summary.Process) { p.Quota.CPUs = 1.5 }, []string{"cpu-quota", "threads-contended"}},
+		{"a software device", 0.05, func(p *summary.Process) {
+			p.Software = "lavapipe"
+			p.Backends = []summary.Backend{{Backend: "CPU", Splits: 20, Seconds: 1}, {Backend: "VK", Splits: 20, Seconds: 0.01}}
+		}, []string{"threads-contended"}},
+	} {
+		p := clean()
+		p.Phases[0].Sched = summary.SchedSums{}
+		p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 10, ThreadSeconds: 2, OnCPU: 1, Wait: 0.9, Share: 0.5, Judged: true, Starved: true, Lacked: summary.LackedCPU, Contended: 6, ContendedSeconds: 0.8, Cost: 0.5}
+		p.CPUs = &summary.CPUs{Allowed: 4, Cores: 4, Threads: 2, Idle: 2, Measured: true, Others: tc.others, OthersMeasured: true}
+		if tc.build != nil {
+			tc.build(p)
+		}
+		got := fired(p)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: fired %v, want %v", tc.name, got, tc.want)
+		}
+		for _, id := range tc.want {
+			if !got[id] {
+				t.Errorf("%s: fired %v, want %v", tc.name, got, tc.want)
+			}
 		}
 	}
 }

@@ -27,6 +27,9 @@ var (
 	contendedMaterial = &Threshold{Name: "contendedMaterial", Value: 0.1, Unit: Share,
 		Why: "Contention that cost under a tenth of the process's graph time, over all its phases, is said as information: a burst of other work (a server's front end taking a batch of requests, a test client) starves a prefill's few graphs without the machine being the bottleneck. " +
 			"A share of the same run's graph time, whatever the CPU's speed."}
+	othersShare = &Threshold{Name: "othersShare", Value: 0.5, Unit: Share,
+		Why: "A thread waits for a CPU that another process holds while that process runs, so the others' share of the CPUs bounds the waiting they cause: about one for one while the model has no more threads than CPUs, and less over spans that count the gaps between graphs too. " +
+			"Others that took under half the threads' waiting share of their CPUs cannot have caused most of it. Shares of the same spans' time, whatever the CPU's speed."}
 	idleFaultShare = &Threshold{Name: "idleFaultShare", Value: 0.9, Unit: Share,
 		Why: "Where the cold start's and the idle spells' graphs took nine in ten of a phase's major faults or more, they are its disk waits, and cold-start or idle-reclaimed says them; the rest may be a model that does not fit. " +
 			"A share of the same phase's faults: a count of pages read, which no CPU's speed changes."}
@@ -83,9 +86,9 @@ func quota(p *summary.Process) (summary.Finding, bool) {
 var contentionRule = Rule{
 	ID:    "threads-contended",
 	Name:  "threads contended",
-	Reads: []string{schema.GGMLGraphOnCPUNS, schema.GGMLGraphRunqueueNS, schema.GGMLSchedOffCPUNS, schema.GGMLSchedRunqueueNS, schema.ResourceGGMLDeviceSoftware},
+	Reads: []string{schema.GGMLGraphOnCPUNS, schema.GGMLGraphRunqueueNS, schema.GGMLSchedOffCPUNS, schema.GGMLSchedRunqueueNS, schema.ResourceGGMLDeviceSoftware, metadata.MetricsInfo.ProfinferProcessCpusTime.Name},
 	Fires: "the phase is [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share) and its threads waited for a CPU for as long as they slept or longer (default config), or were off the CPU ≥ {contentionShare} of their node time (scheduler layer, which adds preemptions); " +
-		"a warning where it cost ≥ {contendedMaterial} of the process's graph time over all phases, information under",
+		"not where the waits are the process's own (threads-queued); a warning where it cost ≥ {contendedMaterial} of the process's graph time over all phases, information under",
 	Says:       "the share, what it cost against the graphs that had their CPUs, and where to look: neighbours, a quota, `-t` above the cores available; on a [software device](#a-software-device), that device's threads",
 	Thresholds: []*Threshold{contentionShare, contendedMaterial},
 	// More threads than CPUs is the contention's known cause, which that finding says.
@@ -123,6 +126,9 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 	if sched != nil && schedShare < contentionShare.Value {
 		sched = nil
 	}
+	if worst != nil && ownWait(p, worst) {
+		worst = nil // threads-queued's
+	}
 	if worst == nil && sched == nil {
 		return summary.Finding{}, false
 	}
@@ -142,18 +148,7 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("%s computes on %s, a software driver in the process's own threads (ggml.device.software)", dev, sw))
 	}
 	if worst != nil {
-		c := worst.CPU
-		line := fmt.Sprintf("%s: the model's threads had a CPU for %s of their graphs' time over %d graphs", worst.Name, pct(c.Share), c.Graphs)
-		if c.Wait > 0 {
-			line += fmt.Sprintf(", and were runnable but waiting for one for %s of it", pct(c.Wait/c.ThreadSeconds))
-		}
-		f.Evidence = append(f.Evidence, line)
-		if c.Cost > 0 && worst.DecodeSeconds > 0 {
-			f.Evidence = append(f.Evidence, fmt.Sprintf("its %d contended graphs took %.1f s more than at the others' time per token: %s of %s time",
-				c.Contended, c.Cost, pct(c.Cost/worst.DecodeSeconds), worst.Name))
-		} else if worst.TokensPerSec > 0 {
-			f.Evidence = append(f.Evidence, fmt.Sprintf("%s ran at %.1f tokens/s; no graph had its CPUs to itself to measure the cost against", worst.Name, worst.TokensPerSec))
-		}
+		f.Evidence = append(f.Evidence, starvedEvidence(worst)...)
 	}
 	if c := p.CPUs; c != nil && c.Measured {
 		f.Evidence = append(f.Evidence, idleCPUs(c))
@@ -167,6 +162,84 @@ func contention(p *summary.Process) (summary.Finding, bool) {
 	if lost, all := contentionCost(p, worst, sched, schedShare); lost < contendedMaterial.Value*all {
 		f.Severity = summary.Info
 		f.Evidence = append(f.Evidence, fmt.Sprintf("it cost at most %.2f s, %s of the %.1f s the process's graphs took over all phases: under the %s at which the machine is the bottleneck",
+			lost, pct(lost/max(all, 1e-12)), all, contendedMaterial))
+	}
+	return f, true
+}
+
+// starvedEvidence says what a phase starved for a CPU had of it, and what that cost.
+func starvedEvidence(worst *summary.Phase) []string {
+	c := worst.CPU
+	line := fmt.Sprintf("%s: the model's threads had a CPU for %s of their graphs' time over %d graphs", worst.Name, pct(c.Share), c.Graphs)
+	if c.Wait > 0 {
+		line += fmt.Sprintf(", and were runnable but waiting for one for %s of it", pct(c.Wait/c.ThreadSeconds))
+	}
+	out := []string{line}
+	if c.Cost > 0 && worst.DecodeSeconds > 0 {
+		out = append(out, fmt.Sprintf("its %d contended graphs took %.1f s more than at the others' time per token: %s of %s time",
+			c.Contended, c.Cost, pct(c.Cost/worst.DecodeSeconds), worst.Name))
+	} else if worst.TokensPerSec > 0 {
+		out = append(out, fmt.Sprintf("%s ran at %.1f tokens/s; no graph had its CPUs to itself to measure the cost against", worst.Name, worst.TokensPerSec))
+	}
+	return out
+}
+
+var queuedThreadsRule = Rule{
+	ID:   "threads-queued",
+	Name: "threads queued behind their own",
+	Reads: []string{schema.GGMLGraphOnCPUNS, schema.GGMLGraphRunqueueNS, metadata.MetricsInfo.ProfinferProcessCpusTime.Name, metadata.MetricsInfo.ProfinferProcessCpus.Name,
+		metadata.MetricsInfo.ProfinferCgroupCPULimit.Name, schema.ResourceGGMLDeviceSoftware},
+	Fires: "the phase is [starved](roofline.md#on-a-shared-machine-the-threads-cpu-share), its threads waited for a CPU for as long as they slept or longer, and the waits are the process's own: other processes took under {othersShare} of the threads' waiting share of the CPUs, " +
+		"the model computes with no more threads than the CPUs it may run on, no CPU quota holds it back and no software device computes beside it; a warning where it cost ≥ {contendedMaterial} of the process's graph time over all phases, information under",
+	Says:       "the share, what it cost, how idle the CPUs sat and what other processes took, and the fewer threads to compare against",
+	Thresholds: []*Threshold{othersShare, contendedMaterial},
+	apply:      queuedThreads,
+}
+
+// ownWait says whether the waits of starved phase worst's threads are the process's own:
+// other processes took too little of its CPUs over the same spans to have caused them,
+// and none of contention's other causes holds (more threads than CPUs, a quota, a
+// software device's threads). False where what the others took was not measured.
+func ownWait(p *summary.Process, worst *summary.Phase) bool {
+	c := p.CPUs
+	if c == nil || !c.OthersMeasured || c.Allowed <= 0 || worst.CPU.ThreadSeconds <= 0 || c.Threads > int64(c.Allowed) {
+		return false
+	}
+	if sw, _ := software(p); sw != "" {
+		return false
+	}
+	if _, held := quota(p); held {
+		return false
+	}
+	return c.Others/float64(c.Allowed) < othersShare.Value*worst.CPU.Wait/worst.CPU.ThreadSeconds
+}
+
+// queuedThreads: the model's threads waited for a CPU that no other process took: they
+// were queued behind the process's own threads.
+func queuedThreads(p *summary.Process) (summary.Finding, bool) {
+	worst := starved(p, summary.LackedCPU)
+	if worst == nil || !ownWait(p, worst) {
+		return summary.Finding{}, false
+	}
+	c := p.CPUs
+	fewer := max(int(c.Threads)-1, 1)
+	f := summary.Finding{
+		Severity: summary.Warning,
+		Title:    "The model's threads waited for a CPU that no other process took: they queued behind the process's own",
+		Advice: "Other processes took too little of the CPUs to have kept the model's threads waiting, and it computes with no more threads than CPUs: its threads waited behind its own. " +
+			"The likeliest cause is their waking: between graphs ggml's threads sleep, each graph wakes them, and the scheduler often queues a woken thread on the CPU of the thread that woke it, which computes on (or spins at ggml's barrier, waiting for it) until its time slice ends, however idle the other CPUs sit. " +
+			"Short graphs suffer it most (a small model, a token a decode), and a runtime whose own threads compute between graphs (a binding's sampling, a server's). " +
+			fmt.Sprintf("Fewer threads wait less: compare %s, and one thread for a model this small, in tokens a second. ", threadsOption(p, fewer)) + starvedNote,
+		Evidence: starvedEvidence(worst),
+	}
+	if c.Measured {
+		f.Evidence = append(f.Evidence, idleCPUs(c))
+	}
+	f.Evidence = append(f.Evidence, fmt.Sprintf("other processes took %.2f of the %d CPUs on average over the same spans (%s of their time), under %s of the threads' waiting share (%s)",
+		c.Others, c.Allowed, pct(c.Others/float64(c.Allowed)), othersShare, pct(worst.CPU.Wait/worst.CPU.ThreadSeconds)))
+	if lost, all := contentionCost(p, worst, nil, 0); lost < contendedMaterial.Value*all {
+		f.Severity = summary.Info
+		f.Evidence = append(f.Evidence, fmt.Sprintf("it cost at most %.2f s, %s of the %.1f s the process's graphs took over all phases: under the %s at which it holds the model back",
 			lost, pct(lost/max(all, 1e-12)), all, contendedMaterial))
 	}
 	return f, true

@@ -305,6 +305,7 @@ const (
 	_ AttributeProfinferCpusTimeOf = iota
 	AttributeProfinferCpusTimeOfIdle
 	AttributeProfinferCpusTimeOfAll
+	AttributeProfinferCpusTimeOfProcess
 )
 
 // String returns the string representation of the AttributeProfinferCpusTimeOf.
@@ -314,14 +315,17 @@ func (av AttributeProfinferCpusTimeOf) String() string {
 		return "idle"
 	case AttributeProfinferCpusTimeOfAll:
 		return "all"
+	case AttributeProfinferCpusTimeOfProcess:
+		return "process"
 	}
 	return ""
 }
 
 // MapAttributeProfinferCpusTimeOf is a helper map of string to AttributeProfinferCpusTimeOf attribute value.
 var MapAttributeProfinferCpusTimeOf = map[string]AttributeProfinferCpusTimeOf{
-	"idle": AttributeProfinferCpusTimeOfIdle,
-	"all":  AttributeProfinferCpusTimeOfAll,
+	"idle":    AttributeProfinferCpusTimeOfIdle,
+	"all":     AttributeProfinferCpusTimeOfAll,
+	"process": AttributeProfinferCpusTimeOfProcess,
 }
 
 var MetricsInfo = metricsInfo{
@@ -2703,7 +2707,7 @@ type metricProfinferProcessCpusTime struct {
 // init fills profinfer.process.cpus.time metric with initial data.
 func (m *metricProfinferProcessCpusTime) init() {
 	m.data.SetName("profinfer.process.cpus.time")
-	m.data.SetDescription("Time of the CPUs the process may run on, idle and in all, over the spans in which it computed a graph.")
+	m.data.SetDescription("Time of the CPUs the process may run on, idle, in all and the process's own, over the spans in which it computed a graph.")
 	m.data.SetUnit("s")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)

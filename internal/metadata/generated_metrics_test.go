@@ -1075,7 +1075,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["profinfer.process.cpus.time"] = true
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Time of the CPUs the process may run on, idle and in all, over the spans in which it computed a graph.", mi.Description())
+					assert.Equal(t, "Time of the CPUs the process may run on, idle, in all and the process's own, over the spans in which it computed a graph.", mi.Description())
 					assert.Equal(t, "s", mi.Unit())
 					assert.True(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())

@@ -4,6 +4,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/profinfer/profinfer/internal/cpus"
+	"github.com/profinfer/profinfer/internal/events"
 )
 
 // readTopology reads the machine's CPU topology once, at Start; nil where it cannot be,
@@ -63,16 +64,45 @@ func (p *Profiler) readIdle() cpus.Idle {
 	return idle
 }
 
-// noteIdle counts what t's CPUs sat idle since its last reading, where it computed a
-// graph meanwhile (a server's idle spells are no evidence of its neighbours), and makes
-// now its last reading.
+// noteIdle counts what t's CPUs sat idle since its last reading, and what it took of
+// them, where it computed a graph meanwhile (a server's idle spells are no evidence of its
+// neighbours), and makes now its last reading. Its own time is as of its latest graph
+// that summed it: over the readings the differences add up to its time from attach to
+// that graph, each span's off by what it computed since its latest such graph.
 func (in *ingest) noteIdle(t *inProc, now cpus.Idle) {
 	if now == nil {
 		return
 	}
 	if t.idleAt != nil && t.graphs != t.graphsAtIdle {
 		idle, all := now.Since(t.idleAt, t.allowed)
-		in.acc.Idle(t.proc.PID, idle, all)
+		own := -1.0 // not known: no graph summed it, or none since its attach reading failed
+		if t.ran > 0 && t.ranAtIdle > 0 {
+			own = float64(t.ran-min(t.ranAtIdle, t.ran)) / 1e9
+		}
+		in.acc.Idle(t.proc.PID, idle, all, own)
 	}
 	t.idleAt, t.graphsAtIdle = now, t.graphs
+	if t.ran > 0 {
+		t.ranAtIdle = t.ran
+	}
+}
+
+// summed notes the process's CPU time that a graph's probe summed over its threads.
+func (t *inProc) summed(c events.ThreadsCPU) {
+	if c.Threads > 0 && !c.Partial {
+		t.ran = max(t.ran, c.Run)
+	}
+}
+
+// ranSince reads process pid's CPU time from /proc (ns); 0 where it cannot be read.
+func (p *Profiler) ranSince(pid int) uint64 {
+	proc, err := p.procFS.Proc(pid)
+	if err != nil {
+		return 0
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return 0
+	}
+	return uint64(st.CPUTime() * 1e9)
 }

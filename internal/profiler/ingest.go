@@ -91,6 +91,10 @@ type inProc struct {
 	allowed      []int
 	idleAt       cpus.Idle
 	graphsAtIdle uint64
+	// ran is the process's CPU time (ns) as its graphs' probes last summed it, ranAtIdle
+	// as at the last reading of idleAt (at its attach, from /proc): what it took of its
+	// CPUs between readings, the rest being idle or other processes'.
+	ran, ranAtIdle uint64
 }
 
 func newIngest(cfg *Config, log *zap.Logger, traces, counters bool, out chan<- ptrace.Traces, spans *signals.Spans, acc *signals.Metrics) *ingest {

@@ -89,8 +89,10 @@ func (in *ingest) dispatch(ev *events.Event) {
 		a.DecodeExit(ev.PID, ev.TID, ev.TS, ev.Result(), ev.Lost())
 	case events.GraphEnter:
 		in.computes(tr)
+		tr.summed(ev.CPU)
 		a.GraphEnter(ev.PID, ev.TID, ev.TS, ev.Graph(), ev.Nodes(), int(ev.Nth), ev.CPU)
 	case events.GraphExit:
+		tr.summed(ev.CPU)
 		a.GraphExit(ev.PID, ev.TID, ev.TS, ev.Sched, ev.Lost(), ev.CPU)
 	case events.Node:
 		var info *assemble.NodeInfo

@@ -68,6 +68,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	}
 	in.cpus, in.allowed, _ = p.allowed(pid)
 	in.idleAt = p.readIdle() // how idle its CPUs sit from now
+	in.ranAtIdle = p.ranSince(pid)
 	holds := p.applicationLayer(ct)
 	var probes int
 	var splits bool

@@ -90,6 +90,9 @@ func (m *Metrics) Emit(t Telemetry) pmetric.Metrics {
 		if pm.cpusTime > 0 {
 			m.mb.RecordProfinferProcessCpusTimeDataPoint(now, pm.idleTime, metadata.AttributeProfinferCpusTimeOfIdle)
 			m.mb.RecordProfinferProcessCpusTimeDataPoint(now, pm.cpusTime, metadata.AttributeProfinferCpusTimeOfAll)
+			if !pm.ownLost && pm.ownTime > 0 {
+				m.mb.RecordProfinferProcessCpusTimeDataPoint(now, pm.ownTime, metadata.AttributeProfinferCpusTimeOfProcess)
+			}
 		}
 		if pm.windowed {
 			m.mb.RecordProfinferWindowNextDataPoint(now, pm.window)

@@ -59,8 +59,9 @@ type processMetrics struct {
 	quota                cgroup.CPU // as last read
 	cpus                 cpus.Count // the CPUs it may run on, as last read
 	// idleTime and cpusTime are the seconds those CPUs sat idle, and theirs, over the
-	// spans it computed in.
-	idleTime, cpusTime float64
+	// spans it computed in; ownTime its own, unless ownLost: a span's was not known.
+	idleTime, cpusTime, ownTime float64
+	ownLost                     bool
 	exited             bool // emit once more, then drop
 }
 
@@ -485,11 +486,13 @@ func (m *Metrics) CPUs(pid int, c cpus.Count) {
 }
 
 // Idle adds how long the CPUs pid may run on sat idle over a span in which it computed,
-// and their seconds in all.
-func (m *Metrics) Idle(pid int, idle, all float64) {
+// their seconds in all, and its own CPU time (negative: not known).
+func (m *Metrics) Idle(pid int, idle, all, own float64) {
 	if pm := m.procs[pid]; pm != nil {
 		pm.idleTime += idle
 		pm.cpusTime += all
+		pm.ownTime += max(own, 0)
+		pm.ownLost = pm.ownLost || own < 0
 	}
 }
 

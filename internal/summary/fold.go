@@ -119,8 +119,8 @@ type proc struct {
 	quota          quotaState // the cgroup CPU quota
 	cpus           CPUs       // the CPUs it may run on, Threads aside
 	// idleTime and cpusTime are the seconds those CPUs sat idle while it computed, and
-	// theirs: Idle's figures.
-	idleTime, cpusTime float64
+	// theirs, ownTime its own meanwhile (0: not known): Idle's and Others' figures.
+	idleTime, cpusTime, ownTime float64
 	cold               coldState // its first graphs' major page faults, and those after idle spells
 	lastGraph          int64     // when its latest graph ended, ns
 	simd               SIMD

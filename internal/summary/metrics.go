@@ -141,6 +141,8 @@ func (p *proc) neighbours(dps pmetric.NumberDataPointSlice) {
 			p.idleTime = dp.DoubleValue()
 		case "all":
 			p.cpusTime = dp.DoubleValue()
+		case "process":
+			p.ownTime = dp.DoubleValue()
 		}
 	}
 }

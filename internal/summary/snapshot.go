@@ -107,6 +107,10 @@ func (p *proc) snapshot() *Process {
 		c.Threads = p.threads
 		if p.cpusTime > 0 {
 			c.Idle, c.Measured = p.idleTime/p.cpusTime*float64(c.Allowed), true
+			if p.ownTime > 0 {
+				c.Others = max(p.cpusTime-p.idleTime-p.ownTime, 0) / p.cpusTime * float64(c.Allowed)
+				c.OthersMeasured = true
+			}
 		}
 		out.CPUs = &c
 	}

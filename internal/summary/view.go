@@ -272,6 +272,12 @@ type CPUs struct {
 	Idle float64 `json:"idle,omitempty"`
 	// Measured says that Idle was read: an older collector's data has none.
 	Measured bool `json:"idle_measured,omitempty"`
+	// Others is how many of them other processes (the collector among them) took, on
+	// average, over the same spans: neither idle nor the process's own time.
+	// OthersMeasured says it was read: the process's own time is known where a CPU
+	// graph summed it.
+	Others         float64 `json:"others,omitempty"`
+	OthersMeasured bool    `json:"others_measured,omitempty"`
 }
 
 // Op is one operator on one weight type within a phase: a row of the op table.
