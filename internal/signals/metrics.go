@@ -62,7 +62,7 @@ type processMetrics struct {
 	// spans it computed in; ownTime its own, unless ownLost: a span's was not known.
 	idleTime, cpusTime, ownTime float64
 	ownLost                     bool
-	exited             bool // emit once more, then drop
+	exited                      bool // emit once more, then drop
 }
 
 // jobs sums whisper's transcriptions: how many, the audio given and the time taken.

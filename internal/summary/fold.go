@@ -121,11 +121,11 @@ type proc struct {
 	// idleTime and cpusTime are the seconds those CPUs sat idle while it computed, and
 	// theirs, ownTime its own meanwhile (0: not known): Idle's and Others' figures.
 	idleTime, cpusTime, ownTime float64
-	cold               coldState // its first graphs' major page faults, and those after idle spells
-	lastGraph          int64     // when its latest graph ended, ns
-	simd               SIMD
-	end                *End // how it ended, from its process span
-	cut                bool // a step of it was cut short by its end
+	cold                        coldState // its first graphs' major page faults, and those after idle spells
+	lastGraph                   int64     // when its latest graph ended, ns
+	simd                        SIMD
+	end                         *End // how it ended, from its process span
+	cut                         bool // a step of it was cut short by its end
 }
 
 type phase struct {
