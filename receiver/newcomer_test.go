@@ -152,7 +152,7 @@ func TestE2ENewcomerPage(t *testing.T) {
 	if f.decodeOps == 0 || len(f.waiting) > 0 {
 		t.Errorf("the page has %d decode op rows and waits for %q", f.decodeOps, f.waiting)
 	}
-	if len(f.starvedTiles) > 0 || f.starvedOps > 0 || f.rules["threads-contended"] || f.rules["threads-blocked"] {
+	if len(f.starvedTiles) > 0 || f.starvedOps > 0 || f.rules["threads-contended"] || f.rules["threads-queued"] || f.rules["threads-blocked"] {
 		t.Errorf("a quiet machine read starved: tiles %v, %d ops, findings %v", f.starvedTiles, f.starvedOps, f.rules)
 	}
 	for _, p := range getView(t, url).Processes {
@@ -210,7 +210,7 @@ func TestE2EBusyDefault(t *testing.T) {
 			}
 		}
 	}
-	if found := fired["threads-contended"] || fired["threads-blocked"]; found != anyStarved {
+	if found := fired["threads-contended"] || fired["threads-queued"] || fired["threads-blocked"]; found != anyStarved {
 		t.Errorf("a phase starved %v, a starved finding %v: %v", anyStarved, found, findingIDs(p))
 	}
 	if !tracedPhase(p, "decode") {

@@ -110,7 +110,7 @@ func TestE2ESIMD(t *testing.T) {
 		if f := finding(p, "simd-narrow"); f == nil || !strings.Contains(f.Title, "sse2") || !strings.Contains(f.Title, host) || !strings.Contains(f.Advice, "Ollama") {
 			t.Errorf("no finding of the baseline build: %v", p.Findings)
 		}
-		for _, id := range []string{"threads-blocked", "threads-contended", "overhead-bound"} {
+		for _, id := range []string{"threads-blocked", "threads-contended", "threads-queued", "overhead-bound"} {
 			if f := finding(p, id); f != nil {
 				t.Errorf("another cause's finding: %s", f.Title)
 			}

@@ -212,7 +212,7 @@ func TestE2EVerdictsShortRuns(t *testing.T) {
 	if f := finding(p, "threads-blocked"); f == nil || !strings.Contains(f.Title, "disk") {
 		t.Errorf("F16 in 60%% of its memory: no finding of the disk: %v", findingIDs(p))
 	}
-	for _, id := range []string{"overhead-bound", "threads-contended", "threads-few", "threads-over-cpus", "cold-start"} {
+	for _, id := range []string{"overhead-bound", "threads-contended", "threads-queued", "threads-few", "threads-over-cpus", "cold-start"} {
 		if f := finding(p, id); f != nil {
 			t.Errorf("F16 in 60%% of its memory: %s", f.Title)
 		}

@@ -376,7 +376,7 @@ func TestE2EFindings(t *testing.T) {
 		title := fmt.Sprintf("llama-bench (pid %d)", p.PID())
 		want[title], silent[title] = append([]string{what}, findings...), not
 	}
-	run("1 thread alone", 1, 0, nil, []string{"threads-contended", "barrier-wait"})
+	run("1 thread alone", 1, 0, nil, []string{"threads-contended", "threads-queued", "barrier-wait"})
 	run("1 thread beside a busy loop on the other core", 1, 1, nil, []string{"barrier-wait"})
 	run("2 threads, a busy loop on one of their cores", 2, 1, []string{"threads-contended", "barrier-wait"}, nil)
 	run("3 threads on 2 cores", 3, 0, []string{"threads-over-cpus", "barrier-wait"}, nil)

@@ -229,7 +229,7 @@ func queuedThreads(p *summary.Process) (summary.Finding, bool) {
 		Advice: "Other processes took too little of the CPUs to have kept the model's threads waiting, and it computes with no more threads than CPUs: its threads waited behind its own. " +
 			"The likeliest cause is their waking: between graphs ggml's threads sleep, each graph wakes them, and the scheduler often queues a woken thread on the CPU of the thread that woke it, which computes on (or spins at ggml's barrier, waiting for it) until its time slice ends, however idle the other CPUs sit. " +
 			"Short graphs suffer it most (a small model, a token a decode), and a runtime whose own threads compute between graphs (a binding's sampling, a server's). " +
-			fmt.Sprintf("Fewer threads wait less: compare %s, and one thread for a model this small, in tokens a second. ", threadsOption(p, fewer)) + starvedNote,
+			fmt.Sprintf("Fewer threads wait less: compare %s in tokens a second, down to one thread where the graphs are this short. ", threadsOption(p, fewer)) + starvedNote,
 		Evidence: starvedEvidence(worst),
 	}
 	if c.Measured {

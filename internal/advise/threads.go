@@ -55,7 +55,11 @@ func threadsOption(p *summary.Process, n int) string {
 	case strings.HasPrefix(executable(p), "llama-"):
 		return fmt.Sprintf("-t %d (--threads; -tb for the prompt's batches)", n)
 	}
-	return fmt.Sprintf("%d threads (n_threads and n_threads_batch of llama_context_params, or the binding's threads option)", n)
+	noun := "threads"
+	if n == 1 {
+		noun = "thread"
+	}
+	return fmt.Sprintf("%d %s (n_threads and n_threads_batch of llama_context_params, or the binding's threads option)", n, noun)
 }
 
 func plural(n int64, what string) string {

@@ -71,7 +71,7 @@ const (
 	ProfinferCgroupPath = "profinfer.cgroup.path"
 	// ProfinferCPUsKind: which CPUs a profinfer.process.cpus point counts.
 	ProfinferCPUsKind = "profinfer.cpus.kind"
-	// ProfinferCPUsTimeOf: whose time on a process's CPUs a profinfer.process.cpus.time
-	// point is, others or all.
+	// ProfinferCPUsTimeOf: which time on a process's CPUs a profinfer.process.cpus.time
+	// point is: idle, all, or the process's own.
 	ProfinferCPUsTimeOf = "profinfer.cpus.time.of"
 )
