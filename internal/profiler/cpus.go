@@ -33,19 +33,21 @@ func (p *Profiler) allowed(pid int) (cpus.Count, []int, bool) {
 	return p.top.Of(list), list, true
 }
 
-// cpusRead is what one process may run on, as read at a metrics export.
+// cpusRead is what one process may run on, as read at a metrics export, and its CPU
+// time then (ns; 0 where it could not be read).
 type cpusRead struct {
 	pid  int
 	c    cpus.Count
 	list []int
+	ran  uint64
 }
 
-// readAllowed reads what each of pids may run on.
+// readAllowed reads what each of pids may run on, and its CPU time.
 func (p *Profiler) readAllowed(pids []int) []cpusRead {
 	got := make([]cpusRead, 0, len(pids))
 	for _, pid := range pids {
 		if c, list, ok := p.allowed(pid); ok {
-			got = append(got, cpusRead{pid, c, list})
+			got = append(got, cpusRead{pid, c, list, p.ran(pid)})
 		}
 	}
 	return got
@@ -65,25 +67,26 @@ func (p *Profiler) readIdle() cpus.Idle {
 }
 
 // noteIdle counts what t's CPUs sat idle since its last reading, and what it took of
-// them, where it computed a graph meanwhile (a server's idle spells are no evidence of its
-// neighbours), and makes now its last reading. Its own time is as of its latest graph
-// that summed it: over the readings the differences add up to its time from attach to
-// that graph, each span's off by what it computed since its latest such graph.
-func (in *ingest) noteIdle(t *inProc, now cpus.Idle) {
+// them (ran, its CPU time now as /proc says it), where it computed a graph meanwhile (a
+// server's idle spells are no evidence of its neighbours), and makes now its last
+// reading. Where /proc no longer has it (it ended), its CPU time is as its last graph
+// summed it: short by what it computed after that graph.
+func (in *ingest) noteIdle(t *inProc, now cpus.Idle, ran uint64) {
 	if now == nil {
 		return
 	}
+	ran = max(ran, t.ran)
 	if t.idleAt != nil && t.graphs != t.graphsAtIdle {
 		idle, all := now.Since(t.idleAt, t.allowed)
-		own := -1.0 // not known: no graph summed it, or none since its attach reading failed
-		if t.ran > 0 && t.ranAtIdle > 0 {
-			own = float64(t.ran-min(t.ranAtIdle, t.ran)) / 1e9
+		own := -1.0 // not known: its attach's reading failed, and no graph summed it
+		if ran > 0 && t.ranAtIdle > 0 {
+			own = float64(ran-min(t.ranAtIdle, ran)) / 1e9
 		}
 		in.acc.Idle(t.proc.PID, idle, all, own)
 	}
 	t.idleAt, t.graphsAtIdle = now, t.graphs
-	if t.ran > 0 {
-		t.ranAtIdle = t.ran
+	if ran > 0 {
+		t.ranAtIdle = ran
 	}
 }
 
@@ -94,8 +97,8 @@ func (t *inProc) summed(c events.ThreadsCPU) {
 	}
 }
 
-// ranSince reads process pid's CPU time from /proc (ns); 0 where it cannot be read.
-func (p *Profiler) ranSince(pid int) uint64 {
+// ran reads process pid's CPU time from /proc (ns); 0 where it cannot be read.
+func (p *Profiler) ran(pid int) uint64 {
 	proc, err := p.procFS.Proc(pid)
 	if err != nil {
 		return 0

@@ -92,8 +92,8 @@ type inProc struct {
 	idleAt       cpus.Idle
 	graphsAtIdle uint64
 	// ran is the process's CPU time (ns) as its graphs' probes last summed it, ranAtIdle
-	// as at the last reading of idleAt (at its attach, from /proc): what it took of its
-	// CPUs between readings, the rest being idle or other processes'.
+	// as at the last reading of idleAt: what it took of its CPUs between readings, the
+	// rest being idle or other processes'.
 	ran, ranAtIdle uint64
 }
 

@@ -86,13 +86,15 @@ func (p *Profiler) consume(ctx context.Context, md pmetric.Metrics) {
 // buildMetrics builds the metrics on the reader. A process whose cgroup cannot be read is
 // warned about once.
 func (p *Profiler) buildMetrics(in *ingest, drops uint64, quotas []quotaRead, allowed []cpusRead, idle cpus.Idle) pmetric.Metrics {
+	ran := map[int]uint64{}
 	for _, a := range allowed {
 		if t := in.procs[a.pid]; t != nil {
 			t.cpus, t.allowed = a.c, a.list
 		}
+		ran[a.pid] = a.ran
 	}
-	for _, t := range in.procs {
-		in.noteIdle(t, idle)
+	for pid, t := range in.procs {
+		in.noteIdle(t, idle, ran[pid])
 	}
 	for pid, t := range in.procs {
 		in.acc.CPUs(pid, t.cpus)

@@ -68,7 +68,7 @@ func (p *Profiler) Trace(f *registry.Found) error {
 	}
 	in.cpus, in.allowed, _ = p.allowed(pid)
 	in.idleAt = p.readIdle() // how idle its CPUs sit from now
-	in.ranAtIdle = p.ranSince(pid)
+	in.ranAtIdle = p.ran(pid)
 	holds := p.applicationLayer(ct)
 	var probes int
 	var splits bool
@@ -310,7 +310,7 @@ func (p *Profiler) reap() {
 			in.exited(t, r.end)
 		}
 		in.acc.CPUs(r.pid, t.cpus) // a process shorter than the metrics interval was read at its attach only
-		in.noteIdle(t, p.readIdle())
+		in.noteIdle(t, p.readIdle(), p.ran(r.pid))
 		in.acc.Forget(r.pid)
 		delete(in.procs, r.pid)
 		_ = probe.Trace(&p.bpf.ProfinferMaps, r.pid, false)
