@@ -241,14 +241,15 @@ func attr(n *html.Node, key string) string {
 }
 
 // node-llama-cpp computing the tiny model with 2 threads on 2 CPUs, under the default
-// config: each token a graph of a few hundred microseconds between the binding's sampling,
-// and on these VMs its threads wait for a CPU a quarter of their graphs' time or more
-// though no other process takes one (behind the process's own). threads-queued names
-// that, threads-contended does not; beside a busy loop the waits are the loop's, and
-// threads-contended names them, threads-queued does not. Where threads-queued fires, its
-// advice is checked: one thread computes the same tokens faster. The model's own
-// threads' waiting is this host's scheduler's: where a phase is not starved neither rule
-// may fire.
+// config. Each graph makes ggml's second thread anew, on the CPU of the thread that makes
+// it; where the scheduler leaves them there, the two spin at each barrier by turns of a
+// tick while the other CPU idles (perf sched on these VMs: 4 ms turns, some 15 ms a token
+// against 0.8 with one thread). Its threads wait for a CPU a quarter of their graphs' time
+// though no other process takes one: threads-queued names that, threads-contended does
+// not. Beside a busy loop the waits are the loop's: threads-contended names them,
+// threads-queued does not. Where threads-queued fires, its advice is checked: one thread
+// computes the same tokens faster. Whether the scheduler leaves the threads together is
+// the host's: where no phase is starved, neither rule may fire.
 func TestE2EThreadsQueued(t *testing.T) {
 	env := testbench.Require(t)
 	node, err := exec.LookPath("node")

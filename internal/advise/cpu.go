@@ -227,8 +227,8 @@ func queuedThreads(p *summary.Process) (summary.Finding, bool) {
 		Severity: summary.Warning,
 		Title:    "The model's threads waited for a CPU that no other process took: they queued behind the process's own",
 		Advice: "Other processes took too little of the CPUs to have kept the model's threads waiting, and it computes with no more threads than CPUs: its threads waited behind its own. " +
-			"The likeliest cause is their waking: between graphs ggml's threads sleep, each graph wakes them, and the scheduler often queues a woken thread on the CPU of the thread that woke it, which computes on (or spins at ggml's barrier, waiting for it) until its time slice ends, however idle the other CPUs sit. " +
-			"Short graphs suffer it most (a small model, a token a decode), and a runtime whose own threads compute between graphs (a binding's sampling, a server's). " +
+			"ggml's threads spin at every node's barrier until all have arrived. A thread made or woken for a graph starts on the CPU of the thread that made or woke it, and where the scheduler leaves the two there, they take turns at its tick, each spinning through the other's turn, however idle the other CPUs sit. " +
+			"Short graphs suffer it most: a small model's, a token a decode, in a runtime that makes ggml's threads anew for each graph (a build without OpenMP given no threadpool) or wakes them after its own work between tokens (a binding's sampling). " +
 			fmt.Sprintf("Fewer threads wait less: compare %s in tokens a second, down to one thread where the graphs are this short. ", threadsOption(p, fewer)) + starvedNote,
 		Evidence: starvedEvidence(worst),
 	}
