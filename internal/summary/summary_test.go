@@ -178,9 +178,27 @@ func TestMetrics(t *testing.T) {
 		dp.Attributes().PutInt("ggml.layer", 3)
 		dp.Attributes().PutInt("ggml.moe.expert", int64(e))
 	}
+	cpus := ms.AppendEmpty()
+	cpus.SetName("profinfer.process.cpus")
+	cpus.SetEmptyGauge()
+	dp := cpus.Gauge().DataPoints().AppendEmpty()
+	dp.SetIntValue(2)
+	dp.Attributes().PutStr("profinfer.cpus.kind", "allowed")
+	times := ms.AppendEmpty()
+	times.SetName("profinfer.process.cpus.time")
+	times.SetEmptySum()
+	for of, s := range map[string]float64{"idle": 4, "all": 10, "process": 5} {
+		dp := times.Sum().DataPoints().AppendEmpty()
+		dp.SetDoubleValue(s)
+		dp.Attributes().PutStr("profinfer.cpus.time.of", of)
+	}
 	a := New()
 	a.Metrics(md)
 	p := a.Snapshot().Processes[0]
+	// Of 10 s of its 2 CPUs' time, 4 idle and 5 its own: 0.8 CPUs idle, 0.2 others'.
+	if c := p.CPUs; c == nil || !c.Measured || !c.OthersMeasured || math.Abs(c.Idle-0.8) > 1e-9 || math.Abs(c.Others-0.2) > 1e-9 {
+		t.Errorf("cpus %+v", p.CPUs)
+	}
 	want := []roofline.Level{{Name: "L1", Size: 64 << 10, Bandwidth: 3e11}, {Name: "L2", Size: 2 << 20, Bandwidth: 2e11}}
 	if r := p.Roofs; r.FLOPS != 2e11 || r.Bandwidth != 5e10 || r.Int8 != 8e11 || r.BF16 != 4e11 || r.Source != "stored" || r.Measured == "" ||
 		!slices.Equal(r.Caches, want) {
