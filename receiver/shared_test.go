@@ -332,3 +332,50 @@ func TestE2EThreadsQueued(t *testing.T) {
 	}
 	check(beside, "2 threads beside a busy loop", "threads-contended", "threads-queued")
 }
+
+// llama-bench computing the tiny model with 2 threads on an otherwise idle machine,
+// under the default config with windows every quarter second: some 24 000 decode graphs
+// of a quarter millisecond, each far shorter than the scheduler tick at which the kernel
+// counts a running thread's CPU time. The graphs walked caught a tick's time or none, and
+// read the threads on their CPUs under half the time, blocked: a wrong verdict and a
+// wrong finding. The phase is not judged, and says why; no finding speaks of the threads.
+func TestE2EShortGraphs(t *testing.T) {
+	env := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	bench := env.Bin("llama-bench")
+	c := startCollector(t, ctx, bench, "nodes: {sample_interval: 250ms}")
+	if _, err := testbench.Run(ctx, bench, env.BenchArgs("tiny-dense", 0, 1024, 2, 24)...); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, ctx, c.out)
+	v := summarize(t, c.out)
+	advise.Annotate(v)
+	if len(v.Processes) != 1 {
+		t.Fatalf("%d processes, want llama-bench's", len(v.Processes))
+	}
+	p := v.Processes[0]
+	dec := phaseNamed(t, p, "decode")
+	cpu := dec.CPU
+	if cpu == nil {
+		t.Fatal("decode: no threads' CPU figures")
+	}
+	t.Logf("decode: %d graphs walked, %.3f ms each, %.0f ms of thread time, on a CPU %.0f%%; %s",
+		cpu.Graphs, 1e3*cpu.Wall/max(float64(cpu.Graphs), 1), 1e3*cpu.ThreadSeconds, 100*cpu.Share, cpu.Thin)
+	if cpu.ThreadSeconds < roofline.MinThreadSeconds {
+		t.Errorf("decode: %.0f ms of thread time walked, under the %.0f ms a verdict needs: the test proves nothing", 1e3*cpu.ThreadSeconds, 1e3*roofline.MinThreadSeconds)
+	}
+	if cpu.Judged || cpu.Starved || !strings.Contains(cpu.Thin, "scheduler tick") {
+		t.Errorf("decode: judged %v, starved %v (%q); want not judged, for the tick", cpu.Judged, cpu.Starved, cpu.Thin)
+	}
+	for _, f := range p.Findings {
+		if strings.HasPrefix(f.ID, "threads-") {
+			t.Errorf("%s: %s: %s", f.ID, f.Title, strings.Join(f.Evidence, "; "))
+		}
+	}
+	for _, o := range dec.Ops {
+		if o.Bound == summary.BoundStarved || o.Bound == summary.BoundBlocked || o.Bound == summary.BoundDisk {
+			t.Errorf("decode: %s %s judged %s: %s", o.Op, o.Weight, o.Bound, o.Why)
+		}
+	}
+}

@@ -24,28 +24,28 @@ type GraphCPU struct {
 // recentGraphs is how many of a process's latest graphs its nodes are judged on.
 const recentGraphs = 4
 
-// recentCPU is the threads' CPU time and thread time (threads × wall) of a process's
-// latest unperturbed graphs, a ring.
+// recentCPU is the threads' CPU time, thread time (threads × wall) and wall time of a
+// process's latest unperturbed graphs, a ring.
 type recentCPU struct {
-	run, thread [recentGraphs]uint64
-	n, next     int
+	run, thread, wall [recentGraphs]uint64
+	n, next           int
 }
 
-func (r *recentCPU) add(run, thread uint64) {
-	r.run[r.next], r.thread[r.next] = run, thread
+func (r *recentCPU) add(run, thread, wall uint64) {
+	r.run[r.next], r.thread[r.next], r.wall[r.next] = run, thread, wall
 	r.next = (r.next + 1) % recentGraphs
 	r.n = min(r.n+1, recentGraphs)
 }
 
 func (r *recentCPU) starved() bool {
-	var run, thread uint64
+	var run, thread, wall uint64
 	for i := range r.n {
-		run, thread = run+r.run[i], thread+r.thread[i]
+		run, thread, wall = run+r.run[i], thread+r.thread[i], wall+r.wall[i]
 	}
 	if thread == 0 {
 		return false
 	}
-	return roofline.IsStarved(float64(run)/float64(thread), int64(r.n), float64(thread)/1e9)
+	return roofline.IsStarved(float64(run)/float64(thread), int64(r.n), float64(thread)/1e9, float64(wall)/1e9)
 }
 
 // busyKept is how many of the collector's busy spans are kept to check graphs against:

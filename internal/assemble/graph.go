@@ -137,7 +137,7 @@ func (p *process) graphCPU(g *Graph, exit events.ThreadsCPU, busy *busy) {
 	g.CPU = GraphCPU{Known: true, Run: exit.Run - enter.Run, Wait: exit.Wait - enter.Wait, MajFlt: exit.MajFlt - enter.MajFlt,
 		Perturbed: busy.overlaps(g.Start, g.End)}
 	if !g.CPU.Perturbed {
-		p.recent.add(g.CPU.Run, uint64(g.NThreads)*(g.End-g.Start))
+		p.recent.add(g.CPU.Run, uint64(g.NThreads)*(g.End-g.Start), g.End-g.Start)
 	}
 	g.CPU.Starved = p.recent.starved()
 }

@@ -259,18 +259,32 @@ const (
 // quarter longer than it would have alone. A verdict rests on MinGraphs graphs or more,
 // of MinThreadSeconds of thread time (threads × wall) or more: one graph may be the one
 // that ran beside the collector's attach, and a share is exact to a scheduler tick per
-// thread, which some 25 ticks of thread time average out. Every verdict of starved (a
-// node's, an op's, a phase's, a finding's) is IsStarved over the graphs it speaks for.
+// thread, which some 25 ticks of thread time average out. And on graphs of AccountTick
+// or longer on average: the kernel brings a running thread's CPU time up to date at its
+// CPU's scheduler ticks (and at switches), so a graph shorter than a tick counts a tick
+// of a running thread's time or none, and graphs that begin in step with the ticks catch
+// fewer than their share. tiny-dense's 0.26 ms decode graphs, under llama-bench with two
+// threads on their CPUs 92% of the run, read 45%, 341 of 360 graphs none at all
+// (BENCHMARKS.md, session 47). AccountTick is the tick at 250 Hz, the longest of the
+// common kernel configurations (1000 Hz: 1 ms). Every verdict of starved (a node's, an
+// op's, a phase's, a finding's) is IsStarved over the graphs it speaks for.
 const (
 	StarvedBelow     = 0.8
 	MinGraphs        = 2
 	MinThreadSeconds = 0.1
+	AccountTick      = 0.004 // seconds
 )
 
+// Resolved says whether graphs graphs of wall seconds in all, threadSeconds of thread
+// time, are evidence enough for a verdict on their threads' CPU share.
+func Resolved(graphs int64, threadSeconds, wall float64) bool {
+	return graphs >= MinGraphs && threadSeconds >= MinThreadSeconds && wall >= AccountTick*float64(graphs)
+}
+
 // IsStarved says whether threads that had a CPU for share of the time of graphs graphs,
-// threadSeconds of thread time, were starved.
-func IsStarved(share float64, graphs int64, threadSeconds float64) bool {
-	return graphs >= MinGraphs && threadSeconds >= MinThreadSeconds && share < StarvedBelow
+// threadSeconds of thread time and wall seconds of wall time, were starved.
+func IsStarved(share float64, graphs int64, threadSeconds, wall float64) bool {
+	return Resolved(graphs, threadSeconds, wall) && share < StarvedBelow
 }
 
 // Under OverheadBelow of its roof, a node's time is not its kernel's work: in a call

@@ -254,6 +254,7 @@ const minQuiet = 3
 func (ph *phase) addCPU(secs float64, threads int64, onCPU, wait float64, faults, tokens int64) {
 	c := &ph.cpu
 	c.Graphs++
+	c.Wall += secs
 	c.ThreadSeconds += secs * float64(threads)
 	c.OnCPU += onCPU
 	c.Wait += wait

@@ -51,12 +51,12 @@ func (s SIMD) lacks() bool { return simd.Narrower(s.Build, s.Host) }
 // judge gives the threads' figures their verdict, or says they are too thin for one.
 func (c *ThreadsCPU) judge() {
 	c.Share = min(c.OnCPU/max(c.ThreadSeconds, 1e-12), 1)
-	c.Judged = c.Graphs >= roofline.MinGraphs && c.ThreadSeconds >= roofline.MinThreadSeconds
+	c.Judged = roofline.Resolved(c.Graphs, c.ThreadSeconds, c.Wall)
 	if !c.Judged {
 		c.Thin = c.thin()
 		return
 	}
-	c.Starved = roofline.IsStarved(c.Share, c.Graphs, c.ThreadSeconds)
+	c.Starved = roofline.IsStarved(c.Share, c.Graphs, c.ThreadSeconds, c.Wall)
 	if c.Starved {
 		c.Lacked = c.lacked()
 	}
@@ -66,6 +66,9 @@ func (c *ThreadsCPU) judge() {
 func (c *ThreadsCPU) thin() string {
 	if c.Graphs == 0 {
 		return fmt.Sprintf("not judged: %s left out, run while profinfer attached or placed probes", count(c.Perturbed, "graph"))
+	}
+	if c.Graphs >= roofline.MinGraphs && c.ThreadSeconds >= roofline.MinThreadSeconds {
+		return fmt.Sprintf("not judged: its graphs took %.2f ms on average, shorter than the %.0f ms scheduler tick at which the kernel counts a running thread's CPU time", 1e3*c.Wall/float64(c.Graphs), 1e3*roofline.AccountTick)
 	}
 	out := fmt.Sprintf("not judged: %s, %.0f ms of thread time", count(c.Graphs, "graph"), c.ThreadSeconds*1e3)
 	if c.Perturbed > 0 {

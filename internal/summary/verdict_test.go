@@ -15,13 +15,16 @@ func TestJudgeThreads(t *testing.T) {
 	}{
 		{"one graph", ThreadsCPU{Graphs: 1, ThreadSeconds: 0.076, OnCPU: 0.07}, false, false, "",
 			"not judged: 1 graph, 76 ms of thread time (a verdict needs 2 graphs and 100 ms)"},
+		// tiny-dense's decode graphs under llama-bench: enough of them, each under a tick.
+		{"graphs under a tick", ThreadsCPU{Graphs: 360, Wall: 0.094, ThreadSeconds: 0.19, OnCPU: 0.085}, false, false, "",
+			"not judged: its graphs took 0.26 ms on average, shorter than the 4 ms scheduler tick at which the kernel counts a running thread's CPU time"},
 		{"left out", ThreadsCPU{Perturbed: 1}, false, false, "",
 			"not judged: 1 graph left out, run while profinfer attached or placed probes"},
-		{"had its CPUs", ThreadsCPU{Graphs: 40, ThreadSeconds: 2, OnCPU: 1.9}, true, false, "", ""},
-		{"waited for a CPU", ThreadsCPU{Graphs: 40, ThreadSeconds: 8, OnCPU: 1.8, Wait: 5}, true, true, LackedCPU, ""},
-		{"no wait counted", ThreadsCPU{Graphs: 40, ThreadSeconds: 8, OnCPU: 1.8}, true, true, LackedCPU, ""},
-		{"asleep in faults", ThreadsCPU{Graphs: 10, ThreadSeconds: 8, OnCPU: 3.5, Wait: 0.2, MajorFaults: 9000}, true, true, LackedDisk, ""},
-		{"asleep", ThreadsCPU{Graphs: 10, ThreadSeconds: 8, OnCPU: 3.5, Wait: 0.2, MajorFaults: 3}, true, true, LackedSleep, ""},
+		{"had its CPUs", ThreadsCPU{Graphs: 40, Wall: 1, ThreadSeconds: 2, OnCPU: 1.9}, true, false, "", ""},
+		{"waited for a CPU", ThreadsCPU{Graphs: 40, Wall: 4, ThreadSeconds: 8, OnCPU: 1.8, Wait: 5}, true, true, LackedCPU, ""},
+		{"no wait counted", ThreadsCPU{Graphs: 40, Wall: 4, ThreadSeconds: 8, OnCPU: 1.8}, true, true, LackedCPU, ""},
+		{"asleep in faults", ThreadsCPU{Graphs: 10, Wall: 4, ThreadSeconds: 8, OnCPU: 3.5, Wait: 0.2, MajorFaults: 9000}, true, true, LackedDisk, ""},
+		{"asleep", ThreadsCPU{Graphs: 10, Wall: 4, ThreadSeconds: 8, OnCPU: 3.5, Wait: 0.2, MajorFaults: 3}, true, true, LackedSleep, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.c

@@ -220,6 +220,7 @@ type DepthFit struct {
 // every graph the phase computed (each carries it, traced node by node or not).
 type ThreadsCPU struct {
 	Graphs        int64   `json:"graphs"`
+	Wall          float64 `json:"wall_seconds"`   // the graphs' wall time
 	ThreadSeconds float64 `json:"thread_seconds"` // the graphs' wall time times their threads
 	OnCPU         float64 `json:"on_cpu"`         // seconds the process's threads ran meanwhile
 	Wait          float64 `json:"wait"`           // seconds they were runnable, waiting for a CPU
