@@ -379,3 +379,70 @@ func TestE2EShortGraphs(t *testing.T) {
 		}
 	}
 }
+
+// A deep, narrow model (128 layers of 128 wide: some 2 000 nodes of microseconds a
+// token) under llama-bench with 2 threads and with 1, under the default config with
+// windows every quarter second: its ops run far below their roofs in short calls, their
+// time the nodes' dispatch and barriers, and overhead-bound says so at both. With one
+// thread, threads-few does not advise a second: more threads lengthen such ops. Both
+// are checked against the runs themselves: one thread decodes faster than two. The
+// 1B model beside them, whose ops are not overhead-bound, gets no such finding.
+func TestE2EOverheadBound(t *testing.T) {
+	env := testbench.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	bench := env.Bin("llama-bench")
+	c := startCollector(t, ctx, bench, "nodes: {sample_interval: 250ms}")
+	run := func(model string, tokens, threads int) (int, float64) {
+		p, err := testbench.Start(bench, env.BenchArgs(model, 0, tokens, threads, 1)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(ctx); err != nil {
+			t.Fatalf("%s -t %d: %v\n%s", model, threads, err, p.Stderr.String())
+		}
+		rs, err := testbench.ParseBench(p.Stdout.Bytes())
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("%s -t %d: %v %+v", model, threads, err, rs)
+		}
+		return p.PID(), rs[0].AvgTS
+	}
+	two, twoRate := run("deep-narrow", 128, 2)
+	one, oneRate := run("deep-narrow", 128, 1)
+	healthy, _ := run("llama-1b-q4_0", 32, 2)
+	settle(t, ctx, c.out)
+	v := summarize(t, c.out)
+	advise.Annotate(v)
+	t.Logf("deep-narrow: %.0f tokens/s with 2 threads, %.0f with 1", twoRate, oneRate)
+	if oneRate <= twoRate {
+		t.Errorf("deep-narrow: 1 thread %.0f tokens/s, no faster than 2 threads' %.0f: the overhead's advice does not hold here", oneRate, twoRate)
+	}
+	for _, tc := range []struct {
+		pid       int
+		name      string
+		want, not []string
+	}{
+		{two, "deep-narrow, 2 threads", []string{"overhead-bound"}, []string{"threads-few", "threads-contended", "threads-queued", "threads-blocked"}},
+		{one, "deep-narrow, 1 thread", []string{"overhead-bound"}, []string{"threads-few", "threads-contended", "threads-queued", "threads-blocked"}},
+		{healthy, "llama-1b, 2 threads", nil, []string{"overhead-bound"}},
+	} {
+		p := byPID(t, v, tc.pid)
+		fired := map[string]string{}
+		for _, f := range p.Findings {
+			fired[f.ID] = f.Title + ": " + strings.Join(f.Evidence, "; ")
+		}
+		if dec := phaseNamed(t, p, "decode"); dec.CPU != nil {
+			t.Logf("%s: decode's threads on a CPU %.0f%% of %d graphs (%s); findings %v", tc.name, 100*dec.CPU.Share, dec.CPU.Graphs, dec.CPU.Thin, fired)
+		}
+		for _, id := range tc.want {
+			if fired[id] == "" {
+				t.Errorf("%s: no %s", tc.name, id)
+			}
+		}
+		for _, id := range tc.not {
+			if fired[id] != "" {
+				t.Errorf("%s: %s", tc.name, fired[id])
+			}
+		}
+	}
+}

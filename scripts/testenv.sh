@@ -388,7 +388,9 @@ make_models() {
   done
   "$LC/bin/llama-quantize" "$MODELS/moe-f16.gguf" "$MODELS/moe-q4_0.gguf" Q4_0 >/dev/null 2>&1
   rm -f "$MODELS/moe-f16.gguf" # llama-1b-f16 stays: a comparison's other quantisation
-  for m in moe-even moe-hot; do # small, F16: what they are for is their routing
+  # Small, F16: what the MoE ones are for is their routing, deep-narrow's its many
+  # small nodes.
+  for m in moe-even moe-hot deep-narrow; do
     (cd "$ROOT" && go run ./internal/testbench/cmd/mkmodel -arch "$m" -o "$MODELS/$m.gguf")
   done
   for m in whisper-micro whisper-tiny; do

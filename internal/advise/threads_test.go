@@ -43,18 +43,18 @@ func TestFewThreads(t *testing.T) {
 	if len(fs) != 1 || fs[0].ID != "threads-few" || fs[0].Gain == nil {
 		t.Fatalf("findings %v, want threads-few with a gain", fs)
 	}
-	// MUL_MAT halves (1 → 2 threads, its roof far); ADD at 5% of its roof halves too:
-	// (0.35 + 0.01) / 0.72 of 50 ms a token.
+	// MUL_MAT halves (1 → 2 threads, its roof far); ADD, overhead-bound, keeps its time:
+	// (0.35 + 0.02) / 0.72 of 50 ms a token.
 	g := fs[0].Gain
-	if want := 50 * 0.36 / 0.72; math.Abs(g.To-want) > 1e-9 || g.From != 50 || math.Abs(g.Saved-(50-want)*20/1e3) > 1e-9 {
+	if want := 50 * 0.37 / 0.72; math.Abs(g.To-want) > 1e-9 || g.From != 50 || math.Abs(g.Saved-(50-want)*20/1e3) > 1e-9 {
 		t.Errorf("gain %+v, want 50 → %.1f ms a token", g, want)
 	}
-	if !strings.Contains(fs[0].Evidence[len(fs[0].Evidence)-1], "2.0× the tokens/s") {
+	if !strings.Contains(fs[0].Evidence[len(fs[0].Evidence)-1], "1.9× the tokens/s") {
 		t.Errorf("evidence %q does not say the gain", fs[0].Evidence)
 	}
 	// An op near its roof gains only up to it.
 	p.Phases[0].Ops[0].PeakFrac = 0.45
-	if f, _ := fewThreads(p); f.Gain == nil || math.Abs(f.Gain.To-50*(0.7*0.5+0.01)/0.72) > 1e-9 {
+	if f, _ := fewThreads(p); f.Gain == nil || math.Abs(f.Gain.To-50*(0.7*0.5+0.02)/0.72) > 1e-9 {
 		t.Errorf("at 45%% of the roof: %+v", f.Gain)
 	}
 	for name, build := range map[string]func(p *summary.Process){
@@ -64,6 +64,9 @@ func TestFewThreads(t *testing.T) {
 		"one graph":       func(p *summary.Process) { p.Phases[0].CPU.Judged = false },
 		"no CPUs read":    func(p *summary.Process) { p.CPUs = nil },
 		"a core a thread": func(p *summary.Process) { p.CPUs.Threads = 2 },
+		// A deep, narrow model: its ops' time is dispatch and barriers, which more
+		// threads lengthen (its decode ran 2.0× faster on 1 thread than on 2).
+		"overhead-bound ops": func(p *summary.Process) { p.Phases[0].Ops[0].Bound, p.Phases[0].Ops[0].PeakFrac = summary.BoundOverhead, 0.03 },
 		// llama-bench -t 1 beside a busy loop on the other core: no core was free.
 		"a neighbour on the other core": func(p *summary.Process) { p.CPUs.Idle, p.CPUs.Measured = 0.03, true },
 	} {

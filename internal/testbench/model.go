@@ -58,6 +58,9 @@ var Shapes = map[string]Shape{
 	// Small mixtures whose routing is what they are for: even, and two experts favoured.
 	"moe-even": {Name: "moe-even", Embd: 512, Layers: 4, FF: 512, Heads: 8, KVHeads: 8, Vocab: 4096, Context: 4096, Experts: 8, ExpertsUse: 2, Router: RouterRandom},
 	"moe-hot":  {Name: "moe-hot", Embd: 512, Layers: 4, FF: 512, Heads: 8, KVHeads: 8, Vocab: 4096, Context: 4096, Experts: 8, ExpertsUse: 2, Router: RouterHot},
+	// Deep and narrow: a token is some 2 000 nodes of microseconds each, graphs of
+	// milliseconds whose time is the nodes' dispatch and barriers, not their work.
+	"deep-narrow": {Name: "deep-narrow", Embd: 128, Layers: 128, FF: 256, Heads: 4, KVHeads: 4, Vocab: 4096, Context: 4096},
 }
 
 // The constant every token embedding of a RouterHot model holds in its first dimension,
