@@ -66,7 +66,9 @@ func TestFewThreads(t *testing.T) {
 		"a core a thread": func(p *summary.Process) { p.CPUs.Threads = 2 },
 		// A deep, narrow model: its ops' time is dispatch and barriers, which more
 		// threads lengthen (its decode ran 2.0× faster on 1 thread than on 2).
-		"overhead-bound ops": func(p *summary.Process) { p.Phases[0].Ops[0].Bound, p.Phases[0].Ops[0].PeakFrac = summary.BoundOverhead, 0.03 },
+		"overhead-bound ops": func(p *summary.Process) {
+			p.Phases[0].Ops[0].Bound, p.Phases[0].Ops[0].PeakFrac = summary.BoundOverhead, 0.03
+		},
 		// llama-bench -t 1 beside a busy loop on the other core: no core was free.
 		"a neighbour on the other core": func(p *summary.Process) { p.CPUs.Idle, p.CPUs.Measured = 0.03, true },
 	} {
