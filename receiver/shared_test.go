@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,20 +71,8 @@ func TestE2ESharedMachine(t *testing.T) {
 
 	v := summarize(t, out)
 	advise.Annotate(v)
-	procs := map[int]*summary.Process{}
-	for _, p := range v.Processes {
-		for _, kv := range p.Resource {
-			if kv.Key == "process.pid" {
-				pid, _ := strconv.Atoi(kv.Value)
-				procs[pid] = p
-			}
-		}
-	}
 	check := func(pid int, name string, minShare, maxShare float64, want, not []string) {
-		p := procs[pid]
-		if p == nil {
-			t.Fatalf("%s: no process %d in the summary", name, pid)
-		}
+		p := byPID(t, v, pid)
 		fired := map[string]string{}
 		for _, f := range p.Findings {
 			fired[f.ID] = strings.Join(f.Evidence, "; ")
@@ -139,18 +126,18 @@ func TestE2ESharedMachine(t *testing.T) {
 	check(quota, "under a 1-CPU quota", 0.3, 0.7, []string{"threads-contended", "cpu-quota"}, []string{"overhead-bound"})
 	check(quota15, "under a 1.5-CPU quota", 0.5, 0.79, []string{"cpu-quota"}, []string{"overhead-bound"})
 	for pid, cpus := range map[int]float64{quota: 1, quota15: 1.5} {
-		q := procs[pid].Quota
+		q := byPID(t, v, pid).Quota
 		if q == nil || q.CPUs != cpus || q.Threads != 2 || q.Throttled == 0 || q.ThrottledSeconds <= 0 {
 			t.Errorf("under a %g-CPU quota: %+v, want %g CPUs, 2 threads and some throttling", cpus, q, cpus)
 		}
-		for _, f := range procs[pid].Findings {
+		for _, f := range byPID(t, v, pid).Findings {
 			if f.ID == "cpu-quota" && (!strings.Contains(f.Title, fmt.Sprintf("%g CPUs", cpus)) || !strings.Contains(f.Advice, "-t 1")) {
 				t.Errorf("under a %g-CPU quota: %q, %q; want the quota named, and -t 1", cpus, f.Title, f.Advice)
 			}
 		}
 	}
-	if procs[alone].Quota != nil || procs[contended].Quota != nil {
-		t.Errorf("a quota on a process outside any: %+v, %+v", procs[alone].Quota, procs[contended].Quota)
+	if byPID(t, v, alone).Quota != nil || byPID(t, v, contended).Quota != nil {
+		t.Errorf("a quota on a process outside any: %+v, %+v", byPID(t, v, alone).Quota, byPID(t, v, contended).Quota)
 	}
 
 	// The report's text, per process.
@@ -279,20 +266,8 @@ func TestE2EThreadsQueued(t *testing.T) {
 	settle(t, ctx, c.out)
 	v := summarize(t, c.out)
 	advise.Annotate(v)
-	procs := map[int]*summary.Process{}
-	for _, p := range v.Processes {
-		for _, kv := range p.Resource {
-			if kv.Key == "process.pid" {
-				pid, _ := strconv.Atoi(kv.Value)
-				procs[pid] = p
-			}
-		}
-	}
 	check := func(r testbench.NodeResult, name, want, not string) (starved bool) {
-		p := procs[r.PID]
-		if p == nil {
-			t.Fatalf("%s: no process %d in the summary", name, r.PID)
-		}
+		p := byPID(t, v, r.PID)
 		fired := map[string]string{}
 		for _, f := range p.Findings {
 			fired[f.ID] = f.Title + ": " + strings.Join(f.Evidence, "; ")

@@ -55,11 +55,7 @@ func threadsOption(p *summary.Process, n int) string {
 	case strings.HasPrefix(executable(p), "llama-"):
 		return fmt.Sprintf("-t %d (--threads; -tb for the prompt's batches)", n)
 	}
-	noun := "threads"
-	if n == 1 {
-		noun = "thread"
-	}
-	return fmt.Sprintf("%d %s (n_threads and n_threads_batch of llama_context_params, or the binding's threads option)", n, noun)
+	return plural(int64(n), "thread") + " (n_threads and n_threads_batch of llama_context_params, or the binding's threads option)"
 }
 
 func plural(n int64, what string) string {
