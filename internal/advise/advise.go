@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/profinfer/profinfer/internal/roofline"
 	"github.com/profinfer/profinfer/internal/schema"
 	"github.com/profinfer/profinfer/internal/summary"
 )
@@ -173,9 +174,10 @@ func gainText(g *summary.Gain) string {
 		g.Phase, g.To, g.From, g.From/max(g.To, 1e-9), g.Saved, g.Assumes)
 }
 
-// phase returns p's phase of that name, if its figures are a verdict: its graphs' CPU
-// time judged, and a graph traced node by node that did not run beside the collector's
-// own work.
+// phase returns p's phase of that name, if its figures are a verdict: graphs enough, and
+// a graph traced node by node that did not run beside the collector's own work. Their
+// threads' CPU share may still be unresolved (graphs shorter than a scheduler tick): the
+// rules that read it check ThreadsCPU.Judged.
 func phase(p *summary.Process, name string) *summary.Phase {
 	for _, ph := range p.Phases {
 		if ph.Name == name && judged(ph) {
@@ -186,7 +188,7 @@ func phase(p *summary.Process, name string) *summary.Phase {
 }
 
 func judged(ph *summary.Phase) bool {
-	return ph.TracedGraphs > ph.TracedPerturbed && (ph.CPU == nil || ph.CPU.Judged)
+	return ph.TracedGraphs > ph.TracedPerturbed && (ph.CPU == nil || roofline.Enough(ph.CPU.Graphs, ph.CPU.ThreadSeconds))
 }
 
 // seen returns p's phase of that name, traced or not.

@@ -57,3 +57,21 @@ func TestFallbackKinds(t *testing.T) {
 		}
 	}
 }
+
+// Graphs shorter than a scheduler tick leave the threads' CPU share unresolved, not the
+// phase's ops and layers, which the probes' clocks time: cpu-fallback still names the
+// layers left on the CPU.
+func TestFallbackShortGraphs(t *testing.T) {
+	p := clean()
+	offloaded(p, []int{})
+	p.Phases[0].CPU = &summary.ThreadsCPU{Graphs: 400, Wall: 0.7, ThreadSeconds: 1.4, OnCPU: 0.5, Share: 0.36}
+	for _, f := range Findings(p) {
+		if f.ID == "cpu-fallback" {
+			if !strings.Contains(f.Title, "layers 0–2 left on the CPU") {
+				t.Errorf("cpu-fallback %q, want the layers left on the CPU", f.Title)
+			}
+			return
+		}
+	}
+	t.Error("no cpu-fallback")
+}

@@ -139,7 +139,8 @@ func fewThreads(p *summary.Process) (summary.Finding, bool) {
 	var best *summary.Gain
 	var below float64
 	for _, ph := range p.Phases {
-		if !judged(ph) || ph.CPU != nil && ph.CPU.Starved || ph.Tokens == 0 {
+		// Its threads had their CPUs: a verdict on their share, and not starved.
+		if !judged(ph) || ph.CPU != nil && (!ph.CPU.Judged || ph.CPU.Starved) || ph.Tokens == 0 {
 			continue
 		}
 		g, room := moreThreads(ph, float64(c.Threads), float64(to))

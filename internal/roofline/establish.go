@@ -233,10 +233,11 @@ func parseCPUTimes(b []byte) (cpuTimes, error) {
 // earlier state files foreign: version 1 copied buffers, version 2 reads them. Within
 // version 2, probeRevision 1 added the int8, bf16 and cache roofs and reads memory as
 // four streams, faster than the one of earlier files: theirs are kept, and the next
-// start measures again, each roof keeping the better of the two.
+// start measures again, each roof keeping the better of the two. probeRevision 2 added
+// the working-set ladder where sysfs lists no caches.
 const (
 	stateVersion  = 2
-	probeRevision = 1
+	probeRevision = 2
 )
 
 // state is what the state file keeps: the best roofs measured on one machine.

@@ -128,13 +128,23 @@ func measure(d time.Duration) measurement {
 		m.BF16 = ws.best(compute, loop(bf16, perBF16), &m.trials)
 	}
 
-	levels := caches("/sys/devices/system/cpu", cpus)
-	cache, memory := readKernels()
+	// The last-level cache sizes memory's buffers where sysfs tells it; a ladder's top
+	// is no cache's size.
 	var llc int64
+	levels := caches("/sys/devices/system/cpu", cpus)
+	if n := len(levels); n > 0 {
+		llc = levels[n-1].Size
+	}
+	if llc == 0 {
+		levels = ladder(len(cpus))
+	}
+	cache, memory := readKernels()
 	for _, c := range levels {
 		c.Bandwidth = ws.read(cache, c.perThread, d/4/time.Duration(len(levels)), &m.trials)
 		m.Levels = append(m.Levels, c.Level)
-		llc = c.Size
+	}
+	if llc == 0 {
+		ceilings(m.Levels)
 	}
 	n := int64(len(cpus))
 	m.Bandwidth = ws.read(memory, min(max(min(readBytes, readTotal/n), 4*llc/n), readMost/n), d/2, &m.trials)

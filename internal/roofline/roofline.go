@@ -173,7 +173,7 @@ type Peaks struct {
 
 // Level is one level of the data caches, its instances that serve the CPUs together.
 type Level struct {
-	Name      string  `json:"name"` // L1, L2, L3
+	Name      string  `json:"name"` // L1, L2, L3; a ladder's ≤32KiB to ≤32MiB
 	Size      int64   `json:"size"` // bytes
 	Bandwidth float64 `json:"bandwidth"`
 }
@@ -275,10 +275,17 @@ const (
 	AccountTick      = 0.004 // seconds
 )
 
+// Enough says whether graphs graphs of threadSeconds of thread time are evidence enough
+// for a verdict on what they computed: their ops' times, read by the probes' clocks, and
+// their threads' CPU share where Resolved too.
+func Enough(graphs int64, threadSeconds float64) bool {
+	return graphs >= MinGraphs && threadSeconds >= MinThreadSeconds
+}
+
 // Resolved says whether graphs graphs of wall seconds in all, threadSeconds of thread
 // time, are evidence enough for a verdict on their threads' CPU share.
 func Resolved(graphs int64, threadSeconds, wall float64) bool {
-	return graphs >= MinGraphs && threadSeconds >= MinThreadSeconds && wall >= AccountTick*float64(graphs)
+	return Enough(graphs, threadSeconds) && wall >= AccountTick*float64(graphs)
 }
 
 // IsStarved says whether threads that had a CPU for share of the time of graphs graphs,
@@ -304,7 +311,7 @@ type Class struct {
 	// so that the defect shows.
 	Fraction  float64
 	Roof      string  // the roof Fraction is of: RoofBandwidth, or the kernel class's
-	Level     string  // where most of its bytes come from: L1, L2, L3 or DRAM
+	Level     string  // where most of its bytes come from: a Level's name or DRAM
 	FLOPS     float64 // achieved
 	Bandwidth float64 // achieved
 }

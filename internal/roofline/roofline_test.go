@@ -229,6 +229,28 @@ func TestCaches(t *testing.T) {
 	}
 }
 
+// Where sysfs lists no caches, the levels are a ladder of working sets, each roofed at
+// the rate read at the size below it: a node whose set the hidden caches hold (CI's
+// 12 MB ADD, two threads) is judged under a rate read at a set no larger.
+func TestLadder(t *testing.T) {
+	l := ladder(2)
+	if len(l) != 11 || l[0].Name != "≤32KiB" || l[0].Size != 32<<10 || l[0].perThread != 16<<10 ||
+		l[10].Name != "≤32MiB" || l[10].Size != 32<<20 {
+		t.Fatalf("ladder %+v", l)
+	}
+	levels := []Level{{"≤32KiB", 32 << 10, 500e9}, {"≤64KiB", 64 << 10, 300e9}, {"≤128KiB", 128 << 10, 320e9}, {"≤256KiB", 256 << 10, 100e9}}
+	ceilings(levels)
+	for i, want := range []float64{500e9, 500e9, 320e9, 320e9} {
+		if levels[i].Bandwidth != want {
+			t.Errorf("level %s %g, want %g", levels[i].Name, levels[i].Bandwidth, want)
+		}
+	}
+	p := Peaks{FLOPS: 1e11, Bandwidth: 50e9, Levels: levels}
+	if bw, level := p.Memory(Work{Bytes: 200 << 10}, 0); bw != 320e9 || level != "≤256KiB" {
+		t.Errorf("a 200 KiB set: %g from %s", bw, level)
+	}
+}
+
 // computeOf is the compute roof of w's kernel class.
 func computeOf(p Peaks, w Work) float64 {
 	r, _ := p.Compute(w)

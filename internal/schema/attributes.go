@@ -389,7 +389,8 @@ const (
 	// quantised matmuls), or of the bandwidth of the cache levels its bytes come from.
 	GGMLRooflinePeakFraction = "ggml.roofline.peak_fraction"
 	// GGMLRooflineLevel (string; [SpanNode]): where most of the node's bytes come from
-	// under the cache-aware roofline: L1, L2, L3, or DRAM (also where no cache is known).
+	// under the cache-aware roofline: L1, L2, L3, or DRAM; where sysfs lists no caches, the
+	// probe's working-set level that holds them (≤16MiB), or DRAM.
 	GGMLRooflineLevel = "ggml.roofline.level"
 	// GGMLRooflineFlopsPerSecond (double; [SpanNode]): its achieved FLOP/s.
 	GGMLRooflineFlopsPerSecond = "ggml.roofline.flops_per_second"

@@ -67,7 +67,7 @@ func (c *ThreadsCPU) thin() string {
 	if c.Graphs == 0 {
 		return fmt.Sprintf("not judged: %s left out, run while profinfer attached or placed probes", count(c.Perturbed, "graph"))
 	}
-	if c.Graphs >= roofline.MinGraphs && c.ThreadSeconds >= roofline.MinThreadSeconds {
+	if roofline.Enough(c.Graphs, c.ThreadSeconds) {
 		return fmt.Sprintf("not judged: its graphs took %.2f ms on average, shorter than the %.0f ms scheduler tick at which the kernel counts a running thread's CPU time", 1e3*c.Wall/float64(c.Graphs), 1e3*roofline.AccountTick)
 	}
 	out := fmt.Sprintf("not judged: %s, %.0f ms of thread time", count(c.Graphs, "graph"), c.ThreadSeconds*1e3)
