@@ -36,8 +36,10 @@ if ! step testenv scripts/testenv.sh first || ! step "make build" make build ||
 fi
 # The machine's roofs, measured while nothing else runs and kept where every collector
 # of the tests reads them (the receiver's default roofline.state_file): measured first
-# beside the later builds, they would be provisional, and low, until those end.
-roofs() { for _ in 1 2 3 4 5; do "$GO" run ./cmd/profinfer roofs && return; sleep 5; done; }
+# beside the later builds, they would be provisional, and low, until those end. A probe
+# ten times the collector's gives each roof trials enough to agree (the working-set
+# ladder's sizes one 20 ms trial each at 400 ms), and every collector's start adds its own.
+roofs() { for _ in 1 2 3 4 5; do "$GO" run ./cmd/profinfer roofs -probe 4s && return; sleep 5; done; }
 step "roofs, measured idle" roofs
 later() { scripts/testenv.sh later && make build-arm64; }
 # chrt's SCHED_IDLE where the kernel lets this process set it (it may not in a container).
