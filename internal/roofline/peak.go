@@ -98,7 +98,8 @@ type measurement struct {
 // measure probes this machine's peaks on every CPU at once, one thread pinned to each,
 // for at most about d: a quarter for fused multiply-adds, int8 dot products and, where
 // the CPU has them, bf16 dot products on independent vector registers, a quarter for
-// reads of buffers that fit each cache level, and half for reads of buffers far larger
+// reads of buffers that fit each cache level (or of each of the ladder's sizes where
+// sysfs lists no caches: one trial each at least), and half for reads of buffers far larger
 // than the caches. A trial's rate is each thread's work over its own CPU time, summed: a
 // thread descheduled for a neighbour then neither gains nor loses.
 func measure(d time.Duration) measurement {
