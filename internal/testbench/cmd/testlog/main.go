@@ -24,6 +24,7 @@ import (
 
 // event is one record of `go test -json` (cmd/test2json).
 type event struct {
+	Time    time.Time
 	Action  string
 	Package string
 	Test    string
@@ -68,6 +69,7 @@ func main() {
 func follow(in io.Reader, out, keep io.Writer) ([]result, error) {
 	var results []result
 	outputs := map[[2]string]*strings.Builder{} // a running test's output, by package and test
+	clocks := map[[2]string]*clock{}            // a top-level test's wall time
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -81,6 +83,19 @@ func follow(in io.Reader, out, keep io.Writer) ([]result, error) {
 		top, _, sub := strings.Cut(e.Test, "/")
 		k := [2]string{e.Package, top}
 		switch e.Action {
+		case "run", "cont":
+			if !sub {
+				c := clocks[k]
+				if c == nil {
+					c = &clock{}
+					clocks[k] = c
+				}
+				c.since = e.Time
+			}
+		case "pause":
+			if c := clocks[k]; c != nil && !sub {
+				c.stop(e.Time)
+			}
 		case "output":
 			if e.Test == "" {
 				// go test's own closing lines are said by the package's result; "?" is its
@@ -103,17 +118,27 @@ func follow(in io.Reader, out, keep io.Writer) ([]result, error) {
 			if sub {
 				continue
 			}
-			results = append(results, result{pkg: e.Package, test: e.Test, action: e.Action, secs: e.Elapsed})
+			// A test's Elapsed leaves out its parallel subtests, which run after its own
+			// function returns (the kernel matrix's guests: 6 minutes, said as 2.5 s):
+			// its wall time, from its run to its end but while paused (a parallel test
+			// waits for the serial ones), is what the run spent on it.
+			secs := e.Elapsed
+			if c := clocks[k]; c != nil && e.Test != "" {
+				c.stop(e.Time)
+				secs = max(secs, c.ran.Seconds())
+			}
+			results = append(results, result{pkg: e.Package, test: e.Test, action: e.Action, secs: secs})
 			if e.Test == "" {
-				fmt.Fprintf(out, "%-4s %s (%.1fs)\n", strings.ToUpper(e.Action), e.Package, e.Elapsed)
+				fmt.Fprintf(out, "%-4s %s (%.1fs)\n", strings.ToUpper(e.Action), e.Package, secs)
 				continue
 			}
 			if e.Action == "fail" && outputs[k] != nil {
 				fmt.Fprint(out, outputs[k].String())
-			} else if e.Elapsed >= 1 {
-				fmt.Fprintf(out, "  %s %s %s (%.1fs)\n", e.Action, short(e.Package), e.Test, e.Elapsed)
+			} else if secs >= 1 {
+				fmt.Fprintf(out, "  %s %s %s (%.1fs)\n", e.Action, short(e.Package), e.Test, secs)
 			}
 			delete(outputs, k)
+			delete(clocks, k)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -123,6 +148,19 @@ func follow(in io.Reader, out, keep io.Writer) ([]result, error) {
 		return results, fmt.Errorf("no package's result in the input")
 	}
 	return results, nil
+}
+
+// clock is a test's wall time, paused while the test is.
+type clock struct {
+	since time.Time // zero while paused
+	ran   time.Duration
+}
+
+func (c *clock) stop(at time.Time) {
+	if !c.since.IsZero() && !at.IsZero() {
+		c.ran += at.Sub(c.since)
+	}
+	c.since = time.Time{}
 }
 
 func failed(results []result) bool {

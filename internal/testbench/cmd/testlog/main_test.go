@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,5 +60,30 @@ func TestNoResult(t *testing.T) {
 	var out bytes.Buffer
 	if _, err := follow(strings.NewReader("# pkg\nsyntax error\n"), &out, &bytes.Buffer{}); err == nil || !strings.Contains(out.String(), "syntax error") {
 		t.Errorf("err %v, output %q", err, out.String())
+	}
+}
+
+// A test's time is its wall time but while paused: the parallel subtests that run after
+// its function returned count (go test's Elapsed leaves them out), and a parallel test's
+// wait for the serial ones does not.
+func TestWallTime(t *testing.T) {
+	ev := func(sec int, action, test string, elapsed float64) string {
+		return fmt.Sprintf(`{"Time":"2026-12-05T03:00:%02dZ","Action":%q,"Package":"tl","Test":%q,"Elapsed":%g}`+"\n", sec, action, test, elapsed)
+	}
+	in := ev(0, "run", "TestMatrix", 0) + ev(0, "run", "TestMatrix/a", 0) + ev(0, "pause", "TestMatrix/a", 0) +
+		ev(1, "run", "TestParallel", 0) + ev(1, "pause", "TestParallel", 0) +
+		ev(1, "cont", "TestMatrix/a", 0) + ev(41, "pass", "TestMatrix/a", 40) + ev(41, "pass", "TestMatrix", 1) +
+		ev(41, "cont", "TestParallel", 0) + ev(44, "pass", "TestParallel", 3) +
+		`{"Time":"2026-12-05T03:00:44Z","Action":"pass","Package":"tl","Elapsed":44}` + "\n"
+	results, err := follow(strings.NewReader(in), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, r := range results {
+		got[r.test] = r.secs
+	}
+	if got["TestMatrix"] != 41 || got["TestParallel"] != 3 || got[""] != 44 {
+		t.Errorf("seconds %v, want TestMatrix 41, TestParallel 3, the package 44", got)
 	}
 }
