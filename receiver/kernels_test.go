@@ -71,7 +71,7 @@ var guestArches = []guestArch{
 // booted under qemu, each running the real collector built for its machine against a real
 // (portable, static) llama.cpp built for it. In each kernel: the eBPF verifier test, the
 // thread-name record's (TestE2EThreadName) and the connections' (TestE2EConnections), then the default configuration
-// (config/otelcol.yaml, unedited) and full tracing with the scheduler layer and a
+// (config/otelcol.yaml, unedited) and full tracing with the scheduler layer, a metrics export every 2 s and a
 // software counter, each against llama-bench and against llama-server serving a request;
 // on arm64 also full tracing of the MoE model. Each must yield decodes, graphs, node
 // spans, the request and metrics (and MoE routing), with no error logged and exactly the
@@ -87,7 +87,7 @@ func TestE2EKernels(t *testing.T) {
 	}
 	for _, a := range guestArches {
 		full := strings.Replace(string(defaultCfg), "  profinfer:\n", fmt.Sprintf(
-			"  profinfer: {nodes: {mode: all}, layers: {scheduler: true}, counters: [%s]}\n", strings.Join(a.counters, ", ")), 1)
+			"  profinfer: {nodes: {mode: all}, layers: {scheduler: true}, counters: [%s], collection_interval: 2s}\n", strings.Join(a.counters, ", ")), 1)
 		env, kernels := vm.Require(t, a.arch)
 		for _, name := range a.kernels {
 			if !slices.ContainsFunc(kernels, func(k vm.Kernel) bool { return k.Name == name }) {
@@ -426,9 +426,10 @@ collect() {
 	collector=$!
 	until_ok 180 grep -q 'Everything is ready' collector.log || { cat collector.log; exit 1; }
 	$(echo $2 | tr - _)
-	# A metrics export (collection_interval: 10s) with everything, before the shutdown,
-	# which under emulation may outlast the exporters' grace.
-	sleep 11
+	# A metrics export with everything (collection_interval: the default's 10 s, full
+	# tracing's 2 s), before the shutdown, which under emulation may outlast the
+	# exporters' grace.
+	if [ $1 = full ]; then sleep 3; else sleep 11; fi
 	stop $collector collector collector.log
 	echo "$1 $2: collector exited $?"
 }
