@@ -112,7 +112,7 @@ type RooflineConfig struct {
 	// PeakBandwidth is the machine's peak memory bandwidth in bytes per second; 0
 	// measures it at start.
 	PeakBandwidth float64 `mapstructure:"peak_bandwidth"`
-	// ProbeDuration is the most the start-up measurement runs, on every CPU.
+	// ProbeDuration is about how long the start-up measurement runs, on every CPU.
 	ProbeDuration time.Duration `mapstructure:"probe_duration"`
 	// StateFile keeps the best measured peaks of this machine across restarts, so that
 	// a start beside a busy model need not measure; "" keeps none.
