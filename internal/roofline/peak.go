@@ -135,8 +135,7 @@ func measure(d time.Duration) measurement {
 	levels := caches("/sys/devices/system/cpu", cpus)
 	if n := len(levels); n > 0 {
 		llc = levels[n-1].Size
-	}
-	if llc == 0 {
+	} else {
 		levels = ladder(len(cpus))
 	}
 	cache, memory := readKernels()
