@@ -298,17 +298,19 @@ cached llama.cpp "$KEY" "$LC/bin" build_llama
 
 # Static llama-bench builds of older releases, from the source bundled with their
 # node-llama-cpp: GGML linked into the executable, with OpenMP (the default then), where
-# the prebuilts use ggml's own threadpool. About a minute each on 2 cores.
+# the prebuilts use ggml's own threadpool; for the instruction sets /proc/cpuinfo lists, as
+# the build above (options the older CMake lacks go unused). About a minute each on 2 cores.
 build_old_static() { # NODE_LLAMA_CPP_VERSION RELEASE
   local dir=$TE/llama.cpp-$2 bundle=$TE/npm-$1/node_modules/node-llama-cpp/llama/gitRelease.bundle
-  cached "llama.cpp-$2" "$2 $(sha256sum "$bundle" | cut -c1-16) v2 $TOOLS" "$dir/static" old_static "$bundle" "$dir"
+  cached "llama.cpp-$2" "$2 $(sha256sum "$bundle" | cut -c1-16) v3 $TOOLS" "$dir/static" old_static "$bundle" "$dir"
 }
 old_static() { # BUNDLE DIR
   log "building static llama-bench $(basename "$2")"
   rm -rf "$2/src" "$2/build"
   git clone -q "$1" "$2/src" 2>/dev/null
   cmake -S "$2/src" -B "$2/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF >/dev/null
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF \
+      -DGGML_NATIVE=OFF "${isa[@]}" >/dev/null
   cmake --build "$2/build" -j "$JOBS" --target llama-bench >/dev/null
   cp "$2/build/bin/llama-bench" "$2/static/llama-bench"
   rm -rf "$2/build" "$2/src"
