@@ -6,9 +6,7 @@
 #
 # In a mount namespace of its own, /proc/cpuinfo lists no AVX-512 or AVX-VNNI, so the test
 # bench builds llama.cpp for AVX2 (its builds take their instruction sets from that file)
-# and profinfer reads the host as AVX2. GODEBUG keeps Go's feature detection, and with it
-# the roofline probe's kernels, to the same; Go's runtime prints a line at each start for
-# the three features it does not know itself (avx512vnni, avx512bf16, avxvnni).
+# and profinfer reads the host, and measures its roofs, as AVX2.
 # What stays this machine's: its clock, caches and memory; and the prebuilt runtimes that
 # pick their CPU variant by cpuid (node-llama-cpp's, whisper's addon), and containers,
 # which mount a /proc of their own, still see AVX-512.
@@ -30,10 +28,6 @@ mkdir -p "$PROFINFER_CACHE"
 cpuinfo=$PROFINFER_CACHE/.cpuinfo
 sed -E '/^flags/ s/ (avx512[a-z0-9_]*|avx_vnni[a-z0-9_]*|avx_ifma|avx_ne_convert|amx_[a-z0-9_]*)\b//g' \
     /proc/cpuinfo >"$cpuinfo"
-off=()
-for f in avx512f avx512cd avx512bw avx512dq avx512vl avx512vnni avx512bf16 avxvnni; do off+=("cpu.$f=off"); done
-export GODEBUG="$(IFS=,; echo "${off[*]}")${GODEBUG:+,$GODEBUG}"
-
 state=$PROFINFER_CACHE/.state
 mkdir -p "$state" /var/lib/profinfer
 exec unshare --mount --propagation private bash -c \

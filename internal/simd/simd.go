@@ -82,10 +82,36 @@ func Host() string {
 	return FromCPUInfo(b)
 }
 
+// HostFlags are the flags /proc/cpuinfo lists for the first CPU (x86's "flags", arm64's
+// "Features"); nil where it cannot be read.
+func HostFlags() []string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return nil
+	}
+	_, flags := flagsOf(b)
+	return flags
+}
+
 // FromCPUInfo is the level of the first CPU in a /proc/cpuinfo's text: the highest rung
-// whose flag it lists (x86's "flags", arm64's "Features"), as the kernel exposes them,
-// so that a hypervisor's masking counts.
+// whose flag it lists, as the kernel exposes them, so that a hypervisor's masking counts.
 func FromCPUInfo(cpuinfo []byte) string {
+	scale, flags := flagsOf(cpuinfo)
+	if scale == nil {
+		return ""
+	}
+	best := 0
+	for i, r := range scale {
+		if r.flag != "" && slices.Contains(flags, r.flag) {
+			best = i
+		}
+	}
+	return scale[best].name
+}
+
+// flagsOf is the first CPU's flags in a /proc/cpuinfo's text, and their architecture's
+// scale; nil where it lists none.
+func flagsOf(cpuinfo []byte) ([]rung, []string) {
 	sc := bufio.NewScanner(bytes.NewReader(cpuinfo))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -93,20 +119,11 @@ func FromCPUInfo(cpuinfo []byte) string {
 		if !ok {
 			continue
 		}
-		scale := map[string][]rung{"flags": x86, "Features": arm64}[strings.TrimSpace(key)]
-		if scale == nil {
-			continue
+		if scale := map[string][]rung{"flags": x86, "Features": arm64}[strings.TrimSpace(key)]; scale != nil {
+			return scale, strings.Fields(val)
 		}
-		flags := strings.Fields(val)
-		best := 0
-		for i, r := range scale {
-			if r.flag != "" && slices.Contains(flags, r.flag) {
-				best = i
-			}
-		}
-		return scale[best].name
 	}
-	return ""
+	return nil, nil
 }
 
 // Rank is level's place on its scale, from 0; -1 for "" or a name on neither.
