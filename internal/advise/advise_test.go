@@ -392,3 +392,35 @@ func TestDefers(t *testing.T) {
 		t.Errorf("faults the cold start's and the idle spells': %v, want no threads-blocked", got)
 	}
 }
+
+// Steps of 4 sequences, which share the weights' reading, that still buy little: the
+// CPU's compute bounds them (llama.cpp's AVX2 kernels on the test bench, 1.30× a single
+// sequence's tokens), and the advice says so rather than asking for more slots.
+func TestBatchingComputeBound(t *testing.T) {
+	p := clean()
+	p.Phases[0].Ops[0].Roof = summary.BoundCompute
+	p.Phases[0].Widths = []summary.Width{
+		{Width: "1", Steps: 31, StepMS: summary.Quantiles{P50: 20.2}, Sequences: 1, Cost: 1, Gain: 1},
+		{Width: "4", Steps: 78, StepMS: summary.Quantiles{P50: 62.1}, Sequences: 4, Cost: 3.07, Gain: 1.30}}
+	var f *summary.Finding
+	for _, x := range Findings(p) {
+		if x.ID == "batching-little" {
+			f = &x
+		}
+	}
+	if f == nil {
+		t.Fatal("batching-little did not fire")
+	}
+	evidence := strings.Join(f.Evidence, "; ")
+	if !strings.Contains(f.Advice, "the CPU's compute, not the weights' reading, bounds them") || strings.Contains(f.Advice, "4 or more slots") ||
+		!strings.Contains(evidence, "decode's MUL_MAT q4_0: 70% of its graphs' time at 50% of its roof (compute-bound)") {
+		t.Errorf("steps of 4 that bought little: %s %q", f.Advice, f.Evidence)
+	}
+	// Steps of 2, a sequence at a time: more slots reach the widths that share.
+	p.Phases[0].Widths[1] = summary.Width{Width: "2", Steps: 100, StepMS: summary.Quantiles{P50: 38}, Sequences: 2, Cost: 1.88, Gain: 1.06}
+	for _, x := range Findings(p) {
+		if x.ID == "batching-little" && (!strings.Contains(x.Advice, "4 or more slots") || strings.Contains(strings.Join(x.Evidence, "; "), "MUL_MAT")) {
+			t.Errorf("steps of 2 that bought little: %s %q", x.Advice, x.Evidence)
+		}
+	}
+}

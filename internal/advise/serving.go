@@ -2,6 +2,7 @@ package advise
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/profinfer/profinfer/internal/schema"
@@ -80,7 +81,7 @@ var batchingRule = Rule{
 	Name:       "batching buys little",
 	Reads:      []string{schema.SpanDecode, schema.LlamaBatchNextSequences},
 	Fires:      "decode steps of N ≥ 2 sequences ({batchSteps} or more, beside {batchOne} or more steps of one) computed {batchGainMax} a single sequence's tokens a second or less at the median; information",
-	Says:       "the cost of a step of each width against a step of one, what the wider steps bought where some did, and what llama.cpp's CPU matmuls do below four sequences",
+	Says:       "the cost of a step of each width against a step of one, what the wider steps bought where some did, and what llama.cpp's CPU matmuls do below four sequences; where steps of four or more bought little too, that the CPU's compute bounds them, with the decode matmuls' roofs",
 	Thresholds: []*Threshold{batchSteps, batchOne, batchGainMax},
 	apply:      batchingLittle,
 }
@@ -126,11 +127,23 @@ func batchingLittle(p *summary.Process) (summary.Finding, bool) {
 			"Where the slots are usually 2 or 3 busy, 4 or more slots (`--parallel`) let the steps reach the widths that share the weights' reading; where the latency of each request matters more than the total, fewer slots make each faster.",
 		Evidence: []string{fmt.Sprintf("steps of one sequence: %d, %.1f ms at the median", one.Steps, one.StepMS.P50)},
 	}
+	// Steps that share the weights' reading and still buy little: the CPU's compute
+	// bounds them (narrower vectors, fewer cores), and more slots will not help.
+	wide := slices.ContainsFunc(little, func(x summary.Width) bool { return x.Sequences >= 4 })
+	if wide {
+		f.Advice = "Computing several sequences in one decode pays where the step reads the model's weights once for all of them, as llama.cpp's CPU backend does from 4 sequences a step; here steps of 4 or more still cost about as many steps of one, so the CPU's compute, not the weights' reading, bounds them. " +
+			"More slots (`--parallel`) add few tokens a second on this CPU and make each request's come slower; where the latency of each request matters more than the total, fewer slots make each faster."
+	}
 	for _, x := range little {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("steps of %s sequences: %d, %.1f ms at the median, %.2f× a step of one for %.1f sequences: %.2f× the tokens a second", x.Width, x.Steps, x.StepMS.P50, x.Cost, x.Sequences, x.Gain))
 	}
 	for _, x := range paid {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("steps of %s sequences paid: %d, %.2f× a step of one for %.1f sequences, %.2f× the tokens a second", x.Width, x.Steps, x.Cost, x.Sequences, x.Gain))
+	}
+	for _, o := range dec.Ops {
+		if wide && o.Op == "MUL_MAT" && o.PeakFrac > 0 && o.Roof != "" {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("decode's MUL_MAT %s: %s of its graphs' time at %s of its roof (%s-bound)", o.Weight, pct(o.Share), pct(o.PeakFrac), o.Roof))
+		}
 	}
 	f.Evidence = append(f.Evidence, "gain not estimated: what another width computes depends on the kernels the build picks for it; the table of steps by width shows each one measured")
 	return f, true
