@@ -13,8 +13,9 @@ import (
 )
 
 // Roofline classification without a PMU: decode matmuls stream their quantised weights
-// and are memory-bound, at most at the measured bandwidth; prefill matmuls reach a far
-// higher rate, under the int8 roof.
+// and are memory-bound, at most at the measured bandwidth; prefill matmuls reuse each
+// weight for 512 tokens and are compute-bound, at a higher rate, under the int8 roof. How
+// much higher is the host's: 3.6× decode's with AVX-512 here, 1.7× with AVX2 kernels.
 func TestE2ERoofline(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -31,8 +32,7 @@ func TestE2ERoofline(t *testing.T) {
 		return byID[byID[byID[s.parent].parent].parent].attrs["llama.phase"]
 	}
 	flops := map[any][]float64{}
-	memory, decode := 0, 0
-	bounds := map[any]int{}
+	bounds := map[any]map[any]int{"prefill": {}, "decode": {}}
 	for _, s := range all {
 		src, _ := s.attrs["ggml.src"].([]any)
 		if s.name != "MUL_MAT" || len(src) == 0 || !strings.HasPrefix(src[0].(string), "q4_0") {
@@ -40,33 +40,30 @@ func TestE2ERoofline(t *testing.T) {
 		}
 		ph := phase(s)
 		flops[ph] = append(flops[ph], s.attrs["ggml.roofline.flops_per_second"].(float64))
-		if ph != "decode" {
-			continue
-		}
-		decode++
-		bounds[s.attrs["ggml.roofline.bound"]]++
 		// No node above its roof: checkRoofs, for every scenario.
-		if s.attrs["ggml.roofline.bound"] == "memory" {
-			memory++
+		if b := bounds[ph]; b != nil {
+			b[s.attrs["ggml.roofline.bound"]]++
 		}
 	}
-	if decode == 0 || len(flops["prefill"]) == 0 {
-		t.Fatalf("q4_0 MUL_MAT spans: %d decode, %d prefill", decode, len(flops["prefill"]))
+	if len(flops["decode"]) == 0 || len(flops["prefill"]) == 0 {
+		t.Fatalf("q4_0 MUL_MAT spans: %d decode, %d prefill", len(flops["decode"]), len(flops["prefill"]))
 	}
 	// A graph whose threads lacked their CPUs (another process's burst: a fresh CI run
 	// saw 4 of 17) is rightly called starved, not judged by its roofs; the rest are
-	// memory-bound, and most graphs had their CPUs.
-	starved := bounds["starved"]
-	if float64(memory) < 0.9*float64(decode-starved) || 2*starved > decode {
-		t.Errorf("%d of %d decode q4_0 MUL_MAT nodes are memory-bound, %d starved; want at least 90%% of those not starved, and at most half starved (bounds %v)",
-			memory, decode, starved, bounds)
+	// bound as their reuse of the weights has them, and most graphs had their CPUs.
+	for ph, want := range map[string]string{"decode": "memory", "prefill": "compute"} {
+		b, n := bounds[ph], len(flops[ph])
+		if float64(b[want]) < 0.9*float64(n-b["starved"]) || 2*b["starved"] > n {
+			t.Errorf("%d of %d %s q4_0 MUL_MAT nodes are %s-bound, %d starved; want at least 90%% of those not starved, and at most half starved (bounds %v)",
+				b[want], n, ph, want, b["starved"], b)
+		}
 	}
 	pre, dec := median(flops["prefill"]), median(flops["decode"])
-	if pre < 2*dec {
-		t.Errorf("median MUL_MAT rate: prefill %.1f GFLOP/s, decode %.1f GFLOP/s; want prefill at least twice as high", pre/1e9, dec/1e9)
+	if pre <= dec {
+		t.Errorf("median MUL_MAT rate: prefill %.1f GFLOP/s, decode %.1f GFLOP/s; want prefill higher", pre/1e9, dec/1e9)
 	}
-	t.Logf("q4_0 MUL_MAT: %d decode nodes, %d memory-bound; median prefill %.1f GFLOP/s, decode %.1f GFLOP/s",
-		decode, memory, pre/1e9, dec/1e9)
+	t.Logf("q4_0 MUL_MAT: decode %v, prefill %v; median prefill %.1f GFLOP/s, decode %.1f GFLOP/s (%.1f×)",
+		bounds["decode"], bounds["prefill"], pre/1e9, dec/1e9, pre/dec)
 }
 
 func median(v []float64) float64 {

@@ -145,8 +145,9 @@ func TestE2EBusyServer(t *testing.T) {
 	t.Logf("-np 4:\n%s", text)
 	checkPhasesAddUp(t, "-np 4", p)
 	dec := phaseNamed(t, p, "decode")
-	if w := width(dec, "4"); w == nil || w.Steps < 20 || w.Cost <= 1 {
-		t.Errorf("-np 4: decode steps of 4 sequences %+v, want 20 or more against steps of one", w)
+	four4 := width(dec, "4")
+	if four4 == nil || four4.Steps < 20 || four4.Cost <= 1 {
+		t.Fatalf("-np 4: decode steps of 4 sequences %+v, want 20 or more against steps of one", four4)
 	}
 	if s := p.Serving; s == nil || s.MaxSequences != 4 || s.Slots != 4 || s.SeqContext != 1024 || s.Context != 4096 || s.KVCells < 4*40 {
 		t.Errorf("-np 4: serving %+v, want 4 sequences at most of 4 slots, 1024 cells each of 4096", s)
@@ -162,8 +163,14 @@ func TestE2EBusyServer(t *testing.T) {
 	checkTPOT(t, answers, reqs[int64(four)])
 	checkServingPage(t, p)
 	checkLatencyShares(t, reqs[int64(four)])
-	if f := finding(p, "batching-little"); f != nil {
-		t.Errorf("-np 4: %s %v", f.Title, f.Evidence)
+	// Steps of 4 share the weights' reading. What that buys is the CPU's: 2.1× a single
+	// sequence's tokens with AVX-512, 1.3× with AVX2's kernels, where compute bounds the
+	// steps and batching-little says so (checked against steps of 2 and 3 below).
+	if f := finding(p, "batching-little"); (f != nil) != (four4.Gain <= 4.0/3) ||
+		f != nil && !strings.Contains(f.Advice, "the CPU's compute, not the weights' reading, bounds them") {
+		t.Errorf("-np 4: steps of 4 at %.2f× a single sequence's tokens; batching-little: %+v", four4.Gain, f)
+	} else if f != nil {
+		t.Logf("-np 4: %s %v", f.Title, f.Evidence)
 	}
 
 	// A long prompt stalls three generating requests; in chunks of 128 less long.
@@ -188,7 +195,8 @@ func TestE2EBusyServer(t *testing.T) {
 		t.Errorf("the longest gap %.0f ms in chunks of 128 against %.0f ms in chunks of 2048: want shorter", worst[1], worst[0])
 	}
 
-	// Two and three slots: steps of two or three sequences at nearly as many steps of one.
+	// Two and three slots: steps of two or three sequences at nearly as many steps of one,
+	// which buy less than steps of 4, on any CPU.
 	for _, pid := range []int{two, three} {
 		p := byPID(t, v, pid)
 		checkPhasesAddUp(t, p.Title, p)
@@ -198,6 +206,12 @@ func TestE2EBusyServer(t *testing.T) {
 			continue
 		}
 		t.Logf("%s: %s %v", p.Title, f.Title, f.Evidence)
+		for _, w := range phaseNamed(t, p, "decode").Widths {
+			if w.Sequences > 1 && w.Steps >= 16 && w.Gain*1.1 > four4.Gain {
+				t.Errorf("%s: steps of %s sequences computed %.2f× a single sequence's tokens, against %.2f× for steps of 4: want less",
+					p.Title, w.Width, w.Gain, four4.Gain)
+			}
+		}
 	}
 
 	// The context reached: cut there, then shifted.

@@ -140,9 +140,11 @@ func batchingLittle(p *summary.Process) (summary.Finding, bool) {
 	for _, x := range paid {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("steps of %s sequences paid: %d, %.2f× a step of one for %.1f sequences, %.2f× the tokens a second", x.Width, x.Steps, x.Cost, x.Sequences, x.Gain))
 	}
+	// The op table's verdicts, where its graphs showed the matmuls against the compute
+	// roof (it samples graphs of every width, most of one sequence where those are most).
 	for _, o := range dec.Ops {
-		if wide && o.Op == "MUL_MAT" && o.PeakFrac > 0 && o.Roof != "" {
-			f.Evidence = append(f.Evidence, fmt.Sprintf("decode's MUL_MAT %s: %s of its graphs' time at %s of its roof (%s-bound)", o.Weight, pct(o.Share), pct(o.PeakFrac), o.Roof))
+		if wide && o.Op == "MUL_MAT" && o.PeakFrac > 0 && o.Roof == summary.BoundCompute {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("decode's MUL_MAT %s: %s of its graphs' time at %s of its roof (compute-bound)", o.Weight, pct(o.Share), pct(o.PeakFrac)))
 		}
 	}
 	f.Evidence = append(f.Evidence, "gain not estimated: what another width computes depends on the kernels the build picks for it; the table of steps by width shows each one measured")
