@@ -15,7 +15,7 @@ import (
 // Roofline classification without a PMU: decode matmuls stream their quantised weights
 // and are memory-bound, at most at the measured bandwidth; prefill matmuls reuse each
 // weight for 512 tokens and are compute-bound, at a higher rate, under the int8 roof. How
-// much higher is the host's: 3.6× decode's with AVX-512 here, 1.7× with AVX2 kernels.
+// much higher is the host's: 3.9× decode's with AVX-512 here, 1.7-1.8× with AVX2's kernels.
 func TestE2ERoofline(t *testing.T) {
 	e := testbench.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
