@@ -75,8 +75,8 @@ var guestArches = []guestArch{
 // software counter, each against llama-bench and against llama-server serving a request;
 // on arm64 also full tracing of the MoE model. Each must yield decodes, graphs, node
 // spans, the request and metrics (and MoE routing), with no error logged and exactly the
-// kernel's degradation warnings. Guests run two at a time (go test's -parallel,
-// GOMAXPROCS).
+// kernel's degradation warnings. Guests run three at a time (go test's -parallel, 3 in
+// scripts/test.sh).
 func TestE2EKernels(t *testing.T) {
 	defaultCfg, err := os.ReadFile("../config/otelcol.yaml")
 	if err != nil {
@@ -116,9 +116,11 @@ func TestE2EKernels(t *testing.T) {
 				name = a.arch + "/" + k.Name
 			}
 			t.Run(name, func(t *testing.T) {
-				// Each guest's vCPUs run on one host thread (tcg,thread=single), so two
-				// guests at once share this machine's two cores, and the matrix takes half
-				// the time; a guest runs only its own processes.
+				// Each guest's vCPUs run on one host thread (tcg,thread=single), and idle
+				// in its sleeps and waits: three guests at once keep two cores busy (the
+				// matrix 3.5 minutes, against 5 two at a time), where five slowed each
+				// until node spans missed parts of graphs. A guest runs only its own
+				// processes.
 				t.Parallel()
 				files := &vm.Initramfs{}
 				guestFiles := map[string]string{

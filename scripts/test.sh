@@ -62,6 +62,7 @@ late='^(TestE2EKernels|TestE2EMultiArchImage|TestBuildPortableARM64|TestE2ECompa
     echo "the later builds failed (build/later.log):"
     tail -20 build/later.log
   fi
-  # Without the builds, these say what is missing.
-  "$GO" test -json -tags e2e -p 1 -count=1 -timeout 30m -run "$late" ./internal/ggml/ ./internal/simd/ ./receiver/
+  # Without the builds, these say what is missing. -parallel 3: the kernel matrix's
+  # guests, each on one host thread, three at a time.
+  "$GO" test -json -tags e2e -p 1 -parallel 3 -count=1 -timeout 30m -run "$late" ./internal/ggml/ ./internal/simd/ ./receiver/
 } 2>&1 | build/testlog -events build/test.json -steps "$PROFINFER_TIMES"
