@@ -105,7 +105,7 @@ type nodeProbes struct {
 	t *ctlProc
 }
 
-func (n nodeProbes) Open() bool {
+func (n nodeProbes) Open(catchUp bool) bool {
 	p, t := n.p, n.t
 	// A graph in flight as the probes come is described from the middle on: every graph
 	// is described again from its start. Before the attach, so that nothing delays the
@@ -133,14 +133,17 @@ func (n nodeProbes) Open() bool {
 	if !t.attachment.NodesAttached() {
 		return false
 	}
-	// The programs count the graphs that start from here on, all traced but one that
-	// starts before the window's time below; should one, every graph and decode end
-	// after the count wakes the reader until it has read enough.
-	n.window(p.cfg.Nodes.Graphs)
 	graphs := 0 // NodesAll: one window, every graph
 	if p.cfg.Nodes.Mode == NodesSampled {
 		graphs = p.cfg.Nodes.Graphs
+		if catchUp {
+			graphs = max(graphs, window.CatchUpGraphs)
+		}
 	}
+	// The programs count the graphs that start from here on, all traced but one that
+	// starts before the window's time below; should one, every graph and decode end
+	// after the count wakes the reader until it has read enough.
+	n.window(graphs)
 	on, pid := monotonic(), uint32(t.pid)
 	p.do(func(in *ingest) { in.asm.NodesOn(pid, on, graphs) })
 	return true

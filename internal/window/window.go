@@ -9,15 +9,19 @@
 // The first windows go to the phases (a llama.cpp prefill or decode, whisper's encode,
 // a device's share) that none has traced yet: a graph of such a phase, seen untraced,
 // brings the next window forward to now, so that a server's page has its decode's ops
-// within the first seconds of decoding, not an interval later.
+// within the first seconds of decoding, not an interval later. Such a window traces some
+// graphs: the untraced graph is read up to a second late, and by then the next to start
+// may be another phase's (a server's next request's prefill, at every catch-up alike
+// where its requests take about the reader's second each).
 package window
 
 import "time"
 
 // Probes are one process's node probes.
 type Probes interface {
-	// Open attaches them and starts a window, and says whether any are in place.
-	Open() bool
+	// Open attaches them and starts a window, and says whether any are in place. A window
+	// brought forward for a phase (catchUp) traces CatchUpGraphs graphs at least.
+	Open(catchUp bool) bool
 	// Close ends the window and detaches them.
 	Close()
 }
@@ -39,6 +43,7 @@ type proc struct {
 	open     bool
 	next     time.Time // when the next window opens, while none is open
 	phases   *phases   // its workload's, or its own where the workload is unknown
+	catchUp  bool      // the next window was brought forward for a phase
 }
 
 // Phase is a kind of graph a window may trace: a runtime's phase (prefill, decode,
@@ -74,6 +79,11 @@ type phases struct {
 // catchUps is how many windows a phase can bring forward: one may trace another phase's
 // graph (a prefill that comes as the window opens), never the model's every graph.
 const catchUps = 3
+
+// CatchUpGraphs is how many graphs a window brought forward traces at least: a server's
+// next request's prefill may come first, then its decodes (or its prompt's next
+// ubatches). A few graphs, a few times a phase: a one-off cost.
+const CatchUpGraphs = 4
 
 // New returns a scheduler that waits interval between windows, on the clock now.
 func New(interval time.Duration, now func() time.Time) *Scheduler {
@@ -131,6 +141,7 @@ func (s *Scheduler) Untraced(pid int, phase Phase) bool {
 		return false
 	}
 	p.phases.asked[phase]++
+	p.catchUp = true
 	if now := s.now(); p.next.After(now) {
 		p.next = now
 	}
@@ -197,7 +208,8 @@ func (s *Scheduler) Next() time.Time {
 
 // open opens p's window; one that cannot open is tried again an interval later.
 func (s *Scheduler) open(p *proc, now time.Time) {
-	p.open = p.probes.Open()
+	p.open = p.probes.Open(p.catchUp)
+	p.catchUp = false
 	if !p.open {
 		p.next = now.Add(s.interval)
 		return

@@ -14,15 +14,18 @@ func (c *clock) at(d time.Duration) time.Time { return time.Unix(0, 0).Add(d) }
 
 // probes record what the scheduler did to them; fail makes Open attach nothing.
 type probes struct {
-	opened, closed int
-	fail           bool
+	opened, closed, catchUps int
+	fail                     bool
 }
 
-func (p *probes) Open() bool {
+func (p *probes) Open(catchUp bool) bool {
 	if p.fail {
 		return false
 	}
 	p.opened++
+	if catchUp {
+		p.catchUps++
+	}
 	return true
 }
 
@@ -146,8 +149,8 @@ func TestPhasesFirst(t *testing.T) {
 	if !s.Untraced(1, decode) || s.NextOf(1) != c.now() {
 		t.Fatalf("a decode no window traced did not bring the window forward: next %v", s.NextOf(1))
 	}
-	if s.Tick(); a.opened != 2 || !s.NextOf(1).IsZero() {
-		t.Fatalf("the window brought forward did not open: %+v", a)
+	if s.Tick(); a.opened != 2 || a.catchUps != 1 || !s.NextOf(1).IsZero() {
+		t.Fatalf("the window brought forward did not open as a catch-up: %+v", a)
 	}
 	// That window traced another prefill: the decode asks again, up to catchUps times.
 	for i := 2; i <= catchUps+1; i++ {
@@ -159,8 +162,13 @@ func TestPhasesFirst(t *testing.T) {
 		}
 		s.Tick()
 	}
-	if a.opened != catchUps+1 {
-		t.Errorf("%d windows opened, want the first and %d catch-ups", a.opened, catchUps)
+	if a.opened != catchUps+1 || a.catchUps != catchUps {
+		t.Errorf("%d windows opened, %d as catch-ups; want the first and %d catch-ups", a.opened, a.catchUps, catchUps)
+	}
+	// The next, due by the interval, is no catch-up.
+	c.advance(10 * time.Second)
+	if s.Tick(); a.opened != catchUps+2 || a.catchUps != catchUps {
+		t.Errorf("the window due by the interval: %+v, want opened, no catch-up", a)
 	}
 	// The same workload again while the first runs: its phases are known.
 	s.Traced(1, decode)
