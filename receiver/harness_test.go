@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -318,6 +319,40 @@ type span struct {
 	links            []string // span IDs
 	events           []string // names
 	eventAttrs       []map[string]any
+}
+
+// ofPID keeps what a collector that followed several processes exported of process pid:
+// the spans and metrics of its resources.
+func ofPID(traces []ptrace.Traces, metrics []pmetric.Metrics, pid int) ([]ptrace.Traces, []pmetric.Metrics) {
+	its := func(r pcommon.Resource) bool {
+		v, ok := r.Attributes().Get(schema.ResourceProcessPID)
+		return ok && v.AsString() == strconv.Itoa(pid)
+	}
+	var ts []ptrace.Traces
+	for _, td := range traces {
+		kept := ptrace.NewTraces()
+		for i := 0; i < td.ResourceSpans().Len(); i++ {
+			if rs := td.ResourceSpans().At(i); its(rs.Resource()) {
+				rs.CopyTo(kept.ResourceSpans().AppendEmpty())
+			}
+		}
+		if kept.ResourceSpans().Len() > 0 {
+			ts = append(ts, kept)
+		}
+	}
+	var ms []pmetric.Metrics
+	for _, md := range metrics {
+		kept := pmetric.NewMetrics()
+		for i := 0; i < md.ResourceMetrics().Len(); i++ {
+			if rm := md.ResourceMetrics().At(i); its(rm.Resource()) {
+				rm.CopyTo(kept.ResourceMetrics().AppendEmpty())
+			}
+		}
+		if kept.ResourceMetrics().Len() > 0 {
+			ms = append(ms, kept)
+		}
+	}
+	return ts, ms
 }
 
 // spansByID indexes spans by their IDs.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/profinfer/profinfer/internal/summary"
 	"github.com/profinfer/profinfer/internal/testbench"
 )
 
@@ -103,14 +105,17 @@ func TestE2ENoNodeProbeNotSilent(t *testing.T) {
 // getters), b3889's with ggml_tensor.grad in it; before ggml_cpu_extra_compute_forward
 // (b3889, b4234) nodes are probed at the dispatcher. Each is profiled as a current release
 // is, on the 1B Q4_0 model, and routes its MoE layers on the test bench's moe-q4_0
-// (tiny-moe, from ggml 0.25.1's test-llama-archs, does not load in the older ones).
+// (tiny-moe, from ggml 0.25.1's test-llama-archs, does not load in the older ones). One
+// collector follows every release's dense run, another their MoE runs, as one collector
+// follows a machine's processes of several layouts; each process is checked by its pid.
+// (A collector each took 3.6 s of each run's 9: its start, its last export, its stop.)
 func TestE2EReleases(t *testing.T) {
 	e := testbench.Require(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		testbench.Missing(t, "node")
 	}
-	for _, r := range []struct {
+	releases := []struct {
 		nlc, llama string
 		versioned  bool // defines ggml_version
 	}{
@@ -122,50 +127,78 @@ func TestE2EReleases(t *testing.T) {
 		{"3.14.0", "b6673", true},
 		{"3.18.0", "b8352", true},
 		{"3.20.0", "b10361", true},
-	} {
-		driver := e.OldNodeDriver(r.nlc)
+	}
+	for _, r := range releases {
+		if _, err := os.Stat(e.OldNodeDriver(r.nlc)); err != nil {
+			testbench.Missing(t, err.Error())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// each runs every release's driver on model under one collector of settings, and says
+	// what it exported once the last has ended.
+	type ran struct {
+		pid int
+		res testbench.NodeResult
+		err error
+	}
+	each := func(settings, model string, args ...string) (runs []ran, c *collector, traces []ptrace.Traces, metrics []pmetric.Metrics) {
+		c = startCollector(t, ctx, node, settings)
+		for _, r := range releases {
+			p, err := testbench.Start(node, append([]string{e.OldNodeDriver(r.nlc), e.Model(model)}, args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := ran{pid: p.PID(), err: p.Wait(ctx)}
+			if run.err == nil {
+				run.res, run.err = testbench.ParseNode(p.Stdout.Bytes())
+			}
+			runs = append(runs, run)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		traces, metrics = c.stop(t)
+		return runs, c, traces, metrics
+	}
+
+	runs, c, traces, metrics := each(fullTracing, "llama-1b-q4_0", "24", "2", "3")
+	checkProfile(t, traces, metrics, 16) // every release's graphs
+	for i, r := range releases {
 		t.Run(r.nlc+"/"+r.llama, func(t *testing.T) {
-			if _, err := os.Stat(driver); err != nil {
-				testbench.Missing(t, err.Error())
+			run := runs[i]
+			if run.err != nil {
+				t.Fatal(run.err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			c := startCollector(t, ctx, node, fullTracing)
-			out, err := testbench.Run(ctx, node, driver, e.Model("llama-1b-q4_0"), "24", "2", "3")
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := testbench.ParseNode(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(1500 * time.Millisecond)
-			traces, metrics := c.stop(t)
-			checkNodeRequests(t, traces, 3, res.Tokens)
+			traces, _ := ofPID(traces, nil, run.pid)
+			checkNodeRequests(t, traces, 3, run.res.Tokens)
 			v := resourceVersions(traces)
+			unknown := slices.ContainsFunc(strings.Split(c.proc.Stderr.String(), "\n"), func(l string) bool {
+				return strings.Contains(l, "\tattached\t") && strings.Contains(l, fmt.Sprintf(`"pid": %d,`, run.pid)) &&
+					strings.Contains(l, `"ggml": "unknown"`)
+			})
 			switch {
 			case len(v) != 1:
 				t.Errorf("ggml.version on the resources: %q", v)
 			case r.versioned && v[0] == "":
 				t.Errorf("no ggml.version, though %s defines ggml_version", r.llama)
-			case !r.versioned && (v[0] != "" || !strings.Contains(c.proc.Stderr.String(), `"ggml": "unknown"`)):
+			case !r.versioned && (v[0] != "" || !unknown):
 				t.Errorf("ggml.version %q; want none, and the attach log saying unknown", v[0])
 			}
-			checkProfile(t, traces, metrics, 16)
 		})
+	}
+
+	// 64 tokens: enough selections a layer for moe-uneven to judge its routing.
+	layers, used, experts := modelShape(t, e.Model("moe-q4_0"))
+	runs, c, traces, metrics = each("nodes: {mode: all}", "moe-q4_0", "64", "2", "1")
+	view := summarize(t, c.out)
+	for i, r := range releases {
 		t.Run(r.nlc+"/"+r.llama+"/moe-q4_0", func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			layers, used, experts := modelShape(t, e.Model("moe-q4_0"))
-			c := startCollector(t, ctx, node, "nodes: {mode: all}")
-			// 64 tokens: enough selections a layer for moe-uneven to judge its routing.
-			if _, err := testbench.Run(ctx, node, driver, e.Model("moe-q4_0"), "64", "2", "1"); err != nil {
-				t.Fatal(err)
+			run := runs[i]
+			if run.err != nil {
+				t.Fatal(run.err)
 			}
-			time.Sleep(1500 * time.Millisecond)
-			traces, metrics := c.stop(t)
+			traces, metrics := ofPID(traces, metrics, run.pid)
 			checkMoE(t, traces, metrics, layers, used, experts)
-			checkUneven(t, summarize(t, c.out), true) // moe-q4_0's router, on another runtime
+			checkUneven(t, &summary.View{Processes: []*summary.Process{byPID(t, view, run.pid)}}, true) // moe-q4_0's router, on another runtime
 		})
 	}
 }
