@@ -264,10 +264,11 @@ func TestE2EBusyServer(t *testing.T) {
 	}
 }
 
-// completion is a /completion request's body: prompt, n tokens to generate, the slot's
-// cache not reused.
+// completion is a /completion request's body: prompt, n tokens to generate whatever the
+// model samples (the random weights' end-of-text token ended a 300-token request at 119,
+// short of the context shift it was to make), the slot's cache not reused.
 func completion(prompt string, n int) map[string]any {
-	return map[string]any{"prompt": prompt, "n_predict": n, "cache_prompt": false}
+	return map[string]any{"prompt": prompt, "n_predict": n, "ignore_eos": true, "cache_prompt": false}
 }
 
 // prompt is request i's own prompt of some words: no two share a start.
