@@ -52,7 +52,7 @@ func (w Whisper) Command(e *Env, node string) (string, []string) {
 		args = append(args, "WAIT_FILE="+w.Gate)
 	}
 	if w.Vulkan {
-		args = append(args, "GPU=vulkan", "GGML_VK_VISIBLE_DEVICES=0", "MESA_SHADER_CACHE_DIR="+filepath.Join(e.Root, "mesa-shader-cache"))
+		args = append(args, "GPU=vulkan", "GGML_VK_VISIBLE_DEVICES=0", "MESA_SHADER_CACHE_DIR="+e.ShaderCache())
 	}
 	return "env", append(args, node, filepath.Join(e.FugoodDir(), "whisper-driver.mjs"), e.WhisperModel(w.Model), e.Speech(),
 		strconv.Itoa(max(w.Threads, 1)), strconv.Itoa(max(w.Runs, 1)))

@@ -50,9 +50,9 @@ func (e *Env) RequireVulkan(t testing.TB) {
 
 // Command returns the command that runs v with node: through env, which execs node with
 // the driver's settings, so that node is the process profiled. Shaders compiled by
-// lavapipe are kept under the test bench (the first run compiles for some 50 s).
+// lavapipe are kept in the machine's cache (the first run compiles for some 35-50 s).
 func (v Vulkan) Command(e *Env, node string) (string, []string) {
-	args := []string{"GPU=vulkan", "MESA_SHADER_CACHE_DIR=" + filepath.Join(e.Root, "mesa-shader-cache")}
+	args := []string{"GPU=vulkan", "MESA_SHADER_CACHE_DIR=" + e.ShaderCache()}
 	if v.Layers >= 0 {
 		args = append(args, "GPU_LAYERS="+strconv.Itoa(v.Layers))
 	}
