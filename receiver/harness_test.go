@@ -324,18 +324,15 @@ type span struct {
 // ofPID keeps what a collector that followed several processes exported of process pid:
 // the spans and metrics of its resources.
 func ofPID(traces []ptrace.Traces, metrics []pmetric.Metrics, pid int) ([]ptrace.Traces, []pmetric.Metrics) {
-	its := func(r pcommon.Resource) bool {
+	others := func(r pcommon.Resource) bool {
 		v, ok := r.Attributes().Get(schema.ResourceProcessPID)
-		return ok && v.AsString() == strconv.Itoa(pid)
+		return !ok || v.AsString() != strconv.Itoa(pid)
 	}
 	var ts []ptrace.Traces
 	for _, td := range traces {
 		kept := ptrace.NewTraces()
-		for i := 0; i < td.ResourceSpans().Len(); i++ {
-			if rs := td.ResourceSpans().At(i); its(rs.Resource()) {
-				rs.CopyTo(kept.ResourceSpans().AppendEmpty())
-			}
-		}
+		td.CopyTo(kept)
+		kept.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool { return others(rs.Resource()) })
 		if kept.ResourceSpans().Len() > 0 {
 			ts = append(ts, kept)
 		}
@@ -343,11 +340,8 @@ func ofPID(traces []ptrace.Traces, metrics []pmetric.Metrics, pid int) ([]ptrace
 	var ms []pmetric.Metrics
 	for _, md := range metrics {
 		kept := pmetric.NewMetrics()
-		for i := 0; i < md.ResourceMetrics().Len(); i++ {
-			if rm := md.ResourceMetrics().At(i); its(rm.Resource()) {
-				rm.CopyTo(kept.ResourceMetrics().AppendEmpty())
-			}
-		}
+		md.CopyTo(kept)
+		kept.ResourceMetrics().RemoveIf(func(rm pmetric.ResourceMetrics) bool { return others(rm.Resource()) })
 		if kept.ResourceMetrics().Len() > 0 {
 			ms = append(ms, kept)
 		}

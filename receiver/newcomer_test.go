@@ -193,8 +193,11 @@ func decodeTableWithin(t *testing.T, url string, pid int, first time.Time, limit
 	for at == 0 && time.Since(first) < limit+10*time.Second {
 		time.Sleep(500 * time.Millisecond)
 		for _, p := range getView(t, url).Processes {
+			if !strings.Contains(p.Title, title) {
+				continue
+			}
 			for _, ph := range p.Phases {
-				if strings.Contains(p.Title, title) && ph.Name == "decode" && len(ph.Ops) > 0 {
+				if ph.Name == "decode" && len(ph.Ops) > 0 {
 					at = time.Since(first)
 				}
 			}

@@ -143,10 +143,7 @@ func batchingLittle(p *summary.Process) (summary.Finding, bool) {
 	// The op table's verdicts, where its graphs showed the matmuls against the compute
 	// roof (it samples graphs of every width, most of one sequence where those are most).
 	for _, o := range dec.Ops {
-		if !wide {
-			break
-		}
-		if o.Op == "MUL_MAT" && o.PeakFrac > 0 && o.Roof == summary.BoundCompute {
+		if wide && o.Op == "MUL_MAT" && o.PeakFrac > 0 && o.Roof == summary.BoundCompute {
 			f.Evidence = append(f.Evidence, fmt.Sprintf("decode's MUL_MAT %s: %s of its graphs' time at %s of its roof (compute-bound)", o.Weight, pct(o.Share), pct(o.PeakFrac)))
 		}
 	}
