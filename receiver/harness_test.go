@@ -422,10 +422,20 @@ func maxPoint(metrics []pmetric.Metrics, name string) (v int64) {
 	return v
 }
 
-// checkProfile asserts what every profile of a llama model must show: every graph sits
-// in a CPU split, probed or, where no split probe saw it, the graph's own.
-// It returns the graph spans.
+// checkProfile asserts what every profile of a llama model must show (checkGraphs), and
+// that the collector counted what it exported (checkCounts). It returns the graph spans.
 func checkProfile(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metrics, layers int) []span {
+	t.Helper()
+	graphs := checkGraphs(t, traces, layers)
+	checkCounts(t, traces, metrics)
+	return graphs
+}
+
+// checkGraphs checks the graphs of what one collector exported, or of one of its
+// processes (ofPID): both phases, a MUL_MAT span for each of the first layers, every
+// graph in a CPU split of its decode (probed or, where no split probe saw it, the graph's
+// own), every traced one tiled by its node spans.
+func checkGraphs(t *testing.T, traces []ptrace.Traces, layers int) []span {
 	t.Helper()
 	all := spans(traces)
 	phases := map[any]int{}
@@ -501,6 +511,21 @@ func checkProfile(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metric
 	if traced == 0 {
 		t.Fatalf("no traced graph among %d graph spans", len(graphs))
 	}
+	t.Logf("%d spans, %d graphs (%d traced), phases %v, lowest node coverage of a traced graph %.1f%%, latest first node at %.1f%% of its graph",
+		len(all), len(graphs), traced, phases, 100*worst, 100*late)
+	return graphs
+}
+
+// checkCounts checks a collector's own counts against everything it exported: as many
+// traced graphs counted as traced graph spans, and no event dropped.
+func checkCounts(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metrics) {
+	t.Helper()
+	traced := 0
+	for _, s := range spans(traces) {
+		if s.name == "ggml.graph_compute" && s.attrs["ggml.graph.traced"] == true {
+			traced++
+		}
+	}
 	// A cumulative count: its largest point is the final one, in whatever order a batch
 	// processor delivered the exports.
 	if n := maxPoint(metrics, "profinfer.graphs.traced"); n != int64(traced) {
@@ -510,9 +535,6 @@ func checkProfile(t *testing.T, traces []ptrace.Traces, metrics []pmetric.Metric
 	if d, ok := lastSum(metrics, "profinfer.events.dropped"); !ok || d != 0 {
 		t.Errorf("profinfer.events.dropped = %d (exported: %v), want 0", d, ok)
 	}
-	t.Logf("%d spans, %d graphs (%d traced), phases %v, lowest node coverage of a traced graph %.1f%%, latest first node at %.1f%% of its graph",
-		len(all), len(graphs), traced, phases, 100*worst, 100*late)
-	return graphs
 }
 
 // checkShapes asserts that every layer matmul but the last layer's has as many columns as

@@ -72,10 +72,11 @@ var guestArches = []guestArch{
 // (portable, static) llama.cpp built for it. In each kernel: the eBPF verifier test, the
 // thread-name record's (TestE2EThreadName) and the connections' (TestE2EConnections), then the default configuration
 // (config/otelcol.yaml, unedited) and full tracing with the scheduler layer, a metrics export every 2 s and a
-// software counter, each against llama-bench and against llama-server serving a request;
-// on arm64 also full tracing of the MoE model. Each must yield decodes, graphs, node
-// spans, the request and metrics (and MoE routing), with no error logged and exactly the
-// kernel's degradation warnings. Guests run three at a time (go test's -parallel, 3 in
+// software counter, each one collector following llama-bench, then llama-server serving a
+// request, and on arm64 full tracing also the MoE model. Each workload must yield decodes,
+// graphs, node spans, the request and metrics (and MoE routing), told apart by its pid;
+// each collector must log no error, exactly the kernel's degradation warnings, and count
+// what it exported. Guests run three at a time (go test's -parallel, 3 in
 // scripts/test.sh).
 func TestE2EKernels(t *testing.T) {
 	defaultCfg, err := os.ReadFile("../config/otelcol.yaml")
@@ -159,17 +160,24 @@ func TestE2EKernels(t *testing.T) {
 				} else if m := regexp.MustCompile(`Linux [^:]*: .*`).Find(verifierOut); m != nil {
 					t.Logf("%s", m)
 				}
-				checkGuestRoofline(t, filepath.Join(r.Out, "default-llama-bench", "collector.log"), a.fma)
+				checkGuestRoofline(t, filepath.Join(r.Out, "default", "collector.log"), a.fma)
 				for _, cfg := range []string{"default", "full"} {
-					for _, exe := range []string{"llama-bench", "llama-server"} {
-						t.Run(cfg+"/"+exe, func(t *testing.T) { checkGuestRun(t, k, filepath.Join(r.Out, cfg+"-"+exe), cfg, exe, a.counters) })
+					workloads := []string{"llama-bench", "llama-server"}
+					if cfg == "full" && a.moe {
+						workloads = append(workloads, "llama-bench-moe")
 					}
-				}
-				if a.moe {
-					t.Run("full/moe", func(t *testing.T) {
-						traces, metrics := checkGuestRun(t, k, filepath.Join(r.Out, "full-llama-bench-moe"), "full", "llama-bench", a.counters)
-						layers, used, experts := modelShape(t, env.Model("tiny-moe"))
-						checkMoE(t, traces, metrics, layers, used, experts)
+					t.Run(cfg, func(t *testing.T) {
+						log, traces, metrics := checkGuestCollector(t, k, filepath.Join(r.Out, cfg))
+						for _, w := range workloads {
+							t.Run(w, func(t *testing.T) {
+								exe := strings.TrimSuffix(w, "-moe")
+								traces, metrics := checkGuestRun(t, log, traces, metrics, filepath.Join(r.Out, cfg+"-"+w), cfg, exe, a.counters)
+								if w != exe {
+									layers, used, experts := modelShape(t, env.Model("tiny-moe"))
+									checkMoE(t, traces, metrics, layers, used, experts)
+								}
+							})
+						}
 					})
 				}
 			})
@@ -244,9 +252,10 @@ func checkGuestRoofline(t *testing.T, logPath, fma string) {
 	}
 }
 
-// checkGuestRun checks one collector's run in a guest, under configuration cfg against
-// exe: its log and what it exported, which it returns. Full tracing asked for counters.
-func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []string) ([]ptrace.Traces, []pmetric.Metrics) {
+// checkGuestCollector checks one collector's run in a guest, in dir: no error logged,
+// exactly the kernel's degradation warnings, and its counts against what it exported,
+// which it returns with its log.
+func checkGuestCollector(t *testing.T, k vm.Kernel, dir string) (string, []ptrace.Traces, []pmetric.Metrics) {
 	logText, err := os.ReadFile(filepath.Join(dir, "collector.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -268,28 +277,37 @@ func checkGuestRun(t *testing.T, k vm.Kernel, dir, cfg, exe string, counters []s
 			t.Errorf("warning %q printed %d times on Linux %s, want %d", w, got, k.Release, want)
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pid int64
-	fmt.Sscan(string(b), &pid)
-	if !strings.Contains(log, fmt.Sprintf(`"pid": %d, "exe": "/usr/bin/%s"`, pid, exe)) {
-		t.Errorf("%s (pid %d) was not attached to", exe, pid)
+	if strings.Contains(log, "process hooks unavailable") {
+		t.Errorf("the process hooks did not load on Linux %s", k.Release)
 	}
 	if t.Failed() {
 		t.Fatalf("collector log:\n%s", log)
 	}
 	traces, metrics := (&collector{out: filepath.Join(dir, "profinfer-output.pb"), roofsOnce: true}).read(t, false)
-	if strings.Contains(log, "process hooks unavailable") {
-		t.Errorf("the process hooks did not load on Linux %s", k.Release)
+	checkCounts(t, traces, metrics)
+	return log, traces, metrics
+}
+
+// checkGuestRun checks what a guest's collector, under configuration cfg, exported of one
+// workload against exe, whose pid is in dir, and returns it. Full tracing asked for
+// counters.
+func checkGuestRun(t *testing.T, log string, traces []ptrace.Traces, metrics []pmetric.Metrics, dir, cfg, exe string, counters []string) ([]ptrace.Traces, []pmetric.Metrics) {
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	var pid int
+	fmt.Sscan(string(b), &pid)
+	if !strings.Contains(log, fmt.Sprintf(`"pid": %d, "exe": "/usr/bin/%s"`, pid, exe)) {
+		t.Fatalf("%s (pid %d) was not attached to; collector log:\n%s", exe, pid, log)
+	}
+	traces, metrics = ofPID(traces, metrics, pid)
 	if exe == "llama-bench" {
 		// Held in its --delay, before any decode: every graph is whole, under its decode.
-		checkProfile(t, traces, metrics, 0)
+		checkGraphs(t, traces, 0)
 		// It exits before the collector stops: the hook told how.
 		if !slices.ContainsFunc(spans(traces), func(s span) bool {
-			return s.pid == pid && s.name == schema.SpanProcess && len(s.eventAttrs) == 1 && s.eventAttrs[0][schema.ProcessExitCode] == int64(0)
+			return s.pid == int64(pid) && s.name == schema.SpanProcess && len(s.eventAttrs) == 1 && s.eventAttrs[0][schema.ProcessExitCode] == int64(0)
 		}) {
 			t.Errorf("no %s span with exit status 0 for llama-bench (pid %d)", schema.SpanProcess, pid)
 		}
@@ -412,28 +430,34 @@ stop() {
 	wait $1
 }
 tab=$(printf '\t')
-attached() { grep "${tab}attached${tab}" collector.log | grep -q "\"pid\": $1,"; }
+attached() { grep "${tab}attached${tab}" $log | grep -q "\"pid\": $1,"; }
 # hold PID: stop a process just started, and let it go once the collector attached.
 hold() {
 	kill -STOP $1
-	until_ok 120 attached $1 || cat collector.log
+	until_ok 120 attached $1 || cat $log
 	kill -CONT $1
 }
 
-# collect CFG EXE: a collector of its own for one workload, so that what one leaves
-# behind (a server's decodes at start) cannot blur the checks of the other.
+# collect CFG WORKLOAD...: one collector (its log and output in /out/CFG) for the
+# workloads, run one after another, each in /out/CFG-WORKLOAD with its pid, by which the
+# checks tell what each left (a server's decodes at start) from the others'.
 collect() {
-	mkdir -p /out/$1-$2 && cd /out/$1-$2
-	otelcol-profinfer --config /cfg/$1.yaml >collector.log 2>&1 &
+	cfg=$1; shift
+	mkdir -p /out/$cfg && cd /out/$cfg
+	log=/out/$cfg/collector.log out=/out/$cfg/profinfer-output.pb
+	otelcol-profinfer --config /cfg/$cfg.yaml >$log 2>&1 &
 	collector=$!
-	until_ok 180 grep -q 'Everything is ready' collector.log || { cat collector.log; exit 1; }
-	$(echo $2 | tr - _)
+	until_ok 180 grep -q 'Everything is ready' $log || { cat $log; exit 1; }
+	for w in "$@"; do
+		mkdir -p /out/$cfg-$w && cd /out/$cfg-$w
+		$(echo $w | tr - _)
+	done
 	# A metrics export with everything (collection_interval: the default's 10 s, full
 	# tracing's 2 s), before the shutdown, which under emulation may outlast the
 	# exporters' grace.
-	if [ $1 = full ]; then sleep 3; else sleep 11; fi
-	stop $collector collector collector.log
-	echo "$1 $2: collector exited $?"
+	if [ $cfg = full ]; then sleep 3; else sleep 11; fi
+	stop $collector collector $log
+	echo "$cfg $*: collector exited $?"
 }
 
 llama_bench() {
@@ -455,23 +479,22 @@ llama_server() {
 	until_ok 120 wget -q -O /dev/null http://127.0.0.1:8080/health || cat server.log
 	timeout 180 wget -q -O completion.json --header 'Content-Type: application/json' \
 		--post-data '{"prompt":"Once upon a time","n_predict":8,"temperature":0,"ignore_eos":true}' http://127.0.0.1:8080/completion ||
-		{ echo "request failed or timed out"; tail -20 server.log; tail -20 collector.log; }
+		{ echo "request failed or timed out"; tail -20 server.log; tail -20 $log; }
 	# The request ends when its slot has been idle for a second.
 	sleep 3
 	# The quota is read at a metrics export, while the server lives.
 	if [ "${PWD##*/}" = default-llama-server ]; then
-		until_ok 30 grep -q profinfer.cgroup.cpu.limit profinfer-output.pb || echo "no quota exported"
+		until_ok 30 grep -q profinfer.cgroup.cpu.limit $out || echo "no quota exported"
 	fi
 	stop $server llama-server server.log
 }
 
-for cfg in default full; do
-	collect $cfg llama-bench
-	collect $cfg llama-server
-done
 llama_bench_moe() { MODEL=tiny-moe llama_bench; }
+collect default llama-bench llama-server
 if [ -f /models/tiny-moe.gguf ]; then
-	collect full llama-bench-moe
+	collect full llama-bench llama-server llama-bench-moe
+else
+	collect full llama-bench llama-server
 fi
 exit ${hung:-0}
 `
