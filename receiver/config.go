@@ -117,6 +117,10 @@ type RooflineConfig struct {
 	// StateFile keeps the best measured peaks of this machine across restarts, so that
 	// a start beside a busy model need not measure; "" keeps none.
 	StateFile string `mapstructure:"state_file"`
+	// Remeasure measures again at each start that finds the CPUs idle, each roof keeping
+	// the better of the new and the kept value; false uses the roofs the state file
+	// keeps for this machine as they are, where they are final.
+	Remeasure bool `mapstructure:"remeasure"`
 }
 
 // SpansConfig controls span emission.
@@ -150,7 +154,7 @@ func createDefaultConfig() component.Config {
 		CollectionInterval:   defaultCollectionInterval,
 		Nodes:                NodesConfig{Mode: profiler.NodesSampled, SampleInterval: 10 * time.Second, SampleGraphs: 1},
 		Spans:                SpansConfig{Nodes: true, SampleEvery: 1},
-		Roofline:             RooflineConfig{Enabled: true, ProbeDuration: roofline.DefaultProbe, StateFile: roofline.DefaultStateFile},
+		Roofline:             RooflineConfig{Enabled: true, ProbeDuration: roofline.DefaultProbe, StateFile: roofline.DefaultStateFile, Remeasure: true},
 		Layers:               LayersConfig{Application: true, Runtime: true, Connections: true},
 		RingBufferSize:       defaultRingBufferSize,
 		ErrorMode:            ErrorModeIgnore,

@@ -60,7 +60,7 @@ func (r *profinferReceiver) profilerConfig() profiler.Config {
 		TimerSlack: c.TimerSlack,
 		Metrics:    c.MetricsBuilderConfig,
 		Roofline: profiler.Roofline{Enabled: c.Roofline.Enabled, Probe: c.Roofline.ProbeDuration, StateFile: c.Roofline.StateFile,
-			Peaks: roofline.Peaks{FLOPS: c.Roofline.PeakFLOPS, Bandwidth: c.Roofline.PeakBandwidth}},
+			KeepFinal: !c.Roofline.Remeasure, Peaks: roofline.Peaks{FLOPS: c.Roofline.PeakFLOPS, Bandwidth: c.Roofline.PeakBandwidth}},
 	}
 	for _, t := range c.Targets {
 		pc.Targets = append(pc.Targets, profiler.Selector{PID: t.PID, Executable: t.Executable})

@@ -23,7 +23,10 @@ func TestCompareViewInBrowser(t *testing.T) {
 	v, srv := testView(t)
 	read(t, t1, pipeline{v})
 	read(t, t2, pipeline{v})
-	doc := load(ctx, t, br, srv.URL+"/#compare&a=361&b=527")
+	if err := os.MkdirAll("../build", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := load(ctx, t, br, srv.URL+"/#compare&a=361&b=527", &testbench.Shot{Path: "../build/compare-view-test.png", Width: 1400, Height: 2000})
 	picked := map[string]string{}
 	testbench.Walk(doc, func(n *html.Node) {
 		if n.Type == html.ElementNode && n.Data == "option" && has(n, "selected") {
@@ -43,16 +46,10 @@ func TestCompareViewInBrowser(t *testing.T) {
 		}
 	}
 
-	if err := os.MkdirAll("../build", 0o755); err == nil {
-		if err := br.Screenshot(ctx, srv.URL+"/#compare&a=361&b=527", "../build/compare-view-test.png", 1400, 2000); err != nil {
-			t.Error(err)
-		}
-	}
-
 	// A process marked: the view opens on it before and after the mark.
 	v, srv = testView(t)
 	markedRun(t, v, srv)
-	doc = load(ctx, t, br, srv.URL+"/#compare")
+	doc = load(ctx, t, br, srv.URL+"/#compare", nil)
 	if a := byID(doc, "compare-sides"); a == nil || !strings.Contains(testbench.Text(a), "A: before the mark at ") || !strings.Contains(testbench.Text(a), "B: since the mark at ") {
 		t.Errorf("the sides before and after the mark are not compared: %v", a)
 	}
@@ -61,9 +58,17 @@ func TestCompareViewInBrowser(t *testing.T) {
 	}
 }
 
-func load(ctx context.Context, t *testing.T, br *testbench.Browser, url string) *html.Node {
+// load loads url in br, saving shot too where there is one, and returns the document.
+func load(ctx context.Context, t *testing.T, br *testbench.Browser, url string, shot *testbench.Shot) *html.Node {
 	t.Helper()
-	dom, consoleErrors, err := br.DOM(ctx, url)
+	var dom string
+	var consoleErrors []string
+	var err error
+	if shot != nil {
+		dom, consoleErrors, err = br.DOMShot(ctx, url, *shot)
+	} else {
+		dom, consoleErrors, err = br.DOM(ctx, url)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

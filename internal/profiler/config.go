@@ -59,4 +59,5 @@ type Roofline struct {
 	Peaks     roofline.Peaks
 	Probe     time.Duration
 	StateFile string
+	KeepFinal bool // final roofs kept are not measured again
 }

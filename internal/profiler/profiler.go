@@ -264,7 +264,7 @@ func (p *Profiler) roofs() roofline.Roofs {
 	if !r.Enabled {
 		return roofline.Roofs{}
 	}
-	roofs := roofline.Establish(roofline.EstablishConfig{Peaks: r.Peaks, Probe: r.Probe, StateFile: r.StateFile}, p.log)
+	roofs := roofline.Establish(roofline.EstablishConfig{Peaks: r.Peaks, Probe: r.Probe, StateFile: r.StateFile, KeepFinal: r.KeepFinal}, p.log)
 	dot, bf16 := roofline.DotKernel()
 	p.log.Info("roofline", zap.Float64("peak_flops", roofs.FLOPS), zap.Float64("peak_int8", roofs.Int8),
 		zap.Float64("peak_bf16", roofs.BF16), zap.Float64("peak_bandwidth", roofs.Bandwidth), zap.Any("caches", roofs.Levels),

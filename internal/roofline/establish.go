@@ -49,13 +49,15 @@ type EstablishConfig struct {
 	Peaks     Peaks         // configured; zero fields are measured
 	Probe     time.Duration // the most a measurement takes
 	StateFile string        // keeps the best measurement across restarts; "" keeps none
+	KeepFinal bool          // final roofs kept stand as they are, not measured again
 }
 
 // Establish returns the roofs to classify under: the configured peaks, else the best
 // measurement kept for this machine in the state file, re-measured only while the CPUs
-// are idle. With none kept, it measures anyway, provisionally if the CPUs are busy, and
-// the next idle start replaces that; until then busy starts reuse it, so that verdicts
-// do not move with the load. Problems with the state file are warnings.
+// are idle (never, where they are final and cfg.KeepFinal says so). With none kept,
+// it measures anyway, provisionally if the CPUs are busy, and the next idle start
+// replaces that; until then busy starts reuse it, so that verdicts do not move with the
+// load. Problems with the state file are warnings.
 func Establish(cfg EstablishConfig, log *zap.Logger) Roofs {
 	// The collector's start (the kernel's BTF decoded, the programs loaded) leaves
 	// garbage whose collection would otherwise take the probe's CPUs from its threads.
@@ -99,6 +101,9 @@ func (e establisher) establish(cfg EstablishConfig, log *zap.Logger) Roofs {
 		}
 		kept = s
 	}
+	if kept != nil && kept.complete() && !kept.Provisional && cfg.KeepFinal {
+		return withPeaks(kept.roofs(SourceStored), cfg.Peaks)
+	}
 	busy, err := e.busy()
 	if err != nil {
 		log.Warn("cannot tell whether the CPUs are idle, measuring anyway", zap.Error(err))
@@ -122,8 +127,13 @@ func (e establisher) establish(cfg EstablishConfig, log *zap.Logger) Roofs {
 			}
 		}
 	}
-	r.FLOPS = cmp.Or(cfg.Peaks.FLOPS, r.FLOPS)
-	r.Bandwidth = cmp.Or(cfg.Peaks.Bandwidth, r.Bandwidth)
+	return withPeaks(r, cfg.Peaks)
+}
+
+// withPeaks is r with the peaks the configuration gives instead of its own.
+func withPeaks(r Roofs, p Peaks) Roofs {
+	r.FLOPS = cmp.Or(p.FLOPS, r.FLOPS)
+	r.Bandwidth = cmp.Or(p.Bandwidth, r.Bandwidth)
 	return r
 }
 

@@ -261,3 +261,48 @@ func TestRoofsOlderStateFileKept(t *testing.T) {
 		t.Errorf("the next idle start: %+v", r)
 	}
 }
+
+// With KeepFinal, final roofs kept stand on idle CPUs too, without a probe or the idle
+// check; provisional ones, or none, are measured as without it.
+func TestRoofsKeepFinal(t *testing.T) {
+	dir := t.TempDir()
+	slow := fast
+	slow.Peaks = Peaks{FLOPS: 100e9, Int8: 300e9, BF16: 200e9, Bandwidth: 20e9, Levels: levels(400e9, 150e9, 70e9)}
+	for _, c := range []struct {
+		name        string
+		kept        *state
+		wantSource  string
+		wantProbes  int
+		wantTheKept bool
+	}{
+		{"final", &state{Machine: here, Revision: probeRevision, At: t0, Trials: 30}, SourceStored, 0, true},
+		{"provisional", &state{Machine: here, Revision: probeRevision, At: t0, Trials: 30, Provisional: true}, SourceMeasured, 1, false},
+		{"none", nil, SourceMeasured, 1, false},
+	} {
+		path := filepath.Join(dir, c.name+".json")
+		if c.kept != nil {
+			c.kept.setPeaks(slow.Peaks)
+			if err := save(path, *c.kept); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f := &fake{m: fast, at: t1}
+		checked := 0
+		e := establisher{
+			readStat: func() ([]byte, error) { checked++; return stat(0)() },
+			sleep:    func(time.Duration) {},
+			measure:  func(time.Duration) measurement { f.measured++; return f.m },
+			machine:  func() string { return here },
+			now:      func() time.Time { return f.at },
+		}
+		r := e.establish(EstablishConfig{Probe: time.Second, StateFile: path, KeepFinal: true}, zap.NewNop())
+		want := fast.Peaks
+		if c.wantTheKept {
+			want = slow.Peaks
+		}
+		if r.Source != c.wantSource || f.measured != c.wantProbes || !eq(r.Peaks, want) || c.wantTheKept && checked > 0 {
+			t.Errorf("%s: roofs %+v from %s after %d probes and %d reads of /proc/stat; want %s after %d probes",
+				c.name, r.Peaks, r.Source, f.measured, checked, c.wantSource, c.wantProbes)
+		}
+	}
+}

@@ -47,22 +47,34 @@ func (b *Browser) run(ctx context.Context, url string, args ...string) (stdout, 
 	return out.String(), errb.String(), err
 }
 
+// Shot is a screenshot of a page: as rendered in a window of Width × Height, saved to
+// Path (PNG).
+type Shot struct {
+	Path          string
+	Width, Height int
+}
+
 // DOM loads url and returns the document as its scripts left it, and the console
 // messages that were errors.
 func (b *Browser) DOM(ctx context.Context, url string) (dom string, consoleErrors []string, err error) {
-	out, stderr, err := b.run(ctx, url, "--dump-dom")
+	return b.load(ctx, url, "--dump-dom")
+}
+
+// DOMShot is DOM in a window of shot's size, saving the screenshot too: one browser's
+// start, where two would take as long again.
+func (b *Browser) DOMShot(ctx context.Context, url string, shot Shot) (dom string, consoleErrors []string, err error) {
+	return b.load(ctx, url, "--dump-dom", "--screenshot="+shot.Path, fmt.Sprintf("--window-size=%d,%d", shot.Width, shot.Height), "--hide-scrollbars")
+}
+
+// load loads url with args, and returns what it printed and its console's errors.
+func (b *Browser) load(ctx context.Context, url string, args ...string) (dom string, consoleErrors []string, err error) {
+	out, stderr, err := b.run(ctx, url, args...)
 	for _, l := range strings.Split(stderr, "\n") {
 		if strings.Contains(l, "CONSOLE") && (strings.Contains(l, "Uncaught") || strings.Contains(l, ":ERROR:")) {
 			consoleErrors = append(consoleErrors, l)
 		}
 	}
 	return out, consoleErrors, err
-}
-
-// Screenshot saves url as rendered in a window of width × height to path (PNG).
-func (b *Browser) Screenshot(ctx context.Context, url, path string, width, height int) error {
-	_, _, err := b.run(ctx, url, "--screenshot="+path, fmt.Sprintf("--window-size=%d,%d", width, height), "--hide-scrollbars")
-	return err
 }
 
 // Walk calls f on n and every node below it, in document order.
