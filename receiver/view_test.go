@@ -137,9 +137,6 @@ func opRows(ph *summary.Phase) []string {
 // the document as the page's script left it.
 func pageCheck(t *testing.T, ctx context.Context, br *testbench.Browser, url string, want []string, shot string) string {
 	t.Helper()
-	if err := os.MkdirAll("../build", 0o755); err != nil {
-		t.Fatal(err)
-	}
 	dom, consoleErrors, err := br.DOMShot(ctx, url, testbench.Shot{Path: filepath.Join("../build", shot), Width: 1400, Height: 4200})
 	if err != nil {
 		t.Fatal(err)

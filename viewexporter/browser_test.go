@@ -4,7 +4,6 @@ package viewexporter
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -23,9 +22,6 @@ func TestCompareViewInBrowser(t *testing.T) {
 	v, srv := testView(t)
 	read(t, t1, pipeline{v})
 	read(t, t2, pipeline{v})
-	if err := os.MkdirAll("../build", 0o755); err != nil {
-		t.Fatal(err)
-	}
 	doc := load(ctx, t, br, srv.URL+"/#compare&a=361&b=527", &testbench.Shot{Path: "../build/compare-view-test.png", Width: 1400, Height: 2000})
 	picked := map[string]string{}
 	testbench.Walk(doc, func(n *html.Node) {

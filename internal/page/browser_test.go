@@ -5,7 +5,6 @@ package page
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -31,9 +30,6 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := os.MkdirAll("../../build", 0o755); err != nil {
-		t.Fatal(err)
-	}
 	dom, consoleErrors, err := br.DOMShot(ctx, "file://"+path, testbench.Shot{Path: "../../build/page-test.png", Width: 1400, Height: 3000})
 	if err != nil {
 		t.Fatal(err)

@@ -61,9 +61,6 @@ func TestCompareInBrowser(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := os.MkdirAll("../../build", 0o755); err != nil {
-		t.Fatal(err)
-	}
 	dom, consoleErrors, err := br.DOMShot(ctx, "file://"+path, testbench.Shot{Path: "../../build/compare-test.png", Width: 1400, Height: 2400})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -60,9 +61,12 @@ func (b *Browser) DOM(ctx context.Context, url string) (dom string, consoleError
 	return b.load(ctx, url, "--dump-dom")
 }
 
-// DOMShot is DOM in a window of shot's size, saving the screenshot too: one browser's
-// start, where two would take as long again.
+// DOMShot is DOM in a window of shot's size, saving the screenshot too (its directory
+// made where missing): one browser's start, where two would take as long again.
 func (b *Browser) DOMShot(ctx context.Context, url string, shot Shot) (dom string, consoleErrors []string, err error) {
+	if err := os.MkdirAll(filepath.Dir(shot.Path), 0o755); err != nil {
+		return "", nil, err
+	}
 	return b.load(ctx, url, "--dump-dom", "--screenshot="+shot.Path, fmt.Sprintf("--window-size=%d,%d", shot.Width, shot.Height), "--hide-scrollbars")
 }
 
